@@ -1,0 +1,389 @@
+//! One RocksDB per partition: column families per view, the layout check,
+//! and the atomic commit of a batch's state with its input positions.
+//!
+//! The on-disk layout is documented, with byte diagrams, in `state/README.md`
+//! at the repository root; [`LAYOUT_VERSION`] names it. A store written with
+//! another layout is refused, never misread.
+
+pub mod keys;
+pub mod kv;
+pub mod views;
+
+pub use kv::{Cf, Kv, MemKv, Scan, Txn, Writes};
+
+use rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, IteratorMode, Options, ReadOptions,
+    SnapshotWithThreadMode, WriteBatch, WriteOptions, DB,
+};
+use std::path::{Path, PathBuf};
+
+/// The state layout this build reads and writes (see `state/README.md`).
+pub const LAYOUT_VERSION: u32 = 1;
+
+/// Errors of the state layer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// RocksDB reported an error.
+    #[error("rocksdb error in {path}: {source}")]
+    Rocks {
+        /// The store's directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: rocksdb::Error,
+    },
+    /// A stored value does not decode.
+    #[error("corrupt value in column family {cf} at key {key}: {reason}")]
+    Corrupt {
+        /// Column family name.
+        cf: &'static str,
+        /// The key, in hex.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The store was written by another layout or belongs elsewhere.
+    #[error("refusing state store {path}: {reason}")]
+    Refused {
+        /// The store's directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl StoreError {
+    /// A corrupt-value error for `key` in `cf`.
+    pub fn corrupt(cf: Cf, key: &[u8], reason: impl Into<String>) -> StoreError {
+        StoreError::Corrupt {
+            cf: cf.name(),
+            key: key.iter().map(|b| format!("{b:02x}")).collect(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Tuning for a store.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// fsync the WAL on every commit (durable against power loss).
+    pub sync: bool,
+    /// Memtable size per column family, bytes.
+    pub write_buffer_bytes: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            sync: true,
+            write_buffer_bytes: 16 << 20,
+        }
+    }
+}
+
+/// Meta keys.
+pub mod meta {
+    /// `u32` layout version.
+    pub const LAYOUT: &[u8] = b"layout";
+    /// `u32` partition index of this store.
+    pub const PARTITION: &[u8] = b"partition";
+    /// `u32` partition count of the data directory.
+    pub const PARTITIONS: &[u8] = b"partitions";
+    /// `u64` next offset to read in `events[p]`.
+    pub const POS_EVENTS: &[u8] = b"pos/events";
+    /// `u64` next offset to read in `effects[p]`.
+    pub const POS_EFFECTS: &[u8] = b"pos/effects";
+    /// `u64` next sequence number in the `pending` column family.
+    pub const NEXT_SEQ: &[u8] = b"pending/next";
+}
+
+/// One partition's RocksDB.
+pub struct Store {
+    db: DB,
+    path: PathBuf,
+    write_opts: WriteOptions,
+}
+
+fn cf_options(cf: Cf, cache: &Cache, opts: &StoreOptions) -> Options {
+    let mut o = Options::default();
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(cache);
+    if matches!(
+        cf,
+        Cf::Users | Cf::Followees | Cf::Followers | Cf::Posts | Cf::Inbox
+    ) {
+        table.set_bloom_filter(10.0, false);
+    }
+    o.set_block_based_table_factory(&table);
+    o.set_write_buffer_size(opts.write_buffer_bytes);
+    o.set_level_compaction_dynamic_level_bytes(true);
+    o
+}
+
+impl Store {
+    /// Opens (creating if missing) the store of `partition` of `partitions`.
+    /// Refuses a store of another layout version or another partition.
+    pub fn open(
+        path: &Path,
+        partition: u32,
+        partitions: u32,
+        cache: &Cache,
+        opts: &StoreOptions,
+    ) -> Result<Store, StoreError> {
+        let mut db_opts = Options::default();
+        db_opts.create_if_missing(true);
+        db_opts.create_missing_column_families(true);
+        db_opts.set_max_background_jobs(2);
+        db_opts.set_max_open_files(256);
+        let cfs = Cf::ALL
+            .iter()
+            .map(|&cf| ColumnFamilyDescriptor::new(cf.name(), cf_options(cf, cache, opts)));
+        let db =
+            DB::open_cf_descriptors(&db_opts, path, cfs).map_err(|source| StoreError::Rocks {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let mut write_opts = WriteOptions::default();
+        write_opts.set_sync(opts.sync);
+        let store = Store {
+            db,
+            path: path.to_path_buf(),
+            write_opts,
+        };
+        store.check_identity(partition, partitions, true)?;
+        Ok(store)
+    }
+
+    /// Opens an existing store read-only (beside a running processor): sees
+    /// the state as of the open.
+    pub fn open_read_only(
+        path: &Path,
+        partition: u32,
+        partitions: u32,
+        cache: &Cache,
+    ) -> Result<Store, StoreError> {
+        if !path.join("CURRENT").exists() {
+            return Err(StoreError::Refused {
+                path: path.to_path_buf(),
+                reason: "no state store here (has `feedlog run` processed this data directory?)"
+                    .into(),
+            });
+        }
+        let opts = StoreOptions::default();
+        let cfs = Cf::ALL
+            .iter()
+            .map(|&cf| ColumnFamilyDescriptor::new(cf.name(), cf_options(cf, cache, &opts)));
+        let db = DB::open_cf_descriptors_read_only(&Options::default(), path, cfs, false).map_err(
+            |source| StoreError::Rocks {
+                path: path.to_path_buf(),
+                source,
+            },
+        )?;
+        let store = Store {
+            db,
+            path: path.to_path_buf(),
+            write_opts: WriteOptions::default(),
+        };
+        store.check_identity(partition, partitions, false)?;
+        Ok(store)
+    }
+
+    fn check_identity(
+        &self,
+        partition: u32,
+        partitions: u32,
+        writable: bool,
+    ) -> Result<(), StoreError> {
+        let refuse = |reason: String| StoreError::Refused {
+            path: self.path.clone(),
+            reason,
+        };
+        let read_u32 = |k: &[u8]| -> Result<Option<u32>, StoreError> {
+            match self.get(Cf::Meta, k)? {
+                None => Ok(None),
+                Some(v) => v
+                    .try_into()
+                    .map(|b| Some(u32::from_be_bytes(b)))
+                    .map_err(|_| StoreError::corrupt(Cf::Meta, k, "expected 4 bytes")),
+            }
+        };
+        match read_u32(meta::LAYOUT)? {
+            None if writable => {
+                let mut b = WriteBatch::default();
+                let meta = self.cf(Cf::Meta);
+                b.put_cf(meta, meta::LAYOUT, LAYOUT_VERSION.to_be_bytes());
+                b.put_cf(meta, meta::PARTITION, partition.to_be_bytes());
+                b.put_cf(meta, meta::PARTITIONS, partitions.to_be_bytes());
+                self.write(b)?;
+                return Ok(());
+            }
+            None => return Err(refuse("the store has no layout version".into())),
+            Some(v) if v != LAYOUT_VERSION => {
+                return Err(refuse(format!(
+                "it was written with state layout {v}, this build reads layout {LAYOUT_VERSION} \
+                     (rebuild it from the log into a fresh directory)"
+            )))
+            }
+            Some(_) => {}
+        }
+        let found = (read_u32(meta::PARTITION)?, read_u32(meta::PARTITIONS)?);
+        if found != (Some(partition), Some(partitions)) {
+            return Err(refuse(format!(
+                "it holds partition {:?} of {:?}, expected {partition} of {partitions}",
+                found.0, found.1
+            )));
+        }
+        Ok(())
+    }
+
+    fn cf(&self, cf: Cf) -> &rocksdb::ColumnFamily {
+        self.db
+            .cf_handle(cf.name())
+            .expect("every column family is created at open")
+    }
+
+    fn rocks(&self, source: rocksdb::Error) -> StoreError {
+        StoreError::Rocks {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// The store's directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads a `u64` from the meta column family (0 when absent).
+    pub fn meta_u64(&self, key: &[u8]) -> Result<u64, StoreError> {
+        read_meta_u64(self, key)
+    }
+
+    /// Commits a batch's writes plus extra raw operations in one atomic
+    /// `WriteBatch`.
+    pub fn commit(
+        &self,
+        writes: &Writes,
+        extra: impl FnOnce(&mut Batch<'_>),
+    ) -> Result<(), StoreError> {
+        let mut batch = WriteBatch::default();
+        for cf in Cf::ALL {
+            let handle = self.cf(cf);
+            for (k, v) in writes.cf(cf) {
+                match v {
+                    Some(v) => batch.put_cf(handle, k, v),
+                    None => batch.delete_cf(handle, k),
+                }
+            }
+        }
+        extra(&mut Batch {
+            store: self,
+            batch: &mut batch,
+        });
+        self.write(batch)
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<(), StoreError> {
+        self.db
+            .write_opt(batch, &self.write_opts)
+            .map_err(|e| self.rocks(e))
+    }
+
+    /// A consistent read view of the whole store.
+    pub fn snapshot(&self) -> Snapshot<'_> {
+        Snapshot {
+            store: self,
+            snap: self.db.snapshot(),
+        }
+    }
+
+    /// RocksDB's own statistics property (for `inspect` and metrics).
+    pub fn property(&self, name: &str) -> Option<String> {
+        self.db.property_value(name).ok().flatten()
+    }
+
+    fn scan_with<'a>(
+        &'a self,
+        cf: Cf,
+        lo: &[u8],
+        hi: &[u8],
+        snap: Option<&'a SnapshotWithThreadMode<'a, DB>>,
+    ) -> Scan<'a> {
+        if lo >= hi {
+            return Box::new(std::iter::empty());
+        }
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_range(lo.to_vec()..hi.to_vec());
+        let it = match snap {
+            Some(s) => s.iterator_cf_opt(self.cf(cf), ro, IteratorMode::Start),
+            None => self
+                .db
+                .iterator_cf_opt(self.cf(cf), ro, IteratorMode::Start),
+        };
+        Box::new(it.map(move |r| match r {
+            Ok((k, v)) => Ok((k.into_vec(), v.into_vec())),
+            Err(e) => Err(self.rocks(e)),
+        }))
+    }
+}
+
+fn read_meta_u64(kv: &(impl Kv + ?Sized), key: &[u8]) -> Result<u64, StoreError> {
+    match kv.get(Cf::Meta, key)? {
+        None => Ok(0),
+        Some(v) => v
+            .try_into()
+            .map(u64::from_be_bytes)
+            .map_err(|_| StoreError::corrupt(Cf::Meta, key, "expected 8 bytes")),
+    }
+}
+
+impl Kv for Store {
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.db.get_cf(self.cf(cf), key).map_err(|e| self.rocks(e))
+    }
+
+    fn scan<'a>(&'a self, cf: Cf, lo: &[u8], hi: &[u8]) -> Scan<'a> {
+        self.scan_with(cf, lo, hi, None)
+    }
+}
+
+/// Raw operations added to a commit beside the batch's writes.
+pub struct Batch<'s> {
+    store: &'s Store,
+    batch: &'s mut WriteBatch,
+}
+
+impl Batch<'_> {
+    /// Puts a raw value.
+    pub fn put(&mut self, cf: Cf, key: &[u8], value: &[u8]) {
+        self.batch.put_cf(self.store.cf(cf), key, value);
+    }
+
+    /// Deletes every key in `[from, to)`.
+    pub fn delete_range(&mut self, cf: Cf, from: &[u8], to: &[u8]) {
+        self.batch.delete_range_cf(self.store.cf(cf), from, to);
+    }
+}
+
+/// A read view of one store at one instant.
+pub struct Snapshot<'a> {
+    store: &'a Store,
+    snap: SnapshotWithThreadMode<'a, DB>,
+}
+
+impl Kv for Snapshot<'_> {
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.snap
+            .get_cf(self.store.cf(cf), key)
+            .map_err(|e| self.store.rocks(e))
+    }
+
+    fn scan<'b>(&'b self, cf: Cf, lo: &[u8], hi: &[u8]) -> Scan<'b> {
+        self.store.scan_with(cf, lo, hi, Some(&self.snap))
+    }
+}
+
+/// Reads a `u64` meta value through any view (0 when absent).
+pub fn meta_u64(kv: &(impl Kv + ?Sized), key: &[u8]) -> Result<u64, StoreError> {
+    read_meta_u64(kv, key)
+}

@@ -1,0 +1,446 @@
+//! One partition's owner: read → decode → core → commit → ship.
+//!
+//! This is the only place where the pure core meets I/O. A step:
+//! 1. reads a bounded batch from `effects[p]` and `events[p]`;
+//! 2. decodes each record (a bad one becomes a dead letter) and applies it
+//!    through the core into one [`Txn`];
+//! 3. commits, in **one** RocksDB `WriteBatch`, the state changes, both input
+//!    positions, and every outgoing record (effects and dead letters) into the
+//!    `pending` column family;
+//! 4. ships the pending records to their logs, and deletes them in the next
+//!    commit.
+//!
+//! Only committed work is ever shipped (a transactional outbox), so a crash
+//! at any point can duplicate a suffix of already-committed effects —
+//! harmless, every effect is idempotent under version dedup — but can never
+//! emit effects of work that was not committed and may be redone differently.
+
+use crate::codec::{self, Format};
+use crate::core::{self, Applied, Ctx, Effect, Out};
+use crate::event::{Event, EventKind};
+use crate::log::{LogError, Logs, NewRecord, PartitionReader, Record, Topic};
+use crate::partition::partition_for;
+use crate::state::{self, keys, meta, Cf, Kv, Store, StoreError, Txn};
+use std::sync::Arc;
+
+/// Where an injected crash stops a step (for crash tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// The batch is built, nothing written.
+    BeforeCommit,
+    /// The batch is committed, nothing shipped.
+    AfterCommit,
+    /// Some destinations shipped, others not.
+    MidShip,
+}
+
+/// Decides whether to crash at a point; production uses [`NoFaults`].
+pub trait Faults {
+    /// `true` stops the step at `point` with [`TaskError::Crashed`].
+    fn crash_at(&mut self, point: CrashPoint) -> bool;
+}
+
+/// Never crashes.
+pub struct NoFaults;
+
+impl Faults for NoFaults {
+    fn crash_at(&mut self, _: CrashPoint) -> bool {
+        false
+    }
+}
+
+/// Why a step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    /// The state store failed: stop the partition.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A log failed: stop the partition.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// An injected crash.
+    #[error("injected crash at {0:?}")]
+    Crashed(CrashPoint),
+}
+
+/// Limits of one step.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchLimits {
+    /// Records read per input per step.
+    pub max_records: usize,
+    /// Bytes read per input per step.
+    pub max_bytes: usize,
+}
+
+impl Default for BatchLimits {
+    fn default() -> Self {
+        BatchLimits {
+            max_records: 2048,
+            max_bytes: 4 << 20,
+        }
+    }
+}
+
+/// What one step did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StepStats {
+    /// Input events read, by kind: follow, unfollow, post, delete_post.
+    pub events: [u64; 4],
+    /// Effects read.
+    pub effects: u64,
+    /// Records sent to the dead-letter log.
+    pub dead_letters: u64,
+    /// Inbox entries written.
+    pub delivered: u64,
+    /// Inbox entries removed.
+    pub removed: u64,
+    /// Effects emitted.
+    pub emitted: u64,
+}
+
+impl StepStats {
+    /// Records read from both inputs.
+    pub fn input(&self) -> u64 {
+        self.events.iter().sum::<u64>() + self.effects + self.dead_letters
+    }
+
+    /// Adds another step's figures.
+    pub fn add(&mut self, o: &StepStats) {
+        for i in 0..4 {
+            self.events[i] += o.events[i];
+        }
+        self.effects += o.effects;
+        self.dead_letters += o.dead_letters;
+        self.delivered += o.delivered;
+        self.removed += o.removed;
+        self.emitted += o.emitted;
+    }
+}
+
+fn kind_index(k: EventKind) -> usize {
+    match k {
+        EventKind::Follow => 0,
+        EventKind::Unfollow => 1,
+        EventKind::Post => 2,
+        EventKind::DeletePost => 3,
+    }
+}
+
+/// An outgoing record, as kept in the `pending` column family.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pending {
+    topic: Topic,
+    partition: u32,
+    format: Format,
+    key: Vec<u8>,
+    value: Vec<u8>,
+}
+
+impl Pending {
+    fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(10 + self.key.len() + self.value.len());
+        v.push(self.topic.as_u8());
+        v.extend_from_slice(&self.partition.to_be_bytes());
+        v.push(self.format.as_u8());
+        v.extend_from_slice(&(self.key.len() as u32).to_be_bytes());
+        v.extend_from_slice(&self.key);
+        v.extend_from_slice(&self.value);
+        v
+    }
+
+    fn decode(b: &[u8]) -> Option<Pending> {
+        let klen = u32::from_be_bytes(b.get(6..10)?.try_into().ok()?) as usize;
+        Some(Pending {
+            topic: Topic::from_u8(*b.first()?)?,
+            partition: u32::from_be_bytes(b.get(1..5)?.try_into().ok()?),
+            format: Format::from_u8(*b.get(5)?)?,
+            key: b.get(10..10 + klen)?.to_vec(),
+            value: b.get(10 + klen..)?.to_vec(),
+        })
+    }
+
+    fn effect(out: Out) -> Pending {
+        Pending {
+            topic: Topic::Effects,
+            partition: out.partition,
+            format: Format::Effect,
+            key: out.effect.key_user().to_string().into_bytes(),
+            value: codec::encode_bin(&out.effect),
+        }
+    }
+}
+
+/// A dead-letter record for `rec` read from `topic[partition]`.
+fn dead_letter(topic: &str, partition: u32, rec: &Record, reason: &str) -> Pending {
+    let mut body = serde_json::json!({
+        "reason": reason,
+        "source": {"topic": topic, "partition": partition, "offset": rec.offset},
+        "format": Format::from_u8(rec.format).map_or("unknown", Format::name),
+    });
+    match std::str::from_utf8(&rec.value) {
+        Ok(s) => body["payload"] = s.into(),
+        Err(_) => body["payload_hex"] = hex(&rec.value).into(),
+    }
+    Pending {
+        topic: Topic::DeadLetter,
+        partition: 0,
+        format: Format::DeadLetter,
+        key: format!("{topic}/{partition}/{}", rec.offset).into_bytes(),
+        value: body.to_string().into_bytes(),
+    }
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The owner of one partition.
+pub struct PartitionTask {
+    ctx: Ctx,
+    limits: BatchLimits,
+    sync_logs: bool,
+    store: Arc<Store>,
+    logs: Arc<Logs>,
+    events: PartitionReader,
+    effects: PartitionReader,
+    next_seq: u64,
+    /// Pending records below this sequence number are shipped and not yet
+    /// deleted.
+    shipped_below: Option<u64>,
+}
+
+impl PartitionTask {
+    /// Opens the task at its stored positions, first re-shipping whatever the
+    /// previous owner committed but may not have shipped.
+    pub fn open(
+        ctx: Ctx,
+        limits: BatchLimits,
+        sync_logs: bool,
+        store: Arc<Store>,
+        logs: Arc<Logs>,
+    ) -> Result<PartitionTask, TaskError> {
+        let p = ctx.partition;
+        let events = logs.reader(Topic::Events, p, store.meta_u64(meta::POS_EVENTS)?)?;
+        let effects = logs.reader(Topic::Effects, p, store.meta_u64(meta::POS_EFFECTS)?)?;
+        let next_seq = store.meta_u64(meta::NEXT_SEQ)?;
+        let mut task = PartitionTask {
+            ctx,
+            limits,
+            sync_logs,
+            store,
+            logs,
+            events,
+            effects,
+            next_seq,
+            shipped_below: None,
+        };
+        let pending: Vec<Pending> = task
+            .store
+            .scan(Cf::Pending, &[], &[0xff; 9])
+            .map(|r| {
+                let (k, v) = r?;
+                Pending::decode(&v)
+                    .ok_or_else(|| StoreError::corrupt(Cf::Pending, &k, "bad pending record"))
+            })
+            .collect::<Result<_, _>>()?;
+        if !pending.is_empty() {
+            tracing::info!(
+                partition = p,
+                records = pending.len(),
+                "re-shipping committed records"
+            );
+            task.ship(&pending, &mut NoFaults)?;
+            task.shipped_below = Some(task.next_seq);
+            task.forget_shipped()?;
+        }
+        Ok(task)
+    }
+
+    /// This task's partition.
+    pub fn partition(&self) -> u32 {
+        self.ctx.partition
+    }
+
+    /// Next offsets to read in `events[p]` and `effects[p]`.
+    pub fn positions(&self) -> (u64, u64) {
+        (self.events.position(), self.effects.position())
+    }
+
+    /// Moves a reader back by up to `records` records without touching state:
+    /// the next steps see those records again, as after an at-least-once
+    /// redelivery. Versions make the repeats no-ops.
+    pub fn redeliver(&mut self, topic: Topic, records: u64) -> Result<(), TaskError> {
+        let p = self.ctx.partition;
+        let reader = match topic {
+            Topic::Events => &mut self.events,
+            Topic::Effects => &mut self.effects,
+            Topic::DeadLetter => return Ok(()),
+        };
+        let to = reader.position().saturating_sub(records);
+        *reader = self.logs.reader(topic, p, to)?;
+        Ok(())
+    }
+
+    /// Processes one batch. Zero input in the returned stats means there was
+    /// nothing to read.
+    pub fn step(&mut self, faults: &mut dyn Faults) -> Result<StepStats, TaskError> {
+        let effects = self
+            .effects
+            .read(self.limits.max_records, self.limits.max_bytes)?;
+        let events = self
+            .events
+            .read(self.limits.max_records, self.limits.max_bytes)?;
+        let mut stats = StepStats::default();
+        if effects.is_empty() && events.is_empty() {
+            self.forget_shipped()?;
+            return Ok(stats);
+        }
+        let p = self.ctx.partition;
+        let mut txn = Txn::new(&*self.store);
+        let mut out = Vec::new();
+        let mut pending = Vec::new();
+        let count = |stats: &mut StepStats, a: Applied| {
+            stats.delivered += a.delivered;
+            stats.removed += a.removed;
+        };
+        for rec in &effects {
+            match decode_effect(rec) {
+                Ok(e) => {
+                    stats.effects += 1;
+                    let a = core::apply_effect(&mut txn, &self.ctx, &e, &mut out)?;
+                    count(&mut stats, a);
+                }
+                Err(reason) => {
+                    stats.dead_letters += 1;
+                    pending.push(dead_letter("effects", p, rec, &reason));
+                }
+            }
+        }
+        for rec in &events {
+            match codec::decode_event(rec.format, &rec.value) {
+                Ok(ev) if self.ctx.owns(ev.actor()) => {
+                    stats.events[kind_index(ev.kind())] += 1;
+                    let a = core::apply_event(&mut txn, &self.ctx, &ev, rec.offset + 1, &mut out)?;
+                    count(&mut stats, a);
+                }
+                Ok(ev) => {
+                    stats.dead_letters += 1;
+                    let reason = misrouted(&ev, self.ctx.partitions);
+                    pending.push(dead_letter("events", p, rec, &reason));
+                }
+                Err(e) => {
+                    stats.dead_letters += 1;
+                    pending.push(dead_letter("events", p, rec, &e.to_string()));
+                }
+            }
+        }
+        stats.emitted = out.len() as u64;
+        pending.extend(out.into_iter().map(Pending::effect));
+        let writes = txn.into_writes();
+        if faults.crash_at(CrashPoint::BeforeCommit) {
+            return Err(TaskError::Crashed(CrashPoint::BeforeCommit));
+        }
+        let first_seq = self.next_seq;
+        let next_seq = first_seq + pending.len() as u64;
+        let (pos_events, pos_effects) = self.positions();
+        let shipped_below = self.shipped_below;
+        self.store.commit(&writes, |b| {
+            b.put(Cf::Meta, meta::POS_EVENTS, &pos_events.to_be_bytes());
+            b.put(Cf::Meta, meta::POS_EFFECTS, &pos_effects.to_be_bytes());
+            b.put(Cf::Meta, meta::NEXT_SEQ, &next_seq.to_be_bytes());
+            for (i, rec) in pending.iter().enumerate() {
+                b.put(
+                    Cf::Pending,
+                    &keys::key([first_seq + i as u64]),
+                    &rec.encode(),
+                );
+            }
+            if let Some(below) = shipped_below {
+                b.delete_range(Cf::Pending, &keys::key([0]), &keys::key([below]));
+            }
+        })?;
+        self.next_seq = next_seq;
+        self.shipped_below = None;
+        if faults.crash_at(CrashPoint::AfterCommit) {
+            return Err(TaskError::Crashed(CrashPoint::AfterCommit));
+        }
+        self.ship(&pending, faults)?;
+        self.shipped_below = Some(next_seq);
+        Ok(stats)
+    }
+
+    /// Appends records to their logs, preserving order per destination.
+    fn ship(&self, pending: &[Pending], faults: &mut dyn Faults) -> Result<(), TaskError> {
+        let mut groups: Vec<((Topic, u32), Vec<&Pending>)> = Vec::new();
+        for rec in pending {
+            let dest = (rec.topic, rec.partition);
+            match groups.iter_mut().find(|(d, _)| *d == dest) {
+                Some((_, g)) => g.push(rec),
+                None => groups.push((dest, vec![rec])),
+            }
+        }
+        let ts = now_ms();
+        for (i, ((topic, partition), recs)) in groups.iter().enumerate() {
+            if i > 0 && faults.crash_at(CrashPoint::MidShip) {
+                return Err(TaskError::Crashed(CrashPoint::MidShip));
+            }
+            let records: Vec<NewRecord<'_>> = recs
+                .iter()
+                .map(|r| NewRecord {
+                    timestamp_ms: ts,
+                    format: r.format.as_u8(),
+                    key: &r.key,
+                    value: &r.value,
+                })
+                .collect();
+            self.logs
+                .append(*topic, *partition, &records, self.sync_logs)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes shipped pending records now (when no batch will carry it).
+    fn forget_shipped(&mut self) -> Result<(), TaskError> {
+        if let Some(below) = self.shipped_below.take() {
+            self.store.commit(&Default::default(), |b| {
+                b.delete_range(Cf::Pending, &keys::key([0]), &keys::key([below]));
+            })?;
+        }
+        Ok(())
+    }
+}
+
+fn decode_effect(rec: &Record) -> Result<Effect, String> {
+    if rec.format != Format::Effect.as_u8() {
+        return Err(format!(
+            "effects record has format marker {}, expected {}",
+            rec.format,
+            Format::Effect.as_u8()
+        ));
+    }
+    codec::decode_bin::<Effect>(&rec.value).map_err(|e| format!("invalid effect: {e}"))
+}
+
+fn misrouted(ev: &Event, partitions: u32) -> String {
+    format!(
+        "misrouted: actor {} belongs to partition {} (key events by the acting user id)",
+        ev.actor(),
+        partition_for(ev.actor(), partitions)
+    )
+}
+
+/// Reads a stored position through any view (for status and tests).
+pub fn stored_positions(kv: &(impl Kv + ?Sized)) -> Result<(u64, u64), StoreError> {
+    Ok((
+        state::meta_u64(kv, meta::POS_EVENTS)?,
+        state::meta_u64(kv, meta::POS_EFFECTS)?,
+    ))
+}

@@ -1,0 +1,332 @@
+//! The contract: at quiescence every view of every user equals the oracle —
+//! for 1, 3 and 8 partitions, with invalid records, redundant events,
+//! duplicate deliveries and crash-restarts at random points.
+
+mod common;
+
+use common::oracle::Oracle;
+use feedlog::codec::Format;
+use feedlog::datadir::DataDir;
+use feedlog::event::{Event, PostId, Ts, UserId};
+use feedlog::log::Topic;
+use feedlog::partition::partition_for;
+use feedlog::processor::{Processor, ProcessorConfig};
+use feedlog::produce::Producer;
+use feedlog::task::{BatchLimits, CrashPoint, Faults, PartitionTask, TaskError};
+use proptest::prelude::*;
+use std::collections::BTreeSet;
+
+const USERS: u64 = 12;
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// A valid event, as JSON or bincode.
+    Event(Event, bool),
+    /// The previous valid event again (a redundant record).
+    Repeat,
+    /// A record that is not an event.
+    Invalid(u8, u32),
+}
+
+#[derive(Debug, Clone)]
+enum Action {
+    Step(u32, u8),
+    Crash(u32, u8),
+    Redeliver(u32, bool, u8),
+}
+
+fn user() -> impl Strategy<Value = u64> {
+    prop_oneof![4 => 1u64..=3, 2 => 1u64..=7, 1 => 1u64..=USERS]
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    let ts = 0u64..40;
+    prop_oneof![
+        4 => (user(), user(), ts.clone()).prop_filter("self-follow", |(a, b, _)| a != b)
+            .prop_map(|(a, b, t)| Event::Follow { follower: UserId(a), followee: UserId(b), ts: Ts(t) }),
+        2 => (user(), user(), ts.clone()).prop_filter("self-follow", |(a, b, _)| a != b)
+            .prop_map(|(a, b, t)| Event::Unfollow { follower: UserId(a), followee: UserId(b), ts: Ts(t) }),
+        4 => (user(), 1u64..=20, ts.clone())
+            .prop_map(|(a, p, t)| Event::Post { author: UserId(a), post_id: PostId(p), ts: Ts(t) }),
+        1 => (user(), 1u64..=20, ts)
+            .prop_map(|(a, p, t)| Event::DeletePost { author: UserId(a), post_id: PostId(p), ts: Ts(t) }),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        20 => (event(), any::<bool>()).prop_map(|(e, b)| Op::Event(e, b)),
+        1 => Just(Op::Repeat),
+        1 => (0u8..6, any::<u32>()).prop_map(|(k, p)| Op::Invalid(k, p)),
+    ]
+}
+
+fn action() -> impl Strategy<Value = Action> {
+    prop_oneof![
+        8 => (any::<u32>(), 1u8..6).prop_map(|(p, n)| Action::Step(p, n)),
+        1 => (any::<u32>(), 0u8..3).prop_map(|(p, c)| Action::Crash(p, c)),
+        1 => (any::<u32>(), any::<bool>(), 1u8..20).prop_map(|(p, e, n)| Action::Redeliver(p, e, n)),
+    ]
+}
+
+/// Crashes at one point of the next step.
+struct CrashOnce(CrashPoint);
+
+impl Faults for CrashOnce {
+    fn crash_at(&mut self, point: CrashPoint) -> bool {
+        point == self.0
+    }
+}
+
+struct Harness {
+    dir: DataDir,
+    cfg: ProcessorConfig,
+    tasks: Vec<PartitionTask>,
+    processor: Option<Processor>,
+}
+
+impl Harness {
+    fn open(&mut self) {
+        let p = Processor::open(&self.dir, self.cfg.clone()).expect("open processor");
+        self.tasks = (0..self.dir.partitions())
+            .map(|i| p.task(i).expect("open task"))
+            .collect();
+        self.processor = Some(p);
+    }
+
+    /// Drops every task and store, as a killed process would, and reopens.
+    fn restart(&mut self) {
+        self.tasks.clear();
+        self.processor = None;
+        self.open();
+    }
+
+    fn step(&mut self, p: u32) -> u64 {
+        self.tasks[p as usize]
+            .step(&mut feedlog::task::NoFaults)
+            .expect("step")
+            .input()
+    }
+
+    /// Steps every partition round-robin until a full round reads nothing.
+    fn quiesce(&mut self) {
+        loop {
+            let mut moved = 0;
+            for p in 0..self.dir.partitions() {
+                moved += self.step(p);
+            }
+            if moved == 0 {
+                return;
+            }
+        }
+    }
+}
+
+fn invalid_record(kind: u8, seed: u32, partitions: u32) -> (u32, u8, Vec<u8>) {
+    let p = seed % partitions;
+    let json = Format::Json.as_u8();
+    match kind {
+        0 => (p, json, b"{not json".to_vec()),
+        1 => (
+            p,
+            json,
+            br#"{"type":"follow","follower":3,"followee":3,"ts":1}"#.to_vec(),
+        ),
+        2 => (
+            p,
+            json,
+            br#"{"type":"post","author":0,"post_id":1,"ts":1}"#.to_vec(),
+        ),
+        3 => (p, Format::Bincode.as_u8(), vec![0xff, 0xfe, 0xfd]),
+        4 => (
+            p,
+            77,
+            br#"{"type":"post","author":1,"post_id":1,"ts":1}"#.to_vec(),
+        ),
+        _ => {
+            // A valid event in a partition that does not own its actor.
+            let owner = partition_for(UserId(5), partitions);
+            let wrong = (owner + 1 + seed % partitions.max(2)) % partitions;
+            if wrong == owner {
+                (p, json, b"[]".to_vec())
+            } else {
+                (
+                    wrong,
+                    json,
+                    br#"{"type":"post","author":5,"post_id":99,"ts":1}"#.to_vec(),
+                )
+            }
+        }
+    }
+}
+
+fn run_case(
+    partitions: u32,
+    ops: Vec<Op>,
+    actions: Vec<Action>,
+    batch: usize,
+) -> Result<(), TestCaseError> {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::create_or_open(tmp.path(), Some(partitions)).unwrap();
+    let cfg = ProcessorConfig {
+        inbox_cap: 3,
+        fanout_chunk: 2,
+        limits: BatchLimits {
+            max_records: batch,
+            max_bytes: 1 << 20,
+        },
+        sync: false,
+        cache_bytes: 1 << 20,
+    };
+    let mut h = Harness {
+        dir: dir.clone(),
+        cfg,
+        tasks: Vec::new(),
+        processor: None,
+    };
+    h.open();
+    let mut producer = Producer::new(&dir);
+    let mut oracle = Oracle::default();
+    let mut invalid = 0u64;
+    let mut last: Option<(Event, bool)> = None;
+    let chunks = 4;
+    let per_chunk = ops.len().div_ceil(chunks).max(1);
+    let per_actions = actions.len().div_ceil(chunks).max(1);
+    for (ops, actions) in ops.chunks(per_chunk).zip(
+        actions
+            .chunks(per_actions)
+            .chain(std::iter::repeat(&[][..])),
+    ) {
+        for op in ops {
+            let (event, bin) = match op {
+                Op::Event(e, b) => (*e, *b),
+                Op::Repeat => match last {
+                    Some(x) => x,
+                    None => continue,
+                },
+                Op::Invalid(kind, seed) => {
+                    let (p, format, value) = invalid_record(*kind, *seed, partitions);
+                    producer.raw(p, format, b"x".to_vec(), value).unwrap();
+                    invalid += 1;
+                    continue;
+                }
+            };
+            producer
+                .event(&event, if bin { Format::Bincode } else { Format::Json })
+                .unwrap();
+            oracle.apply(&event);
+            last = Some((event, bin));
+        }
+        producer.finish().unwrap();
+        for a in actions {
+            match *a {
+                Action::Step(p, n) => {
+                    for _ in 0..n {
+                        h.step(p % partitions);
+                    }
+                }
+                Action::Crash(p, c) => {
+                    let point = [
+                        CrashPoint::BeforeCommit,
+                        CrashPoint::AfterCommit,
+                        CrashPoint::MidShip,
+                    ][c as usize];
+                    match h.tasks[(p % partitions) as usize].step(&mut CrashOnce(point)) {
+                        Err(TaskError::Crashed(_)) | Ok(_) => h.restart(),
+                        Err(e) => panic!("step failed: {e}"),
+                    }
+                }
+                Action::Redeliver(p, events, n) => {
+                    let topic = if events {
+                        Topic::Events
+                    } else {
+                        Topic::Effects
+                    };
+                    h.tasks[(p % partitions) as usize]
+                        .redeliver(topic, n as u64)
+                        .unwrap();
+                }
+            }
+        }
+    }
+    h.quiesce();
+    let reader = h.processor.as_ref().unwrap().reader();
+    common::check_all(&reader, &oracle, USERS, 2).map_err(TestCaseError::fail)?;
+
+    // Every invalid record reached the dead-letter log (at least once: a crash may repeat one).
+    let mut dl = h
+        .processor
+        .as_ref()
+        .unwrap()
+        .logs()
+        .reader(Topic::DeadLetter, 0, 0)
+        .unwrap();
+    let mut sources = BTreeSet::new();
+    loop {
+        let recs = dl.read(1000, 1 << 20).unwrap();
+        if recs.is_empty() {
+            break;
+        }
+        for r in recs {
+            let v: serde_json::Value = serde_json::from_slice(&r.value).unwrap();
+            prop_assert!(
+                v["reason"].as_str().is_some_and(|s| !s.is_empty()),
+                "dead letter without reason"
+            );
+            prop_assert_eq!(
+                v["source"]["topic"].as_str(),
+                Some("events"),
+                "only events may be dead-lettered"
+            );
+            sources.insert(r.key);
+        }
+    }
+    prop_assert_eq!(sources.len() as u64, invalid);
+    Ok(())
+}
+
+fn config() -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(24);
+    ProptestConfig {
+        cases,
+        max_shrink_iters: 2000,
+        ..ProptestConfig::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    // Proves quiescent equivalence with one partition (every message is local).
+    #[test]
+    fn views_equal_oracle_1_partition(
+        ops in proptest::collection::vec(op(), 1..150),
+        actions in proptest::collection::vec(action(), 0..60),
+        batch in 1usize..8,
+    ) {
+        run_case(1, ops, actions, batch)?;
+    }
+
+    // Proves quiescent equivalence with three partitions.
+    #[test]
+    fn views_equal_oracle_3_partitions(
+        ops in proptest::collection::vec(op(), 1..150),
+        actions in proptest::collection::vec(action(), 0..60),
+        batch in 1usize..8,
+    ) {
+        run_case(3, ops, actions, batch)?;
+    }
+
+    // Proves quiescent equivalence with eight partitions.
+    #[test]
+    fn views_equal_oracle_8_partitions(
+        ops in proptest::collection::vec(op(), 1..150),
+        actions in proptest::collection::vec(action(), 0..80),
+        batch in 1usize..8,
+    ) {
+        run_case(8, ops, actions, batch)?;
+    }
+}
