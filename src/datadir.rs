@@ -150,3 +150,37 @@ impl DataDir {
         self.root.join("state").join(format!("{partition:05}"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves a data directory keeps its partition count and refuses another layout.
+    #[test]
+    fn identity_is_checked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = DataDir::create_or_open(tmp.path(), Some(3)).unwrap();
+        assert_eq!(d.partitions(), 3);
+        assert_eq!(
+            DataDir::create_or_open(tmp.path(), None)
+                .unwrap()
+                .partitions(),
+            3
+        );
+        let err = DataDir::create_or_open(tmp.path(), Some(4))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("it has 3 partitions"), "{err}");
+        std::fs::write(
+            tmp.path().join("feedlog.json"),
+            r#"{"layout":9,"partitions":3}"#,
+        )
+        .unwrap();
+        let err = DataDir::open(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("layout 9"), "{err}");
+        let err = DataDir::open(&tmp.path().join("nope"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not a feedlog data directory"), "{err}");
+    }
+}

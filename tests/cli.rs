@@ -224,3 +224,84 @@ fn real_network_college_msg() {
     let reader = Processor::open_reader(&DataDir::open(&data).unwrap()).unwrap();
     common::check_all(&reader, &oracle, max_user, 200).unwrap();
 }
+
+/// A generated power-law log as JSON lines (deterministic).
+fn generated_log(users: u64, events: u64) -> String {
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let zipf = |n: u64, r: u64| {
+        (((n as f64).powf((r >> 11) as f64 / (1u64 << 53) as f64)) as u64).clamp(1, n)
+    };
+    let mut out = String::new();
+    for i in 0..events {
+        let (a, b, r) = (zipf(users, next()), zipf(users, next()), next() % 100);
+        let ts = 1_700_000_000_000 + i * 7;
+        out += &match r {
+            0..=44 if a != b => {
+                format!(r#"{{"type":"follow","follower":{b},"followee":{a},"ts":{ts}}}"#)
+            }
+            45..=52 if a != b => {
+                format!(r#"{{"type":"unfollow","follower":{b},"followee":{a},"ts":{ts}}}"#)
+            }
+            53..=94 => format!(
+                r#"{{"type":"post","author":{a},"post_id":{},"ts":{ts}}}"#,
+                i + 1
+            ),
+            _ => format!(
+                r#"{{"type":"delete_post","author":{a},"post_id":{},"ts":{ts}}}"#,
+                next() % (i + 1) + 1
+            ),
+        };
+        out.push('\n');
+    }
+    out
+}
+
+// Proves a processor killed with SIGKILL mid-run, then restarted, ends with every view equal to the oracle.
+#[test]
+fn sigkill_mid_run_then_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("d");
+    let log = generated_log(150, 12_000);
+    let (code, _, err) = feedlog(
+        &data,
+        &["produce", "--partitions", "4"],
+        Some(log.as_bytes()),
+    );
+    assert_eq!(code, 0, "{err}");
+    for kill_after_ms in [100u64, 300] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_feedlog"))
+            .arg("--data")
+            .arg(&data)
+            .args(["run", "--inbox-cap", "5", "--no-sync"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Kill once processing is under way (effects are being shipped).
+        let started = std::time::Instant::now();
+        while !data.join("log/effects").exists() && started.elapsed().as_secs() < 60 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(kill_after_ms));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+    }
+    let (code, out, err) = feedlog(&data, &["run", "--until-idle", "--inbox-cap", "5"], None);
+    assert_eq!(code, 0, "{err}");
+    // The killed runs got somewhere, and left work for this one.
+    let done: u64 = out.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let total = log.lines().count() as u64;
+    assert!(
+        done > 0 && done < total,
+        "the restart processed {done} of {total} events: the kills did not land mid-run"
+    );
+    let (oracle, max_user) = oracle_of(&log);
+    let reader = Processor::open_reader(&DataDir::open(&data).unwrap()).unwrap();
+    common::check_all(&reader, &oracle, max_user, 25).unwrap();
+}

@@ -35,11 +35,13 @@ enum Action {
     Redeliver(u32, bool, u8),
 }
 
-fn user() -> impl Strategy<Value = u64> {
-    prop_oneof![4 => 1u64..=3, 2 => 1u64..=7, 1 => 1u64..=USERS]
+/// A skewed user choice: the first few users are the most active.
+fn user(users: u64) -> impl Strategy<Value = u64> {
+    prop_oneof![4 => 1u64..=3.min(users), 2 => 1u64..=7.min(users), 1 => 1u64..=users]
 }
 
-fn event() -> impl Strategy<Value = Event> {
+fn event(users: u64) -> impl Strategy<Value = Event> {
+    let user = move || user(users);
     let ts = 0u64..40;
     prop_oneof![
         4 => (user(), user(), ts.clone()).prop_filter("self-follow", |(a, b, _)| a != b)
@@ -53,9 +55,9 @@ fn event() -> impl Strategy<Value = Event> {
     ]
 }
 
-fn op() -> impl Strategy<Value = Op> {
+fn op(users: u64) -> impl Strategy<Value = Op> {
     prop_oneof![
-        20 => (event(), any::<bool>()).prop_map(|(e, b)| Op::Event(e, b)),
+        20 => (event(users), any::<bool>()).prop_map(|(e, b)| Op::Event(e, b)),
         1 => Just(Op::Repeat),
         1 => (0u8..6, any::<u32>()).prop_map(|(k, p)| Op::Invalid(k, p)),
     ]
@@ -162,6 +164,7 @@ fn invalid_record(kind: u8, seed: u32, partitions: u32) -> (u32, u8, Vec<u8>) {
 
 fn run_case(
     partitions: u32,
+    users: u64,
     ops: Vec<Op>,
     actions: Vec<Action>,
     batch: usize,
@@ -251,7 +254,7 @@ fn run_case(
     }
     h.quiesce();
     let reader = h.processor.as_ref().unwrap().reader();
-    common::check_all(&reader, &oracle, USERS, 2).map_err(TestCaseError::fail)?;
+    common::check_all(&reader, &oracle, users, 2).map_err(TestCaseError::fail)?;
 
     // Every invalid record reached the dead-letter log (at least once: a crash may repeat one).
     let mut dl = h
@@ -303,30 +306,41 @@ proptest! {
     // Proves quiescent equivalence with one partition (every message is local).
     #[test]
     fn views_equal_oracle_1_partition(
-        ops in proptest::collection::vec(op(), 1..150),
+        ops in proptest::collection::vec(op(USERS), 1..150),
         actions in proptest::collection::vec(action(), 0..60),
         batch in 1usize..8,
     ) {
-        run_case(1, ops, actions, batch)?;
+        run_case(1, USERS, ops, actions, batch)?;
     }
 
     // Proves quiescent equivalence with three partitions.
     #[test]
     fn views_equal_oracle_3_partitions(
-        ops in proptest::collection::vec(op(), 1..150),
+        ops in proptest::collection::vec(op(USERS), 1..150),
         actions in proptest::collection::vec(action(), 0..60),
         batch in 1usize..8,
     ) {
-        run_case(3, ops, actions, batch)?;
+        run_case(3, USERS, ops, actions, batch)?;
     }
 
     // Proves quiescent equivalence with eight partitions.
     #[test]
     fn views_equal_oracle_8_partitions(
-        ops in proptest::collection::vec(op(), 1..150),
+        ops in proptest::collection::vec(op(USERS), 1..150),
         actions in proptest::collection::vec(action(), 0..80),
         batch in 1usize..8,
     ) {
-        run_case(8, ops, actions, batch)?;
+        run_case(8, USERS, ops, actions, batch)?;
+    }
+
+    // Proves quiescent equivalence when three users follow, unfollow, re-follow,
+    // post and delete among themselves, so messages race each other constantly.
+    #[test]
+    fn views_equal_oracle_races_2_partitions(
+        ops in proptest::collection::vec(op(3), 1..120),
+        actions in proptest::collection::vec(action(), 0..80),
+        batch in 1usize..4,
+    ) {
+        run_case(2, 3, ops, actions, batch)?;
     }
 }

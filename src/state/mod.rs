@@ -387,3 +387,46 @@ impl Kv for Snapshot<'_> {
 pub fn meta_u64(kv: &(impl Kv + ?Sized), key: &[u8]) -> Result<u64, StoreError> {
     read_meta_u64(kv, key)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves a store written with another layout version, or for another partition, is refused, not misread.
+    #[test]
+    fn other_layouts_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Cache::new_lru_cache(1 << 20);
+        let opts = StoreOptions {
+            sync: false,
+            ..StoreOptions::default()
+        };
+        {
+            let s = Store::open(tmp.path(), 1, 4, &cache, &opts).unwrap();
+            s.commit(&Writes::default(), |b| {
+                b.put(Cf::Meta, meta::LAYOUT, &2u32.to_be_bytes())
+            })
+            .unwrap();
+        }
+        let err = Store::open(tmp.path(), 1, 4, &cache, &opts)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("written with state layout 2, this build reads layout 1"),
+            "{err}"
+        );
+        {
+            let s = Store::open(&tmp.path().join("b"), 1, 4, &cache, &opts).unwrap();
+            drop(s);
+        }
+        let err = Store::open(&tmp.path().join("b"), 2, 4, &cache, &opts)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("holds partition Some(1) of Some(4), expected 2 of 4"),
+            "{err}"
+        );
+    }
+}
