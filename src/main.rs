@@ -80,10 +80,10 @@ enum Command {
         #[arg(long, default_value_t = 20_000)]
         users: u64,
         /// Follows per user (power-law choice of followees).
-        #[arg(long, default_value_t = 40)]
+        #[arg(long, default_value_t = 20)]
         follows: u64,
         /// Posts to fan out.
-        #[arg(long, default_value_t = 20_000)]
+        #[arg(long, default_value_t = 2_000)]
         posts: u64,
         /// Partitions.
         #[arg(long, default_value_t = 8)]
@@ -204,6 +204,21 @@ fn process(data: &Path, until_idle: bool, cfg: ProcessorConfig) -> Result<i32> {
             })
         });
     }
+    // The backlog of input events at start, for the progress display's ETA.
+    let mut backlog = 0u64;
+    for p in 0..dir.partitions() {
+        let end = processor
+            .logs()
+            .end_offset(feedlog::log::Topic::Events, p)?;
+        let pos = processor
+            .store(p)
+            .meta_u64(feedlog::state::meta::POS_EVENTS)?;
+        backlog += end.saturating_sub(pos);
+    }
+    eprintln!(
+        "{} partitions; {backlog} events to process",
+        dir.partitions()
+    );
     let progress = Progress::default();
     let start = Instant::now();
     let done = AtomicBool::new(false);
@@ -215,11 +230,16 @@ fn process(data: &Path, until_idle: bool, cfg: ProcessorConfig) -> Result<i32> {
                 if last.elapsed() >= Duration::from_secs(2) {
                     last = Instant::now();
                     let t = *progress.totals.lock().expect("poisoned");
+                    let read = t.events.iter().sum::<u64>() + t.dead_letters;
+                    let rate = per_sec(read, start);
+                    let eta = match backlog.saturating_sub(read) {
+                        0 => "input read; settling internal messages".to_string(),
+                        left if rate > 0.0 => format!("ETA {:.0}s", left as f64 / rate),
+                        _ => "ETA ?".to_string(),
+                    };
                     eprintln!(
-                        "{:>6.1}s  events {} ({:.0}/s)  deliveries {} ({:.0}/s)  effects {}  dead letters {}",
+                        "{:>6.1}s  events {read}/{backlog} ({rate:.0}/s, {eta})  deliveries {} ({:.0}/s)  effects {}  dead letters {}",
                         start.elapsed().as_secs_f64(),
-                        t.events.iter().sum::<u64>(),
-                        per_sec(t.events.iter().sum(), start),
                         t.delivered,
                         per_sec(t.delivered, start),
                         t.effects,
