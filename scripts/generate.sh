@@ -11,15 +11,15 @@ awk -v users="$users" -v events="$events" 'BEGIN {
     b = int(users ^ rand()); if (b < 1) b = 1
     r = rand()
     if (r < 0.45 && a != b) {
-      printf "{\"type\":\"follow\",\"follower\":%d,\"followee\":%d,\"ts\":%d}\n", b, a, ts
+      printf "{\"type\":\"follow\",\"follower\":%d,\"followee\":%d,\"ts\":%.0f}\n", b, a, ts
     } else if (r < 0.5 && a != b) {
-      printf "{\"type\":\"unfollow\",\"follower\":%d,\"followee\":%d,\"ts\":%d}\n", b, a, ts
+      printf "{\"type\":\"unfollow\",\"follower\":%d,\"followee\":%d,\"ts\":%.0f}\n", b, a, ts
     } else if (r < 0.97) {
       posts++; author[posts] = a
-      printf "{\"type\":\"post\",\"author\":%d,\"post_id\":%d,\"ts\":%d}\n", a, posts, ts
+      printf "{\"type\":\"post\",\"author\":%d,\"post_id\":%d,\"ts\":%.0f}\n", a, posts, ts
     } else if (posts > 0) {
       p = 1 + int(rand() * posts)
-      printf "{\"type\":\"delete_post\",\"author\":%d,\"post_id\":%d,\"ts\":%d}\n", author[p], p, ts
+      printf "{\"type\":\"delete_post\",\"author\":%d,\"post_id\":%d,\"ts\":%.0f}\n", author[p], p, ts
     }
   }
 }'

@@ -10,7 +10,7 @@ awk '
     src = $1 + 1; dst = $2 + 1; ts = $3 * 1000; n++
     if (src != dst && !((src, dst) in seen)) {
       seen[src, dst] = 1
-      printf "{\"type\":\"follow\",\"follower\":%d,\"followee\":%d,\"ts\":%d}\n", src, dst, ts
+      printf "{\"type\":\"follow\",\"follower\":%d,\"followee\":%d,\"ts\":%.0f}\n", src, dst, ts
     }
-    printf "{\"type\":\"post\",\"author\":%d,\"post_id\":%d,\"ts\":%d}\n", src, n, ts
+    printf "{\"type\":\"post\",\"author\":%d,\"post_id\":%d,\"ts\":%.0f}\n", src, n, ts
   }' "$1"
