@@ -215,6 +215,8 @@ pub struct PartitionTask {
     /// Pending records below this sequence number are shipped and not yet
     /// deleted.
     shipped_below: Option<u64>,
+    /// Whether this step applies its events before its effects.
+    events_first: bool,
 }
 
 impl PartitionTask {
@@ -241,6 +243,7 @@ impl PartitionTask {
             effects,
             next_seq,
             shipped_below: None,
+            events_first: false,
         };
         let pending: Vec<Pending> = task
             .store
@@ -304,6 +307,7 @@ impl PartitionTask {
             return Ok(stats);
         }
         let p = self.ctx.partition;
+        self.events_first = !self.events_first;
         let mut txn = Txn::new(&*self.store);
         let mut out = Vec::new();
         let mut pending = Vec::new();
@@ -311,34 +315,55 @@ impl PartitionTask {
             stats.delivered += a.delivered;
             stats.removed += a.removed;
         };
-        for rec in &effects {
-            match decode_effect(rec) {
-                Ok(e) => {
-                    stats.effects += 1;
-                    let a = core::apply_effect(&mut txn, &self.ctx, &e, &mut out)?;
-                    count(&mut stats, a);
+        // Alternate which input goes first, so no message kind is always
+        // applied ahead of the other (either order is correct).
+        let order = if self.events_first {
+            [Topic::Events, Topic::Effects]
+        } else {
+            [Topic::Effects, Topic::Events]
+        };
+        for input in order {
+            match input {
+                Topic::Effects => {
+                    for rec in &effects {
+                        match decode_effect(rec) {
+                            Ok(e) => {
+                                stats.effects += 1;
+                                let a = core::apply_effect(&mut txn, &self.ctx, &e, &mut out)?;
+                                count(&mut stats, a);
+                            }
+                            Err(reason) => {
+                                stats.dead_letters += 1;
+                                pending.push(dead_letter("effects", p, rec, &reason));
+                            }
+                        }
+                    }
                 }
-                Err(reason) => {
-                    stats.dead_letters += 1;
-                    pending.push(dead_letter("effects", p, rec, &reason));
-                }
-            }
-        }
-        for rec in &events {
-            match codec::decode_event(rec.format, &rec.value) {
-                Ok(ev) if self.ctx.owns(ev.actor()) => {
-                    stats.events[kind_index(ev.kind())] += 1;
-                    let a = core::apply_event(&mut txn, &self.ctx, &ev, rec.offset + 1, &mut out)?;
-                    count(&mut stats, a);
-                }
-                Ok(ev) => {
-                    stats.dead_letters += 1;
-                    let reason = misrouted(&ev, self.ctx.partitions);
-                    pending.push(dead_letter("events", p, rec, &reason));
-                }
-                Err(e) => {
-                    stats.dead_letters += 1;
-                    pending.push(dead_letter("events", p, rec, &e.to_string()));
+                _ => {
+                    for rec in &events {
+                        match codec::decode_event(rec.format, &rec.value) {
+                            Ok(ev) if self.ctx.owns(ev.actor()) => {
+                                stats.events[kind_index(ev.kind())] += 1;
+                                let a = core::apply_event(
+                                    &mut txn,
+                                    &self.ctx,
+                                    &ev,
+                                    rec.offset + 1,
+                                    &mut out,
+                                )?;
+                                count(&mut stats, a);
+                            }
+                            Ok(ev) => {
+                                stats.dead_letters += 1;
+                                let reason = misrouted(&ev, self.ctx.partitions);
+                                pending.push(dead_letter("events", p, rec, &reason));
+                            }
+                            Err(e) => {
+                                stats.dead_letters += 1;
+                                pending.push(dead_letter("events", p, rec, &e.to_string()));
+                            }
+                        }
+                    }
                 }
             }
         }
