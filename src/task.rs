@@ -20,7 +20,7 @@ use crate::core::{self, Applied, Ctx, Effect, Out};
 use crate::event::{Event, EventKind};
 use crate::log::{LogError, Logs, NewRecord, PartitionReader, Record, Topic};
 use crate::partition::partition_for;
-use crate::state::{self, keys, meta, Cf, Kv, Store, StoreError, Txn};
+use crate::state::{keys, meta, Cf, Kv, Store, StoreError, Txn};
 use std::sync::Arc;
 
 /// Where an injected crash stops a step (for crash tests).
@@ -460,12 +460,4 @@ fn misrouted(ev: &Event, partitions: u32) -> String {
         ev.actor(),
         partition_for(ev.actor(), partitions)
     )
-}
-
-/// Reads a stored position through any view (for status and tests).
-pub fn stored_positions(kv: &(impl Kv + ?Sized)) -> Result<(u64, u64), StoreError> {
-    Ok((
-        state::meta_u64(kv, meta::POS_EVENTS)?,
-        state::meta_u64(kv, meta::POS_EFFECTS)?,
-    ))
 }

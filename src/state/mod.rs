@@ -256,7 +256,7 @@ impl Store {
 
     /// Reads a `u64` from the meta column family (0 when absent).
     pub fn meta_u64(&self, key: &[u8]) -> Result<u64, StoreError> {
-        read_meta_u64(self, key)
+        meta_u64(self, key)
     }
 
     /// Commits a batch's writes plus extra raw operations in one atomic
@@ -327,16 +327,6 @@ impl Store {
     }
 }
 
-fn read_meta_u64(kv: &(impl Kv + ?Sized), key: &[u8]) -> Result<u64, StoreError> {
-    match kv.get(Cf::Meta, key)? {
-        None => Ok(0),
-        Some(v) => v
-            .try_into()
-            .map(u64::from_be_bytes)
-            .map_err(|_| StoreError::corrupt(Cf::Meta, key, "expected 8 bytes")),
-    }
-}
-
 impl Kv for Store {
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         self.db.get_cf(self.cf(cf), key).map_err(|e| self.rocks(e))
@@ -385,7 +375,13 @@ impl Kv for Snapshot<'_> {
 
 /// Reads a `u64` meta value through any view (0 when absent).
 pub fn meta_u64(kv: &(impl Kv + ?Sized), key: &[u8]) -> Result<u64, StoreError> {
-    read_meta_u64(kv, key)
+    match kv.get(Cf::Meta, key)? {
+        None => Ok(0),
+        Some(v) => v
+            .try_into()
+            .map(u64::from_be_bytes)
+            .map_err(|_| StoreError::corrupt(Cf::Meta, key, "expected 8 bytes")),
+    }
 }
 
 #[cfg(test)]
