@@ -517,24 +517,25 @@ fn insert_inbox<K: Kv + ?Sized>(
     applied: &mut Applied,
 ) -> Result<(), StoreError> {
     let mut u = views::user(t, user)?;
-    if u.horizon.is_some_and(|h| *k >= h) || t.inbox_has(user, k)? {
+    if u.horizon.is_some_and(|h| *k >= h) {
         return Ok(());
     }
+    // No read of the key first: a put is idempotent, and `inbox_len` may
+    // over-count a duplicate until the next trim recounts it.
     t.set_inbox(user, k, true);
     u.inbox_len += 1;
     applied.delivered += 1;
     applied.changed = true;
     if u.inbox_len >= ctx.inbox_trim_at() {
-        let cut: Vec<TimelineKey> = views::inbox(t, user, None)
-            .skip(ctx.inbox_cap as usize)
-            .collect::<Result<_, _>>()?;
-        for c in &cut {
+        let entries: Vec<TimelineKey> = views::inbox(t, user, None).collect::<Result<_, _>>()?;
+        let cut = entries.get(ctx.inbox_cap as usize..).unwrap_or_default();
+        for c in cut {
             t.set_inbox(user, c, false);
         }
         if let Some(first) = cut.first() {
             u.horizon = Some(u.horizon.map_or(*first, |h| h.min(*first)));
         }
-        u.inbox_len -= cut.len() as u64;
+        u.inbox_len = entries.len().min(ctx.inbox_cap as usize) as u64;
         applied.removed += cut.len() as u64;
     }
     t.set_user(user, &u);
@@ -554,7 +555,7 @@ fn lower_horizon<K: Kv + ?Sized>(
     for k in &stale {
         t.set_inbox(user, k, false);
     }
-    u.inbox_len -= stale.len() as u64;
+    u.inbox_len = u.inbox_len.saturating_sub(stale.len() as u64);
     t.set_user(user, &u);
     Ok(())
 }

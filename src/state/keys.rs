@@ -179,7 +179,8 @@ pub struct UserVal {
     pub followees: u64,
     /// Live posts.
     pub posts: u64,
-    /// Entries in the materialized inbox.
+    /// Entries in the materialized inbox (never fewer than there are; a
+    /// duplicate delivery may over-count until the next trim recounts).
     pub inbox_len: u64,
     /// Every timeline entry that sorts before the horizon is in the inbox;
     /// `None`: every timeline entry is.
