@@ -203,6 +203,28 @@ pub fn event_to_bincode(event: &Event) -> Vec<u8> {
     encode_bin(event)
 }
 
+/// A dead-letter record's value: the reason, where the record came from, its
+/// format, and the payload (as text when it is UTF-8, else as hex).
+pub fn dead_letter_value(
+    reason: &str,
+    source: serde_json::Value,
+    format: &str,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut body = serde_json::json!({"reason": reason, "source": source, "format": format});
+    match std::str::from_utf8(payload) {
+        Ok(s) => body["payload"] = s.into(),
+        Err(_) => {
+            body["payload_hex"] = payload
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+                .into()
+        }
+    }
+    body.to_string().into_bytes()
+}
+
 /// Encodes any serde value with bincode's standard configuration.
 pub fn encode_bin<T: Serialize>(value: &T) -> Vec<u8> {
     bincode::serde::encode_to_vec(value, bincode::config::standard())

@@ -63,8 +63,6 @@ pub enum ProcessorError {
 pub struct Progress {
     /// Totals since start.
     pub totals: Mutex<StepStats>,
-    /// Per-partition next offsets (events, effects).
-    pub positions: Mutex<Vec<(u64, u64)>>,
 }
 
 /// An opened data directory, ready to process and to answer queries.
@@ -158,8 +156,6 @@ impl Processor {
         for p in 0..n {
             tasks.push(self.task(p as u32)?);
         }
-        *progress.positions.lock().expect("poisoned") =
-            tasks.iter().map(PartitionTask::positions).collect();
         // Idle detection: `epoch` moves after every non-empty step; a task
         // that found nothing records the epoch it saw before looking. All
         // tasks having seen the current epoch means nothing moved since each
@@ -190,7 +186,6 @@ impl Processor {
                                     epoch.fetch_add(1, Ordering::SeqCst);
                                     backoff = Duration::from_micros(200);
                                     progress.totals.lock().expect("poisoned").add(&stats);
-                                    progress.positions.lock().expect("poisoned")[p] = task.positions();
                                 }
                                 Err(source) => {
                                     tracing::error!(partition = p, error = %source, "partition stopped");

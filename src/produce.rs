@@ -93,11 +93,7 @@ impl Producer {
     ) -> Result<(), ProduceError> {
         self.buffers[partition as usize].push(Buffered { format, key, value });
         self.summary.accepted += 1;
-        self.buffered += 1;
-        if self.buffered >= FLUSH_AT {
-            self.flush(false)?;
-        }
-        Ok(())
+        self.queued()
     }
 
     /// Queues one JSON line: valid events go to their partition, anything
@@ -111,26 +107,14 @@ impl Producer {
                 line.to_vec(),
             ),
             Err(e) => {
-                let mut body = serde_json::json!({
-                    "reason": e.to_string(),
-                    "source": {"input": source},
-                    "format": "json",
-                });
-                match std::str::from_utf8(line) {
-                    Ok(s) => body["payload"] = s.into(),
-                    Err(_) => body["payload_hex"] = crate::task::hex(line).into(),
-                }
+                let source_json = serde_json::json!({ "input": source });
                 self.dead.push(Buffered {
                     format: Format::DeadLetter.as_u8(),
                     key: source.as_bytes().to_vec(),
-                    value: body.to_string().into_bytes(),
+                    value: codec::dead_letter_value(&e.to_string(), source_json, "json", line),
                 });
                 self.summary.dead_lettered += 1;
-                self.buffered += 1;
-                if self.buffered >= FLUSH_AT {
-                    self.flush(false)?;
-                }
-                Ok(())
+                self.queued()
             }
         }
     }
@@ -151,6 +135,15 @@ impl Producer {
                 continue;
             }
             self.json_line(line, &format!("{source_name}:{}", i + 1))?;
+        }
+        Ok(())
+    }
+
+    /// Counts one queued record, writing the queues out when they are full.
+    fn queued(&mut self) -> Result<(), ProduceError> {
+        self.buffered += 1;
+        if self.buffered >= FLUSH_AT {
+            self.flush(false)?;
         }
         Ok(())
     }

@@ -16,7 +16,7 @@
 //! emit effects of work that was not committed and may be redone differently.
 
 use crate::codec::{self, Format};
-use crate::core::{self, Applied, Ctx, Effect, Out};
+use crate::core::{self, Ctx, Effect, Out};
 use crate::event::{Event, EventKind};
 use crate::log::{LogError, Logs, NewRecord, PartitionReader, Record, Topic};
 use crate::partition::partition_for;
@@ -172,27 +172,15 @@ impl Pending {
 
 /// A dead-letter record for `rec` read from `topic[partition]`.
 fn dead_letter(topic: &str, partition: u32, rec: &Record, reason: &str) -> Pending {
-    let mut body = serde_json::json!({
-        "reason": reason,
-        "source": {"topic": topic, "partition": partition, "offset": rec.offset},
-        "format": Format::from_u8(rec.format).map_or("unknown", Format::name),
-    });
-    match std::str::from_utf8(&rec.value) {
-        Ok(s) => body["payload"] = s.into(),
-        Err(_) => body["payload_hex"] = hex(&rec.value).into(),
-    }
+    let source = serde_json::json!({"topic": topic, "partition": partition, "offset": rec.offset});
+    let format = Format::from_u8(rec.format).map_or("unknown", Format::name);
     Pending {
         topic: Topic::DeadLetter,
         partition: 0,
         format: Format::DeadLetter,
         key: format!("{topic}/{partition}/{}", rec.offset).into_bytes(),
-        value: body.to_string().into_bytes(),
+        value: codec::dead_letter_value(reason, source, format, &rec.value),
     }
-}
-
-/// Lower-case hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Milliseconds since the Unix epoch.
@@ -306,65 +294,28 @@ impl PartitionTask {
             self.forget_shipped()?;
             return Ok(stats);
         }
-        let p = self.ctx.partition;
         self.events_first = !self.events_first;
         let mut txn = Txn::new(&*self.store);
         let mut out = Vec::new();
         let mut pending = Vec::new();
-        let count = |stats: &mut StepStats, a: Applied| {
-            stats.delivered += a.delivered;
-            stats.removed += a.removed;
-        };
         // Alternate which input goes first, so no message kind is always
         // applied ahead of the other (either order is correct).
-        let order = if self.events_first {
-            [Topic::Events, Topic::Effects]
+        let inputs = if self.events_first {
+            [(Topic::Events, &events), (Topic::Effects, &effects)]
         } else {
-            [Topic::Effects, Topic::Events]
+            [(Topic::Effects, &effects), (Topic::Events, &events)]
         };
-        for input in order {
-            match input {
-                Topic::Effects => {
-                    for rec in &effects {
-                        match decode_effect(rec) {
-                            Ok(e) => {
-                                stats.effects += 1;
-                                let a = core::apply_effect(&mut txn, &self.ctx, &e, &mut out)?;
-                                count(&mut stats, a);
-                            }
-                            Err(reason) => {
-                                stats.dead_letters += 1;
-                                pending.push(dead_letter("effects", p, rec, &reason));
-                            }
-                        }
-                    }
-                }
-                _ => {
-                    for rec in &events {
-                        match codec::decode_event(rec.format, &rec.value) {
-                            Ok(ev) if self.ctx.owns(ev.actor()) => {
-                                stats.events[kind_index(ev.kind())] += 1;
-                                let a = core::apply_event(
-                                    &mut txn,
-                                    &self.ctx,
-                                    &ev,
-                                    rec.offset + 1,
-                                    &mut out,
-                                )?;
-                                count(&mut stats, a);
-                            }
-                            Ok(ev) => {
-                                stats.dead_letters += 1;
-                                let reason = misrouted(&ev, self.ctx.partitions);
-                                pending.push(dead_letter("events", p, rec, &reason));
-                            }
-                            Err(e) => {
-                                stats.dead_letters += 1;
-                                pending.push(dead_letter("events", p, rec, &e.to_string()));
-                            }
-                        }
-                    }
-                }
+        for (topic, records) in inputs {
+            for rec in records {
+                apply_record(
+                    &self.ctx,
+                    &mut txn,
+                    topic,
+                    rec,
+                    &mut out,
+                    &mut pending,
+                    &mut stats,
+                )?;
             }
         }
         stats.emitted = out.len() as u64;
@@ -441,6 +392,57 @@ impl PartitionTask {
         }
         Ok(())
     }
+}
+
+/// Decodes and applies one input record; a record that is not a valid
+/// message becomes a dead letter.
+fn apply_record<K: Kv + ?Sized>(
+    ctx: &Ctx,
+    txn: &mut Txn<'_, K>,
+    topic: Topic,
+    rec: &Record,
+    out: &mut Vec<Out>,
+    pending: &mut Vec<Pending>,
+    stats: &mut StepStats,
+) -> Result<(), StoreError> {
+    let p = ctx.partition;
+    let applied = match topic {
+        Topic::Effects => match decode_effect(rec) {
+            Ok(e) => {
+                stats.effects += 1;
+                core::apply_effect(txn, ctx, &e, out)?
+            }
+            Err(reason) => {
+                stats.dead_letters += 1;
+                pending.push(dead_letter("effects", p, rec, &reason));
+                return Ok(());
+            }
+        },
+        _ => match codec::decode_event(rec.format, &rec.value) {
+            Ok(ev) if ctx.owns(ev.actor()) => {
+                stats.events[kind_index(ev.kind())] += 1;
+                core::apply_event(txn, ctx, &ev, rec.offset + 1, out)?
+            }
+            Ok(ev) => {
+                stats.dead_letters += 1;
+                pending.push(dead_letter(
+                    "events",
+                    p,
+                    rec,
+                    &misrouted(&ev, ctx.partitions),
+                ));
+                return Ok(());
+            }
+            Err(e) => {
+                stats.dead_letters += 1;
+                pending.push(dead_letter("events", p, rec, &e.to_string()));
+                return Ok(());
+            }
+        },
+    };
+    stats.delivered += applied.delivered;
+    stats.removed += applied.removed;
+    Ok(())
 }
 
 fn decode_effect(rec: &Record) -> Result<Effect, String> {
