@@ -3,8 +3,16 @@
 # (RocksDB's bindings are generated with bindgen). Idempotent and quiet when
 # everything is there.
 set -euo pipefail
+# bindgen loads libclang.so or libclang-N.so (libclang-cpp, which some
+# machines carry without libclang itself, does not count).
 have_libclang() {
-  ls /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1
+  local f
+  for f in ${LIBCLANG_PATH:+"$LIBCLANG_PATH"/libclang*.so*} /usr/lib/llvm-*/lib/libclang.so* \
+    /usr/lib/llvm-*/lib/libclang-[0-9]*.so* /usr/lib/*-linux-gnu/libclang.so* \
+    /usr/lib/*-linux-gnu/libclang-[0-9]*.so* /usr/lib64/libclang.so* /usr/local/lib/libclang.so*; do
+    [ -e "$f" ] && return 0
+  done
+  return 1
 }
 if ! have_libclang; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
