@@ -5,37 +5,17 @@ use anyhow::{Context, Result};
 use feedlog::codec::Format;
 use feedlog::datadir::DataDir;
 use feedlog::event::{Event, PostId, Ts, UserId};
-use feedlog::processor::{Processor, ProcessorConfig, Progress};
+use feedlog::generate::Rng;
+use feedlog::processor::{Processor, ProcessorConfig};
 use feedlog::produce::Producer;
 use feedlog::state::{Cf, Kv};
 use rocksdb::{BlockBasedOptions, Options, WriteBatch, WriteOptions, DB};
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-/// SplitMix64: a tiny deterministic generator (no dependency, same figures
-/// every run).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A power-law pick in 1..=n: small ids are popular.
-    fn zipf(&mut self, n: u64) -> u64 {
-        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
-        ((n as f64).powf(u).floor() as u64).clamp(1, n)
-    }
-}
-
 fn run_until_idle(p: &Processor) -> Result<(u64, f64)> {
-    let progress = Progress::default();
     let start = Instant::now();
-    let totals = p.run(&AtomicBool::new(false), true, &progress)?;
+    let totals = p.run(&AtomicBool::new(false), true)?;
     Ok((totals.delivered, start.elapsed().as_secs_f64()))
 }
 
@@ -89,7 +69,7 @@ pub fn fanout(users: u64, follows: u64, posts: u64, partitions: u32) -> Result<(
         }
     }
     for i in (1..keys.len()).rev() {
-        keys.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+        keys.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
     }
     drop(processor);
     let (raw_rate, raw_secs) = raw_puts(&tmp.join("raw"), &keys, 1, cfg.sync)?;
@@ -148,4 +128,234 @@ impl Drop for Cleanup {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// One load's figures: latency percentiles and throughput.
+struct Load {
+    p50_ms: f64,
+    p99_ms: f64,
+    per_sec: f64,
+}
+
+/// Timeline pages through the HTTP API (`wrk` as the load generator) vs raw
+/// RocksDB seek + 20 reads of the same users' inbox keys, in one run.
+pub fn http(data: &std::path::Path, threads: usize, connections: usize, secs: u64) -> Result<()> {
+    use feedlog::http::{Api, ApiConfig};
+    let dir = DataDir::open(data).with_context(|| {
+        format!(
+            "no loaded state at {} (make one: feedlog --data {} demo --exit)",
+            data.display(),
+            data.display()
+        )
+    })?;
+    let wrk = which("wrk").context(
+        "the load generator `wrk` is not installed (Debian/Ubuntu: apt-get install wrk)",
+    )?;
+    let reader = Processor::open_reader(&dir)?;
+    // Readers: every user who follows someone, in a fixed shuffled order.
+    let mut users = Vec::new();
+    for store in reader.stores() {
+        for r in feedlog::state::views::users(&store.snapshot()) {
+            let (u, v) = r?;
+            if v.followees > 0 {
+                users.push(u.0);
+            }
+        }
+    }
+    anyhow::ensure!(
+        !users.is_empty(),
+        "{} has no users who follow anyone",
+        data.display()
+    );
+    let mut rng = Rng(7);
+    for i in (1..users.len()).rev() {
+        users.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+    }
+    users.truncate(20_000);
+    let entries: usize = users
+        .iter()
+        .take(1000)
+        .map(|&u| reader.timeline(UserId(u), 20, None).map(|p| p.items.len()))
+        .sum::<Result<usize, _>>()?;
+    eprintln!(
+        "{} readers; their first pages hold {:.1} entries on average",
+        users.len(),
+        entries as f64 / users.len().min(1000) as f64
+    );
+
+    // Through HTTP.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()?;
+    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+    let addr = listener.local_addr()?;
+    let api = Api::new(
+        reader,
+        std::sync::Arc::new(dir.logs()),
+        None,
+        ApiConfig::default(),
+    );
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = std::thread::spawn(move || {
+        rt.block_on(feedlog::http::serve(listener, api, async {
+            let _ = rx.await;
+        }))
+    });
+    let tmp = std::env::temp_dir().join(format!("feedlog-bench-http-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp)?;
+    let _cleanup = Cleanup(tmp.clone());
+    let script = tmp.join("timeline.lua");
+    let list = users
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    std::fs::write(
+        &script,
+        format!(
+            "local users = {{{list}}}\nlocal i = 0\n\
+             init = function(args) i = math.random(#users) end\n\
+             request = function()\n  i = i % #users + 1\n  \
+             return wrk.format(\"GET\", \"/v1/users/\" .. users[i] .. \"/timeline?limit=20\")\nend\n"
+        ),
+    )?;
+    eprintln!("HTTP: wrk -t{threads} -c{connections} -d{secs}s against http://{addr}");
+    let out = std::process::Command::new(&wrk)
+        .args([
+            format!("-t{threads}"),
+            format!("-c{connections}"),
+            format!("-d{secs}s"),
+            "--latency".into(),
+            "-s".into(),
+            script.display().to_string(),
+            format!("http://{addr}"),
+        ])
+        .output()
+        .context("running wrk")?;
+    let _ = tx.send(());
+    let _ = server.join();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    anyhow::ensure!(
+        out.status.success(),
+        "wrk failed:\n{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    anyhow::ensure!(
+        !text.contains("Non-2xx"),
+        "some requests did not answer 200:\n{text}"
+    );
+    let http = parse_wrk(&text).with_context(|| format!("reading wrk's report:\n{text}"))?;
+
+    // Raw RocksDB: the same users, seek to their inbox and read 20 entries.
+    let raw = raw_seeks(&dir, &users, threads, secs)?;
+    println!("timeline pages of 20 through HTTP ({threads} server threads, wrk -t{threads} -c{connections}, {secs}s):");
+    println!(
+        "  {:.0} pages/s, p50 {:.3} ms, p99 {:.3} ms",
+        http.per_sec, http.p50_ms, http.p99_ms
+    );
+    println!("raw RocksDB seek + 20 reads of the same inbox keys ({threads} threads, {secs}s):");
+    println!(
+        "  {:.0} pages/s, p50 {:.3} ms, p99 {:.3} ms",
+        raw.per_sec, raw.p50_ms, raw.p99_ms
+    );
+    println!("ratio HTTP/raw pages/s: {:.3}", http.per_sec / raw.per_sec);
+    Ok(())
+}
+
+fn which(cmd: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join(cmd))
+            .find(|p| p.is_file())
+    })
+}
+
+/// Requests/s and the 50% and 99% latencies of `wrk --latency`.
+fn parse_wrk(text: &str) -> Option<Load> {
+    let ms = |v: &str| -> Option<f64> {
+        let (num, unit) = v.split_at(v.find(|c: char| c.is_ascii_alphabetic())?);
+        let n: f64 = num.parse().ok()?;
+        Some(match unit {
+            "us" => n / 1000.0,
+            "ms" => n,
+            "s" => n * 1000.0,
+            "m" => n * 60_000.0,
+            _ => return None,
+        })
+    };
+    let field = |prefix: &str| {
+        text.lines()
+            .map(str::trim)
+            .find_map(|l| l.strip_prefix(prefix))
+            .map(str::trim)
+    };
+    Some(Load {
+        p50_ms: ms(field("50%")?)?,
+        p99_ms: ms(field("99%")?)?,
+        per_sec: field("Requests/sec:")?.parse().ok()?,
+    })
+}
+
+/// `threads` threads, each for `secs` seconds, seek to a user's inbox and
+/// read up to 20 entries, users in turn; plain RocksDB, no feedlog code.
+fn raw_seeks(dir: &DataDir, users: &[u64], threads: usize, secs: u64) -> Result<Load> {
+    use rocksdb::{IteratorMode, ReadOptions};
+    let names: Vec<&str> = Cf::ALL.iter().map(|c| c.name()).collect();
+    let inbox = Cf::Inbox.name();
+    let dbs = (0..dir.partitions())
+        .map(|p| {
+            DB::open_cf_for_read_only(&Options::default(), dir.state_dir(p), &names, false)
+                .context("opening a state store with plain RocksDB")
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let partitions = dir.partitions();
+    let until = Instant::now() + std::time::Duration::from_secs(secs);
+    let results: Vec<(Vec<u64>, u64)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let dbs = &dbs;
+                s.spawn(move || {
+                    let mut lat = Vec::new();
+                    let mut i = t * users.len() / threads;
+                    let mut entries = 0u64;
+                    while Instant::now() < until {
+                        let u = users[i % users.len()];
+                        i += 1;
+                        let db =
+                            &dbs[feedlog::partition::partition_for(UserId(u), partitions) as usize];
+                        let start = Instant::now();
+                        let mut ro = ReadOptions::default();
+                        ro.set_iterate_range(
+                            u.to_be_bytes().to_vec()..(u + 1).to_be_bytes().to_vec(),
+                        );
+                        let cf = db.cf_handle(inbox).expect("inbox column family");
+                        let it = db.iterator_cf_opt(&cf, ro, IteratorMode::Start);
+                        for kv in it.take(20) {
+                            let (k, _) = kv.expect("read");
+                            entries += k.len() as u64;
+                        }
+                        lat.push(start.elapsed().as_nanos() as u64);
+                    }
+                    (lat, entries)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("reader thread"))
+            .collect()
+    });
+    let mut lat: Vec<u64> = results
+        .iter()
+        .flat_map(|(l, _)| l.iter().copied())
+        .collect();
+    anyhow::ensure!(!lat.is_empty(), "no raw reads were made");
+    lat.sort_unstable();
+    let pct = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)] as f64 / 1e6;
+    Ok(Load {
+        p50_ms: pct(0.50),
+        p99_ms: pct(0.99),
+        per_sec: lat.len() as f64 / secs as f64,
+    })
 }

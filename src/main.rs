@@ -4,9 +4,12 @@
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use feedlog::datadir::DataDir;
-use feedlog::processor::{per_sec, Processor, ProcessorConfig, Progress};
+use feedlog::http::{self, Api, ApiConfig};
+use feedlog::import::{ImportSummary, SnapFormat};
+use feedlog::processor::{lag, per_sec, PartitionLag, Processor, ProcessorConfig, Progress};
 use feedlog::produce::Producer;
 use feedlog::query::{self, QueryError, Reader};
+use feedlog::task::StepStats;
 use feedlog::UserId;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -15,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod bench;
+mod demo;
 
 #[derive(Parser)]
 #[command(
@@ -57,6 +61,49 @@ enum Command {
         /// which are then processed again).
         #[arg(long)]
         no_sync: bool,
+        /// Also serve the HTTP read API on ADDR (`--listen` alone: 127.0.0.1:8080).
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = DEFAULT_LISTEN)]
+        listen: Option<String>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Serve the HTTP read API, read-only, beside a running processor.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
+        listen: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Import real network data (SNAP formats) into the `events` log.
+    Import {
+        /// `snap-edges` (SRC DST: every edge a follow) or `snap-temporal`
+        /// (SRC DST UNIXTS: first contact a follow, every line a post by SRC).
+        #[arg(value_enum)]
+        format: ImportFormat,
+        /// The file (gzip is detected).
+        file: PathBuf,
+        /// Partition count, only when the data directory is new (default 8).
+        #[arg(long)]
+        partitions: Option<u32>,
+        /// snap-edges: time of the first follow, ms since the epoch (default
+        /// now); edge N follows at this plus N ms.
+        #[arg(long)]
+        start_ms: Option<u64>,
+    },
+    /// The tour: load a real (or generated) network, process it with live
+    /// progress, serve the API and show what it answers.
+    Demo {
+        #[command(flatten)]
+        demo: demo::DemoArgs,
+        /// Address to serve the API on.
+        #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
+        listen: String,
+        /// Exit after the tour instead of serving until Ctrl-C.
+        #[arg(long)]
+        exit: bool,
+        #[command(flatten)]
+        api: ApiArgs,
     },
     /// Read a view: `query VIEW USER`, or `query -` for JSON queries on stdin.
     Query {
@@ -88,13 +135,56 @@ enum Command {
         /// Partitions.
         #[arg(long, default_value_t = 8)]
         partitions: u32,
+        /// http: server threads, load-generator threads and raw reader threads.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        /// http: open connections of the load generator.
+        #[arg(long, default_value_t = 16)]
+        connections: usize,
+        /// http: seconds each side is measured.
+        #[arg(long, default_value_t = 20)]
+        seconds: u64,
     },
+}
+
+const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+/// Settings of the HTTP read API.
+#[derive(clap::Args, Clone)]
+struct ApiArgs {
+    /// Largest page (`limit`) a request may ask for.
+    #[arg(long, default_value_t = 200)]
+    max_limit: usize,
+    /// `/readyz` is ready while at most this many records are unapplied.
+    #[arg(long, default_value_t = 1000)]
+    ready_lag: u64,
+}
+
+impl ApiArgs {
+    fn config(&self) -> ApiConfig {
+        ApiConfig {
+            max_limit: self.max_limit,
+            ready_lag: self.ready_lag,
+            ..ApiConfig::default()
+        }
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ImportFormat {
+    /// Directed edge list `SRC DST`.
+    SnapEdges,
+    /// Temporal edges `SRC DST UNIXTS`.
+    SnapTemporal,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
 enum BenchKind {
     /// Fan-out inbox writes/s through the processor vs raw RocksDB puts.
     Fanout,
+    /// Timeline pages/s and latency through the HTTP API (wrk) vs raw
+    /// RocksDB seek + 20 reads, on the state in --data.
+    Http,
 }
 
 fn main() {
@@ -122,14 +212,58 @@ fn run(cli: Cli) -> Result<i32> {
             until_idle,
             inbox_cap,
             no_sync,
+            listen,
+            api,
         } => {
             let cfg = ProcessorConfig {
                 inbox_cap,
                 sync: !no_sync,
                 ..ProcessorConfig::default()
             };
-            process(&cli.data, until_idle, cfg)
+            let dir = DataDir::open(&cli.data)?;
+            let processor = Processor::open(&dir, cfg)?;
+            let server = match listen {
+                Some(addr) => Some(ApiServer::start(
+                    &addr,
+                    processor.reader(),
+                    processor.logs().clone(),
+                    Some(processor.progress().clone()),
+                    api.config(),
+                )?),
+                None => None,
+            };
+            let cancel = cancel_on_ctrl_c();
+            process(&dir, &processor, &cancel, until_idle)?;
+            if let Some(s) = server {
+                s.stop();
+            }
+            Ok(0)
         }
+        Command::Serve { listen, api } => {
+            let dir = DataDir::open(&cli.data)?;
+            let scratch = tempfile_dir("serve")?;
+            let reader = Processor::open_follower(&dir, &scratch.0)?;
+            let server =
+                ApiServer::start(&listen, reader, Arc::new(dir.logs()), None, api.config())?;
+            let cancel = cancel_on_ctrl_c();
+            while !cancel.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            server.stop();
+            Ok(0)
+        }
+        Command::Import {
+            format,
+            file,
+            partitions,
+            start_ms,
+        } => import(&cli.data, format, &file, partitions, start_ms),
+        Command::Demo {
+            demo,
+            listen,
+            exit,
+            api,
+        } => demo::run(&cli.data, &demo, &listen, exit, api.config()),
         Command::Query {
             view,
             user,
@@ -154,13 +288,19 @@ fn run(cli: Cli) -> Result<i32> {
             }
         }
         Command::Bench {
-            kind: BenchKind::Fanout,
+            kind,
             users,
             follows,
             posts,
             partitions,
+            threads,
+            connections,
+            seconds,
         } => {
-            bench::fanout(users, follows, posts, partitions)?;
+            match kind {
+                BenchKind::Fanout => bench::fanout(users, follows, posts, partitions)?,
+                BenchKind::Http => bench::http(&cli.data, threads, connections, seconds)?,
+            }
             Ok(0)
         }
     }
@@ -187,39 +327,131 @@ fn produce(data: &Path, partitions: Option<u32>, file: Option<PathBuf>) -> Resul
     Ok(0)
 }
 
-fn process(data: &Path, until_idle: bool, cfg: ProcessorConfig) -> Result<i32> {
-    let dir = DataDir::open(data)?;
-    let processor = Processor::open(&dir, cfg)?;
+/// Sets the returned flag on the first Ctrl-C (or SIGTERM): long-running
+/// commands finish their current batches and stop cleanly.
+fn cancel_on_ctrl_c() -> Arc<AtomicBool> {
     let cancel = Arc::new(AtomicBool::new(false));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    {
-        let cancel = cancel.clone();
-        std::thread::spawn(move || {
-            rt.block_on(async {
-                let _ = tokio::signal::ctrl_c().await;
-                eprintln!("stopping: finishing the current batches");
-                cancel.store(true, Ordering::SeqCst);
-            })
-        });
+    let flag = cancel.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("signal runtime");
+        rt.block_on(async {
+            #[cfg(unix)]
+            {
+                let mut term =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                        .expect("SIGTERM handler");
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            #[cfg(not(unix))]
+            let _ = tokio::signal::ctrl_c().await;
+            eprintln!("stopping: finishing the current batches");
+            flag.store(true, Ordering::SeqCst);
+        })
+    });
+    cancel
+}
+
+/// A scratch directory removed on drop.
+struct ScratchDir(PathBuf);
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
-    // The backlog of input events at start, for the progress display's ETA.
-    let mut backlog = 0u64;
-    for p in 0..dir.partitions() {
-        let end = processor
-            .logs()
-            .end_offset(feedlog::log::Topic::Events, p)?;
-        let pos = processor
-            .store(p)
-            .meta_u64(feedlog::state::meta::POS_EVENTS)?;
-        backlog += end.saturating_sub(pos);
+}
+
+fn tempfile_dir(what: &str) -> Result<ScratchDir> {
+    let p = std::env::temp_dir().join(format!("feedlog-{what}-{}", std::process::id()));
+    std::fs::create_dir_all(&p).with_context(|| format!("creating {}", p.display()))?;
+    Ok(ScratchDir(p))
+}
+
+/// The HTTP read API, served on its own runtime thread.
+struct ApiServer {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+    addr: std::net::SocketAddr,
+}
+
+impl ApiServer {
+    fn start(
+        addr: &str,
+        reader: Reader,
+        logs: Arc<feedlog::log::Logs>,
+        progress: Option<Arc<Progress>>,
+        cfg: ApiConfig,
+    ) -> Result<ApiServer> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("feedlog-http")
+            .enable_all()
+            .build()?;
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind(addr))
+            .with_context(|| {
+                format!("listening on {addr} (is another server using it? pick one with --listen)")
+            })?;
+        let local = listener.local_addr()?;
+        let api = Api::new(reader, logs, progress, cfg);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("feedlog-http".into())
+            .spawn(move || {
+                rt.block_on(http::serve(listener, api, async {
+                    let _ = rx.await;
+                }))
+            })?;
+        eprintln!("serving the read API on http://{local} (see http://{local}/openapi.json)");
+        Ok(ApiServer {
+            stop: Some(tx),
+            thread: Some(thread),
+            addr: local,
+        })
     }
+
+    fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            match t.join() {
+                Ok(Err(e)) => eprintln!("error: the read API stopped: {e}"),
+                Err(_) => eprintln!("error: the read API thread panicked"),
+                Ok(Ok(())) => {}
+            }
+        }
+    }
+}
+
+/// Runs the processor with a live progress line every 2 s (events/s,
+/// deliveries/s, lag, ETA) and prints a summary.
+fn process(
+    dir: &DataDir,
+    processor: &Processor,
+    cancel: &AtomicBool,
+    until_idle: bool,
+) -> Result<StepStats> {
+    let lag_now = || -> Result<u64> {
+        Ok(lag(processor.logs(), processor.reader().stores())?
+            .iter()
+            .map(PartitionLag::total)
+            .sum())
+    };
+    let backlog: u64 = lag(processor.logs(), processor.reader().stores())?
+        .iter()
+        .map(|l| l.events_end.saturating_sub(l.events_pos))
+        .sum();
     eprintln!(
         "{} partitions; {backlog} events to process",
         dir.partitions()
     );
-    let progress = Progress::default();
+    let progress = processor.progress().clone();
     let start = Instant::now();
     let done = AtomicBool::new(false);
     let totals = std::thread::scope(|s| {
@@ -237,29 +469,95 @@ fn process(data: &Path, until_idle: bool, cfg: ProcessorConfig) -> Result<i32> {
                         left if rate > 0.0 => format!("ETA {:.0}s", left as f64 / rate),
                         _ => "ETA ?".to_string(),
                     };
+                    let lag = lag_now().map_or("?".into(), |l| l.to_string());
                     eprintln!(
-                        "{:>6.1}s  events {read}/{backlog} ({rate:.0}/s, {eta})  deliveries {} ({:.0}/s)  effects {}  dead letters {}",
+                        "{:>6.1}s  events {read}/{backlog} ({rate:.0}/s, {eta})  deliveries {} ({:.0}/s)  lag {lag}  dead letters {}",
                         start.elapsed().as_secs_f64(),
                         t.delivered,
                         per_sec(t.delivered, start),
-                        t.effects,
                         t.dead_letters
                     );
                 }
             }
         });
-        let r = processor.run(&cancel, until_idle, &progress);
+        let r = processor.run(cancel, until_idle);
         done.store(true, Ordering::SeqCst);
         r
     })?;
     let secs = start.elapsed().as_secs_f64();
     let events: u64 = totals.events.iter().sum();
     println!(
-        "processed {events} events (follow {}, unfollow {}, post {}, delete_post {}) and {} effects in {secs:.1}s; \
-         {} inbox deliveries; {} dead letters",
-        totals.events[0], totals.events[1], totals.events[2], totals.events[3], totals.effects, totals.delivered, totals.dead_letters
+        "processed {events} events (follow {}, unfollow {}, post {}, delete_post {}) and {} effects in {secs:.1}s \
+         ({:.0} events/s); {} inbox deliveries ({:.0}/s); {} dead letters",
+        totals.events[0], totals.events[1], totals.events[2], totals.events[3], totals.effects,
+        events as f64 / secs.max(1e-9), totals.delivered, totals.delivered as f64 / secs.max(1e-9), totals.dead_letters
+    );
+    Ok(totals)
+}
+
+fn import(
+    data: &Path,
+    format: ImportFormat,
+    file: &Path,
+    partitions: Option<u32>,
+    start_ms: Option<u64>,
+) -> Result<i32> {
+    let dir = DataDir::create_or_open(data, partitions)?;
+    let mut producer = Producer::new(&dir);
+    let format = match format {
+        ImportFormat::SnapEdges => SnapFormat::Edges,
+        ImportFormat::SnapTemporal => SnapFormat::Temporal,
+    };
+    let s = import_file(
+        &mut producer,
+        format,
+        file,
+        start_ms.unwrap_or_else(feedlog::task::now_ms),
+        &mut |_| {},
+    )?;
+    producer.finish()?;
+    println!(
+        "imported {}: {} lines, {} comment or blank, {} events into {} partitions, {} lines to the dead-letter log \
+         (SNAP ids start at 0, feedlog's at 1: every id was shifted by +1)",
+        file.display(), s.lines, s.comments, s.events, dir.partitions(), s.dead_lettered
     );
     Ok(0)
+}
+
+/// Imports one file with a progress line (percent of the file, lines/s).
+fn import_file(
+    producer: &mut Producer,
+    format: SnapFormat,
+    file: &Path,
+    start_ms: u64,
+    observe: &mut dyn FnMut(&feedlog::Event),
+) -> Result<ImportSummary> {
+    let input = feedlog::import::open(file)?;
+    let start = Instant::now();
+    let mut last = Instant::now();
+    let (size, consumed) = (input.size.max(1), input.consumed.clone());
+    let name = file.display().to_string();
+    let s = feedlog::import::import(
+        format,
+        input.reader,
+        &name,
+        start_ms,
+        producer,
+        observe,
+        |s| {
+            if last.elapsed() >= Duration::from_secs(1) {
+                last = Instant::now();
+                let pct = 100.0 * consumed.load(Ordering::Relaxed) as f64 / size as f64;
+                eprintln!(
+                    "importing {name}: {pct:>5.1}%  {} lines ({:.0}/s)  {} events",
+                    s.lines,
+                    per_sec(s.lines, start),
+                    s.events
+                );
+            }
+        },
+    )?;
+    Ok(s)
 }
 
 /// Answers one query as a JSON string.

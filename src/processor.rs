@@ -6,6 +6,7 @@
 use crate::core::Ctx;
 use crate::datadir::DataDir;
 use crate::log::Logs;
+use crate::metrics::{self, Histogram};
 use crate::query::Reader;
 use crate::state::{Store, StoreOptions};
 use crate::task::{BatchLimits, NoFaults, PartitionTask, StepStats, TaskError};
@@ -59,10 +60,34 @@ pub enum ProcessorError {
 }
 
 /// Progress figures, updated as batches commit.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Progress {
     /// Totals since start.
     pub totals: Mutex<StepStats>,
+    /// Records read per non-empty step.
+    pub batch_records: Histogram,
+    /// Seconds per state commit.
+    pub commit_seconds: Histogram,
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Progress {
+            totals: Mutex::default(),
+            batch_records: Histogram::new(metrics::SIZE_BUCKETS),
+            commit_seconds: Histogram::new(metrics::LATENCY_BUCKETS),
+        }
+    }
+}
+
+impl Progress {
+    /// Adds one non-empty step.
+    pub fn record(&self, stats: &StepStats) {
+        self.batch_records.observe(stats.input() as f64);
+        self.commit_seconds
+            .observe(stats.commit_micros as f64 / 1e6);
+        self.totals.lock().expect("poisoned").add(stats);
+    }
 }
 
 /// An opened data directory, ready to process and to answer queries.
@@ -71,6 +96,7 @@ pub struct Processor {
     cfg: ProcessorConfig,
     logs: Arc<Logs>,
     stores: Vec<Arc<Store>>,
+    progress: Arc<Progress>,
 }
 
 impl Processor {
@@ -91,6 +117,7 @@ impl Processor {
             cfg,
             logs: Arc::new(dir.logs()),
             stores,
+            progress: Arc::default(),
         })
     }
 
@@ -105,9 +132,37 @@ impl Processor {
         Ok(Reader::new(stores))
     }
 
+    /// Opens every store as a secondary, for a read API beside a running
+    /// processor: [`Reader::refresh`] moves it to the latest committed state.
+    /// `scratch` holds the secondaries' own files.
+    pub fn open_follower(
+        dir: &DataDir,
+        scratch: &std::path::Path,
+    ) -> Result<Reader, ProcessorError> {
+        let cache = Cache::new_lru_cache(64 << 20);
+        let stores = (0..dir.partitions())
+            .map(|p| {
+                Store::open_secondary(
+                    &dir.state_dir(p),
+                    &scratch.join(format!("{p:05}")),
+                    p,
+                    dir.partitions(),
+                    &cache,
+                )
+                .map(Arc::new)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Reader::new(stores).following())
+    }
+
     /// A reader over the live stores.
     pub fn reader(&self) -> Reader {
         Reader::new(self.stores.clone())
+    }
+
+    /// Figures since the processor was opened, updated as batches commit.
+    pub fn progress(&self) -> &Arc<Progress> {
+        &self.progress
     }
 
     /// The data directory's logs.
@@ -144,13 +199,11 @@ impl Processor {
 
     /// Runs every partition until `cancel` is set, or — with `until_idle` —
     /// until every log is consumed and no internal message is in flight.
-    /// On cancel each owner finishes its batch, commits and returns.
-    pub fn run(
-        &self,
-        cancel: &AtomicBool,
-        until_idle: bool,
-        progress: &Progress,
-    ) -> Result<StepStats, ProcessorError> {
+    /// On cancel each owner finishes its batch, commits and returns the
+    /// figures of this run (also added to [`Processor::progress`]).
+    pub fn run(&self, cancel: &AtomicBool, until_idle: bool) -> Result<StepStats, ProcessorError> {
+        let progress = &*self.progress;
+        let this_run: Mutex<StepStats> = Mutex::default();
         let n = self.dir.partitions() as usize;
         let mut tasks = Vec::with_capacity(n);
         for p in 0..n {
@@ -167,7 +220,8 @@ impl Processor {
         let failure: Mutex<Option<ProcessorError>> = Mutex::new(None);
         std::thread::scope(|s| {
             for mut task in tasks {
-                let (epoch, idle_at, stop, failure) = (&epoch, &idle_at, &stop, &failure);
+                let (epoch, idle_at, stop, failure, this_run) =
+                    (&epoch, &idle_at, &stop, &failure, &this_run);
                 let p = task.partition() as usize;
                 std::thread::Builder::new()
                     .name(format!("feedlog-p{p}"))
@@ -185,7 +239,8 @@ impl Processor {
                                     idle_at[p].store(BUSY, Ordering::SeqCst);
                                     epoch.fetch_add(1, Ordering::SeqCst);
                                     backoff = Duration::from_micros(200);
-                                    progress.totals.lock().expect("poisoned").add(&stats);
+                                    progress.record(&stats);
+                                    this_run.lock().expect("poisoned").add(&stats);
                                 }
                                 Err(source) => {
                                     tracing::error!(partition = p, error = %source, "partition stopped");
@@ -214,9 +269,62 @@ impl Processor {
         if let Some(e) = failure.into_inner().expect("poisoned") {
             return Err(e);
         }
-        let totals = *progress.totals.lock().expect("poisoned");
+        let totals = this_run.into_inner().expect("poisoned");
         Ok(totals)
     }
+}
+
+/// How far one partition's state is behind its input logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct PartitionLag {
+    /// The partition.
+    pub partition: u32,
+    /// Next offset of `events[p]`.
+    pub events_end: u64,
+    /// The state's position in `events[p]`.
+    pub events_pos: u64,
+    /// Next offset of `effects[p]`.
+    pub effects_end: u64,
+    /// The state's position in `effects[p]`.
+    pub effects_pos: u64,
+}
+
+impl PartitionLag {
+    /// Records not yet applied, both inputs.
+    pub fn total(&self) -> u64 {
+        self.events_end.saturating_sub(self.events_pos)
+            + self.effects_end.saturating_sub(self.effects_pos)
+    }
+}
+
+/// Errors reading the lag.
+#[derive(Debug, thiserror::Error)]
+pub enum LagError {
+    /// A log.
+    #[error(transparent)]
+    Log(#[from] crate::log::LogError),
+    /// A store.
+    #[error(transparent)]
+    Store(#[from] crate::state::StoreError),
+}
+
+/// The lag of every partition: log ends against the positions committed with
+/// the state.
+pub fn lag(logs: &Logs, stores: &[Arc<Store>]) -> Result<Vec<PartitionLag>, LagError> {
+    use crate::log::Topic;
+    use crate::state::meta;
+    let mut out = Vec::with_capacity(stores.len());
+    for (p, store) in stores.iter().enumerate() {
+        let p = p as u32;
+        out.push(PartitionLag {
+            partition: p,
+            events_end: logs.end_offset(Topic::Events, p)?,
+            events_pos: store.meta_u64(meta::POS_EVENTS)?,
+            effects_end: logs.end_offset(Topic::Effects, p)?,
+            effects_pos: store.meta_u64(meta::POS_EFFECTS)?,
+        });
+    }
+    Ok(out)
 }
 
 /// Formats a rate for progress lines.

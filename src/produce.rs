@@ -106,17 +106,27 @@ impl Producer {
                 ev.actor().to_string().into_bytes(),
                 line.to_vec(),
             ),
-            Err(e) => {
-                let source_json = serde_json::json!({ "input": source });
-                self.dead.push(Buffered {
-                    format: Format::DeadLetter.as_u8(),
-                    key: source.as_bytes().to_vec(),
-                    value: codec::dead_letter_value(&e.to_string(), source_json, "json", line),
-                });
-                self.summary.dead_lettered += 1;
-                self.queued()
-            }
+            Err(e) => self.dead_letter(&e.to_string(), source, "json", line),
         }
+    }
+
+    /// Queues an input record that is not an event into the dead-letter log,
+    /// with why, where it came from (e.g. `file:line`) and its format name.
+    pub fn dead_letter(
+        &mut self,
+        reason: &str,
+        source: &str,
+        format: &str,
+        raw: &[u8],
+    ) -> Result<(), ProduceError> {
+        let source_json = serde_json::json!({ "input": source });
+        self.dead.push(Buffered {
+            format: Format::DeadLetter.as_u8(),
+            key: source.as_bytes().to_vec(),
+            value: codec::dead_letter_value(reason, source_json, format, raw),
+        });
+        self.summary.dead_lettered += 1;
+        self.queued()
     }
 
     /// Reads JSON lines until EOF. Blank lines are skipped; `\r\n` is accepted.

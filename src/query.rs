@@ -162,6 +162,7 @@ fn decode_cursor(
 pub struct Reader {
     stores: Arc<Vec<Arc<Store>>>,
     partitions: u32,
+    secondary: bool,
 }
 
 fn check_limit(limit: usize) -> Result<(), QueryError> {
@@ -188,11 +189,56 @@ impl Reader {
         Reader {
             stores: Arc::new(stores),
             partitions,
+            secondary: false,
         }
+    }
+
+    /// Marks the stores as RocksDB secondaries, which [`Reader::refresh`]
+    /// moves forward.
+    pub fn following(mut self) -> Reader {
+        self.secondary = true;
+        self
+    }
+
+    /// Moves secondary stores to the primary's latest committed state; a
+    /// no-op over the processor's own stores, which are always current.
+    pub fn refresh(&self) -> Result<(), QueryError> {
+        if self.secondary {
+            for s in self.stores.iter() {
+                s.catch_up()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The stores, by partition.
+    pub fn stores(&self) -> &[Arc<Store>] {
+        &self.stores
     }
 
     fn snapshot(&self, user: UserId) -> Snapshot<'_> {
         self.stores[partition_for(user, self.partitions) as usize].snapshot()
+    }
+
+    /// The users with the most live followers, most first (ties by id), at
+    /// most `n`. Scans every user record: for tours and tools, not requests.
+    pub fn most_followed(&self, n: usize) -> Result<Vec<Counters>, QueryError> {
+        let mut all = Vec::new();
+        for store in self.stores.iter() {
+            let snap = store.snapshot();
+            for r in views::users(&snap) {
+                let (u, v) = r?;
+                all.push(Counters {
+                    user: u.0,
+                    followers: v.followers,
+                    followees: v.followees,
+                    posts: v.posts,
+                });
+            }
+        }
+        all.sort_by_key(|c| (std::cmp::Reverse(c.followers), c.user));
+        all.truncate(n);
+        Ok(all)
     }
 
     /// A user's counters.

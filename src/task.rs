@@ -96,6 +96,8 @@ pub struct StepStats {
     pub removed: u64,
     /// Effects emitted.
     pub emitted: u64,
+    /// Time spent committing the state batch, µs.
+    pub commit_micros: u64,
 }
 
 impl StepStats {
@@ -114,6 +116,7 @@ impl StepStats {
         self.delivered += o.delivered;
         self.removed += o.removed;
         self.emitted += o.emitted;
+        self.commit_micros += o.commit_micros;
     }
 }
 
@@ -328,6 +331,7 @@ impl PartitionTask {
         let next_seq = first_seq + pending.len() as u64;
         let (pos_events, pos_effects) = self.positions();
         let shipped_below = self.shipped_below;
+        let commit_start = std::time::Instant::now();
         self.store.commit(&writes, |b| {
             b.put(Cf::Meta, meta::POS_EVENTS, &pos_events.to_be_bytes());
             b.put(Cf::Meta, meta::POS_EFFECTS, &pos_effects.to_be_bytes());
@@ -343,6 +347,7 @@ impl PartitionTask {
                 b.delete_range(Cf::Pending, &keys::key([0]), &keys::key([below]));
             }
         })?;
+        stats.commit_micros = commit_start.elapsed().as_micros() as u64;
         self.next_seq = next_seq;
         self.shipped_below = None;
         if faults.crash_at(CrashPoint::AfterCommit) {

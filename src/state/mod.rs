@@ -102,6 +102,10 @@ pub struct Store {
     db: DB,
     path: PathBuf,
     write_opts: WriteOptions,
+    /// For a secondary (which has no snapshots): readers hold it shared
+    /// for a whole read view, [`Store::catch_up`] exclusively, so a view
+    /// never sees two states.
+    follow: Option<std::sync::RwLock<()>>,
 }
 
 fn cf_options(cf: Cf, cache: &Cache, opts: &StoreOptions) -> Options {
@@ -149,6 +153,7 @@ impl Store {
             db,
             path: path.to_path_buf(),
             write_opts,
+            follow: None,
         };
         store.check_identity(partition, partitions, true)?;
         Ok(store)
@@ -162,6 +167,40 @@ impl Store {
         partitions: u32,
         cache: &Cache,
     ) -> Result<Store, StoreError> {
+        Store::open_existing(path, partition, partitions, cache, None, |cfs| {
+            DB::open_cf_descriptors_read_only(&Options::default(), path, cfs, false)
+        })
+    }
+
+    /// Opens an existing store as a RocksDB secondary beside a running
+    /// processor: sees the state as of the open, and later states after each
+    /// [`Store::catch_up`]. `scratch` holds the secondary's own files.
+    pub fn open_secondary(
+        path: &Path,
+        scratch: &Path,
+        partition: u32,
+        partitions: u32,
+        cache: &Cache,
+    ) -> Result<Store, StoreError> {
+        let follow = Some(std::sync::RwLock::new(()));
+        Store::open_existing(path, partition, partitions, cache, follow, |cfs| {
+            let mut db_opts = Options::default();
+            // A secondary must keep every file open (RocksDB's requirement).
+            db_opts.set_max_open_files(-1);
+            DB::open_cf_descriptors_as_secondary(&db_opts, path, scratch, cfs)
+        })
+    }
+
+    /// Opens a store that must exist with `open`, without writing to it,
+    /// and checks its identity.
+    fn open_existing(
+        path: &Path,
+        partition: u32,
+        partitions: u32,
+        cache: &Cache,
+        follow: Option<std::sync::RwLock<()>>,
+        open: impl FnOnce(Vec<ColumnFamilyDescriptor>) -> Result<DB, rocksdb::Error>,
+    ) -> Result<Store, StoreError> {
         if !path.join("CURRENT").exists() {
             return Err(StoreError::Refused {
                 path: path.to_path_buf(),
@@ -172,20 +211,29 @@ impl Store {
         let opts = StoreOptions::default();
         let cfs = Cf::ALL
             .iter()
-            .map(|&cf| ColumnFamilyDescriptor::new(cf.name(), cf_options(cf, cache, &opts)));
-        let db = DB::open_cf_descriptors_read_only(&Options::default(), path, cfs, false).map_err(
-            |source| StoreError::Rocks {
-                path: path.to_path_buf(),
-                source,
-            },
-        )?;
+            .map(|&cf| ColumnFamilyDescriptor::new(cf.name(), cf_options(cf, cache, &opts)))
+            .collect();
+        let db = open(cfs).map_err(|source| StoreError::Rocks {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let store = Store {
             db,
             path: path.to_path_buf(),
             write_opts: WriteOptions::default(),
+            follow,
         };
         store.check_identity(partition, partitions, false)?;
         Ok(store)
+    }
+
+    /// Moves a store opened by [`Store::open_secondary`] up to the primary's
+    /// latest committed state.
+    pub fn catch_up(&self) -> Result<(), StoreError> {
+        let _exclusive = self.follow.as_ref().map(|l| l.write().expect("poisoned"));
+        self.db
+            .try_catch_up_with_primary()
+            .map_err(|e| self.rocks(e))
     }
 
     fn check_identity(
@@ -289,11 +337,20 @@ impl Store {
             .map_err(|e| self.rocks(e))
     }
 
-    /// A consistent read view of the whole store.
+    /// A consistent read view of the whole store: a RocksDB snapshot, or
+    /// on a secondary the state between two catch-ups.
     pub fn snapshot(&self) -> Snapshot<'_> {
-        Snapshot {
-            store: self,
-            snap: self.db.snapshot(),
+        match &self.follow {
+            Some(lock) => Snapshot {
+                store: self,
+                snap: None,
+                _frozen: Some(lock.read().expect("poisoned")),
+            },
+            None => Snapshot {
+                store: self,
+                snap: Some(self.db.snapshot()),
+                _frozen: None,
+            },
         }
     }
 
@@ -358,18 +415,22 @@ impl Batch<'_> {
 /// A read view of one store at one instant.
 pub struct Snapshot<'a> {
     store: &'a Store,
-    snap: SnapshotWithThreadMode<'a, DB>,
+    snap: Option<SnapshotWithThreadMode<'a, DB>>,
+    /// On a secondary: holds catch-ups off while the view lives.
+    _frozen: Option<std::sync::RwLockReadGuard<'a, ()>>,
 }
 
 impl Kv for Snapshot<'_> {
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        self.snap
-            .get_cf(self.store.cf(cf), key)
-            .map_err(|e| self.store.rocks(e))
+        match &self.snap {
+            Some(s) => s.get_cf(self.store.cf(cf), key),
+            None => self.store.db.get_cf(self.store.cf(cf), key),
+        }
+        .map_err(|e| self.store.rocks(e))
     }
 
     fn scan<'b>(&'b self, cf: Cf, lo: &[u8], hi: &[u8]) -> Scan<'b> {
-        self.store.scan_with(cf, lo, hi, Some(&self.snap))
+        self.store.scan_with(cf, lo, hi, self.snap.as_ref())
     }
 }
 

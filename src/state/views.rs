@@ -26,6 +26,19 @@ pub fn user(kv: &(impl Kv + ?Sized), u: UserId) -> Result<UserVal, StoreError> {
     Ok(decode(Cf::Users, &k, kv.get(Cf::Users, &k)?, UserVal::decode)?.unwrap_or_default())
 }
 
+/// Every user record, by user id.
+pub fn users<'a>(
+    kv: &'a (impl Kv + ?Sized),
+) -> impl Iterator<Item = Result<(UserId, UserVal), StoreError>> + 'a {
+    kv.scan(Cf::Users, &[], &[0xff; 9]).map(|r| {
+        let (k, v) = r?;
+        let u = UserId(keys::be(&k, 0));
+        UserVal::decode(&v)
+            .map(|val| (u, val))
+            .ok_or_else(|| StoreError::corrupt(Cf::Users, &k, "user record does not decode"))
+    })
+}
+
 /// An edge record from one side: `Followees` (a→b) or `Followers` (b←a).
 pub fn edge(
     kv: &(impl Kv + ?Sized),

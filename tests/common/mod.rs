@@ -1,38 +1,129 @@
-//! Shared test harness: the oracle, generated logs, and a check of every view
-//! of every user against the oracle.
+//! Shared test harness: the oracle, generated logs, a minimal HTTP client,
+//! and a check of every view of every user against the oracle that runs the
+//! same body against the in-process reader and the HTTP API.
 
 #![allow(dead_code)]
 
+pub mod http;
 pub mod oracle;
 
+use feedlog::codec::{self, Format};
 use feedlog::query::Reader;
 use feedlog::UserId;
 use oracle::Oracle;
+use serde_json::Value;
+
+/// A source of view answers in the README's JSON shapes: the in-process
+/// [`Reader`], or the HTTP API ([`http::Client`]).
+pub trait Views {
+    /// One answer of `view` (`timeline`, `posts`, `counters`,
+    /// `recent_followers`, `followers`, `followees`) for `user`.
+    fn get(
+        &self,
+        view: &str,
+        user: u64,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Value, String>;
+}
+
+impl Views for Reader {
+    fn get(
+        &self,
+        view: &str,
+        user: u64,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Value, String> {
+        fn json<T: serde::Serialize>(
+            r: Result<T, feedlog::query::QueryError>,
+        ) -> Result<Value, String> {
+            serde_json::to_value(r.map_err(|e| e.to_string())?).map_err(|e| e.to_string())
+        }
+        let u = UserId(user);
+        match view {
+            "counters" => json(self.counters(u)),
+            "recent_followers" => json(self.recent_followers(u, limit)),
+            "followers" => json(self.followers(u, limit, cursor)),
+            "followees" => json(self.followees(u, limit, cursor)),
+            "posts" => json(self.posts(u, limit, cursor)),
+            "timeline" => json(self.timeline(u, limit, cursor)),
+            other => Err(format!("no view {other}")),
+        }
+    }
+}
+
+fn field(v: &Value, k: &str) -> Result<u64, String> {
+    v[k].as_u64()
+        .ok_or_else(|| format!("{k} missing or not a number in {v}"))
+}
+
+/// The items of an answer as tuples of the named fields.
+fn tuples(items: &[Value], fields: &[&str]) -> Result<Vec<Vec<u64>>, String> {
+    items
+        .iter()
+        .map(|i| fields.iter().map(|f| field(i, f)).collect())
+        .collect()
+}
+
+fn pairs(items: &[Value], a: &str, b: &str) -> Result<Vec<(u64, u64)>, String> {
+    Ok(tuples(items, &[a, b])?
+        .into_iter()
+        .map(|t| (t[0], t[1]))
+        .collect())
+}
+
+/// Every item of a paged view, following `next_cursor` to the end.
+pub fn all_pages(
+    views: &impl Views,
+    view: &str,
+    user: u64,
+    limit: usize,
+) -> Result<Vec<Value>, String> {
+    collect_pages(
+        |c| {
+            let page = views.get(view, user, limit, c)?;
+            let items = page["items"]
+                .as_array()
+                .ok_or_else(|| format!("no items in {page}"))?
+                .clone();
+            let next = match &page["next_cursor"] {
+                Value::Null => None,
+                Value::String(s) => Some(s.clone()),
+                other => return Err(format!("next_cursor is {other}")),
+            };
+            Ok((items, next))
+        },
+        limit,
+    )
+}
 
 /// Compares every view of users `1..=max_user` (and one unknown user) with
 /// the oracle, walking every page of every paged view with `page` items per
 /// page. Returns the first difference.
 pub fn check_all(
-    reader: &Reader,
+    views: &impl Views,
     oracle: &Oracle,
     max_user: u64,
     page: usize,
 ) -> Result<(), String> {
     for u in 1..=max_user + 1 {
-        let user = UserId(u);
-        let c = reader.counters(user).map_err(|e| e.to_string())?;
+        let c = views.get("counters", u, 0, None)?;
+        let got = (
+            field(&c, "followers")?,
+            field(&c, "followees")?,
+            field(&c, "posts")?,
+        );
         let want = oracle.counters(u);
-        if (c.followers, c.followees, c.posts) != want {
-            return Err(format!("counters of {u}: got {c:?}, want {want:?}"));
+        if field(&c, "user")? != u || got != want {
+            return Err(format!("counters of {u}: got {c}, want {want:?}"));
         }
         for k in [1usize, 3, 100] {
-            let got: Vec<(u64, u64)> = reader
-                .recent_followers(user, k)
-                .map_err(|e| e.to_string())?
-                .items
-                .iter()
-                .map(|i| (i.user, i.ts))
-                .collect();
+            let list = views.get("recent_followers", u, k, None)?;
+            let items = list["items"]
+                .as_array()
+                .ok_or_else(|| format!("no items in {list}"))?;
+            let got = pairs(items, "user", "ts")?;
             let want = oracle.recent_followers(u, k);
             if got != want {
                 return Err(format!(
@@ -40,45 +131,24 @@ pub fn check_all(
                 ));
             }
         }
-        let got = collect_pages(
-            |c| {
-                reader
-                    .followers(user, page, c)
-                    .map(|p| (p.items, p.next_cursor))
-            },
-            page,
-        )?;
-        let got: Vec<(u64, u64)> = got.iter().map(|i| (i.user, i.ts)).collect();
+        let got = all_pages(views, "followers", u, page)?;
+        let got = pairs(&got, "user", "ts")?;
         if got != oracle.followers(u) {
             return Err(format!(
                 "followers of {u}: got {got:?}, want {:?}",
                 oracle.followers(u)
             ));
         }
-        let got = collect_pages(
-            |c| {
-                reader
-                    .followees(user, page, c)
-                    .map(|p| (p.items, p.next_cursor))
-            },
-            page,
-        )?;
-        let got: Vec<(u64, u64)> = got.iter().map(|i| (i.user, i.ts)).collect();
+        let got = all_pages(views, "followees", u, page)?;
+        let got = pairs(&got, "user", "ts")?;
         if got != oracle.followees(u) {
             return Err(format!(
                 "followees of {u}: got {got:?}, want {:?}",
                 oracle.followees(u)
             ));
         }
-        let got = collect_pages(
-            |c| {
-                reader
-                    .posts(user, page, c)
-                    .map(|p| (p.items, p.next_cursor))
-            },
-            page,
-        )?;
-        let got: Vec<(u64, u64)> = got.iter().map(|i| (i.post_id, i.ts)).collect();
+        let got = all_pages(views, "posts", u, page)?;
+        let got = pairs(&got, "post_id", "ts")?;
         if got != oracle.outbox(u) {
             return Err(format!(
                 "posts of {u}: got {got:?}, want {:?}",
@@ -87,16 +157,13 @@ pub fn check_all(
         }
         let want = oracle.timeline(u);
         for limit in [page, 1000] {
-            let got = collect_pages(
-                |c| {
-                    reader
-                        .timeline(user, limit, c)
-                        .map(|p| (p.items, p.next_cursor))
-                },
-                limit,
-            )?;
-            let got: Vec<(u64, u64, u64)> =
-                got.iter().map(|i| (i.post_id, i.author, i.ts)).collect();
+            let got: Vec<(u64, u64, u64)> = tuples(
+                &all_pages(views, "timeline", u, limit)?,
+                &["post_id", "author", "ts"],
+            )?
+            .into_iter()
+            .map(|t| (t[0], t[1], t[2]))
+            .collect();
             if got != want {
                 return Err(format!(
                     "timeline of {u} (pages of {limit}): got {got:?}, want {want:?}"
@@ -110,13 +177,13 @@ pub fn check_all(
 /// Follows `next_cursor` to the end; every page but the last must be full
 /// and the last must not be empty unless it is the first.
 pub fn collect_pages<T>(
-    mut fetch: impl FnMut(Option<&str>) -> Result<(Vec<T>, Option<String>), feedlog::query::QueryError>,
+    mut fetch: impl FnMut(Option<&str>) -> Result<(Vec<T>, Option<String>), String>,
     limit: usize,
 ) -> Result<Vec<T>, String> {
     let mut all = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
-        let (items, next) = fetch(cursor.as_deref()).map_err(|e| e.to_string())?;
+        let (items, next) = fetch(cursor.as_deref())?;
         if next.is_some() && items.len() != limit {
             return Err(format!(
                 "a page with a next cursor has {} items, not {limit}",
@@ -135,4 +202,66 @@ pub fn collect_pages<T>(
             return Err("paging does not end".into());
         }
     }
+}
+
+/// The oracle of a JSON-lines input (invalid lines are not events), and the
+/// highest user id it names.
+pub fn oracle_of(input: &str) -> (Oracle, u64) {
+    let mut o = Oracle::default();
+    let mut max_user = 0;
+    for line in input.lines().filter(|l| !l.trim().is_empty()) {
+        if let Ok(e) = codec::decode_event(Format::Json.as_u8(), line.as_bytes()) {
+            o.apply(&e);
+            max_user = max_user.max(match e {
+                feedlog::Event::Follow {
+                    follower, followee, ..
+                }
+                | feedlog::Event::Unfollow {
+                    follower, followee, ..
+                } => follower.0.max(followee.0),
+                feedlog::Event::Post { author, .. } | feedlog::Event::DeletePost { author, .. } => {
+                    author.0
+                }
+            });
+        }
+    }
+    (o, max_user)
+}
+
+/// A generated power-law log as JSON lines (deterministic): follows,
+/// unfollows, posts and deletes (some of posts that do not exist).
+pub fn generated_log(users: u64, events: u64) -> String {
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let zipf = |n: u64, r: u64| {
+        (((n as f64).powf((r >> 11) as f64 / (1u64 << 53) as f64)) as u64).clamp(1, n)
+    };
+    let mut out = String::new();
+    for i in 0..events {
+        let (a, b, r) = (zipf(users, next()), zipf(users, next()), next() % 100);
+        let ts = 1_700_000_000_000 + i * 7;
+        out += &match r {
+            0..=44 if a != b => {
+                format!(r#"{{"type":"follow","follower":{b},"followee":{a},"ts":{ts}}}"#)
+            }
+            45..=52 if a != b => {
+                format!(r#"{{"type":"unfollow","follower":{b},"followee":{a},"ts":{ts}}}"#)
+            }
+            53..=94 => format!(
+                r#"{{"type":"post","author":{a},"post_id":{},"ts":{ts}}}"#,
+                i + 1
+            ),
+            _ => format!(
+                r#"{{"type":"delete_post","author":{a},"post_id":{},"ts":{ts}}}"#,
+                next() % (i + 1) + 1
+            ),
+        };
+        out.push('\n');
+    }
+    out
 }

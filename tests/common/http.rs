@@ -1,0 +1,264 @@
+//! A minimal HTTP/1.1 client over `std::net` for the API tests: one request
+//! per connection, `Content-Length` or chunked bodies, and a server-sent
+//! events reader. Small enough to read; no client stack in the dev-deps.
+
+use super::Views;
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+/// An answer.
+#[derive(Debug)]
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// Headers, names lower-cased.
+    pub headers: Headers,
+    /// The body, de-chunked.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON.
+    pub fn json(&self) -> Result<Value, String> {
+        serde_json::from_slice(&self.body).map_err(|e| {
+            format!(
+                "status {}: body is not JSON ({e}): {}",
+                self.status,
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+}
+
+/// A client of one server.
+#[derive(Debug, Clone, Copy)]
+pub struct Client {
+    /// The server.
+    pub addr: SocketAddr,
+}
+
+fn connect(addr: SocketAddr, method: &str, path: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).expect("connect to the API");
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    s
+}
+
+/// Header names (lower-cased) and values.
+type Headers = Vec<(String, String)>;
+
+/// Splits a response head off `buf` once it is complete: status, headers,
+/// and where the body starts.
+fn head(buf: &[u8]) -> Option<(u16, Headers, usize)> {
+    let end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let text = String::from_utf8_lossy(&buf[..end]);
+    let mut lines = text.split("\r\n");
+    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Some((status, headers, end))
+}
+
+/// Decodes whole chunks from the front of `raw` into `out`; returns the
+/// bytes consumed and whether the last chunk was seen.
+fn dechunk(raw: &[u8], out: &mut Vec<u8>) -> (usize, bool) {
+    let mut at = 0;
+    loop {
+        let Some(nl) = raw[at..].windows(2).position(|w| w == b"\r\n") else {
+            return (at, false);
+        };
+        let size_text = String::from_utf8_lossy(&raw[at..at + nl]);
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16)
+            .expect("chunk size");
+        let start = at + nl + 2;
+        if size == 0 {
+            return (start, true);
+        }
+        if raw.len() < start + size + 2 {
+            return (at, false);
+        }
+        out.extend_from_slice(&raw[start..start + size]);
+        at = start + size + 2;
+    }
+}
+
+impl Client {
+    /// `GET path`.
+    pub fn get(&self, path: &str) -> Response {
+        self.request("GET", path)
+    }
+
+    /// One request, read to the end.
+    pub fn request(&self, method: &str, path: &str) -> Response {
+        let mut s = connect(self.addr, method, path);
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).expect("read the response");
+        let (status, headers, end) = head(&buf).expect("a response head");
+        let chunked = headers
+            .iter()
+            .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
+        let body = if chunked {
+            let mut out = Vec::new();
+            dechunk(&buf[end..], &mut out);
+            out
+        } else {
+            buf[end..].to_vec()
+        };
+        Response {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    /// `GET path` as JSON, which must answer 200.
+    pub fn json(&self, path: &str) -> Result<Value, String> {
+        let r = self.get(path);
+        if r.status != 200 {
+            return Err(format!(
+                "GET {path}: status {}: {}",
+                r.status,
+                String::from_utf8_lossy(&r.body)
+            ));
+        }
+        r.json()
+    }
+
+    /// Opens a server-sent events stream.
+    pub fn events(&self, path: &str) -> EventStream {
+        let mut s = connect(self.addr, "GET", path);
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        let mut raw = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (status, headers, end) = loop {
+            if let Some(h) = head(&raw) {
+                break h;
+            }
+            assert!(Instant::now() < deadline, "no response head");
+            let mut b = [0u8; 4096];
+            match s.read(&mut b) {
+                Ok(0) => panic!("closed before the head"),
+                Ok(n) => raw.extend_from_slice(&b[..n]),
+                Err(_) => {}
+            }
+        };
+        raw.drain(..end);
+        let chunked = headers
+            .iter()
+            .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
+        EventStream {
+            stream: s,
+            status,
+            headers,
+            chunked,
+            raw,
+            text: Vec::new(),
+        }
+    }
+}
+
+/// A server-sent events stream being read.
+pub struct EventStream {
+    stream: TcpStream,
+    /// Status of the stream's response.
+    pub status: u16,
+    /// Its headers.
+    pub headers: Headers,
+    chunked: bool,
+    raw: Vec<u8>,
+    text: Vec<u8>,
+}
+
+/// One server-sent event (or comment, with `event` "comment").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sse {
+    /// The `event:` field, "message" when absent, "comment" for a comment.
+    pub event: String,
+    /// The `data:` lines, joined with newlines.
+    pub data: String,
+}
+
+impl EventStream {
+    /// The next event, or `None` when `timeout` passes first.
+    pub fn next(&mut self, timeout: Duration) -> Option<Sse> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.chunked {
+                let (used, _) = dechunk(&self.raw, &mut self.text);
+                self.raw.drain(..used);
+            } else {
+                self.text.append(&mut self.raw);
+            }
+            if let Some(end) = self.text.windows(2).position(|w| w == b"\n\n") {
+                let block: Vec<u8> = self.text.drain(..end + 2).collect();
+                let block = String::from_utf8_lossy(&block).into_owned();
+                let mut ev = Sse {
+                    event: "message".into(),
+                    data: String::new(),
+                };
+                for line in block.lines() {
+                    if let Some(c) = line.strip_prefix(':') {
+                        ev.event = "comment".into();
+                        ev.data = c.trim().into();
+                    } else if let Some(v) = line.strip_prefix("event:") {
+                        ev.event = v.trim().into();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        if !ev.data.is_empty() {
+                            ev.data.push('\n');
+                        }
+                        ev.data.push_str(v.strip_prefix(' ').unwrap_or(v));
+                    }
+                }
+                return Some(ev);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            let mut b = [0u8; 4096];
+            match self.stream.read(&mut b) {
+                Ok(0) => return None,
+                Ok(n) => self.raw.extend_from_slice(&b[..n]),
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+impl Views for Client {
+    fn get(
+        &self,
+        view: &str,
+        user: u64,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Value, String> {
+        let mut path = match view {
+            "counters" => return self.json(&format!("/v1/users/{user}/counters")),
+            "recent_followers" => format!("/v1/users/{user}/followers/recent?limit={limit}"),
+            "timeline" | "posts" | "followers" | "followees" => {
+                format!("/v1/users/{user}/{view}?limit={limit}")
+            }
+            other => return Err(format!("no view {other}")),
+        };
+        if let Some(c) = cursor {
+            path += &format!("&cursor={c}");
+        }
+        self.json(&path)
+    }
+}

@@ -1,0 +1,582 @@
+//! The HTTP read API: every route against the oracle, bad inputs, the live
+//! timeline stream, readiness and metrics — and the `run --listen` and
+//! `serve` commands end to end.
+
+mod common;
+
+use common::http::{Client, Sse};
+use common::{check_all, generated_log, oracle_of};
+use feedlog::datadir::DataDir;
+use feedlog::http::{Api, ApiConfig};
+use feedlog::processor::{Processor, ProcessorConfig};
+use feedlog::produce::Producer;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+/// The API served on an ephemeral loopback port until dropped.
+struct Server {
+    client: Client,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    fn start(processor: &Processor, cfg: ApiConfig) -> Server {
+        let api = Api::new(
+            processor.reader(),
+            processor.logs().clone(),
+            Some(processor.progress().clone()),
+            cfg,
+        );
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            rt.block_on(feedlog::http::serve(listener, api, async {
+                let _ = rx.await;
+            }))
+            .unwrap();
+        });
+        Server {
+            client: Client { addr },
+            stop: Some(tx),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        let _ = self.thread.take().unwrap().join();
+    }
+}
+
+/// A processed data directory over `log`, with a small inbox so timeline
+/// pages run through the pull path too.
+fn processed(dir: &Path, log: &str, partitions: u32) -> Processor {
+    let data = DataDir::create_or_open(dir, Some(partitions)).unwrap();
+    let mut producer = Producer::new(&data);
+    producer.json_lines(log.as_bytes(), "log").unwrap();
+    producer.finish().unwrap();
+    let processor = Processor::open(
+        &data,
+        ProcessorConfig {
+            inbox_cap: 5,
+            fanout_chunk: 3,
+            sync: false,
+            ..ProcessorConfig::default()
+        },
+    )
+    .unwrap();
+    processor.run(&AtomicBool::new(false), true).unwrap();
+    processor
+}
+
+fn wide_limits() -> ApiConfig {
+    ApiConfig {
+        max_limit: 1000,
+        ..ApiConfig::default()
+    }
+}
+
+// Proves every route answers every user exactly as the oracle says: counters (one and batched), recent followers, and every page of every paged view.
+#[test]
+fn every_route_equals_the_oracle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = generated_log(120, 6000);
+    let processor = processed(tmp.path(), &log, 3);
+    let server = Server::start(&processor, wide_limits());
+    let (oracle, max_user) = oracle_of(&log);
+    check_all(&server.client, &oracle, max_user, 25).unwrap();
+
+    // Batched counters: in the order asked, repeats and unknown users included.
+    let mut ids: Vec<u64> = (1..=max_user + 1).rev().collect();
+    ids.push(1);
+    let list = ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+    let got = server
+        .client
+        .json(&format!("/v1/counters?ids={list}"))
+        .unwrap();
+    let got = got["counters"].as_array().unwrap();
+    assert_eq!(got.len(), ids.len());
+    for (c, &u) in got.iter().zip(&ids) {
+        let (f, g, p) = oracle.counters(u);
+        assert_eq!(
+            c,
+            &serde_json::json!({"user": u, "followers": f, "followees": g, "posts": p})
+        );
+    }
+}
+
+// Proves bad ids, cursors, limits and parameters get the documented 4xx status and error shape, never a 500, and unknown users are empty views.
+#[test]
+fn bad_inputs_get_clear_errors_never_500() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = generated_log(30, 800);
+    let processor = processed(tmp.path(), &log, 2);
+    let server = Server::start(&processor, ApiConfig::default());
+    let c = server.client;
+    // Real cursors, to misuse: one of user 2's timeline, one of its posts.
+    let page = c.json("/v1/users/2/timeline?limit=1").unwrap();
+    let timeline_cursor = page["next_cursor"].as_str().expect("two pages").to_string();
+    let page = c.json("/v1/users/1/posts?limit=1").unwrap();
+    let posts_cursor = page["next_cursor"].as_str().expect("two pages").to_string();
+    let many: Vec<String> = (1..=1001).map(|i| i.to_string()).collect();
+    let too_many = format!("/v1/counters?ids={}", many.join(","));
+    let cases: Vec<(String, u16, &str)> = vec![
+        ("/v1/users/abc/timeline".into(), 400, "bad_user"),
+        ("/v1/users/0/timeline".into(), 400, "bad_user"),
+        ("/v1/users/-3/counters".into(), 400, "bad_user"),
+        ("/v1/users/1.5/posts".into(), 400, "bad_user"),
+        (
+            "/v1/users/18446744073709551616/counters".into(),
+            400,
+            "bad_user",
+        ),
+        ("/v1/users/%20/followers".into(), 400, "bad_user"),
+        (
+            "/v1/users/2/timeline?cursor=garbage".into(),
+            400,
+            "bad_cursor",
+        ),
+        ("/v1/users/2/timeline?cursor=".into(), 400, "bad_cursor"),
+        (
+            format!("/v1/users/3/timeline?cursor={timeline_cursor}"),
+            400,
+            "bad_cursor",
+        ),
+        (
+            format!("/v1/users/2/posts?cursor={timeline_cursor}"),
+            400,
+            "bad_cursor",
+        ),
+        (
+            format!("/v1/users/1/timeline?cursor={posts_cursor}"),
+            400,
+            "bad_cursor",
+        ),
+        (
+            format!("/v1/users/1/followers?cursor={posts_cursor}"),
+            400,
+            "bad_cursor",
+        ),
+        ("/v1/users/1/timeline?limit=0".into(), 400, "bad_limit"),
+        ("/v1/users/1/timeline?limit=201".into(), 400, "bad_limit"),
+        (
+            "/v1/users/1/followers/recent?limit=1000000".into(),
+            400,
+            "bad_limit",
+        ),
+        ("/v1/users/1/posts?limit=-1".into(), 400, "bad_limit"),
+        ("/v1/users/1/posts?limit=ten".into(), 400, "bad_limit"),
+        (
+            "/v1/users/1/followees?limit=99999999999999999999999".into(),
+            400,
+            "bad_limit",
+        ),
+        ("/v1/users/1/timeline?page=2".into(), 400, "bad_query"),
+        ("/v1/users/1/counters?limit=5".into(), 400, "bad_query"),
+        ("/v1/counters".into(), 400, "bad_query"),
+        ("/v1/counters?ids=".into(), 400, "bad_query"),
+        ("/v1/counters?ids=1,x".into(), 400, "bad_user"),
+        ("/v1/counters?ids=1,0".into(), 400, "bad_user"),
+        (too_many, 400, "bad_query"),
+        ("/v1/users/1/timeline/stream?x=1".into(), 400, "bad_query"),
+        ("/v1/nothing".into(), 404, "not_found"),
+        ("/v1/users/1".into(), 404, "not_found"),
+    ];
+    for (path, status, code) in &cases {
+        let r = c.get(path);
+        let body = r.json().unwrap_or_else(|e| panic!("GET {path}: {e}"));
+        assert_eq!(
+            (r.status, body["error"]["code"].as_str()),
+            (*status, Some(*code)),
+            "GET {path}: {body}"
+        );
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "GET {path}: no message: {body}"
+        );
+    }
+    // A limit above the maximum names the maximum.
+    let r = c.get("/v1/users/1/timeline?limit=201");
+    assert!(r.json().unwrap()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("200"));
+    // The API is read-only.
+    let r = c.request("POST", "/v1/users/1/counters");
+    assert_eq!(r.status, 405);
+    assert_eq!(r.json().unwrap()["error"]["code"], "method_not_allowed");
+    // An unknown user is an empty view, not an error.
+    let unknown = 1_000_000;
+    assert_eq!(
+        c.json(&format!("/v1/users/{unknown}/timeline")).unwrap(),
+        serde_json::json!({"items": [], "next_cursor": null})
+    );
+    assert_eq!(
+        c.json(&format!("/v1/users/{unknown}/counters")).unwrap(),
+        serde_json::json!({"user": unknown, "followers": 0, "followees": 0, "posts": 0})
+    );
+    assert_eq!(
+        c.json(&format!("/v1/users/{unknown}/followers/recent"))
+            .unwrap(),
+        serde_json::json!({"items": []})
+    );
+    // The description of the API is served and names every route.
+    let spec = c.json("/openapi.json").unwrap();
+    for route in feedlog::http::ROUTES {
+        assert!(
+            spec["paths"].get(*route).is_some(),
+            "{route} is not in /openapi.json"
+        );
+    }
+}
+
+fn append(dir: &Path, lines: &str) {
+    let data = DataDir::open(dir).unwrap();
+    let mut producer = Producer::new(&data);
+    producer.json_lines(lines.as_bytes(), "test").unwrap();
+    producer.finish().unwrap();
+}
+
+// Proves a timeline stream sends each post made after subscription, once, oldest first, and nothing from before it.
+#[test]
+fn timeline_stream_delivers_posts_made_after_subscription() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = [
+        r#"{"type":"follow","follower":1,"followee":2,"ts":1000}"#,
+        r#"{"type":"follow","follower":1,"followee":3,"ts":1001}"#,
+        r#"{"type":"post","author":2,"post_id":10,"ts":1002}"#,
+        r#"{"type":"post","author":3,"post_id":11,"ts":1003}"#,
+    ]
+    .join("\n");
+    let processor = processed(tmp.path(), &log, 2);
+    let server = Server::start(&processor, ApiConfig::default());
+    let mut stream = server.client.events("/v1/users/1/timeline/stream");
+    assert_eq!(stream.status, 200);
+    assert!(stream
+        .headers
+        .iter()
+        .any(|(k, v)| k == "content-type" && v.starts_with("text/event-stream")));
+    assert_eq!(
+        stream.next(Duration::from_secs(10)).map(|e| e.event),
+        Some("comment".into()),
+        "the stream opens with a comment"
+    );
+    // Nothing old arrives.
+    assert_eq!(stream.next(Duration::from_millis(500)), None);
+    append(
+        tmp.path(),
+        &[
+            r#"{"type":"post","author":3,"post_id":12,"ts":2000}"#,
+            r#"{"type":"post","author":2,"post_id":13,"ts":2001}"#,
+            r#"{"type":"post","author":4,"post_id":14,"ts":2002}"#,
+        ]
+        .join("\n"),
+    );
+    processor.run(&AtomicBool::new(false), true).unwrap();
+    let mut got = Vec::new();
+    while let Some(Sse { event, data }) = stream.next(Duration::from_secs(5)) {
+        assert_eq!(event, "entry", "{data}");
+        got.push(serde_json::from_str::<serde_json::Value>(&data).unwrap());
+        if got.len() == 2 {
+            break;
+        }
+    }
+    assert_eq!(
+        got,
+        vec![
+            serde_json::json!({"post_id": 12, "author": 3, "ts": 2000}),
+            serde_json::json!({"post_id": 13, "author": 2, "ts": 2001}),
+        ]
+    );
+    // Author 4 is not followed: nothing more comes.
+    assert_eq!(stream.next(Duration::from_millis(500)), None);
+}
+
+// Proves /metrics is valid Prometheus text whose counters match what was processed and requested, and /readyz follows the lag.
+#[test]
+fn metrics_parse_and_readiness_follows_lag() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = generated_log(40, 1500);
+    let processor = processed(tmp.path(), &log, 2);
+    let server = Server::start(
+        &processor,
+        ApiConfig {
+            ready_lag: 10,
+            ..ApiConfig::default()
+        },
+    );
+    let c = server.client;
+    let r = c.get("/readyz");
+    assert_eq!(
+        (r.status, r.json().unwrap()),
+        (
+            200,
+            serde_json::json!({"ready": true, "lag": 0, "max_lag": 10})
+        )
+    );
+    assert_eq!(c.get("/healthz").status, 200);
+    for _ in 0..3 {
+        assert_eq!(c.get("/v1/users/1/timeline").status, 200);
+    }
+
+    let r = c.get("/metrics");
+    assert_eq!(r.status, 200);
+    assert!(r.header("content-type").unwrap().starts_with("text/plain"));
+    let text = String::from_utf8(r.body).unwrap();
+    strict_exposition_format(&text);
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+    let value = |name: &str, label: Option<(&str, &str)>| -> f64 {
+        let s = scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == name && label.is_none_or(|(k, v)| s.labels.get(k) == Some(v)))
+            .unwrap_or_else(|| panic!("no sample {name} {label:?} in\n{text}"));
+        match s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            ref other => panic!("{name} is {other:?}"),
+        }
+    };
+    let count = |kind: &str| {
+        log.lines()
+            .filter(|l| l.contains(&format!("\"type\":\"{kind}\"")))
+            .count() as f64
+    };
+    for kind in ["follow", "unfollow", "post", "delete_post"] {
+        assert_eq!(
+            value("feedlog_events_applied_total", Some(("kind", kind))),
+            count(kind),
+            "{kind}"
+        );
+    }
+    let lag: Vec<_> = scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == "feedlog_lag_records")
+        .collect();
+    assert_eq!(lag.len(), 4, "two topics of two partitions");
+    assert!(lag
+        .iter()
+        .all(|s| matches!(s.value, prometheus_parse::Value::Gauge(v) if v == 0.0)));
+    assert!(value("feedlog_deliveries_total", None) > 0.0);
+    let timeline_requests = scrape
+        .samples
+        .iter()
+        .find(|s| {
+            s.metric == "feedlog_http_request_duration_seconds"
+                && s.labels.get("route") == Some("/v1/users/:id/timeline")
+        })
+        .expect("a latency histogram for the timeline route");
+    match &timeline_requests.value {
+        prometheus_parse::Value::Histogram(buckets) => {
+            assert_eq!(
+                buckets.last().unwrap().count,
+                3.0,
+                "three timeline requests"
+            );
+        }
+        other => panic!("not a histogram: {other:?}"),
+    }
+
+    // Unprocessed input beyond the allowed lag: not ready.
+    let more: String = (0..20)
+        .map(|i| {
+            format!(
+                "{{\"type\":\"post\",\"author\":1,\"post_id\":{},\"ts\":5}}\n",
+                900_000 + i
+            )
+        })
+        .collect();
+    append(tmp.path(), &more);
+    let r = c.get("/readyz");
+    assert_eq!(
+        (r.status, r.json().unwrap()),
+        (
+            503,
+            serde_json::json!({"ready": false, "lag": 20, "max_lag": 10})
+        )
+    );
+    processor.run(&AtomicBool::new(false), true).unwrap();
+    assert_eq!(c.get("/readyz").status, 200);
+}
+
+/// Checks every line against the text exposition format (0.0.4): `# HELP`
+/// and `# TYPE` before a family's samples, metric and label names well
+/// formed, label values quoted, values numbers — stricter than the parser,
+/// which skips what it does not understand.
+fn strict_exposition_format(text: &str) {
+    let name_ok = |n: &str| {
+        !n.is_empty()
+            && !n.starts_with(|c: char| c.is_ascii_digit())
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+    };
+    let mut typed = std::collections::HashMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').expect("HELP has text");
+            assert!(name_ok(name) && !help.is_empty(), "{line}");
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("TYPE has a kind");
+            assert!(name_ok(name), "{line}");
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+            assert!(
+                typed.insert(name.to_string(), kind.to_string()).is_none(),
+                "two TYPEs: {line}"
+            );
+        } else {
+            let (series, value) = line.rsplit_once(' ').expect("a sample has a value");
+            assert!(value.parse::<f64>().is_ok(), "{line}");
+            let (name, labels) = match series.split_once('{') {
+                Some((n, l)) => (n, l.strip_suffix('}').expect("labels close")),
+                None => (series, ""),
+            };
+            assert!(labels.is_empty() || labels.ends_with('"'), "{line}");
+            let inner = labels.strip_suffix('"').unwrap_or(labels);
+            for pair in inner.split_terminator("\",") {
+                let (k, v) = pair.split_once("=\"").expect("label=\"value\"");
+                assert!(name_ok(k) && !v.contains('"'), "{line}");
+            }
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| {
+                    name.strip_suffix(s)
+                        .filter(|f| typed.get(*f).is_some_and(|k| k == "histogram"))
+                })
+                .unwrap_or(name);
+            assert!(typed.contains_key(family), "sample before its TYPE: {line}");
+        }
+    }
+}
+
+/// A `feedlog` child process, killed when dropped.
+struct Proc(Child, String);
+
+impl Proc {
+    /// Starts `feedlog --data DIR ARGS`, waits for its "serving the read API
+    /// on http://ADDR" line and returns the process and ADDR.
+    fn serving(data: &Path, args: &[&str]) -> Proc {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_feedlog"))
+            .arg("--data")
+            .arg(data)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        let addr = loop {
+            line.clear();
+            assert!(
+                err.read_line(&mut line).unwrap() > 0,
+                "exited before serving"
+            );
+            if let Some(rest) = line.trim().strip_prefix("serving the read API on http://") {
+                break rest.split_whitespace().next().unwrap().to_string();
+            }
+        };
+        // Keep draining stderr so the child never blocks on a full pipe.
+        std::thread::spawn(move || for _ in err.lines() {});
+        Proc(child, addr)
+    }
+
+    fn client(&self) -> Client {
+        Client {
+            addr: self.1.parse().unwrap(),
+        }
+    }
+
+    /// SIGTERM, then the exit code.
+    fn terminate(mut self) -> Option<i32> {
+        unsafe_kill(self.0.id());
+        let status = self.0.wait().unwrap();
+        status.code()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn unsafe_kill(pid: u32) {
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+}
+
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+// Proves `run --listen` serves while processing and `serve` beside it follows the processor's new state; both stop cleanly on SIGTERM.
+#[test]
+fn run_listen_and_serve_beside_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("d");
+    let log = generated_log(50, 2000);
+    DataDir::create_or_open(&data, Some(2)).unwrap();
+    append(&data, &log);
+    let run = Proc::serving(&data, &["run", "--no-sync", "--listen", "127.0.0.1:0"]);
+    let live = run.client();
+    eventually("run --listen catches up", || {
+        live.get("/readyz").json().unwrap()["lag"] == 0
+    });
+    let serve = Proc::serving(&data, &["serve", "--listen", "127.0.0.1:0"]);
+    let follower = serve.client();
+    let (oracle, _) = oracle_of(&log);
+    let want = |o: &common::oracle::Oracle| {
+        let (f, g, p) = o.counters(1);
+        serde_json::json!({"user": 1, "followers": f, "followees": g, "posts": p})
+    };
+    assert_eq!(live.json("/v1/users/1/counters").unwrap(), want(&oracle));
+    eventually("serve sees the processed state", || {
+        follower.json("/v1/users/1/counters").unwrap() == want(&oracle)
+    });
+    // New events: both the processor's API and the read-only one follow.
+    let more = r#"{"type":"follow","follower":4999,"followee":1,"ts":1800000000000}"#;
+    append(&data, more);
+    let (oracle, _) = oracle_of(&format!("{log}{more}\n"));
+    eventually("run --listen applies the new follow", || {
+        live.json("/v1/users/1/counters").unwrap() == want(&oracle)
+    });
+    eventually("serve follows the new state", || {
+        follower.json("/v1/users/1/counters").unwrap() == want(&oracle)
+    });
+    assert_eq!(
+        follower
+            .json("/v1/users/1/followers/recent?limit=1")
+            .unwrap(),
+        serde_json::json!({"items": [{"user": 4999, "ts": 1800000000000u64}]})
+    );
+    assert_eq!(serve.terminate(), Some(0));
+    assert_eq!(run.terminate(), Some(0));
+}
