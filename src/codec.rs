@@ -27,6 +27,9 @@ pub enum Format {
     Effect = 3,
     /// A JSON dead-letter record.
     DeadLetter = 4,
+    /// An event forwarded from the partition it arrived in to the one that
+    /// owns its actor: a bincode [`Forwarded`].
+    Forwarded = 5,
 }
 
 impl Format {
@@ -42,6 +45,7 @@ impl Format {
             2 => Format::Bincode,
             3 => Format::Effect,
             4 => Format::DeadLetter,
+            5 => Format::Forwarded,
             _ => return None,
         })
     }
@@ -53,8 +57,38 @@ impl Format {
             Format::Bincode => "bincode",
             Format::Effect => "effect",
             Format::DeadLetter => "dead-letter",
+            Format::Forwarded => "forwarded",
         }
     }
+
+    /// Inverse of [`Format::name`] (Kafka record headers).
+    pub fn from_name(name: &str) -> Option<Format> {
+        [
+            Format::Json,
+            Format::Bincode,
+            Format::Effect,
+            Format::DeadLetter,
+            Format::Forwarded,
+        ]
+        .into_iter()
+        .find(|f| f.name() == name)
+    }
+}
+
+/// An input event that arrived in a partition that does not own its actor,
+/// on its way to the owner's `events` partition. The source position makes
+/// a re-shipped copy recognisable: the owner keeps, per source partition,
+/// the highest source offset it has applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Forwarded {
+    /// The `events` partition it arrived in.
+    pub from_partition: u32,
+    /// Its offset there.
+    pub from_offset: u64,
+    /// The original record's format marker.
+    pub format: u8,
+    /// The original record's value, unchanged.
+    pub payload: Vec<u8>,
 }
 
 /// Why a record could not be turned into an event.

@@ -5,7 +5,7 @@
 
 use crate::core::Ctx;
 use crate::datadir::DataDir;
-use crate::log::Logs;
+use crate::log::{Log, Logs};
 use crate::metrics::{self, Histogram};
 use crate::query::Reader;
 use crate::state::{Store, StoreOptions};
@@ -192,7 +192,7 @@ impl Processor {
             self.cfg.limits,
             self.cfg.sync,
             self.stores[partition as usize].clone(),
-            self.logs.clone(),
+            self.logs.clone() as Arc<dyn Log>,
         )
         .map_err(|source| ProcessorError::Task { partition, source })
     }
@@ -310,7 +310,7 @@ pub enum LagError {
 
 /// The lag of every partition: log ends against the positions committed with
 /// the state.
-pub fn lag(logs: &Logs, stores: &[Arc<Store>]) -> Result<Vec<PartitionLag>, LagError> {
+pub fn lag(logs: &dyn Log, stores: &[Arc<Store>]) -> Result<Vec<PartitionLag>, LagError> {
     use crate::log::Topic;
     use crate::state::meta;
     let mut out = Vec::with_capacity(stores.len());

@@ -15,12 +15,12 @@
 //! harmless, every effect is idempotent under version dedup — but can never
 //! emit effects of work that was not committed and may be redone differently.
 
-use crate::codec::{self, Format};
+use crate::codec::{self, Format, Forwarded};
 use crate::core::{self, Ctx, Effect, Out};
 use crate::event::{Event, EventKind};
-use crate::log::{LogError, Logs, NewRecord, PartitionReader, Record, Topic};
+use crate::log::{Log, LogError, NewRecord, Record, Sink, Source, Topic};
 use crate::partition::partition_for;
-use crate::state::{keys, meta, Cf, Kv, Store, StoreError, Txn};
+use crate::state::{keys, meta, meta_u64, Cf, Kv, Store, StoreError, Txn};
 use std::sync::Arc;
 
 /// Where an injected crash stops a step (for crash tests).
@@ -96,6 +96,10 @@ pub struct StepStats {
     pub removed: u64,
     /// Effects emitted.
     pub emitted: u64,
+    /// Events forwarded to the partition that owns their actor.
+    pub forwarded: u64,
+    /// Forwarded copies already applied (re-shipped after a crash), skipped.
+    pub duplicates: u64,
     /// Time spent committing the state batch, µs.
     pub commit_micros: u64,
 }
@@ -103,7 +107,11 @@ pub struct StepStats {
 impl StepStats {
     /// Records read from both inputs.
     pub fn input(&self) -> u64 {
-        self.events.iter().sum::<u64>() + self.effects + self.dead_letters
+        self.events.iter().sum::<u64>()
+            + self.effects
+            + self.dead_letters
+            + self.forwarded
+            + self.duplicates
     }
 
     /// Adds another step's figures.
@@ -116,6 +124,8 @@ impl StepStats {
         self.delivered += o.delivered;
         self.removed += o.removed;
         self.emitted += o.emitted;
+        self.forwarded += o.forwarded;
+        self.duplicates += o.duplicates;
         self.commit_micros += o.commit_micros;
     }
 }
@@ -197,11 +207,11 @@ pub fn now_ms() -> u64 {
 pub struct PartitionTask {
     ctx: Ctx,
     limits: BatchLimits,
-    sync_logs: bool,
     store: Arc<Store>,
-    logs: Arc<Logs>,
-    events: PartitionReader,
-    effects: PartitionReader,
+    log: Arc<dyn Log>,
+    sink: Box<dyn Sink>,
+    events: Box<dyn Source>,
+    effects: Box<dyn Source>,
     next_seq: u64,
     /// Pending records below this sequence number are shipped and not yet
     /// deleted.
@@ -218,18 +228,19 @@ impl PartitionTask {
         limits: BatchLimits,
         sync_logs: bool,
         store: Arc<Store>,
-        logs: Arc<Logs>,
+        log: Arc<dyn Log>,
     ) -> Result<PartitionTask, TaskError> {
         let p = ctx.partition;
-        let events = logs.reader(Topic::Events, p, store.meta_u64(meta::POS_EVENTS)?)?;
-        let effects = logs.reader(Topic::Effects, p, store.meta_u64(meta::POS_EFFECTS)?)?;
+        let events = log.source(Topic::Events, p, store.meta_u64(meta::POS_EVENTS)?)?;
+        let effects = log.source(Topic::Effects, p, store.meta_u64(meta::POS_EFFECTS)?)?;
         let next_seq = store.meta_u64(meta::NEXT_SEQ)?;
+        let sink = log.clone().sink(sync_logs)?;
         let mut task = PartitionTask {
             ctx,
             limits,
-            sync_logs,
             store,
-            logs,
+            log,
+            sink,
             events,
             effects,
             next_seq,
@@ -279,7 +290,7 @@ impl PartitionTask {
             Topic::DeadLetter => return Ok(()),
         };
         let to = reader.position().saturating_sub(records);
-        *reader = self.logs.reader(topic, p, to)?;
+        *reader = self.log.source(topic, p, to)?;
         Ok(())
     }
 
@@ -359,7 +370,7 @@ impl PartitionTask {
     }
 
     /// Appends records to their logs, preserving order per destination.
-    fn ship(&self, pending: &[Pending], faults: &mut dyn Faults) -> Result<(), TaskError> {
+    fn ship(&mut self, pending: &[Pending], faults: &mut dyn Faults) -> Result<(), TaskError> {
         let mut groups: Vec<((Topic, u32), Vec<&Pending>)> = Vec::new();
         for rec in pending {
             let dest = (rec.topic, rec.partition);
@@ -382,9 +393,9 @@ impl PartitionTask {
                     value: &r.value,
                 })
                 .collect();
-            self.logs
-                .append(*topic, *partition, &records, self.sync_logs)?;
+            self.sink.append(*topic, *partition, &records)?;
         }
+        self.sink.flush()?;
         Ok(())
     }
 
@@ -423,27 +434,63 @@ fn apply_record<K: Kv + ?Sized>(
                 return Ok(());
             }
         },
-        _ => match codec::decode_event(rec.format, &rec.value) {
-            Ok(ev) if ctx.owns(ev.actor()) => {
-                stats.events[kind_index(ev.kind())] += 1;
-                core::apply_event(txn, ctx, &ev, rec.offset + 1, out)?
+        _ => {
+            // A forwarded event: skip a copy already applied, else unwrap it.
+            let forwarded;
+            let (format, payload, forwarded_from) = if rec.format == Format::Forwarded.as_u8() {
+                match codec::decode_bin::<Forwarded>(&rec.value) {
+                    Ok(f) => {
+                        let mark = meta::forwarded_from(f.from_partition);
+                        if f.from_offset < meta_u64(txn, &mark)? {
+                            stats.duplicates += 1;
+                            return Ok(());
+                        }
+                        txn.put(Cf::Meta, mark, (f.from_offset + 1).to_be_bytes().to_vec());
+                        forwarded = f;
+                        (
+                            forwarded.format,
+                            &forwarded.payload[..],
+                            Some(forwarded.from_partition),
+                        )
+                    }
+                    Err(e) => {
+                        stats.dead_letters += 1;
+                        let reason = format!("invalid forwarded record: {e}");
+                        pending.push(dead_letter("events", p, rec, &reason));
+                        return Ok(());
+                    }
+                }
+            } else {
+                (rec.format, &rec.value[..], None)
+            };
+            match codec::decode_event(format, payload) {
+                Ok(ev) if ctx.owns(ev.actor()) => {
+                    stats.events[kind_index(ev.kind())] += 1;
+                    core::apply_event(txn, ctx, &ev, rec.offset + 1, out)?
+                }
+                Ok(ev) if forwarded_from.is_none() => {
+                    stats.forwarded += 1;
+                    pending.push(forward(ctx, &ev, rec));
+                    return Ok(());
+                }
+                Ok(ev) => {
+                    // Forwarded by a partition that counts partitions differently.
+                    stats.dead_letters += 1;
+                    pending.push(dead_letter(
+                        "events",
+                        p,
+                        rec,
+                        &misrouted(&ev, ctx.partitions),
+                    ));
+                    return Ok(());
+                }
+                Err(e) => {
+                    stats.dead_letters += 1;
+                    pending.push(dead_letter("events", p, rec, &e.to_string()));
+                    return Ok(());
+                }
             }
-            Ok(ev) => {
-                stats.dead_letters += 1;
-                pending.push(dead_letter(
-                    "events",
-                    p,
-                    rec,
-                    &misrouted(&ev, ctx.partitions),
-                ));
-                return Ok(());
-            }
-            Err(e) => {
-                stats.dead_letters += 1;
-                pending.push(dead_letter("events", p, rec, &e.to_string()));
-                return Ok(());
-            }
-        },
+        }
     };
     stats.delivered += applied.delivered;
     stats.removed += applied.removed;
@@ -463,8 +510,27 @@ fn decode_effect(rec: &Record) -> Result<Effect, String> {
 
 fn misrouted(ev: &Event, partitions: u32) -> String {
     format!(
-        "misrouted: actor {} belongs to partition {} (key events by the acting user id)",
+        "forwarded to partition that does not own actor {} (it belongs to partition {} of {partitions})",
         ev.actor(),
         partition_for(ev.actor(), partitions)
     )
+}
+
+/// An event that arrived in this partition but belongs to another: its
+/// record, unchanged, wrapped with where it came from, for the owner's
+/// `events` partition (where it gets a version from the owner's own log).
+fn forward(ctx: &Ctx, ev: &Event, rec: &Record) -> Pending {
+    let actor = ev.actor();
+    Pending {
+        topic: Topic::Events,
+        partition: partition_for(actor, ctx.partitions),
+        format: Format::Forwarded,
+        key: actor.to_string().into_bytes(),
+        value: codec::encode_bin(&Forwarded {
+            from_partition: ctx.partition,
+            from_offset: rec.offset,
+            format: rec.format,
+            payload: rec.value.clone(),
+        }),
+    }
 }

@@ -7,7 +7,7 @@
 //! blocking pool, never on the async workers.
 
 use crate::event::UserId;
-use crate::log::{Logs, Topic};
+use crate::log::{Log, Topic};
 use crate::metrics::{self, Histogram};
 use crate::processor::{lag, PartitionLag, Progress};
 use crate::query::{Page, PostItem, QueryError, Reader};
@@ -74,7 +74,7 @@ impl Default for ApiConfig {
 /// What the API serves from.
 pub struct Api {
     reader: Reader,
-    logs: Arc<Logs>,
+    logs: Arc<dyn Log>,
     progress: Option<Arc<Progress>>,
     cfg: ApiConfig,
     requests: Vec<Histogram>,
@@ -87,7 +87,7 @@ impl Api {
     /// there is one (`run --listen`), for the processing metrics.
     pub fn new(
         reader: Reader,
-        logs: Arc<Logs>,
+        logs: Arc<dyn Log>,
         progress: Option<Arc<Progress>>,
         cfg: ApiConfig,
     ) -> Arc<Api> {
@@ -111,7 +111,7 @@ impl Api {
 
     /// The lag of every partition.
     pub fn lag(&self) -> Result<Vec<PartitionLag>, ApiError> {
-        lag(&self.logs, self.reader.stores()).map_err(ApiError::internal)
+        lag(&*self.logs, self.reader.stores()).map_err(ApiError::internal)
     }
 }
 
@@ -546,6 +546,16 @@ pub fn render_metrics(api: &Api) -> Result<String, ApiError> {
                 "feedlog_dead_letters_total",
                 "Records this processor sent to the dead-letter log.",
                 t.dead_letters,
+            ),
+            (
+                "feedlog_events_forwarded_total",
+                "Events that arrived in a partition that does not own their actor, forwarded to the owner.",
+                t.forwarded,
+            ),
+            (
+                "feedlog_forwarded_duplicates_total",
+                "Copies of forwarded events already applied, skipped.",
+                t.duplicates,
             ),
         ] {
             metrics::header(o, name, "counter", help);

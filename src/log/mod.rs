@@ -1,9 +1,12 @@
-//! Logs: the topics of one data directory, partitioned and append-only.
+//! Logs: partitioned, append-only topics, behind one [`Log`] trait with two
+//! engines.
 //!
 //! [`embedded`] is a partition log on local disk with Kafka's offset
 //! semantics. [`Logs`] gathers the partitions of the three topics of a data
 //! directory, shares one writer per partition between the tasks of a process,
-//! and hands out tailing readers.
+//! and hands out tailing readers. [`kafka`] is the same trait over Kafka.
+//! A partition task reads its inputs through [`Source`]s and ships its
+//! outbox through a [`Sink`], and does not know which engine it runs on.
 
 pub mod embedded;
 
@@ -43,6 +46,99 @@ impl Topic {
             2 => Topic::DeadLetter,
             _ => return None,
         })
+    }
+}
+
+/// One input partition, read in offset order from a position.
+pub trait Source: Send {
+    /// Up to `max_records` records (and about `max_bytes` bytes), in offset
+    /// order; empty when nothing new has arrived.
+    fn read(&mut self, max_records: usize, max_bytes: usize) -> Result<Vec<Record>, LogError>;
+    /// The offset of the next record [`Source::read`] returns.
+    fn position(&self) -> u64;
+}
+
+/// Where one task's outgoing records go: appended in order per destination
+/// partition; durable once [`Sink::flush`] returns.
+pub trait Sink: Send {
+    /// Appends `records` to `topic[partition]` (or queues them, on an engine
+    /// that acknowledges asynchronously).
+    fn append(
+        &mut self,
+        topic: Topic,
+        partition: u32,
+        records: &[NewRecord<'_>],
+    ) -> Result<(), LogError>;
+    /// Returns once everything appended is durable (fsynced, or
+    /// acknowledged by every in-sync replica).
+    fn flush(&mut self) -> Result<(), LogError>;
+}
+
+/// A log engine: the embedded log of a data directory, or Kafka.
+pub trait Log: Send + Sync {
+    /// A reader of `topic[partition]` from offset `from`.
+    fn source(&self, topic: Topic, partition: u32, from: u64) -> Result<Box<dyn Source>, LogError>;
+    /// A sink for one task's outgoing records; `sync` makes every append
+    /// durable before [`Sink::flush`] returns (engines that always
+    /// acknowledge durably ignore it).
+    fn sink(self: Arc<Self>, sync: bool) -> Result<Box<dyn Sink>, LogError>;
+    /// The offset the next record of `topic[partition]` will get.
+    fn end_offset(&self, topic: Topic, partition: u32) -> Result<u64, LogError>;
+    /// Partition count of `topic`.
+    fn partitions(&self, topic: Topic) -> u32;
+}
+
+impl Source for PartitionReader {
+    fn read(&mut self, max_records: usize, max_bytes: usize) -> Result<Vec<Record>, LogError> {
+        PartitionReader::read(self, max_records, max_bytes)
+    }
+
+    fn position(&self) -> u64 {
+        PartitionReader::position(self)
+    }
+}
+
+/// The embedded log's sink: appends go straight to the partition files.
+struct EmbeddedSink {
+    logs: Arc<Logs>,
+    sync: bool,
+}
+
+impl Sink for EmbeddedSink {
+    fn append(
+        &mut self,
+        topic: Topic,
+        partition: u32,
+        records: &[NewRecord<'_>],
+    ) -> Result<(), LogError> {
+        match topic {
+            // Forwarded events: `produce` may hold the partition's writer.
+            Topic::Events => self.logs.append_beside_writer(topic, partition, records)?,
+            _ => self.logs.append(topic, partition, records, self.sync)?,
+        };
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), LogError> {
+        Ok(())
+    }
+}
+
+impl Log for Logs {
+    fn source(&self, topic: Topic, partition: u32, from: u64) -> Result<Box<dyn Source>, LogError> {
+        Ok(Box::new(self.reader(topic, partition, from)?))
+    }
+
+    fn sink(self: Arc<Self>, sync: bool) -> Result<Box<dyn Sink>, LogError> {
+        Ok(Box::new(EmbeddedSink { logs: self, sync }))
+    }
+
+    fn end_offset(&self, topic: Topic, partition: u32) -> Result<u64, LogError> {
+        Logs::end_offset(self, topic, partition)
+    }
+
+    fn partitions(&self, topic: Topic) -> u32 {
+        Logs::partitions(self, topic)
     }
 }
 
@@ -148,6 +244,29 @@ impl Logs {
                 other => return other,
             }
         }
+    }
+
+    /// Appends to a partition another process may be writing (an `events`
+    /// partition a `produce` holds): opens the writer for this append only,
+    /// waiting as long as it takes for the other writer, and syncs.
+    pub fn append_beside_writer(
+        &self,
+        topic: Topic,
+        partition: u32,
+        records: &[NewRecord<'_>],
+    ) -> Result<u64, LogError> {
+        let mut w = loop {
+            match self.open_shared(topic, partition) {
+                Err(LogError::Locked { path }) => tracing::warn!(
+                    log = %path.display(),
+                    "waiting for another writer of this log partition to finish"
+                ),
+                other => break other?,
+            }
+        };
+        let first = w.append(records)?;
+        w.sync()?;
+        Ok(first)
     }
 
     /// fsyncs every partition this process has written.

@@ -95,6 +95,14 @@ pub mod meta {
     pub const POS_EFFECTS: &[u8] = b"pos/effects";
     /// `u64` next sequence number in the `pending` column family.
     pub const NEXT_SEQ: &[u8] = b"pending/next";
+
+    /// `fwd/` + source partition `u32`: `u64`, one past the highest source
+    /// offset of an event forwarded from that partition and applied here.
+    pub fn forwarded_from(partition: u32) -> Vec<u8> {
+        let mut k = b"fwd/".to_vec();
+        k.extend_from_slice(&partition.to_be_bytes());
+        k
+    }
 }
 
 /// One partition's RocksDB.
