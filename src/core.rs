@@ -93,6 +93,23 @@ impl Effect {
         }
     }
 
+    /// The position of the receiving partition's own `events` log that must
+    /// be applied before this message can be decided: a delivery or backfill
+    /// names the follow it was sent for by its version (one past that
+    /// follow's offset in the receiver's `events`), and a receiver that has
+    /// not applied that follow yet would wrongly drop it. In live processing this always
+    /// holds already (the follow caused the message); a replay, which
+    /// interleaves the two inputs its own way, must wait for it.
+    pub fn requires_events(&self) -> Version {
+        match self {
+            Effect::Deliver { targets, .. } => targets.iter().map(|t| t.1).max().unwrap_or(0),
+            Effect::Backfill { version, .. } => *version,
+            Effect::FollowerAdded { .. }
+            | Effect::FollowerRemoved { .. }
+            | Effect::Retract { .. } => 0,
+        }
+    }
+
     /// Short name for metrics and logs.
     pub fn name(&self) -> &'static str {
         match self {

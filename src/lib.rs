@@ -45,6 +45,7 @@
 //!   entries; reads past its horizon are completed from the followees'
 //!   outboxes, so a page equals the pull-model result whatever was trimmed.
 
+pub mod cluster;
 pub mod codec;
 pub mod core;
 pub mod datadir;

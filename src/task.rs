@@ -100,6 +100,8 @@ pub struct StepStats {
     pub forwarded: u64,
     /// Forwarded copies already applied (re-shipped after a crash), skipped.
     pub duplicates: u64,
+    /// Records applied quietly (a previous owner already emitted their outputs).
+    pub replayed: u64,
     /// Time spent committing the state batch, µs.
     pub commit_micros: u64,
 }
@@ -126,6 +128,7 @@ impl StepStats {
         self.emitted += o.emitted;
         self.forwarded += o.forwarded;
         self.duplicates += o.duplicates;
+        self.replayed += o.replayed;
         self.commit_micros += o.commit_micros;
     }
 }
@@ -218,6 +221,15 @@ pub struct PartitionTask {
     shipped_below: Option<u64>,
     /// Whether this step applies its events before its effects.
     events_first: bool,
+    /// Records below these positions (events, effects) were answered by a
+    /// previous owner: applied quietly, nothing emitted.
+    quiet_below: (u64, u64),
+    /// Effects read but not applied yet, decoded, in offset order: each
+    /// waits until `events` is applied up to what it requires
+    /// ([`Effect::requires_events`]).
+    waiting: std::collections::VecDeque<(Record, Result<Effect, String>)>,
+    /// Where `events` is applied up to (next offset).
+    events_applied: u64,
 }
 
 impl PartitionTask {
@@ -229,6 +241,28 @@ impl PartitionTask {
         sync_logs: bool,
         store: Arc<Store>,
         log: Arc<dyn Log>,
+    ) -> Result<PartitionTask, TaskError> {
+        PartitionTask::open_after(ctx, limits, sync_logs, store, log, None)
+    }
+
+    /// Opens the task of a partition that other owners may have processed
+    /// since this store last did. `emitted` is where every owner's outputs
+    /// are known to be acknowledged (the consumer group's committed
+    /// positions for `events[p]` and `effects[p]`):
+    /// - the task reads from its own stored positions, and below `emitted`
+    ///   it applies records to its state but emits nothing — previous owners
+    ///   emitted all of that already (a rebuild that does not re-emit);
+    /// - when its stored positions are not past `emitted`, its unshipped
+    ///   outbox answered inputs that a later owner has answered since: it
+    ///   is dropped, not re-shipped (a stale re-ship could overtake newer
+    ///   messages); otherwise it is re-shipped.
+    pub fn open_after(
+        ctx: Ctx,
+        limits: BatchLimits,
+        sync_logs: bool,
+        store: Arc<Store>,
+        log: Arc<dyn Log>,
+        emitted: Option<(u64, u64)>,
     ) -> Result<PartitionTask, TaskError> {
         let p = ctx.partition;
         let events = log.source(Topic::Events, p, store.meta_u64(meta::POS_EVENTS)?)?;
@@ -246,7 +280,17 @@ impl PartitionTask {
             next_seq,
             shipped_below: None,
             events_first: false,
+            quiet_below: emitted.unwrap_or((0, 0)),
+            waiting: Default::default(),
+            events_applied: 0,
         };
+        task.events_applied = task.events.position();
+        let stored = task.positions();
+        let superseded = emitted.is_some_and(|(e, f)| stored.0 <= e && stored.1 <= f);
+        if superseded {
+            task.shipped_below = Some(task.next_seq);
+            task.forget_shipped()?;
+        }
         let pending: Vec<Pending> = task
             .store
             .scan(Cf::Pending, &[], &[0xff; 9])
@@ -274,9 +318,21 @@ impl PartitionTask {
         self.ctx.partition
     }
 
-    /// Next offsets to read in `events[p]` and `effects[p]`.
+    /// Next offsets to apply in `events[p]` and `effects[p]` (what a
+    /// restart resumes from).
     pub fn positions(&self) -> (u64, u64) {
-        (self.events.position(), self.effects.position())
+        let effects = self
+            .waiting
+            .front()
+            .map_or(self.effects.position(), |(r, _)| r.offset);
+        (self.events.position(), effects)
+    }
+
+    /// Whether the quiet replay below the previous owners' positions is over
+    /// (the state has caught up with what they did).
+    pub fn caught_up(&self) -> bool {
+        let (e, f) = self.positions();
+        e >= self.quiet_below.0 && f >= self.quiet_below.1
     }
 
     /// Moves a reader back by up to `records` records without touching state:
@@ -284,27 +340,50 @@ impl PartitionTask {
     /// redelivery. Versions make the repeats no-ops.
     pub fn redeliver(&mut self, topic: Topic, records: u64) -> Result<(), TaskError> {
         let p = self.ctx.partition;
-        let reader = match topic {
-            Topic::Events => &mut self.events,
-            Topic::Effects => &mut self.effects,
-            Topic::DeadLetter => return Ok(()),
-        };
-        let to = reader.position().saturating_sub(records);
-        *reader = self.log.source(topic, p, to)?;
+        let (events, effects) = self.positions();
+        match topic {
+            Topic::Events => {
+                let to = events.saturating_sub(records);
+                self.events = self.log.source(topic, p, to)?;
+                self.events_applied = to;
+            }
+            Topic::Effects => {
+                let to = effects.saturating_sub(records);
+                self.waiting.clear();
+                self.effects = self.log.source(topic, p, to)?;
+            }
+            Topic::DeadLetter => {}
+        }
         Ok(())
     }
 
     /// Processes one batch. Zero input in the returned stats means there was
     /// nothing to read.
     pub fn step(&mut self, faults: &mut dyn Faults) -> Result<StepStats, TaskError> {
-        let effects = self
-            .effects
-            .read(self.limits.max_records, self.limits.max_bytes)?;
-        let events = self
-            .events
-            .read(self.limits.max_records, self.limits.max_bytes)?;
+        // Until the quiet replay is over, neither input reads past what
+        // previous owners answered: every input below both marks is applied
+        // before any input is answered, so the first answers come from a
+        // state that holds everything the previous owners had answered
+        // (answers depend on what was applied before them).
+        let (events_end, effects_end) = match self.caught_up() {
+            true => (None, None),
+            false => (Some(self.quiet_below.0), Some(self.quiet_below.1)),
+        };
+        let room = self.limits.max_records.saturating_sub(self.waiting.len());
+        if room > 0 {
+            for rec in self
+                .effects
+                .read(room, self.limits.max_bytes, effects_end)?
+            {
+                let effect = decode_effect(&rec);
+                self.waiting.push_back((rec, effect));
+            }
+        }
+        let events =
+            self.events
+                .read(self.limits.max_records, self.limits.max_bytes, events_end)?;
         let mut stats = StepStats::default();
-        if effects.is_empty() && events.is_empty() {
+        if self.waiting.is_empty() && events.is_empty() {
             self.forget_shipped()?;
             return Ok(stats);
         }
@@ -313,24 +392,47 @@ impl PartitionTask {
         let mut out = Vec::new();
         let mut pending = Vec::new();
         // Alternate which input goes first, so no message kind is always
-        // applied ahead of the other (either order is correct).
-        let inputs = if self.events_first {
-            [(Topic::Events, &events), (Topic::Effects, &effects)]
-        } else {
-            [(Topic::Effects, &effects), (Topic::Events, &events)]
-        };
-        for (topic, records) in inputs {
-            for rec in records {
-                apply_record(
-                    &self.ctx,
-                    &mut txn,
-                    topic,
-                    rec,
-                    &mut out,
-                    &mut pending,
-                    &mut stats,
-                )?;
+        // applied ahead of the other (either order is correct), except that
+        // an effect waits for the events it requires.
+        let mut events = events.into_iter().peekable();
+        loop {
+            let effect_ready = self
+                .waiting
+                .front()
+                .map(|(_, e)| e.as_ref().map_or(0, Effect::requires_events) <= self.events_applied);
+            let input =
+                if events.peek().is_some() && (self.events_first || effect_ready != Some(true)) {
+                    let rec = events.next().expect("peeked");
+                    self.events_applied = rec.offset + 1;
+                    Input::Event(rec)
+                } else if effect_ready == Some(true) {
+                    let (rec, effect) = self.waiting.pop_front().expect("ready");
+                    Input::Effect(rec, effect)
+                } else {
+                    break;
+                };
+            let (offset, quiet_below) = match &input {
+                Input::Event(r) => (r.offset, self.quiet_below.0),
+                Input::Effect(r, _) => (r.offset, self.quiet_below.1),
+            };
+            let emitted_before = (out.len(), pending.len());
+            apply_record(
+                &self.ctx,
+                &mut txn,
+                input,
+                &mut out,
+                &mut pending,
+                &mut stats,
+            )?;
+            if offset < quiet_below {
+                out.truncate(emitted_before.0);
+                pending.truncate(emitted_before.1);
+                stats.replayed += 1;
             }
+        }
+        if stats.input() == 0 {
+            // Only effects waiting for events not read yet.
+            return Ok(stats);
         }
         stats.emitted = out.len() as u64;
         pending.extend(out.into_iter().map(Pending::effect));
@@ -410,31 +512,38 @@ impl PartitionTask {
     }
 }
 
-/// Decodes and applies one input record; a record that is not a valid
-/// message becomes a dead letter.
+/// One input record to apply; an effect comes decoded (or with why it
+/// does not decode).
+enum Input {
+    Event(Record),
+    Effect(Record, Result<Effect, String>),
+}
+
+/// Applies one input record; a record that is not a valid message becomes
+/// a dead letter.
 fn apply_record<K: Kv + ?Sized>(
     ctx: &Ctx,
     txn: &mut Txn<'_, K>,
-    topic: Topic,
-    rec: &Record,
+    input: Input,
     out: &mut Vec<Out>,
     pending: &mut Vec<Pending>,
     stats: &mut StepStats,
 ) -> Result<(), StoreError> {
     let p = ctx.partition;
-    let applied = match topic {
-        Topic::Effects => match decode_effect(rec) {
+    let applied = match input {
+        Input::Effect(rec, decoded) => match decoded {
             Ok(e) => {
                 stats.effects += 1;
                 core::apply_effect(txn, ctx, &e, out)?
             }
             Err(reason) => {
                 stats.dead_letters += 1;
-                pending.push(dead_letter("effects", p, rec, &reason));
+                pending.push(dead_letter("effects", p, &rec, &reason));
                 return Ok(());
             }
         },
-        _ => {
+        Input::Event(rec) => {
+            let rec = &rec;
             // A forwarded event: skip a copy already applied, else unwrap it.
             let forwarded;
             let (format, payload, forwarded_from) = if rec.format == Format::Forwarded.as_u8() {

@@ -41,7 +41,8 @@ impl TopicSpec {
     }
 }
 
-/// The three topics.
+/// The topics: `events`, `effects` and `dead-letter` in both modes, and
+/// `members` in Kafka mode.
 #[derive(Debug, Clone)]
 pub struct Topics {
     /// Input events.
@@ -50,6 +51,8 @@ pub struct Topics {
     pub effects: TopicSpec,
     /// Records that could not be processed.
     pub dead_letter: TopicSpec,
+    /// Kafka mode: which processor owns which partition.
+    pub members: TopicSpec,
 }
 
 fn parse(name: &str, text: &str) -> TopicSpec {
@@ -66,6 +69,7 @@ impl Topics {
             events: parse("events", include_str!("../topics/events.toml")),
             effects: parse("effects", include_str!("../topics/effects.toml")),
             dead_letter: parse("dead-letter", include_str!("../topics/dead-letter.toml")),
+            members: parse("members", include_str!("../topics/members.toml")),
         }
     }
 
@@ -88,5 +92,7 @@ mod tests {
         assert_eq!(t.effects.partitions_in(3), 3);
         assert_eq!(t.dead_letter.partitions_in(3), 1);
         assert_eq!(t.events.retention, "forever");
+        assert_eq!(t.members.cleanup_policy, "compact");
+        assert_eq!(t.members.partitions_in(8), 1);
     }
 }

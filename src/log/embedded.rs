@@ -117,6 +117,31 @@ pub enum LogError {
         /// The largest allowed body size.
         max: usize,
     },
+    /// A Kafka client call failed.
+    #[error("kafka: {what}: {reason}")]
+    Kafka {
+        /// What was being done (with the topic and partition).
+        what: String,
+        /// The client's error.
+        reason: String,
+    },
+    /// A Kafka partition does not hold the position a reader needs (its
+    /// retention deleted it): never skipped silently.
+    #[error("kafka: {topic}[{partition}] no longer holds offset {offset} (retention?): {reason}")]
+    KafkaOutOfRange {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The position asked for.
+        offset: u64,
+        /// The client's error.
+        reason: String,
+    },
+    /// Waiting for acknowledgements was interrupted by a shutdown; what was
+    /// not acknowledged is re-shipped from the outbox on the next start.
+    #[error("interrupted while waiting for the log to acknowledge")]
+    Interrupted,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> LogError + '_ {

@@ -9,6 +9,7 @@
 //! outbox through a [`Sink`], and does not know which engine it runs on.
 
 pub mod embedded;
+pub mod kafka;
 
 pub use embedded::{LogError, NewRecord, PartitionReader, PartitionWriter, Record};
 
@@ -52,8 +53,14 @@ impl Topic {
 /// One input partition, read in offset order from a position.
 pub trait Source: Send {
     /// Up to `max_records` records (and about `max_bytes` bytes), in offset
-    /// order; empty when nothing new has arrived.
-    fn read(&mut self, max_records: usize, max_bytes: usize) -> Result<Vec<Record>, LogError>;
+    /// order, none at or past `end` when given; empty when nothing new has
+    /// arrived (or the position has reached `end`).
+    fn read(
+        &mut self,
+        max_records: usize,
+        max_bytes: usize,
+        end: Option<u64>,
+    ) -> Result<Vec<Record>, LogError>;
     /// The offset of the next record [`Source::read`] returns.
     fn position(&self) -> u64;
 }
@@ -89,8 +96,20 @@ pub trait Log: Send + Sync {
 }
 
 impl Source for PartitionReader {
-    fn read(&mut self, max_records: usize, max_bytes: usize) -> Result<Vec<Record>, LogError> {
-        PartitionReader::read(self, max_records, max_bytes)
+    fn read(
+        &mut self,
+        max_records: usize,
+        max_bytes: usize,
+        end: Option<u64>,
+    ) -> Result<Vec<Record>, LogError> {
+        // Embedded offsets are contiguous: `end - position` records at most.
+        let max = end.map_or(max_records, |e| {
+            max_records.min(e.saturating_sub(self.position()) as usize)
+        });
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        PartitionReader::read(self, max, max_bytes)
     }
 
     fn position(&self) -> u64 {

@@ -166,12 +166,27 @@ pub fn check_all(
             .collect();
             if got != want {
                 return Err(format!(
-                    "timeline of {u} (pages of {limit}): got {got:?}, want {want:?}"
+                    "timeline of {u} (pages of {limit}): {}",
+                    first_difference(&got, &want)
                 ));
             }
         }
     }
     Ok(())
+}
+
+/// Where two sequences first differ, with a little context, instead of
+/// both whole.
+pub fn first_difference<T: std::fmt::Debug + PartialEq>(got: &[T], want: &[T]) -> String {
+    let i = got.iter().zip(want).take_while(|(a, b)| a == b).count();
+    let around = |v: &[T]| format!("{:?}", &v[i.saturating_sub(2)..(i + 3).min(v.len())]);
+    format!(
+        "{} items, want {}; first difference at {i}: got ..{} want ..{}",
+        got.len(),
+        want.len(),
+        around(got),
+        around(want)
+    )
 }
 
 /// Follows `next_cursor` to the end; every page but the last must be full

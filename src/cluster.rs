@@ -1,0 +1,964 @@
+//! Kafka mode: one processor of a consumer group.
+//!
+//! Ownership is group membership. The group consumer subscribes to
+//! `events` only and never reads it (its partitions are paused): the
+//! `events` partitions the group assigns to this process are the partitions
+//! it owns. For each, a task reads `events[p]` and `effects[p]` through its
+//! own assign-mode consumers ([`KafkaLog::source`]) from the positions it
+//! stored with its state — so `events` and `effects` stay co-partitioned
+//! whatever the assignor (range, or cooperative-sticky).
+//!
+//! Handover:
+//! - **revoke** (inside the group consumer's poll): the task finishes its
+//!   step (state committed, outbox acknowledged), stops, and its positions
+//!   are committed to the group — synchronously — before the partition is
+//!   given up. The store is closed.
+//! - **assign**: the local store is opened (created when missing). The
+//!   group's committed positions say where every previous owner's outputs
+//!   are acknowledged; the task replays from its own positions (zero for a
+//!   new store: a rebuild from the log) and emits nothing below them (see
+//!   [`PartitionTask::open_after`]). Until it has caught up, the partition
+//!   is `rebuilding` and readers get 503.
+//!
+//! Group offsets are committed only for positions whose state is durable
+//! and whose outputs are acknowledged: they are the handover watermark and
+//! serve lag monitoring. The processor's own resume point is always its
+//! RocksDB, never the group.
+//!
+//! Each processor publishes what it owns (and where its read API is) to the
+//! compacted `members` topic; readers and `feedlog status` replay it.
+
+use crate::core::Ctx;
+use crate::datadir::DataDir;
+use crate::log::kafka::{topic_partitions, KafkaConfig, KafkaLog, REQUEST_TIMEOUT};
+use crate::log::{Log, LogError, Topic};
+use crate::processor::{ProcessorConfig, Progress};
+use crate::state::{meta, Store, StoreError, StoreOptions};
+use crate::task::{NoFaults, PartitionTask, StepStats, TaskError};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use rocksdb::Cache;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Errors of Kafka mode.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// A log (Kafka) call failed.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// A state store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The data directory and the topics disagree.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Settings of one Kafka-mode processor.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// Brokers, group, topics.
+    pub kafka: KafkaConfig,
+    /// This processor's name in the `members` topic and in logs.
+    pub member: String,
+    /// `group.instance.id`: static membership, so a restarted process gets
+    /// its partitions back without a rebalance (within the session timeout).
+    pub instance_id: Option<String>,
+    /// Cooperative (incremental) rebalancing instead of eager.
+    pub cooperative: bool,
+    /// `session.timeout.ms`.
+    pub session_timeout: Duration,
+    /// The read API's address others can reach, announced in `members`.
+    pub api: Option<String>,
+    /// Processing settings (inbox cap, batch limits, sync, cache).
+    pub processor: ProcessorConfig,
+    /// How often positions are committed to the group.
+    pub commit_interval: Duration,
+    /// Fault injection for tests: every this many steps, a task re-reads the
+    /// last few records of both inputs (duplicate delivery). 0: never.
+    pub redeliver_every: u32,
+}
+
+impl ClusterConfig {
+    /// Defaults for `kafka`: member name from host and pid, eager
+    /// rebalancing, 10 s session timeout, commits every 500 ms.
+    pub fn new(kafka: KafkaConfig) -> ClusterConfig {
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
+        ClusterConfig {
+            kafka,
+            member: format!("{host}-{}", std::process::id()),
+            instance_id: None,
+            cooperative: false,
+            session_timeout: Duration::from_secs(10),
+            api: None,
+            processor: ProcessorConfig::default(),
+            commit_interval: Duration::from_millis(500),
+            redeliver_every: 0,
+        }
+    }
+}
+
+/// Where one owned partition's task is.
+struct Owned {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<(), TaskError>>>,
+    store: Arc<Store>,
+    /// Positions whose state is durable and outputs acknowledged.
+    events: Arc<AtomicU64>,
+    effects: Arc<AtomicU64>,
+    serving: Arc<AtomicBool>,
+    /// The group's committed positions when the task started.
+    committed: (u64, u64),
+}
+
+/// A partition's place in this processor, for readers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PartitionState {
+    /// Owned, caught up: answers reads.
+    Serving,
+    /// Owned, replaying what previous owners did: 503 for now.
+    Rebuilding,
+}
+
+/// State shared by the control loop, the rebalance callbacks and readers.
+pub struct Shared {
+    owned: Mutex<BTreeMap<u32, Owned>>,
+    /// Partitions assigned but not started yet.
+    to_start: Mutex<BTreeSet<u32>>,
+    /// Bumped on every change of ownership or serving state.
+    changes: AtomicU64,
+    events_topic: String,
+    effects_topic: String,
+}
+
+impl Shared {
+    /// The stores of owned partitions and their state.
+    pub fn partitions(&self) -> BTreeMap<u32, (Arc<Store>, PartitionState)> {
+        self.owned
+            .lock()
+            .expect("poisoned")
+            .iter()
+            .map(|(&p, o)| {
+                let state = if o.serving.load(Ordering::SeqCst) {
+                    PartitionState::Serving
+                } else {
+                    PartitionState::Rebuilding
+                };
+                (p, (o.store.clone(), state))
+            })
+            .collect()
+    }
+
+    /// A counter that moves whenever ownership or serving state changes.
+    pub fn version(&self) -> u64 {
+        self.changes.load(Ordering::SeqCst)
+    }
+
+    fn positions_tpl(&self, owned: &BTreeMap<u32, Owned>) -> TopicPartitionList {
+        let mut tpl = TopicPartitionList::new();
+        for (&p, o) in owned {
+            let e = o.events.load(Ordering::SeqCst);
+            let f = o.effects.load(Ordering::SeqCst);
+            // Never move the group backwards (a task that has not caught up
+            // with its predecessors still replays below their positions).
+            let (e, f) = (e.max(o.committed.0), f.max(o.committed.1));
+            let _ =
+                tpl.add_partition_offset(&self.events_topic, p as i32, Offset::Offset(e as i64));
+            let _ =
+                tpl.add_partition_offset(&self.effects_topic, p as i32, Offset::Offset(f as i64));
+        }
+        tpl
+    }
+
+    /// Stops the tasks of `partitions`, waiting for each to finish its step;
+    /// returns their final positions.
+    fn stop(&self, partitions: &[u32]) -> BTreeMap<u32, Owned> {
+        let mut stopped = BTreeMap::new();
+        {
+            let mut to_start = self.to_start.lock().expect("poisoned");
+            for p in partitions {
+                to_start.remove(p);
+            }
+        }
+        let mut owned = self.owned.lock().expect("poisoned");
+        for p in partitions {
+            if let Some(o) = owned.remove(p) {
+                o.stop.store(true, Ordering::SeqCst);
+                stopped.insert(*p, o);
+            }
+        }
+        drop(owned);
+        for (p, o) in stopped.iter_mut() {
+            if let Some(t) = o.thread.take() {
+                match t.join() {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        tracing::warn!(partition = p, error = %e, "task ended with an error")
+                    }
+                    Err(_) => tracing::error!(partition = p, "task panicked"),
+                }
+            }
+        }
+        if !stopped.is_empty() {
+            self.changes.fetch_add(1, Ordering::SeqCst);
+        }
+        stopped
+    }
+}
+
+/// The group consumer's context: handover in the rebalance callbacks.
+struct GroupContext {
+    shared: Arc<Shared>,
+}
+
+impl ClientContext for GroupContext {}
+
+impl ConsumerContext for GroupContext {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let Rebalance::Revoke(tpl) = rebalance else {
+            return;
+        };
+        let partitions: Vec<u32> = tpl
+            .elements_for_topic(&self.shared.events_topic)
+            .iter()
+            .map(|e| e.partition() as u32)
+            .collect();
+        tracing::info!(?partitions, "revoked: finishing their batches");
+        let stopped = self.shared.stop(&partitions);
+        if stopped.is_empty() {
+            return;
+        }
+        if consumer.assignment_lost() {
+            tracing::warn!(
+                ?partitions,
+                "assignment lost (session expired): not committing, another member owns them now"
+            );
+            return;
+        }
+        let tpl = self.shared.positions_tpl(&stopped);
+        if let Err(e) = consumer.commit(&tpl, CommitMode::Sync) {
+            tracing::warn!(error = %e, "committing the positions of revoked partitions");
+        }
+    }
+
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        match rebalance {
+            Rebalance::Assign(tpl) => {
+                // Ownership only: the tasks read through their own consumers.
+                if let Err(e) = consumer.pause(tpl) {
+                    tracing::warn!(error = %e, "pausing the group consumer's partitions");
+                }
+                let partitions: Vec<u32> = tpl
+                    .elements_for_topic(&self.shared.events_topic)
+                    .iter()
+                    .map(|e| e.partition() as u32)
+                    .collect();
+                tracing::info!(?partitions, "assigned");
+                self.shared
+                    .to_start
+                    .lock()
+                    .expect("poisoned")
+                    .extend(partitions);
+                self.shared.changes.fetch_add(1, Ordering::SeqCst);
+            }
+            Rebalance::Revoke(_) => {}
+            Rebalance::Error(e) => tracing::error!(error = %e, "rebalance failed"),
+        }
+    }
+}
+
+/// One processor of the group.
+pub struct Cluster {
+    dir: DataDir,
+    cfg: ClusterConfig,
+    log: Arc<KafkaLog>,
+    cache: Cache,
+    shared: Arc<Shared>,
+    progress: Arc<Progress>,
+    /// Set to make every wait for Kafka give up (shutdown).
+    stopping: Arc<AtomicBool>,
+}
+
+impl Cluster {
+    /// Connects to Kafka, checks the topics, and opens (creating when new)
+    /// the data directory that holds this processor's partition stores.
+    pub fn open(data: &std::path::Path, cfg: ClusterConfig) -> Result<Cluster, ClusterError> {
+        let stopping = Arc::new(AtomicBool::new(false));
+        let log = KafkaLog::connect(cfg.kafka.clone(), stopping.clone())?;
+        let partitions = log.partitions(Topic::Events);
+        let refused = |e: crate::datadir::DataDirError| ClusterError::Refused(e.to_string());
+        let dir = if data.join("feedlog.json").exists() {
+            let d = DataDir::open(data).map_err(refused)?;
+            if d.partitions() != partitions {
+                return Err(ClusterError::Refused(format!(
+                    "{} holds state for {} partitions, but topic {} has {partitions}",
+                    data.display(),
+                    d.partitions(),
+                    log.name(Topic::Events)
+                )));
+            }
+            d
+        } else {
+            // A new directory takes the topic's partition count.
+            DataDir::create_or_open(data, Some(partitions)).map_err(refused)?
+        };
+        let shared = Arc::new(Shared {
+            owned: Mutex::default(),
+            to_start: Mutex::default(),
+            changes: AtomicU64::new(0),
+            events_topic: log.name(Topic::Events).to_string(),
+            effects_topic: log.name(Topic::Effects).to_string(),
+        });
+        Ok(Cluster {
+            dir,
+            cache: Cache::new_lru_cache(cfg.processor.cache_bytes),
+            cfg,
+            log: Arc::new(log),
+            shared,
+            progress: Arc::default(),
+            stopping,
+        })
+    }
+
+    /// What readers need: owned partitions and their state.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Figures since the processor was opened.
+    pub fn progress(&self) -> &Arc<Progress> {
+        &self.progress
+    }
+
+    /// The Kafka log.
+    pub fn log(&self) -> &Arc<KafkaLog> {
+        &self.log
+    }
+
+    /// Partition count.
+    pub fn partitions(&self) -> u32 {
+        self.dir.partitions()
+    }
+
+    fn group_consumer(&self) -> Result<BaseConsumer<GroupContext>, ClusterError> {
+        let mut c = self.cfg.kafka.client_config();
+        c.set("group.id", &self.cfg.kafka.group)
+            .set("client.id", format!("feedlog/{}", self.cfg.member))
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest")
+            .set(
+                "session.timeout.ms",
+                self.cfg.session_timeout.as_millis().to_string(),
+            )
+            .set(
+                "heartbeat.interval.ms",
+                (self.cfg.session_timeout.as_millis() / 4)
+                    .max(100)
+                    .to_string(),
+            )
+            .set(
+                "partition.assignment.strategy",
+                if self.cfg.cooperative {
+                    "cooperative-sticky"
+                } else {
+                    "range"
+                },
+            );
+        if let Some(id) = &self.cfg.instance_id {
+            c.set("group.instance.id", id);
+        }
+        c.create_with_context(GroupContext {
+            shared: self.shared.clone(),
+        })
+        .map_err(|e| {
+            ClusterError::Log(LogError::Kafka {
+                what: "creating the group consumer".into(),
+                reason: e.to_string(),
+            })
+        })
+    }
+
+    /// The group's committed positions of `events[p]` and `effects[p]`
+    /// (0 where nothing is committed).
+    fn committed(
+        &self,
+        consumer: &BaseConsumer<GroupContext>,
+        p: u32,
+    ) -> Result<(u64, u64), ClusterError> {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(&self.shared.events_topic, p as i32);
+        tpl.add_partition(&self.shared.effects_topic, p as i32);
+        let got = consumer
+            .committed_offsets(tpl, REQUEST_TIMEOUT)
+            .map_err(|e| LogError::Kafka {
+                what: format!("reading the group's committed positions of partition {p}"),
+                reason: e.to_string(),
+            })?;
+        let at = |topic: &str| {
+            got.find_partition(topic, p as i32)
+                .and_then(|e| e.offset().to_raw())
+                .filter(|o| *o >= 0)
+                .unwrap_or(0) as u64
+        };
+        Ok((
+            at(&self.shared.events_topic),
+            at(&self.shared.effects_topic),
+        ))
+    }
+
+    /// Opens partition `p`'s store and starts its task.
+    fn start(&self, consumer: &BaseConsumer<GroupContext>, p: u32) -> Result<(), ClusterError> {
+        let committed = self.committed(consumer, p)?;
+        let opts = StoreOptions {
+            sync: self.cfg.processor.sync,
+            ..StoreOptions::default()
+        };
+        let store = Arc::new(Store::open(
+            &self.dir.state_dir(p),
+            p,
+            self.dir.partitions(),
+            &self.cache,
+            &opts,
+        )?);
+        let local = (
+            store.meta_u64(meta::POS_EVENTS)?,
+            store.meta_u64(meta::POS_EFFECTS)?,
+        );
+        for (topic, at) in [(Topic::Events, local.0), (Topic::Effects, local.1)] {
+            let start = self.log.start_offset(topic, p)?;
+            if at < start {
+                return Err(ClusterError::Refused(format!(
+                    "partition {p}: {}[{p}] starts at offset {start} (retention), but this store needs offset {at}: \
+                     restore it from a checkpoint, or remove {} to rebuild from the whole log",
+                    self.log.name(topic),
+                    self.dir.state_dir(p).display()
+                )));
+            }
+        }
+        let ctx = Ctx {
+            partition: p,
+            partitions: self.dir.partitions(),
+            inbox_cap: self.cfg.processor.inbox_cap,
+            fanout_chunk: self.cfg.processor.fanout_chunk,
+        };
+        let mut task = PartitionTask::open_after(
+            ctx,
+            self.cfg.processor.limits,
+            self.cfg.processor.sync,
+            store.clone(),
+            self.log.clone() as Arc<dyn Log>,
+            Some(committed),
+        )
+        .map_err(|e| match e {
+            TaskError::Store(s) => ClusterError::Store(s),
+            TaskError::Log(l) => ClusterError::Log(l),
+            other => ClusterError::Refused(other.to_string()),
+        })?;
+        tracing::info!(
+            partition = p,
+            local = ?local,
+            committed = ?committed,
+            "starting: replaying quietly up to the committed positions"
+        );
+        let stop = Arc::new(AtomicBool::new(false));
+        let events = Arc::new(AtomicU64::new(local.0));
+        let effects = Arc::new(AtomicU64::new(local.1));
+        let serving = Arc::new(AtomicBool::new(task.caught_up()));
+        let (stop2, events2, effects2, serving2) = (
+            stop.clone(),
+            events.clone(),
+            effects.clone(),
+            serving.clone(),
+        );
+        let (progress, shared, stopping) = (
+            self.progress.clone(),
+            self.shared.clone(),
+            self.stopping.clone(),
+        );
+        let redeliver_every = self.cfg.redeliver_every;
+        let thread = std::thread::Builder::new()
+            .name(format!("feedlog-k{p}"))
+            .spawn(move || -> Result<(), TaskError> {
+                let mut backoff = Duration::from_micros(200);
+                let mut steps = 0u64;
+                while !stop2.load(Ordering::SeqCst) && !stopping.load(Ordering::SeqCst) {
+                    let stats = match task.step(&mut NoFaults) {
+                        Err(TaskError::Log(LogError::Interrupted)) => return Ok(()),
+                        other => other?,
+                    };
+                    let (e, f) = task.positions();
+                    events2.store(e, Ordering::SeqCst);
+                    effects2.store(f, Ordering::SeqCst);
+                    if !serving2.load(Ordering::SeqCst) && task.caught_up() {
+                        serving2.store(true, Ordering::SeqCst);
+                        shared.changes.fetch_add(1, Ordering::SeqCst);
+                        tracing::info!(partition = p, "caught up: serving");
+                    }
+                    if stats.input() == 0 {
+                        std::thread::sleep(backoff);
+                        backoff = (backoff * 2).min(Duration::from_millis(20));
+                        continue;
+                    }
+                    backoff = Duration::from_micros(200);
+                    progress.record(&stats);
+                    steps += 1;
+                    if redeliver_every > 0 && steps.is_multiple_of(redeliver_every as u64) {
+                        task.redeliver(Topic::Events, 3)?;
+                        task.redeliver(Topic::Effects, 3)?;
+                    }
+                }
+                Ok(())
+            })
+            .expect("spawn partition thread");
+        self.shared.owned.lock().expect("poisoned").insert(
+            p,
+            Owned {
+                stop,
+                thread: Some(thread),
+                store,
+                events,
+                effects,
+                serving,
+                committed,
+            },
+        );
+        self.shared.changes.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Takes part in the group until `cancel` is set — or, with
+    /// `until_idle`, until every partition of both topics is consumed to its
+    /// end (see [`status`]) — then finishes every task's batch, commits,
+    /// announces it has left, and leaves the group.
+    pub fn run(&self, cancel: &AtomicBool, until_idle: bool) -> Result<StepStats, ClusterError> {
+        let before = *self.progress.totals.lock().expect("poisoned");
+        let consumer = self.group_consumer()?;
+        consumer
+            .subscribe(&[&self.shared.events_topic])
+            .map_err(|e| LogError::Kafka {
+                what: format!("subscribing to {}", self.shared.events_topic),
+                reason: e.to_string(),
+            })?;
+        let members = MembersWriter::new(&self.cfg, &self.log)?;
+        let mut announced = u64::MAX;
+        let mut last_commit = Instant::now();
+        let mut last_idle_check = Instant::now();
+        let mut idle_seen = 0;
+        let mut retry_at: BTreeMap<u32, Instant> = BTreeMap::new();
+        while !cancel.load(Ordering::SeqCst) {
+            if let Some(Err(e)) = consumer.poll(Duration::from_millis(100)) {
+                tracing::warn!(error = %e, "group consumer");
+            }
+            // Start what was assigned.
+            let due: Vec<u32> = {
+                let to_start = self.shared.to_start.lock().expect("poisoned");
+                to_start
+                    .iter()
+                    .copied()
+                    .filter(|p| retry_at.get(p).is_none_or(|t| Instant::now() >= *t))
+                    .collect()
+            };
+            for p in due {
+                self.shared.to_start.lock().expect("poisoned").remove(&p);
+                if let Err(e) = self.start(&consumer, p) {
+                    tracing::error!(partition = p, error = %e, "could not start; retrying in 5 s");
+                    retry_at.insert(p, Instant::now() + Duration::from_secs(5));
+                    self.shared.to_start.lock().expect("poisoned").insert(p);
+                } else {
+                    retry_at.remove(&p);
+                }
+            }
+            // Restart tasks that failed (a broker error, say) from their stores.
+            let failed: Vec<u32> = self
+                .shared
+                .owned
+                .lock()
+                .expect("poisoned")
+                .iter()
+                .filter(|(_, o)| o.thread.as_ref().is_some_and(|t| t.is_finished()))
+                .map(|(&p, _)| p)
+                .collect();
+            if !failed.is_empty() {
+                tracing::warn!(partitions = ?failed, "tasks stopped; restarting them from their stores");
+                self.shared.stop(&failed);
+                let mut to_start = self.shared.to_start.lock().expect("poisoned");
+                for p in failed {
+                    to_start.insert(p);
+                    retry_at.insert(p, Instant::now() + Duration::from_secs(1));
+                }
+            }
+            if last_commit.elapsed() >= self.cfg.commit_interval {
+                last_commit = Instant::now();
+                let tpl = {
+                    let owned = self.shared.owned.lock().expect("poisoned");
+                    self.shared.positions_tpl(&owned)
+                };
+                if tpl.count() > 0 {
+                    if let Err(e) = consumer.commit(&tpl, CommitMode::Async) {
+                        tracing::debug!(error = %e, "committing positions");
+                    }
+                }
+            }
+            let version = self.shared.version();
+            if version != announced {
+                if let Err(e) = members.announce(&self.shared.partitions()) {
+                    tracing::warn!(error = %e, "announcing ownership");
+                } else {
+                    announced = version;
+                }
+            }
+            if until_idle && last_idle_check.elapsed() >= Duration::from_millis(500) {
+                last_idle_check = Instant::now();
+                match status(&self.cfg.kafka) {
+                    Ok(s) if s.idle => idle_seen += 1,
+                    Ok(_) => idle_seen = 0,
+                    Err(e) => tracing::warn!(error = %e, "checking for idleness"),
+                }
+                if idle_seen >= 2 {
+                    break;
+                }
+            }
+        }
+        // Leave: finish and commit every batch, say so, leave the group.
+        let all: Vec<u32> = self
+            .shared
+            .owned
+            .lock()
+            .expect("poisoned")
+            .keys()
+            .copied()
+            .collect();
+        let stopped = self.shared.stop(&all);
+        if !stopped.is_empty() && !consumer.assignment_lost() {
+            let tpl = self.shared.positions_tpl(&stopped);
+            if let Err(e) = consumer.commit(&tpl, CommitMode::Sync) {
+                tracing::warn!(error = %e, "committing positions on the way out");
+            }
+        }
+        if let Err(e) = members.leave() {
+            tracing::warn!(error = %e, "announcing departure");
+        }
+        consumer.unsubscribe();
+        drop(consumer);
+        let mut totals = *self.progress.totals.lock().expect("poisoned");
+        for i in 0..4 {
+            totals.events[i] -= before.events[i];
+        }
+        totals.effects -= before.effects;
+        totals.delivered -= before.delivered;
+        totals.dead_letters -= before.dead_letters;
+        totals.emitted -= before.emitted;
+        totals.removed -= before.removed;
+        totals.forwarded -= before.forwarded;
+        totals.duplicates -= before.duplicates;
+        totals.replayed -= before.replayed;
+        Ok(totals)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        let all: Vec<u32> = self
+            .shared
+            .owned
+            .lock()
+            .expect("poisoned")
+            .keys()
+            .copied()
+            .collect();
+        self.shared.stop(&all);
+    }
+}
+
+/// A processor's announcement in the `members` topic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberRecord {
+    /// Its name.
+    pub member: String,
+    /// Where its read API answers, if it serves one.
+    pub api: Option<String>,
+    /// Partitions it owns and serves.
+    pub serving: Vec<u32>,
+    /// Partitions it owns and is still replaying.
+    pub rebuilding: Vec<u32>,
+    /// When it wrote this, ms since the epoch.
+    pub at_ms: u64,
+}
+
+/// Writes this processor's records to `members`.
+struct MembersWriter {
+    topic: String,
+    member: String,
+    api: Option<String>,
+    producer: ThreadedProducer<rdkafka::producer::DefaultProducerContext>,
+}
+
+impl MembersWriter {
+    fn new(cfg: &ClusterConfig, log: &KafkaLog) -> Result<MembersWriter, ClusterError> {
+        let topic = log.config().members_topic();
+        let producer = cfg
+            .kafka
+            .client_config()
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .create()
+            .map_err(|e| LogError::Kafka {
+                what: "creating the members producer".into(),
+                reason: e.to_string(),
+            })?;
+        Ok(MembersWriter {
+            topic,
+            member: cfg.member.clone(),
+            api: cfg.api.clone(),
+            producer,
+        })
+    }
+
+    fn send(&self, value: Option<&[u8]>) -> Result<(), ClusterError> {
+        let mut rec = BaseRecord::to(&self.topic).key(self.member.as_bytes());
+        if let Some(v) = value {
+            rec = rec.payload(v);
+        }
+        self.producer.send(rec).map_err(|(e, _)| LogError::Kafka {
+            what: format!("writing to {}", self.topic),
+            reason: e.to_string(),
+        })?;
+        self.producer
+            .flush(REQUEST_TIMEOUT)
+            .map_err(|e| LogError::Kafka {
+                what: format!("writing to {}", self.topic),
+                reason: e.to_string(),
+            })?;
+        Ok(())
+    }
+
+    fn announce(
+        &self,
+        partitions: &BTreeMap<u32, (Arc<Store>, PartitionState)>,
+    ) -> Result<(), ClusterError> {
+        let of = |s: PartitionState| {
+            partitions
+                .iter()
+                .filter(|(_, (_, st))| *st == s)
+                .map(|(&p, _)| p)
+                .collect()
+        };
+        let rec = MemberRecord {
+            member: self.member.clone(),
+            api: self.api.clone(),
+            serving: of(PartitionState::Serving),
+            rebuilding: of(PartitionState::Rebuilding),
+            at_ms: crate::task::now_ms(),
+        };
+        self.send(Some(&serde_json::to_vec(&rec).expect("plain struct")))
+    }
+
+    fn leave(&self) -> Result<(), ClusterError> {
+        self.send(None)
+    }
+}
+
+/// Who owns what, from the `members` topic: for each partition, the latest
+/// claim (a processor's newer record replaces its older one; of two
+/// processors claiming one partition, the later record wins).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Owners {
+    /// Partition → (member, state, API address).
+    pub partitions: BTreeMap<u32, (String, PartitionState, Option<String>)>,
+    /// Every member with a current record.
+    pub members: BTreeMap<String, MemberRecord>,
+}
+
+/// Replays the `members` topic to its end.
+pub fn read_owners(cfg: &KafkaConfig) -> Result<Owners, LogError> {
+    let topic = cfg.members_topic();
+    let err = |what: &str| {
+        let what = format!("{what} {topic}");
+        move |e: rdkafka::error::KafkaError| LogError::Kafka {
+            what,
+            reason: e.to_string(),
+        }
+    };
+    let consumer: BaseConsumer = cfg
+        .client_config()
+        .set("group.id", format!("{}.members", cfg.group))
+        .set("enable.auto.commit", "false")
+        .create()
+        .map_err(err("creating a reader of"))?;
+    let (lo, hi) = consumer
+        .fetch_watermarks(&topic, 0, REQUEST_TIMEOUT)
+        .map_err(err("reading the end of"))?;
+    let mut latest: Vec<(i64, MemberRecord)> = Vec::new();
+    let mut gone: BTreeMap<String, i64> = BTreeMap::new();
+    if hi > lo {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&topic, 0, Offset::Offset(lo))
+            .map_err(err("assigning"))?;
+        consumer.assign(&tpl).map_err(err("assigning"))?;
+        let deadline = Instant::now() + REQUEST_TIMEOUT;
+        let mut next = lo;
+        while next < hi {
+            if Instant::now() > deadline {
+                return Err(LogError::Kafka {
+                    what: format!("reading {topic}"),
+                    reason: format!("timed out at offset {next} of {hi}"),
+                });
+            }
+            match consumer.poll(Duration::from_millis(100)) {
+                Some(Ok(m)) => {
+                    next = m.offset() + 1;
+                    let key = String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned();
+                    match m.payload().filter(|p| !p.is_empty()) {
+                        None => {
+                            gone.insert(key, m.offset());
+                        }
+                        Some(p) => match serde_json::from_slice::<MemberRecord>(p) {
+                            Ok(r) => latest.push((m.offset(), r)),
+                            Err(e) => {
+                                tracing::warn!(offset = m.offset(), error = %e, "unreadable member record")
+                            }
+                        },
+                    }
+                }
+                Some(Err(e)) => tracing::warn!(error = %e, "reading members"),
+                None => {}
+            }
+        }
+    }
+    // A member's newest record only, unless it left after it.
+    let mut newest: BTreeMap<String, (i64, MemberRecord)> = BTreeMap::new();
+    for (off, r) in latest {
+        newest.insert(r.member.clone(), (off, r));
+    }
+    newest.retain(|m, (off, _)| gone.get(m).is_none_or(|g| g < off));
+    let mut claims: Vec<(i64, &MemberRecord)> = newest.values().map(|(o, r)| (*o, r)).collect();
+    claims.sort_by_key(|(o, _)| *o);
+    let mut owners = Owners::default();
+    for (_, r) in claims {
+        for (list, state) in [
+            (&r.serving, PartitionState::Serving),
+            (&r.rebuilding, PartitionState::Rebuilding),
+        ] {
+            for &p in list {
+                owners
+                    .partitions
+                    .insert(p, (r.member.clone(), state, r.api.clone()));
+            }
+        }
+    }
+    owners.members = newest.into_iter().map(|(m, (_, r))| (m, r)).collect();
+    Ok(owners)
+}
+
+/// One topic partition's position and end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TopicPosition {
+    /// The group's committed position (0 when none).
+    pub committed: u64,
+    /// The partition's end offset.
+    pub end: u64,
+    /// `end - committed`.
+    pub lag: u64,
+}
+
+/// One partition of the group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PartitionStatus {
+    /// The partition.
+    pub partition: u32,
+    /// The member that owns it (from `members`), if any.
+    pub owner: Option<String>,
+    /// `serving` or `rebuilding`, if owned.
+    pub state: Option<PartitionState>,
+    /// `events[p]`.
+    pub events: TopicPosition,
+    /// `effects[p]`.
+    pub effects: TopicPosition,
+}
+
+/// The group's state: what `feedlog status` prints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Status {
+    /// The consumer group.
+    pub group: String,
+    /// Every partition.
+    pub partitions: Vec<PartitionStatus>,
+    /// Whether every partition of both topics is consumed to its end: the
+    /// group has applied everything and nothing is in flight.
+    pub idle: bool,
+}
+
+/// Reads the group's committed positions, the topics' ends and the owners.
+pub fn status(cfg: &KafkaConfig) -> Result<Status, LogError> {
+    let consumer: BaseConsumer = cfg
+        .client_config()
+        .set("group.id", &cfg.group)
+        .set("enable.auto.commit", "false")
+        .create()
+        .map_err(|e| LogError::Kafka {
+            what: "creating a status client".into(),
+            reason: e.to_string(),
+        })?;
+    let (events, effects) = (cfg.name(Topic::Events), cfg.name(Topic::Effects));
+    let n = topic_partitions(&consumer, &events)?;
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..n as i32 {
+        tpl.add_partition(&events, p);
+        tpl.add_partition(&effects, p);
+    }
+    let committed = consumer
+        .committed_offsets(tpl, REQUEST_TIMEOUT)
+        .map_err(|e| LogError::Kafka {
+            what: format!("reading group {}'s committed positions", cfg.group),
+            reason: e.to_string(),
+        })?;
+    let owners = read_owners(cfg)?;
+    let position = |topic: &str, p: u32| -> Result<TopicPosition, LogError> {
+        let (_, end) = consumer
+            .fetch_watermarks(topic, p as i32, REQUEST_TIMEOUT)
+            .map_err(|e| LogError::Kafka {
+                what: format!("reading the end of {topic}[{p}]"),
+                reason: e.to_string(),
+            })?;
+        let end = end.max(0) as u64;
+        let committed = committed
+            .find_partition(topic, p as i32)
+            .and_then(|e| e.offset().to_raw())
+            .filter(|o| *o >= 0)
+            .unwrap_or(0) as u64;
+        Ok(TopicPosition {
+            committed,
+            end,
+            lag: end.saturating_sub(committed),
+        })
+    };
+    let mut partitions = Vec::with_capacity(n as usize);
+    for p in 0..n {
+        let owner = owners.partitions.get(&p);
+        partitions.push(PartitionStatus {
+            partition: p,
+            owner: owner.map(|o| o.0.clone()),
+            state: owner.map(|o| o.1),
+            events: position(&events, p)?,
+            effects: position(&effects, p)?,
+        });
+    }
+    let idle = partitions
+        .iter()
+        .all(|p| p.events.lag == 0 && p.effects.lag == 0);
+    Ok(Status {
+        group: cfg.group.clone(),
+        partitions,
+        idle,
+    })
+}

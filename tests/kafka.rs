@@ -1,0 +1,331 @@
+//! Kafka mode against librdkafka's in-process broker (MockCluster): several
+//! feedlog processors in one consumer group, members joining and leaving,
+//! broker outages and duplicate deliveries — at quiescence every view equals
+//! the oracle. With `FEEDLOG_TEST_KAFKA=host:port` the same bodies also run
+//! against a real broker.
+
+mod common;
+
+use common::oracle::Oracle;
+use common::{check_all, generated_log};
+use feedlog::cluster::{status, Cluster, ClusterConfig, Status};
+use feedlog::codec::{self, Format};
+use feedlog::log::kafka::{KafkaConfig, FORMAT_HEADER};
+use feedlog::partition::partition_for;
+use feedlog::processor::ProcessorConfig;
+use feedlog::query::Reader;
+use feedlog::state::{meta, Store};
+use feedlog::task::StepStats;
+use feedlog::{Event, UserId};
+use rdkafka::config::ClientConfig;
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A processor running on its own thread, with its own data directory.
+struct Member {
+    cancel: Arc<AtomicBool>,
+    thread: Option<JoinHandle<StepStats>>,
+}
+
+impl Member {
+    fn start(data: PathBuf, cfg: ClusterConfig) -> Member {
+        let cancel = Arc::new(AtomicBool::new(false));
+        let c = cancel.clone();
+        let thread = std::thread::spawn(move || {
+            let cluster = Cluster::open(&data, cfg).expect("open the processor");
+            cluster.run(&c, false).expect("run the processor")
+        });
+        Member {
+            cancel,
+            thread: Some(thread),
+        }
+    }
+
+    /// Leaves the group gracefully (finishes, commits, announces); what it did.
+    fn stop(&mut self) -> StepStats {
+        self.cancel.store(true, Ordering::SeqCst);
+        match self.thread.take() {
+            Some(t) => t.join().expect("processor thread"),
+            None => StepStats::default(),
+        }
+    }
+}
+
+fn sum(stats: &[StepStats]) -> StepStats {
+    let mut t = StepStats::default();
+    for s in stats {
+        t.add(s);
+    }
+    t
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn config(brokers: &str, group: &str, prefix: &str, member: &str) -> ClusterConfig {
+    let mut kafka = KafkaConfig::new(brokers, group);
+    kafka.topic_prefix = prefix.to_string();
+    let mut cfg = ClusterConfig::new(kafka);
+    cfg.member = member.to_string();
+    cfg.session_timeout = Duration::from_secs(6);
+    cfg.commit_interval = Duration::from_millis(200);
+    cfg.processor = ProcessorConfig {
+        inbox_cap: 4,
+        fanout_chunk: 3,
+        sync: false,
+        cache_bytes: 8 << 20,
+        ..ProcessorConfig::default()
+    };
+    cfg
+}
+
+/// Writes JSON-lines events as an independent client would: key = the
+/// actor, partition chosen by librdkafka's Java-compatible murmur2
+/// partitioner; JSON without a header, every third event as bincode with
+/// the format header. Actors with id ≡ 5 (mod 7) are written to a partition
+/// that does not own them (all of their events to the same one).
+fn produce(brokers: &str, topic: &str, partitions: u32, lines: &str) -> Oracle {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("partitioner", "murmur2_random")
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "5")
+        .create()
+        .unwrap();
+    let mut oracle = Oracle::default();
+    for (i, line) in lines.lines().enumerate() {
+        let event = codec::decode_event(Format::Json.as_u8(), line.as_bytes()).ok();
+        if let Some(e) = &event {
+            oracle.apply(e);
+        }
+        let actor = event.map_or(UserId(1), |e| e.actor());
+        let key = actor.to_string();
+        let as_bincode = event.filter(|_| i % 3 == 0);
+        let payload: Vec<u8> = match as_bincode {
+            Some(e) => codec::event_to_bincode(&e),
+            None => line.as_bytes().to_vec(),
+        };
+        let mut rec = BaseRecord::to(topic).key(&key).payload(&payload);
+        if as_bincode.is_some() {
+            rec = rec.headers(OwnedHeaders::new().insert(Header {
+                key: FORMAT_HEADER,
+                value: Some("bincode"),
+            }));
+        }
+        if actor.0 % 7 == 5 && partitions > 1 {
+            rec = rec.partition(((partition_for(actor, partitions) + 1) % partitions) as i32);
+        }
+        loop {
+            match producer.send(rec) {
+                Ok(()) => break,
+                Err((_, back)) => {
+                    producer.poll(Duration::from_millis(10));
+                    rec = back;
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    oracle
+}
+
+/// Waits until the group has consumed both topics to their end.
+fn wait_idle(kafka: &KafkaConfig, within: Duration) -> Status {
+    let start = Instant::now();
+    let mut seen = 0;
+    loop {
+        match status(kafka) {
+            Ok(s) if s.idle => {
+                seen += 1;
+                if seen == 3 {
+                    return s;
+                }
+            }
+            Ok(s) => {
+                seen = 0;
+                assert!(
+                    start.elapsed() < within,
+                    "not idle after {within:?}: {}",
+                    serde_json::to_string(&s).unwrap()
+                );
+            }
+            Err(e) => assert!(start.elapsed() < within, "status: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// The views, from whichever member's store of each partition has applied
+/// everything the log holds.
+fn final_reader(members: &[&Path], status: &Status) -> Reader {
+    let cache = rocksdb::Cache::new_lru_cache(8 << 20);
+    let n = status.partitions.len() as u32;
+    let stores = status
+        .partitions
+        .iter()
+        .map(|ps| {
+            let p = ps.partition;
+            members
+                .iter()
+                .filter_map(|d| {
+                    let dir = d.join("state").join(format!("{p:05}"));
+                    Store::open_read_only(&dir, p, n, &cache).ok()
+                })
+                .find(|s| {
+                    s.meta_u64(meta::POS_EVENTS).unwrap() == ps.events.end
+                        && s.meta_u64(meta::POS_EFFECTS).unwrap() == ps.effects.end
+                })
+                .map(Arc::new)
+                .unwrap_or_else(|| panic!("no member holds partition {p} at the end of the log"))
+        })
+        .collect();
+    Reader::new(stores)
+}
+
+fn create_topics(
+    mock: &MockCluster<'_, rdkafka::producer::DefaultProducerContext>,
+    prefix: &str,
+    partitions: i32,
+) {
+    for (t, n) in [
+        ("events", partitions),
+        ("effects", partitions),
+        ("dead-letter", 1),
+        ("members", 1),
+    ] {
+        mock.create_topic(&format!("{prefix}{t}"), n, 1).unwrap();
+    }
+}
+
+fn max_user(log: &str) -> u64 {
+    log.lines()
+        .filter_map(|l| codec::decode_event(Format::Json.as_u8(), l.as_bytes()).ok())
+        .map(|e| match e {
+            Event::Follow {
+                follower, followee, ..
+            }
+            | Event::Unfollow {
+                follower, followee, ..
+            } => follower.0.max(followee.0),
+            Event::Post { author, .. } | Event::DeletePost { author, .. } => author.0,
+        })
+        .max()
+        .unwrap_or(1)
+}
+
+// Proves two, then three processors in one group (one added and one removed mid-stream) end with every view equal to the oracle, misrouted events forwarded.
+#[test]
+fn members_join_and_leave_mid_stream() {
+    let mock = MockCluster::new(1).unwrap();
+    let brokers = mock.bootstrap_servers();
+    let partitions = 4;
+    create_topics(&mock, "", partitions);
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs: Vec<PathBuf> = (0..3).map(|i| tmp.path().join(format!("m{i}"))).collect();
+    let log = generated_log(60, 2400);
+    let lines: Vec<&str> = log.lines().collect();
+    let (first, second) = lines.split_at(lines.len() / 2);
+    let cfg = |i: usize| config(&brokers, "g", "", &format!("m{i}"));
+
+    let mut m0 = Member::start(dirs[0].clone(), cfg(0));
+    let mut m1 = Member::start(dirs[1].clone(), cfg(1));
+    let mut oracle = produce(&brokers, "events", partitions as u32, &first.join("\n"));
+    std::thread::sleep(Duration::from_secs(4));
+    let mut m2 = Member::start(dirs[2].clone(), cfg(2));
+    let rest = produce(&brokers, "events", partitions as u32, &second.join("\n"));
+    for l in second {
+        if let Ok(e) = codec::decode_event(Format::Json.as_u8(), l.as_bytes()) {
+            oracle.apply(&e);
+        }
+    }
+    drop(rest);
+    std::thread::sleep(Duration::from_secs(3));
+    let s0 = m0.stop();
+    let s = wait_idle(
+        &config(&brokers, "g", "", "x").kafka,
+        Duration::from_secs(120),
+    );
+    assert!(
+        s.partitions
+            .iter()
+            .all(|p| p.owner.as_deref() != Some("m0")),
+        "a member that left owns nothing: {s:?}"
+    );
+    let (s1, s2) = (m1.stop(), m2.stop());
+    let t = sum(&[s0, s1, s2]);
+    assert!(t.forwarded > 0, "misrouted events were forwarded: {t:?}");
+    assert!(
+        t.replayed > 0,
+        "a new owner replayed what others had done: {t:?}"
+    );
+    let reader = final_reader(&[&dirs[0], &dirs[1], &dirs[2]], &s);
+    check_all(&reader, &oracle, max_user(&log), 7).unwrap();
+}
+
+// Proves processing survives a broker outage and duplicate deliveries (cooperative rebalancing, static membership): at quiescence every view equals the oracle.
+#[test]
+fn broker_outage_and_duplicates() {
+    let mock = MockCluster::new(1).unwrap();
+    let brokers = mock.bootstrap_servers();
+    let partitions = 3;
+    create_topics(&mock, "", partitions);
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("m{i}"))).collect();
+    let cfg = |i: usize| {
+        let mut c = config(&brokers, "g2", "", &format!("m{i}"));
+        c.cooperative = true;
+        c.instance_id = Some(format!("m{i}"));
+        c.redeliver_every = 5;
+        c
+    };
+    let mut a = Member::start(dirs[0].clone(), cfg(0));
+    let mut b = Member::start(dirs[1].clone(), cfg(1));
+    let log = generated_log(50, 4000);
+    let lines: Vec<&str> = log.lines().collect();
+    let (first, second) = lines.split_at(lines.len() * 3 / 4);
+    let kafka = config(&brokers, "g2", "", "x").kafka;
+    // Wait until the members own every partition, then take the broker away
+    // with a backlog in flight.
+    let start = Instant::now();
+    while !status(&kafka)
+        .map(|s| s.partitions.iter().all(|p| p.owner.is_some()))
+        .unwrap_or(false)
+    {
+        assert!(start.elapsed() < Duration::from_secs(60), "no assignment");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut oracle = produce(&brokers, "events", partitions as u32, &first.join("\n"));
+    assert!(
+        !status(&kafka).unwrap().idle,
+        "the outage must come mid-stream"
+    );
+    mock.broker_down(1).unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    mock.broker_up(1).unwrap();
+    produce(&brokers, "events", partitions as u32, &second.join("\n"));
+    for l in second {
+        if let Ok(e) = codec::decode_event(Format::Json.as_u8(), l.as_bytes()) {
+            oracle.apply(&e);
+        }
+    }
+    let s = wait_idle(&kafka, Duration::from_secs(180));
+    let t = sum(&[a.stop(), b.stop()]);
+    let applied: u64 = t.events.iter().sum::<u64>() + t.forwarded;
+    assert!(
+        applied > lines.len() as u64,
+        "redelivery made some events arrive twice: {applied} applications of {} events",
+        lines.len()
+    );
+    let reader = final_reader(&[&dirs[0], &dirs[1]], &s);
+    check_all(&reader, &oracle, max_user(&log), 7).unwrap();
+}
