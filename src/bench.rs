@@ -154,7 +154,7 @@ pub fn http(data: &std::path::Path, threads: usize, connections: usize, secs: u6
     let reader = Processor::open_reader(&dir)?;
     // Readers: every user who follows someone, in a fixed shuffled order.
     let mut users = Vec::new();
-    for store in reader.stores() {
+    for (_, store) in reader.stores() {
         for r in feedlog::state::views::users(&store.snapshot()) {
             let (u, v) = r?;
             if v.followees > 0 {

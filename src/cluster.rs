@@ -137,6 +137,33 @@ pub struct Shared {
     changes: AtomicU64,
     events_topic: String,
     effects_topic: String,
+    count: u32,
+}
+
+impl crate::query::Partitions for Shared {
+    fn count(&self) -> u32 {
+        self.count
+    }
+
+    fn store(&self, p: u32) -> Result<Arc<Store>, crate::query::QueryError> {
+        use crate::query::QueryError;
+        match self.owned.lock().expect("poisoned").get(&p) {
+            Some(o) if o.serving.load(Ordering::SeqCst) => Ok(o.store.clone()),
+            Some(_) => Err(QueryError::Moving { partition: p }),
+            None if self.to_start.lock().expect("poisoned").contains(&p) => {
+                Err(QueryError::Moving { partition: p })
+            }
+            None => Err(QueryError::Elsewhere { partition: p }),
+        }
+    }
+
+    fn local(&self) -> Vec<(u32, Arc<Store>)> {
+        self.partitions()
+            .into_iter()
+            .filter(|(_, (_, st))| *st == PartitionState::Serving)
+            .map(|(p, (s, _))| (p, s))
+            .collect()
+    }
 }
 
 impl Shared {
@@ -316,6 +343,7 @@ impl Cluster {
             changes: AtomicU64::new(0),
             events_topic: log.name(Topic::Events).to_string(),
             effects_topic: log.name(Topic::Effects).to_string(),
+            count: partitions,
         });
         Ok(Cluster {
             dir,
@@ -779,9 +807,56 @@ pub struct Owners {
     pub members: BTreeMap<String, MemberRecord>,
 }
 
-/// Replays the `members` topic to its end.
-pub fn read_owners(cfg: &KafkaConfig) -> Result<Owners, LogError> {
-    let topic = cfg.members_topic();
+/// Folds `members` records, in offset order, into [`Owners`].
+#[derive(Default)]
+struct OwnersBuilder {
+    /// Each member's newest record and its offset.
+    newest: BTreeMap<String, (i64, MemberRecord)>,
+}
+
+impl OwnersBuilder {
+    fn ingest(&mut self, offset: i64, key: &[u8], payload: Option<&[u8]>) {
+        let key = String::from_utf8_lossy(key).into_owned();
+        match payload.filter(|p| !p.is_empty()) {
+            // A member that left.
+            None => {
+                self.newest.remove(&key);
+            }
+            Some(p) => match serde_json::from_slice::<MemberRecord>(p) {
+                Ok(r) => {
+                    self.newest.insert(key, (offset, r));
+                }
+                Err(e) => tracing::warn!(offset, error = %e, "unreadable member record"),
+            },
+        }
+    }
+
+    fn owners(&self) -> Owners {
+        let mut claims: Vec<&(i64, MemberRecord)> = self.newest.values().collect();
+        claims.sort_by_key(|(o, _)| *o);
+        let mut owners = Owners::default();
+        for (_, r) in claims {
+            for (list, state) in [
+                (&r.serving, PartitionState::Serving),
+                (&r.rebuilding, PartitionState::Rebuilding),
+            ] {
+                for &p in list {
+                    owners
+                        .partitions
+                        .insert(p, (r.member.clone(), state, r.api.clone()));
+                }
+            }
+        }
+        owners.members = self
+            .newest
+            .iter()
+            .map(|(m, (_, r))| (m.clone(), r.clone()))
+            .collect();
+        owners
+    }
+}
+
+fn members_consumer(cfg: &KafkaConfig, topic: &str, from: i64) -> Result<BaseConsumer, LogError> {
     let err = |what: &str| {
         let what = format!("{what} {topic}");
         move |e: rdkafka::error::KafkaError| LogError::Kafka {
@@ -793,18 +868,36 @@ pub fn read_owners(cfg: &KafkaConfig) -> Result<Owners, LogError> {
         .client_config()
         .set("group.id", format!("{}.members", cfg.group))
         .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
         .create()
         .map_err(err("creating a reader of"))?;
-    let (lo, hi) = consumer
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Offset(from))
+        .map_err(err("assigning"))?;
+    consumer.assign(&tpl).map_err(err("assigning"))?;
+    Ok(consumer)
+}
+
+/// Replays the `members` topic to its end.
+pub fn read_owners(cfg: &KafkaConfig) -> Result<Owners, LogError> {
+    let topic = cfg.members_topic();
+    let meta: BaseConsumer = cfg
+        .client_config()
+        .set("group.id", format!("{}.members", cfg.group))
+        .create()
+        .map_err(|e| LogError::Kafka {
+            what: format!("creating a reader of {topic}"),
+            reason: e.to_string(),
+        })?;
+    let (lo, hi) = meta
         .fetch_watermarks(&topic, 0, REQUEST_TIMEOUT)
-        .map_err(err("reading the end of"))?;
-    let mut latest: Vec<(i64, MemberRecord)> = Vec::new();
-    let mut gone: BTreeMap<String, i64> = BTreeMap::new();
+        .map_err(|e| LogError::Kafka {
+            what: format!("reading the end of {topic}"),
+            reason: e.to_string(),
+        })?;
+    let mut b = OwnersBuilder::default();
     if hi > lo {
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(&topic, 0, Offset::Offset(lo))
-            .map_err(err("assigning"))?;
-        consumer.assign(&tpl).map_err(err("assigning"))?;
+        let consumer = members_consumer(cfg, &topic, lo)?;
         let deadline = Instant::now() + REQUEST_TIMEOUT;
         let mut next = lo;
         while next < hi {
@@ -817,47 +910,74 @@ pub fn read_owners(cfg: &KafkaConfig) -> Result<Owners, LogError> {
             match consumer.poll(Duration::from_millis(100)) {
                 Some(Ok(m)) => {
                     next = m.offset() + 1;
-                    let key = String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned();
-                    match m.payload().filter(|p| !p.is_empty()) {
-                        None => {
-                            gone.insert(key, m.offset());
-                        }
-                        Some(p) => match serde_json::from_slice::<MemberRecord>(p) {
-                            Ok(r) => latest.push((m.offset(), r)),
-                            Err(e) => {
-                                tracing::warn!(offset = m.offset(), error = %e, "unreadable member record")
-                            }
-                        },
-                    }
+                    b.ingest(m.offset(), m.key().unwrap_or_default(), m.payload());
                 }
                 Some(Err(e)) => tracing::warn!(error = %e, "reading members"),
                 None => {}
             }
         }
     }
-    // A member's newest record only, unless it left after it.
-    let mut newest: BTreeMap<String, (i64, MemberRecord)> = BTreeMap::new();
-    for (off, r) in latest {
-        newest.insert(r.member.clone(), (off, r));
+    Ok(b.owners())
+}
+
+/// Who owns what, kept current by a thread that tails `members`.
+pub struct MembersView {
+    owners: Arc<std::sync::RwLock<Owners>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl MembersView {
+    /// Starts tailing `members` from its start.
+    pub fn start(cfg: &KafkaConfig) -> Result<MembersView, LogError> {
+        let consumer = members_consumer(cfg, &cfg.members_topic(), 0)?;
+        let owners = Arc::new(std::sync::RwLock::new(Owners::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (o, st) = (owners.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("feedlog-members".into())
+            .spawn(move || {
+                let mut b = OwnersBuilder::default();
+                while !st.load(Ordering::SeqCst) {
+                    let mut changed = false;
+                    while let Some(r) = consumer.poll(Duration::from_millis(50)) {
+                        match r {
+                            Ok(m) => {
+                                b.ingest(m.offset(), m.key().unwrap_or_default(), m.payload());
+                                changed = true;
+                            }
+                            Err(e) => tracing::warn!(error = %e, "tailing members"),
+                        }
+                        if st.load(Ordering::SeqCst) {
+                            return;
+                        }
+                    }
+                    if changed {
+                        *o.write().expect("poisoned") = b.owners();
+                    }
+                }
+            })
+            .expect("spawn members thread");
+        Ok(MembersView {
+            owners,
+            stop,
+            thread: Some(thread),
+        })
     }
-    newest.retain(|m, (off, _)| gone.get(m).is_none_or(|g| g < off));
-    let mut claims: Vec<(i64, &MemberRecord)> = newest.values().map(|(o, r)| (*o, r)).collect();
-    claims.sort_by_key(|(o, _)| *o);
-    let mut owners = Owners::default();
-    for (_, r) in claims {
-        for (list, state) in [
-            (&r.serving, PartitionState::Serving),
-            (&r.rebuilding, PartitionState::Rebuilding),
-        ] {
-            for &p in list {
-                owners
-                    .partitions
-                    .insert(p, (r.member.clone(), state, r.api.clone()));
-            }
+
+    /// The owners as last read.
+    pub fn owners(&self) -> Owners {
+        self.owners.read().expect("poisoned").clone()
+    }
+}
+
+impl Drop for MembersView {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
-    owners.members = newest.into_iter().map(|(m, (_, r))| (m, r)).collect();
-    Ok(owners)
 }
 
 /// One topic partition's position and end.

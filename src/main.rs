@@ -438,12 +438,12 @@ fn process(
     until_idle: bool,
 ) -> Result<StepStats> {
     let lag_now = || -> Result<u64> {
-        Ok(lag(&**processor.logs(), processor.reader().stores())?
+        Ok(lag(&**processor.logs(), &processor.reader().stores())?
             .iter()
             .map(PartitionLag::total)
             .sum())
     };
-    let backlog: u64 = lag(&**processor.logs(), processor.reader().stores())?
+    let backlog: u64 = lag(&**processor.logs(), &processor.reader().stores())?
         .iter()
         .map(|l| l.events_end.saturating_sub(l.events_pos))
         .sum();

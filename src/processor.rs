@@ -308,14 +308,14 @@ pub enum LagError {
     Store(#[from] crate::state::StoreError),
 }
 
-/// The lag of every partition: log ends against the positions committed with
-/// the state.
-pub fn lag(logs: &dyn Log, stores: &[Arc<Store>]) -> Result<Vec<PartitionLag>, LagError> {
+/// The lag of the partitions in `stores`: log ends against the positions
+/// committed with the state.
+pub fn lag(logs: &dyn Log, stores: &[(u32, Arc<Store>)]) -> Result<Vec<PartitionLag>, LagError> {
     use crate::log::Topic;
     use crate::state::meta;
     let mut out = Vec::with_capacity(stores.len());
-    for (p, store) in stores.iter().enumerate() {
-        let p = p as u32;
+    for (p, store) in stores {
+        let p = *p;
         out.push(PartitionLag {
             partition: p,
             events_end: logs.end_offset(Topic::Events, p)?,

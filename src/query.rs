@@ -41,6 +41,27 @@ pub enum QueryError {
     /// The view name is not one of the views.
     #[error("unknown view {0:?} (expected timeline, posts, counters, recent_followers, followers or followees)")]
     BadView(String),
+    /// The partition that owns the user is moving between processors
+    /// (revoked, or replaying before it serves): retry shortly.
+    #[error("partition {partition} is moving between processors; retry shortly")]
+    Moving {
+        /// The partition.
+        partition: u32,
+    },
+    /// Another processor owns the partition (Kafka mode): ask it.
+    #[error("partition {partition} is owned by another processor")]
+    Elsewhere {
+        /// The partition.
+        partition: u32,
+    },
+    /// Reading from another processor failed.
+    #[error("reading from the processor that owns partition {partition}: {reason}")]
+    Remote {
+        /// The partition.
+        partition: u32,
+        /// Why.
+        reason: String,
+    },
     /// Reading state failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -54,6 +75,9 @@ impl QueryError {
             QueryError::BadLimit { .. } => "bad_limit",
             QueryError::BadUser(_) => "bad_user",
             QueryError::BadView(_) => "bad_view",
+            QueryError::Moving { .. }
+            | QueryError::Elsewhere { .. }
+            | QueryError::Remote { .. } => "unavailable",
             QueryError::Store(_) => "internal",
         }
     }
@@ -157,10 +181,56 @@ fn decode_cursor(
     Ok(body[10..].to_vec())
 }
 
-/// Queries over the state stores of every partition.
+/// The partition stores a reader reads: all of a data directory's, or the
+/// ones a Kafka-mode processor owns right now.
+pub trait Partitions: Send + Sync {
+    /// The partition count.
+    fn count(&self) -> u32;
+    /// The store of partition `p`, when it is here and serving;
+    /// [`QueryError::Moving`] or [`QueryError::Elsewhere`] otherwise.
+    fn store(&self, p: u32) -> Result<Arc<Store>, QueryError>;
+    /// The stores here, by partition.
+    fn local(&self) -> Vec<(u32, Arc<Store>)>;
+}
+
+impl Partitions for Vec<Arc<Store>> {
+    fn count(&self) -> u32 {
+        self.len() as u32
+    }
+
+    fn store(&self, p: u32) -> Result<Arc<Store>, QueryError> {
+        Ok(self[p as usize].clone())
+    }
+
+    fn local(&self) -> Vec<(u32, Arc<Store>)> {
+        self.iter()
+            .enumerate()
+            .map(|(p, s)| (p as u32, s.clone()))
+            .collect()
+    }
+}
+
+/// Per author, some of its outbox: `(ts, post_id)`, newest first.
+pub type Outboxes = Vec<(UserId, Vec<(Ts, PostId)>)>;
+
+/// Outboxes that live in other processors (Kafka mode), for the pull path
+/// of timelines.
+pub trait Remote: Send + Sync {
+    /// For each author: up to `limit` of its live posts, newest first,
+    /// starting at `(ts, post_id)` inclusive, in outbox order.
+    fn outboxes(
+        &self,
+        authors: &[UserId],
+        from: (Ts, PostId),
+        limit: usize,
+    ) -> Result<Outboxes, QueryError>;
+}
+
+/// Queries over partition stores.
 #[derive(Clone)]
 pub struct Reader {
-    stores: Arc<Vec<Arc<Store>>>,
+    parts: Arc<dyn Partitions>,
+    remote: Option<Arc<dyn Remote>>,
     partitions: u32,
     secondary: bool,
 }
@@ -185,12 +255,28 @@ fn check_user(user: UserId) -> Result<(), QueryError> {
 impl Reader {
     /// A reader over `stores`, indexed by partition.
     pub fn new(stores: Vec<Arc<Store>>) -> Reader {
-        let partitions = stores.len() as u32;
+        Reader::over(Arc::new(stores), None)
+    }
+
+    /// A reader over `parts`, reading outboxes it does not hold through
+    /// `remote`.
+    pub fn over(parts: Arc<dyn Partitions>, remote: Option<Arc<dyn Remote>>) -> Reader {
         Reader {
-            stores: Arc::new(stores),
-            partitions,
+            partitions: parts.count(),
+            parts,
+            remote,
             secondary: false,
         }
+    }
+
+    /// The partition count.
+    pub fn partition_count(&self) -> u32 {
+        self.partitions
+    }
+
+    /// The partition that owns `user`.
+    pub fn partition_of(&self, user: UserId) -> u32 {
+        partition_for(user, self.partitions)
     }
 
     /// Marks the stores as RocksDB secondaries, which [`Reader::refresh`]
@@ -204,27 +290,50 @@ impl Reader {
     /// no-op over the processor's own stores, which are always current.
     pub fn refresh(&self) -> Result<(), QueryError> {
         if self.secondary {
-            for s in self.stores.iter() {
+            for (_, s) in self.parts.local() {
                 s.catch_up()?;
             }
         }
         Ok(())
     }
 
-    /// The stores, by partition.
-    pub fn stores(&self) -> &[Arc<Store>] {
-        &self.stores
+    /// The stores here, by partition.
+    pub fn stores(&self) -> Vec<(u32, Arc<Store>)> {
+        self.parts.local()
     }
 
-    fn snapshot(&self, user: UserId) -> Snapshot<'_> {
-        self.stores[partition_for(user, self.partitions) as usize].snapshot()
+    /// `Ok` when partition `p` is here and serving; why not otherwise.
+    pub fn partition_state(&self, p: u32) -> Result<(), QueryError> {
+        self.parts.store(p).map(|_| ())
+    }
+
+    /// Up to `limit` of `author`'s live posts, newest first, from
+    /// `(ts, post_id)` inclusive (for another processor's pull path).
+    pub fn outbox_from(
+        &self,
+        author: UserId,
+        from: (Ts, PostId),
+        limit: usize,
+    ) -> Result<Vec<(Ts, PostId)>, QueryError> {
+        check_user(author)?;
+        check_limit(limit)?;
+        let store = self.store_of(author)?;
+        let snap = store.snapshot();
+        Ok(views::outbox(&snap, author, Some(from))
+            .take(limit)
+            .collect::<Result<_, _>>()?)
+    }
+
+    /// The store that owns `user`, if it is here and serving.
+    fn store_of(&self, user: UserId) -> Result<Arc<Store>, QueryError> {
+        self.parts.store(self.partition_of(user))
     }
 
     /// The users with the most live followers, most first (ties by id), at
     /// most `n`. Scans every user record: for tours and tools, not requests.
     pub fn most_followed(&self, n: usize) -> Result<Vec<Counters>, QueryError> {
         let mut all = Vec::new();
-        for store in self.stores.iter() {
+        for (_, store) in self.parts.local() {
             let snap = store.snapshot();
             for r in views::users(&snap) {
                 let (u, v) = r?;
@@ -244,7 +353,7 @@ impl Reader {
     /// A user's counters.
     pub fn counters(&self, user: UserId) -> Result<Counters, QueryError> {
         check_user(user)?;
-        let u = views::user(&self.snapshot(user), user)?;
+        let u = views::user(&self.store_of(user)?.snapshot(), user)?;
         Ok(Counters {
             user: user.0,
             followers: u.followers,
@@ -266,7 +375,8 @@ impl Reader {
     ) -> Result<List<FollowerItem>, QueryError> {
         check_user(user)?;
         check_limit(limit)?;
-        let snap = self.snapshot(user);
+        let store = self.store_of(user)?;
+        let snap = store.snapshot();
         let items = views::recent_followers(&snap, user)
             .take(limit)
             .map(|r| {
@@ -301,7 +411,8 @@ impl Reader {
             ))),
             None => None,
         };
-        let snap = self.snapshot(user);
+        let store = self.store_of(user)?;
+        let snap = store.snapshot();
         let mut items: Vec<FollowerItem> = live_edges(&snap, cf, user, after)
             .take(limit + 1)
             .map(|r| {
@@ -357,7 +468,8 @@ impl Reader {
             }
             None => None,
         };
-        let snap = self.snapshot(user);
+        let store = self.store_of(user)?;
+        let snap = store.snapshot();
         let mut items: Vec<PostItem> = views::outbox(&snap, user, after)
             .filter(|r| !matches!((r, after), (Ok(x), Some(a)) if *x == a))
             .take(limit + 1)
@@ -399,7 +511,8 @@ impl Reader {
             None => None,
         };
         let want = limit + 1;
-        let snap = self.snapshot(user);
+        let store = self.store_of(user)?;
+        let snap = store.snapshot();
         let u = views::user(&snap, user)?;
         // The materialized inbox: every entry sorts before the horizon.
         let mut keys: Vec<TimelineKey> = views::inbox(&snap, user, after.as_ref())
@@ -414,11 +527,40 @@ impl Reader {
                 Some(a) if a > h => a,
                 _ => h,
             };
-            let snaps: Vec<Snapshot<'_>> = self.stores.iter().map(|s| s.snapshot()).collect();
-            let mut heads = Vec::new();
+            // Followees' outboxes: from the stores here, or in one request
+            // per other processor.
+            let mut here: Vec<(UserId, u32)> = Vec::new();
+            let mut elsewhere: Vec<UserId> = Vec::new();
+            let mut stores: Vec<Option<Arc<Store>>> = vec![None; self.partitions as usize];
             for r in live_edges(&snap, Cf::Followees, user, None) {
                 let (author, _) = r?;
-                let s = &snaps[partition_for(author, self.partitions) as usize];
+                let p = self.partition_of(author);
+                match self.parts.store(p) {
+                    Ok(s) => {
+                        stores[p as usize] = Some(s);
+                        here.push((author, p));
+                    }
+                    Err(QueryError::Elsewhere { .. }) if self.remote.is_some() => {
+                        elsewhere.push(author)
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            let fetched = match (&self.remote, elsewhere.is_empty()) {
+                (Some(remote), false) => {
+                    remote.outboxes(&elsewhere, (from.ts, from.post_id), want + 1)?
+                }
+                _ => Vec::new(),
+            };
+            let snaps: Vec<Option<Snapshot<'_>>> = stores
+                .iter()
+                .map(|s| s.as_ref().map(|s| s.snapshot()))
+                .collect();
+            type Head<'a> = Box<dyn Iterator<Item = Result<TimelineKey, QueryError>> + 'a>;
+            let mut heads: Vec<Head<'_>> = Vec::new();
+            let keep = move |r: &Result<TimelineKey, QueryError>| !matches!(r, Ok(k) if *k < from || Some(*k) == after);
+            for (author, p) in here {
+                let s = snaps[p as usize].as_ref().expect("store taken above");
                 let it = views::outbox(s, author, Some((from.ts, from.post_id)))
                     .map(move |r| {
                         r.map(|(ts, post_id)| TimelineKey {
@@ -426,9 +568,23 @@ impl Reader {
                             post_id,
                             author,
                         })
+                        .map_err(QueryError::from)
                     })
-                    .filter(|r| !matches!(r, Ok(k) if *k < from || Some(*k) == after));
-                heads.push(it);
+                    .filter(keep);
+                heads.push(Box::new(it));
+            }
+            for (author, posts) in fetched {
+                let it = posts
+                    .into_iter()
+                    .map(move |(ts, post_id)| {
+                        Ok(TimelineKey {
+                            ts,
+                            post_id,
+                            author,
+                        })
+                    })
+                    .filter(keep);
+                heads.push(Box::new(it));
             }
             let mut heap = std::collections::BinaryHeap::new();
             for (i, it) in heads.iter_mut().enumerate() {

@@ -6,10 +6,12 @@
 
 mod common;
 
+use common::http::Client;
 use common::oracle::Oracle;
 use common::{check_all, generated_log};
 use feedlog::cluster::{status, Cluster, ClusterConfig, Status};
 use feedlog::codec::{self, Format};
+use feedlog::http::ApiConfig;
 use feedlog::log::kafka::{KafkaConfig, FORMAT_HEADER};
 use feedlog::partition::partition_for;
 use feedlog::processor::ProcessorConfig;
@@ -45,6 +47,51 @@ impl Member {
             cancel,
             thread: Some(thread),
         }
+    }
+
+    /// A member that also serves the read API on an ephemeral port (and
+    /// announces it); returns the member and a client of its API.
+    fn start_serving(data: PathBuf, mut cfg: ClusterConfig) -> (Member, Client) {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        cfg.api = Some(format!("http://{addr}"));
+        let cancel = Arc::new(AtomicBool::new(false));
+        let c = cancel.clone();
+        let thread = std::thread::spawn(move || {
+            let cluster = Cluster::open(&data, cfg).expect("open the processor");
+            let api = feedlog::http::cluster_api(
+                &cluster,
+                ApiConfig {
+                    max_limit: 1000,
+                    ..ApiConfig::default()
+                },
+            )
+            .expect("the API");
+            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            let server = std::thread::spawn(move || {
+                rt.block_on(feedlog::http::serve(listener, api, async {
+                    let _ = rx.await;
+                }))
+            });
+            let stats = cluster.run(&c, false).expect("run the processor");
+            let _ = tx.send(());
+            let _ = server.join();
+            stats
+        });
+        (
+            Member {
+                cancel,
+                thread: Some(thread),
+            },
+            Client { addr },
+        )
     }
 
     /// Leaves the group gracefully (finishes, commits, announces); what it did.
@@ -328,4 +375,103 @@ fn broker_outage_and_duplicates() {
     );
     let reader = final_reader(&[&dirs[0], &dirs[1]], &s);
     check_all(&reader, &oracle, max_user(&log), 7).unwrap();
+}
+
+// Proves any processor's API answers every route for every user exactly as the oracle (its own partitions, forwarded, and timelines pulled across processors), and during a handover answers either 503 with Retry-After or the right view, never a wrong or empty one.
+#[test]
+fn any_processor_answers_for_any_user() {
+    let mock = MockCluster::new(1).unwrap();
+    let brokers = mock.bootstrap_servers();
+    let partitions = 4;
+    create_topics(&mock, "", partitions);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = |i: usize| tmp.path().join(format!("m{i}"));
+    let cfg = |i: usize| config(&brokers, "g3", "", &format!("m{i}"));
+    let (mut m0, c0) = Member::start_serving(dir(0), cfg(0));
+    let (mut m1, c1) = Member::start_serving(dir(1), cfg(1));
+    let log = generated_log(40, 1500);
+    let oracle = produce(&brokers, "events", partitions as u32, &log);
+    let kafka = cfg(9).kafka;
+    wait_idle(&kafka, Duration::from_secs(120));
+    let max_user = max_user(&log);
+    // Ownership announcements reach the other member's view shortly.
+    let start = Instant::now();
+    while c0.get("/v1/users/1/counters").status != 200
+        || c1.get("/v1/users/1/counters").status != 200
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "members never route"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for c in [&c0, &c1] {
+        check_all(c, &oracle, max_user, 9).unwrap();
+    }
+
+    // A third member joins: partitions move. Every answer meanwhile is the
+    // right view or a 503 with Retry-After.
+    let (mut m2, c2) = Member::start_serving(dir(2), cfg(2));
+    let (mut right, mut unavailable) = (0, 0);
+    let until = Instant::now() + Duration::from_secs(12);
+    while Instant::now() < until {
+        for u in 1..=max_user {
+            let (f, g, p) = oracle.counters(u);
+            let want = serde_json::json!({"user": u, "followers": f, "followees": g, "posts": p});
+            for c in [&c0, &c1, &c2] {
+                let r = c.get(&format!("/v1/users/{u}/counters"));
+                match r.status {
+                    200 => {
+                        assert_eq!(r.json().unwrap(), want, "counters of {u} during a handover");
+                        right += 1;
+                    }
+                    503 => {
+                        assert_eq!(r.header("retry-after"), Some("1"));
+                        unavailable += 1;
+                    }
+                    s => panic!(
+                        "status {s} for user {u}: {}",
+                        String::from_utf8_lossy(&r.body)
+                    ),
+                }
+            }
+        }
+    }
+    eprintln!("during the handover: {right} right answers, {unavailable} 503s");
+    assert!(right > 0);
+    wait_idle(&kafka, Duration::from_secs(120));
+    let start = Instant::now();
+    while c2.get("/v1/users/1/counters").status != 200 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the new member never routes"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Users of partitions that moved, through the new member: every view.
+    check_all(&c2, &oracle, max_user, 9).unwrap();
+    // A stream of a user another processor serves is redirected there.
+    let owner_of_1 = status(&kafka).unwrap().partitions
+        [partition_for(UserId(1), partitions as u32) as usize]
+        .owner
+        .clone()
+        .unwrap();
+    let (other, _) = [("m0", &c0), ("m1", &c1), ("m2", &c2)]
+        .into_iter()
+        .find(|(m, _)| *m != owner_of_1)
+        .unwrap();
+    let c = [("m0", &c0), ("m1", &c1), ("m2", &c2)]
+        .into_iter()
+        .find(|(m, _)| *m == other)
+        .unwrap()
+        .1;
+    let r = c.get("/v1/users/1/timeline/stream");
+    assert_eq!(r.status, 307);
+    assert!(r
+        .header("location")
+        .unwrap()
+        .ends_with("/v1/users/1/timeline/stream"));
+    m2.stop();
+    m1.stop();
+    m0.stop();
 }

@@ -6,7 +6,10 @@
 //! answers are exactly those of `feedlog query`. RocksDB calls run on the
 //! blocking pool, never on the async workers.
 
-use crate::event::UserId;
+pub mod client;
+pub mod routing;
+
+use crate::event::{PostId, Ts, UserId};
 use crate::log::{Log, Topic};
 use crate::metrics::{self, Histogram};
 use crate::processor::{lag, PartitionLag, Progress};
@@ -41,6 +44,7 @@ pub const ROUTES: &[&str] = &[
     "/healthz",
     "/readyz",
     "/metrics",
+    "/v1/internal/outboxes",
 ];
 
 /// Most ids one `/v1/counters` request may name.
@@ -77,6 +81,8 @@ pub struct Api {
     logs: Arc<dyn Log>,
     progress: Option<Arc<Progress>>,
     cfg: ApiConfig,
+    /// Kafka mode: where the partitions this processor does not serve are.
+    routing: Option<Arc<routing::Routing>>,
     requests: Vec<Histogram>,
     statuses: [AtomicU64; 5],
     started: Instant,
@@ -91,11 +97,24 @@ impl Api {
         progress: Option<Arc<Progress>>,
         cfg: ApiConfig,
     ) -> Arc<Api> {
+        Api::clustered(reader, logs, progress, cfg, None)
+    }
+
+    /// An API of one Kafka-mode processor: users of partitions it does not
+    /// serve are answered through `routing`.
+    pub fn clustered(
+        reader: Reader,
+        logs: Arc<dyn Log>,
+        progress: Option<Arc<Progress>>,
+        cfg: ApiConfig,
+        routing: Option<Arc<routing::Routing>>,
+    ) -> Arc<Api> {
         Arc::new(Api {
             reader,
             logs,
             progress,
             cfg,
+            routing,
             requests: (0..=ROUTES.len())
                 .map(|_| Histogram::new(metrics::LATENCY_BUCKETS))
                 .collect(),
@@ -111,7 +130,7 @@ impl Api {
 
     /// The lag of every partition.
     pub fn lag(&self) -> Result<Vec<PartitionLag>, ApiError> {
-        lag(&*self.logs, self.reader.stores()).map_err(ApiError::internal)
+        lag(&*self.logs, &self.reader.stores()).map_err(ApiError::internal)
     }
 }
 
@@ -140,12 +159,24 @@ impl ApiError {
             message: e.to_string(),
         }
     }
+
+    /// 503 with `Retry-After: 1`: a partition is moving between processors.
+    fn unavailable(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            code: "unavailable",
+            message: message.into(),
+        }
+    }
 }
 
 impl From<QueryError> for ApiError {
     fn from(e: QueryError) -> ApiError {
         match e {
             QueryError::Store(_) => ApiError::internal(e),
+            QueryError::Moving { .. }
+            | QueryError::Elsewhere { .. }
+            | QueryError::Remote { .. } => ApiError::unavailable(e.to_string()),
             _ => ApiError::bad(e.code(), e.to_string()),
         }
     }
@@ -160,7 +191,12 @@ impl From<QueryRejection> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
-        (self.status, Json(body)).into_response()
+        let mut r = (self.status, Json(body)).into_response();
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        r
     }
 }
 
@@ -331,8 +367,164 @@ async fn counters_many(State(api): State<Arc<Api>>, q: Params) -> Result<Respons
             ),
         ));
     }
-    let counters = read(&api, move |r| r.counters_many(&users)).await?;
+    let Some(routing) = api.routing.clone() else {
+        let counters = read(&api, move |r| r.counters_many(&users)).await?;
+        return Ok(Json(serde_json::json!({ "counters": counters })).into_response());
+    };
+    // Kafka mode: the users of this processor's partitions here, the others
+    // from their owners, one request each, answers in the order asked.
+    let a = api.clone();
+    let counters = tokio::task::spawn_blocking(move || {
+        let mut out: Vec<Option<serde_json::Value>> = vec![None; users.len()];
+        let mut elsewhere: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+        for (i, &u) in users.iter().enumerate() {
+            match a.reader.counters(u) {
+                Ok(c) => out[i] = Some(serde_json::to_value(c).expect("plain struct")),
+                Err(QueryError::Elsewhere { partition }) => {
+                    elsewhere.entry(partition).or_default().push(i)
+                }
+                Err(e) => return Err(ApiError::from(e)),
+            }
+        }
+        for (p, idx) in elsewhere {
+            let ids: Vec<String> = idx.iter().map(|&i| users[i].0.to_string()).collect();
+            let r = routing
+                .get(p, &format!("/v1/counters?ids={}", ids.join(",")))
+                .map_err(ApiError::from)?;
+            let body: serde_json::Value = serde_json::from_slice(&r.body)
+                .map_err(|e| ApiError::unavailable(format!("partition {p}'s owner: {e}")))?;
+            match (r.status, body["counters"].as_array()) {
+                (200, Some(list)) if list.len() == idx.len() => {
+                    for (&i, c) in idx.iter().zip(list) {
+                        out[i] = Some(c.clone());
+                    }
+                }
+                (status, _) => {
+                    return Err(ApiError::unavailable(format!(
+                        "partition {p}'s owner answered {status}: {body}"
+                    )))
+                }
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|c| c.expect("every id answered"))
+            .collect::<Vec<_>>())
+    })
+    .await
+    .map_err(ApiError::internal)??;
     Ok(Json(serde_json::json!({ "counters": counters })).into_response())
+}
+
+/// Internal (Kafka mode): outboxes of authors in partitions this processor
+/// serves, for another processor's timeline pull path.
+async fn internal_outboxes(State(api): State<Arc<Api>>, q: Params) -> Result<Response, ApiError> {
+    let Query(pairs) = q?;
+    let mut authors = Vec::new();
+    let (mut from_ts, mut from_post, mut limit) = (None, None, None);
+    for (k, v) in pairs {
+        let num = |v: &str| {
+            v.parse::<u64>().map_err(|_| {
+                ApiError::bad(
+                    "bad_query",
+                    format!("{k} must be a whole number, got {v:?}"),
+                )
+            })
+        };
+        match k.as_str() {
+            "authors" => {
+                for a in v.split(',').filter(|a| !a.is_empty()) {
+                    authors.push(user_id(a)?);
+                }
+            }
+            "from_ts" => from_ts = Some(Ts(num(&v)?)),
+            "from_post" => from_post = Some(PostId(num(&v)?)),
+            "limit" => limit = Some(num(&v)? as usize),
+            _ => {
+                return Err(ApiError::bad(
+                    "bad_query",
+                    format!("unknown parameter {k:?}"),
+                ))
+            }
+        }
+    }
+    let (Some(from_ts), Some(from_post), Some(limit)) = (from_ts, from_post, limit) else {
+        return Err(ApiError::bad(
+            "bad_query",
+            "authors, from_ts, from_post and limit are required",
+        ));
+    };
+    let outboxes = read(&api, move |r| {
+        authors
+            .iter()
+            .map(|&a| {
+                r.outbox_from(a, (from_ts, from_post), limit)
+                    .map(|posts| (a.0, posts.into_iter().map(|(t, p)| (t.0, p.0)).collect()))
+            })
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await?;
+    Ok(Json(routing::OutboxesAnswer { outboxes }).into_response())
+}
+
+/// Kafka mode: a request for a user whose partition this processor does not
+/// serve is forwarded to the processor that does (a stream is redirected);
+/// 503 while the partition is moving.
+async fn route(State(api): State<Arc<Api>>, req: Request, next: Next) -> Response {
+    let Some(routing) = api.routing.clone() else {
+        return next.run(req).await;
+    };
+    let path = req.uri().path().to_string();
+    let Some(user) = path
+        .strip_prefix("/v1/users/")
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|id| id.parse::<u64>().ok())
+        .filter(|id| *id > 0)
+    else {
+        return next.run(req).await;
+    };
+    let p = routing.partition(UserId(user));
+    let forwarded = req.headers().contains_key(routing::FORWARDED);
+    match api.reader.partition_state(p) {
+        Ok(()) => next.run(req).await,
+        Err(QueryError::Elsewhere { .. }) if !forwarded => {
+            let pq = req
+                .uri()
+                .path_and_query()
+                .map_or(path.clone(), |x| x.as_str().to_string());
+            if path.ends_with("/timeline/stream") {
+                return match routing.owner(p) {
+                    Ok(api) => (
+                        StatusCode::TEMPORARY_REDIRECT,
+                        [(header::LOCATION, format!("{api}{pq}"))],
+                    )
+                        .into_response(),
+                    Err(e) => ApiError::from(e).into_response(),
+                };
+            }
+            let answer = tokio::task::spawn_blocking(move || routing.get(p, &pq)).await;
+            match answer {
+                Ok(Ok(r)) => {
+                    let mut resp = (
+                        StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_GATEWAY),
+                        r.body,
+                    )
+                        .into_response();
+                    if let Some(ct) = r.content_type.and_then(|c| HeaderValue::from_str(&c).ok()) {
+                        resp.headers_mut().insert(header::CONTENT_TYPE, ct);
+                    }
+                    if r.status == 503 {
+                        resp.headers_mut()
+                            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                    }
+                    resp
+                }
+                Ok(Err(e)) => ApiError::from(e).into_response(),
+                Err(e) => ApiError::internal(e).into_response(),
+            }
+        }
+        Err(e) => ApiError::from(e).into_response(),
+    }
 }
 
 /// The newest-first keys of the timeline entries newer than `after` (all of
@@ -611,7 +803,7 @@ pub fn render_metrics(api: &Api) -> Result<String, ApiError> {
     metrics::sample(o, name, "", dead);
     for (prop, name, help) in ROCKS_PROPERTIES {
         metrics::header(o, name, "gauge", help);
-        for (p, s) in api.reader.stores().iter().enumerate() {
+        for (p, s) in api.reader.stores() {
             if let Some(v) = s.property(prop).and_then(|v| v.parse::<u64>().ok()) {
                 metrics::sample(o, name, &format!("partition=\"{p}\""), v);
             }
@@ -699,8 +891,10 @@ pub fn router(api: Arc<Api>) -> Router {
         .route(ROUTES[9], get(healthz))
         .route(ROUTES[10], get(readyz))
         .route(ROUTES[11], get(metrics_route))
+        .route(ROUTES[12], get(internal_outboxes))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(api.clone(), route))
         .layer(axum::middleware::from_fn_with_state(api.clone(), observe))
         .with_state(api)
 }
@@ -742,4 +936,25 @@ pub async fn serve(
     };
     refresher.abort();
     r
+}
+
+/// The read API of a Kafka-mode processor: its serving partitions here,
+/// the others through their owners (found in the `members` topic).
+pub fn cluster_api(
+    cluster: &crate::cluster::Cluster,
+    cfg: ApiConfig,
+) -> Result<Arc<Api>, crate::log::LogError> {
+    let members = Arc::new(crate::cluster::MembersView::start(cluster.log().config())?);
+    let routing = Arc::new(routing::Routing::new(members, cluster.partitions()));
+    let reader = Reader::over(
+        cluster.shared().clone(),
+        Some(Arc::new(routing::RemoteOutboxes(routing.clone()))),
+    );
+    Ok(Api::clustered(
+        reader,
+        cluster.log().clone(),
+        Some(cluster.progress().clone()),
+        cfg,
+        Some(routing),
+    ))
 }
