@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
 # Installs what the build needs and a fresh Debian machine lacks: libclang
-# (RocksDB's bindings are generated with bindgen). Idempotent and quiet when
-# everything is there.
+# (RocksDB's bindings are generated with bindgen); with --tests also kcat, the
+# independent Kafka client of the interop test (which skips with a message
+# when kcat cannot be installed). Idempotent and quiet when everything is
+# there.
 set -euo pipefail
+# apt_install PKG WHY: installs a Debian package as root or with sudo;
+# returns 1 when neither is possible.
+apt_install() {
+  command -v apt-get >/dev/null 2>&1 || return 1
+  local sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null 2>&1 || return 1
+    sudo=sudo
+  fi
+  echo "setup: installing $1 ($2)" >&2
+  $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1" >/dev/null
+}
 # bindgen loads libclang.so or libclang-N.so (libclang-cpp, which some
 # machines carry without libclang itself, does not count).
 have_libclang() {
@@ -15,15 +29,7 @@ have_libclang() {
   return 1
 }
 if ! have_libclang; then
-  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    echo "setup: installing libclang-dev (needed to build RocksDB's bindings)" >&2
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libclang-dev >/dev/null
-  elif command -v sudo >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing libclang-dev with sudo (needed to build RocksDB's bindings)" >&2
-    sudo apt-get update -qq
-    sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libclang-dev >/dev/null
-  else
+  if ! apt_install libclang-dev "needed to build RocksDB's bindings"; then
     echo "setup: libclang is missing. Install it (Debian/Ubuntu: apt-get install libclang-dev;" >&2
     echo "       Fedora: dnf install clang-devel; macOS: xcode-select --install) and retry." >&2
     exit 1
@@ -32,3 +38,7 @@ fi
 for tool in cargo cc c++ make; do
   command -v "$tool" >/dev/null 2>&1 || { echo "setup: '$tool' is missing; install a Rust toolchain and a C/C++ compiler" >&2; exit 1; }
 done
+if [ "${1:-}" = --tests ] && ! command -v kcat >/dev/null 2>&1; then
+  apt_install kcat "the independent Kafka client of the interop test" ||
+    echo "setup: kcat is not installed and cannot be; the Kafka interop test will skip" >&2
+fi

@@ -33,7 +33,7 @@ use crate::datadir::DataDir;
 use crate::log::kafka::{topic_partitions, KafkaConfig, KafkaLog, REQUEST_TIMEOUT};
 use crate::log::{Log, LogError, Topic};
 use crate::processor::{ProcessorConfig, Progress};
-use crate::state::{meta, Store, StoreError, StoreOptions};
+use crate::state::{meta, Kv, Store, StoreError, StoreOptions};
 use crate::task::{NoFaults, PartitionTask, StepStats, TaskError};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::message::Message;
@@ -116,6 +116,8 @@ struct Owned {
     serving: Arc<AtomicBool>,
     /// The group's committed positions when the task started.
     committed: (u64, u64),
+    /// This ownership's epoch, committed with every position.
+    epoch: String,
 }
 
 /// A partition's place in this processor, for readers.
@@ -197,10 +199,8 @@ impl Shared {
             // Never move the group backwards (a task that has not caught up
             // with its predecessors still replays below their positions).
             let (e, f) = (e.max(o.committed.0), f.max(o.committed.1));
-            let _ =
-                tpl.add_partition_offset(&self.events_topic, p as i32, Offset::Offset(e as i64));
-            let _ =
-                tpl.add_partition_offset(&self.effects_topic, p as i32, Offset::Offset(f as i64));
+            add_position(&mut tpl, &self.events_topic, p, e, &o.epoch);
+            add_position(&mut tpl, &self.effects_topic, p, f, &o.epoch);
         }
         tpl
     }
@@ -239,6 +239,13 @@ impl Shared {
         }
         stopped
     }
+}
+
+/// Adds `topic[p]` at `offset` with the ownership epoch as metadata.
+fn add_position(tpl: &mut TopicPartitionList, topic: &str, p: u32, offset: u64, epoch: &str) {
+    let mut e = tpl.add_partition(topic, p as i32);
+    let _ = e.set_offset(Offset::Offset(offset as i64));
+    e.set_metadata(epoch);
 }
 
 /// The group consumer's context: handover in the rebalance callbacks.
@@ -416,12 +423,13 @@ impl Cluster {
     }
 
     /// The group's committed positions of `events[p]` and `effects[p]`
-    /// (0 where nothing is committed).
+    /// (0 where nothing is committed), and the epoch of the owner that
+    /// committed them ("" when none).
     fn committed(
         &self,
         consumer: &BaseConsumer<GroupContext>,
         p: u32,
-    ) -> Result<(u64, u64), ClusterError> {
+    ) -> Result<((u64, u64), String), ClusterError> {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition(&self.shared.events_topic, p as i32);
         tpl.add_partition(&self.shared.effects_topic, p as i32);
@@ -437,30 +445,87 @@ impl Cluster {
                 .filter(|o| *o >= 0)
                 .unwrap_or(0) as u64
         };
+        let epoch = got
+            .find_partition(&self.shared.events_topic, p as i32)
+            .map(|e| e.metadata().to_string())
+            .unwrap_or_default();
         Ok((
-            at(&self.shared.events_topic),
-            at(&self.shared.effects_topic),
+            (
+                at(&self.shared.events_topic),
+                at(&self.shared.effects_topic),
+            ),
+            epoch,
         ))
     }
 
-    /// Opens partition `p`'s store and starts its task.
-    fn start(&self, consumer: &BaseConsumer<GroupContext>, p: u32) -> Result<(), ClusterError> {
-        let committed = self.committed(consumer, p)?;
+    fn open_store(&self, p: u32) -> Result<Arc<Store>, ClusterError> {
         let opts = StoreOptions {
             sync: self.cfg.processor.sync,
             ..StoreOptions::default()
         };
-        let store = Arc::new(Store::open(
+        Ok(Arc::new(Store::open(
             &self.dir.state_dir(p),
             p,
             self.dir.partitions(),
             &self.cache,
             &opts,
-        )?);
-        let local = (
+        )?))
+    }
+
+    /// Opens partition `p`'s store and starts its task.
+    fn start(&self, consumer: &BaseConsumer<GroupContext>, p: u32) -> Result<(), ClusterError> {
+        let (committed, group_epoch) = self.committed(consumer, p)?;
+        let mut store = self.open_store(p)?;
+        let local_epoch = store
+            .get(crate::state::Cf::Meta, meta::OWNER_EPOCH)?
+            .map(|v| String::from_utf8_lossy(&v).into_owned())
+            .unwrap_or_default();
+        let mut local = (
             store.meta_u64(meta::POS_EVENTS)?,
             store.meta_u64(meta::POS_EFFECTS)?,
         );
+        // Did another processor own this partition since this store did?
+        let intervened = group_epoch != local_epoch;
+        if intervened && (local.0 > committed.0 || local.1 > committed.1) {
+            // This store applied inputs past the group's positions that its
+            // successor may not have answered, and its own answers to them
+            // may now be stale: neither shipping nor dropping them is safe.
+            tracing::warn!(
+                partition = p,
+                local = ?local,
+                committed = ?committed,
+                "another processor owned this partition since this store last did, and the store is \
+                 ahead of the group: rebuilding it from the log"
+            );
+            drop(store);
+            let path = self.dir.state_dir(p);
+            std::fs::remove_dir_all(&path).map_err(|e| {
+                ClusterError::Refused(format!("removing {} to rebuild it: {e}", path.display()))
+            })?;
+            store = self.open_store(p)?;
+            local = (0, 0);
+        }
+        // Take ownership before answering anything: a new epoch, in the
+        // store and in the group, so that whoever owns the partition next
+        // knows this processor had it.
+        let epoch = format!(
+            "{}/{}/{}",
+            self.cfg.member,
+            crate::task::now_ms(),
+            self.shared.changes.load(Ordering::SeqCst)
+        );
+        store.commit(&Default::default(), |b| {
+            b.put(crate::state::Cf::Meta, meta::OWNER_EPOCH, epoch.as_bytes())
+        })?;
+        let mut tpl = TopicPartitionList::new();
+        add_position(&mut tpl, &self.shared.events_topic, p, committed.0, &epoch);
+        add_position(&mut tpl, &self.shared.effects_topic, p, committed.1, &epoch);
+        consumer
+            .commit(&tpl, CommitMode::Sync)
+            .map_err(|e| LogError::Kafka {
+                what: format!("taking ownership of partition {p} in the group"),
+                reason: e.to_string(),
+            })?;
         for (topic, at) in [(Topic::Events, local.0), (Topic::Effects, local.1)] {
             let start = self.log.start_offset(topic, p)?;
             if at < start {
@@ -485,6 +550,7 @@ impl Cluster {
             store.clone(),
             self.log.clone() as Arc<dyn Log>,
             Some(committed),
+            !intervened,
         )
         .map_err(|e| match e {
             TaskError::Store(s) => ClusterError::Store(s),
@@ -495,6 +561,7 @@ impl Cluster {
             partition = p,
             local = ?local,
             committed = ?committed,
+            intervened,
             "starting: replaying quietly up to the committed positions"
         );
         let stop = Arc::new(AtomicBool::new(false));
@@ -557,6 +624,7 @@ impl Cluster {
                 effects,
                 serving,
                 committed,
+                epoch,
             },
         );
         self.shared.changes.fetch_add(1, Ordering::SeqCst);
@@ -1073,9 +1141,12 @@ pub fn status(cfg: &KafkaConfig) -> Result<Status, LogError> {
             effects: position(&effects, p)?,
         });
     }
-    let idle = partitions
-        .iter()
-        .all(|p| p.events.lag == 0 && p.effects.lag == 0);
+    // Consumed to the end by an owner that has caught up: a new owner still
+    // replaying never commits below the group's positions, so the lag alone
+    // cannot tell.
+    let idle = partitions.iter().all(|p| {
+        p.events.lag == 0 && p.effects.lag == 0 && p.state == Some(PartitionState::Serving)
+    });
     Ok(Status {
         group: cfg.group.clone(),
         partitions,

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 mod bench;
 mod demo;
+mod kafka_cmd;
 
 #[derive(Parser)]
 #[command(
@@ -35,6 +36,8 @@ struct Cli {
         default_value = "feedlog-data"
     )]
     data: PathBuf,
+    #[command(flatten)]
+    kafka: kafka_cmd::KafkaArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -66,6 +69,17 @@ enum Command {
         listen: Option<String>,
         #[command(flatten)]
         api: ApiArgs,
+        #[command(flatten)]
+        kafka_run: kafka_cmd::KafkaRunArgs,
+    },
+    /// Kafka mode: the group's partitions, owners, committed positions and
+    /// lag of both topics, as JSON; `"idle": true` when everything is
+    /// consumed to its end.
+    Status,
+    /// Kafka mode: topics from `topics/`.
+    Topics {
+        #[command(subcommand)]
+        action: TopicsAction,
     },
     /// Serve the HTTP read API, read-only, beside a running processor.
     Serve {
@@ -149,6 +163,21 @@ enum Command {
 
 const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
+#[derive(Subcommand)]
+enum TopicsAction {
+    /// Creates every missing topic of `topics/` and checks the existing
+    /// ones (partitions, retention, cleanup policy, co-partitioning);
+    /// exits 1 when one differs (existing topics are never altered).
+    Apply {
+        /// Partitions of `events` and `effects` when created (default 8).
+        #[arg(long)]
+        partitions: Option<u32>,
+        /// Replication factor of created topics.
+        #[arg(long, default_value_t = 1)]
+        replication: i32,
+    },
+}
+
 /// Settings of the HTTP read API.
 #[derive(clap::Args, Clone)]
 struct ApiArgs {
@@ -206,20 +235,38 @@ fn main() {
 }
 
 fn run(cli: Cli) -> Result<i32> {
+    let settings = kafka_cmd::Settings::load(&cli.kafka)?;
     match cli.command {
-        Command::Produce { partitions, file } => produce(&cli.data, partitions, file),
+        Command::Produce { partitions, file } => {
+            kafka_cmd::embedded_only(&settings, "produce")?;
+            produce(&cli.data, partitions, file)
+        }
+        Command::Status => kafka_cmd::status(&settings),
+        Command::Topics {
+            action:
+                TopicsAction::Apply {
+                    partitions,
+                    replication,
+                },
+        } => kafka_cmd::topics_apply(&settings, partitions, replication),
         Command::Run {
             until_idle,
             inbox_cap,
             no_sync,
             listen,
             api,
+            kafka_run,
         } => {
             let cfg = ProcessorConfig {
                 inbox_cap,
                 sync: !no_sync,
                 ..ProcessorConfig::default()
             };
+            if settings.kafka.is_some() {
+                return kafka_cmd::run(
+                    &cli.data, &settings, &kafka_run, cfg, until_idle, listen, &api,
+                );
+            }
             let dir = DataDir::open(&cli.data)?;
             let processor = Processor::open(&dir, cfg)?;
             let server = match listen {
@@ -257,13 +304,19 @@ fn run(cli: Cli) -> Result<i32> {
             file,
             partitions,
             start_ms,
-        } => import(&cli.data, format, &file, partitions, start_ms),
+        } => {
+            kafka_cmd::embedded_only(&settings, "import")?;
+            import(&cli.data, format, &file, partitions, start_ms)
+        }
         Command::Demo {
             demo,
             listen,
             exit,
             api,
-        } => demo::run(&cli.data, &demo, &listen, exit, api.config()),
+        } => {
+            kafka_cmd::embedded_only(&settings, "demo")?;
+            demo::run(&cli.data, &demo, &listen, exit, api.config())
+        }
         Command::Query {
             view,
             user,
@@ -379,14 +432,15 @@ struct ApiServer {
     addr: std::net::SocketAddr,
 }
 
-impl ApiServer {
-    fn start(
-        addr: &str,
-        reader: Reader,
-        logs: Arc<dyn feedlog::log::Log>,
-        progress: Option<Arc<Progress>>,
-        cfg: ApiConfig,
-    ) -> Result<ApiServer> {
+/// A bound listener, not serving yet (its address is known).
+struct BoundApi {
+    rt: tokio::runtime::Runtime,
+    listener: tokio::net::TcpListener,
+    addr: std::net::SocketAddr,
+}
+
+impl BoundApi {
+    fn bind(addr: &str) -> Result<BoundApi> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("feedlog-http")
@@ -397,8 +451,12 @@ impl ApiServer {
             .with_context(|| {
                 format!("listening on {addr} (is another server using it? pick one with --listen)")
             })?;
-        let local = listener.local_addr()?;
-        let api = Api::new(reader, logs, progress, cfg);
+        let addr = listener.local_addr()?;
+        Ok(BoundApi { rt, listener, addr })
+    }
+
+    fn serve(self, api: Arc<Api>) -> Result<ApiServer> {
+        let BoundApi { rt, listener, addr } = self;
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("feedlog-http".into())
@@ -407,12 +465,24 @@ impl ApiServer {
                     let _ = rx.await;
                 }))
             })?;
-        eprintln!("serving the read API on http://{local} (see http://{local}/openapi.json)");
+        eprintln!("serving the read API on http://{addr} (see http://{addr}/openapi.json)");
         Ok(ApiServer {
             stop: Some(tx),
             thread: Some(thread),
-            addr: local,
+            addr,
         })
+    }
+}
+
+impl ApiServer {
+    fn start(
+        addr: &str,
+        reader: Reader,
+        logs: Arc<dyn feedlog::log::Log>,
+        progress: Option<Arc<Progress>>,
+        cfg: ApiConfig,
+    ) -> Result<ApiServer> {
+        BoundApi::bind(addr)?.serve(Api::new(reader, logs, progress, cfg))
     }
 
     fn stop(mut self) {
@@ -453,37 +523,27 @@ fn process(
     );
     let progress = processor.progress().clone();
     let start = Instant::now();
-    let done = AtomicBool::new(false);
-    let totals = std::thread::scope(|s| {
-        s.spawn(|| {
-            let mut last = Instant::now();
-            while !done.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(100));
-                if last.elapsed() >= Duration::from_secs(2) {
-                    last = Instant::now();
-                    let t = *progress.totals.lock().expect("poisoned");
-                    let read = t.events.iter().sum::<u64>() + t.dead_letters;
-                    let rate = per_sec(read, start);
-                    let eta = match backlog.saturating_sub(read) {
-                        0 => "input read; settling internal messages".to_string(),
-                        left if rate > 0.0 => format!("ETA {:.0}s", left as f64 / rate),
-                        _ => "ETA ?".to_string(),
-                    };
-                    let lag = lag_now().map_or("?".into(), |l| l.to_string());
-                    eprintln!(
-                        "{:>6.1}s  events {read}/{backlog} ({rate:.0}/s, {eta})  deliveries {} ({:.0}/s)  lag {lag}  dead letters {}",
-                        start.elapsed().as_secs_f64(),
-                        t.delivered,
-                        per_sec(t.delivered, start),
-                        t.dead_letters
-                    );
-                }
-            }
-        });
-        let r = processor.run(cancel, until_idle);
-        done.store(true, Ordering::SeqCst);
-        r
-    })?;
+    let totals = every_2s(
+        || {
+            let t = *progress.totals.lock().expect("poisoned");
+            let read = t.events.iter().sum::<u64>() + t.dead_letters;
+            let rate = per_sec(read, start);
+            let eta = match backlog.saturating_sub(read) {
+                0 => "input read; settling internal messages".to_string(),
+                left if rate > 0.0 => format!("ETA {:.0}s", left as f64 / rate),
+                _ => "ETA ?".to_string(),
+            };
+            let lag = lag_now().map_or("?".into(), |l| l.to_string());
+            eprintln!(
+            "{:>6.1}s  events {read}/{backlog} ({rate:.0}/s, {eta})  deliveries {} ({:.0}/s)  lag {lag}  dead letters {}",
+            start.elapsed().as_secs_f64(),
+            t.delivered,
+            per_sec(t.delivered, start),
+            t.dead_letters
+        );
+        },
+        || processor.run(cancel, until_idle),
+    )?;
     let secs = start.elapsed().as_secs_f64();
     let events: u64 = totals.events.iter().sum();
     println!(
@@ -493,6 +553,26 @@ fn process(
         events as f64 / secs.max(1e-9), totals.delivered, totals.delivered as f64 / secs.max(1e-9), totals.dead_letters
     );
     Ok(totals)
+}
+
+/// Runs `work`, calling `tick` every 2 s on another thread until it ends.
+pub(crate) fn every_2s<R: Send>(tick: impl Fn() + Sync, work: impl FnOnce() -> R) -> R {
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut last = Instant::now();
+            while !done.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(100));
+                if last.elapsed() >= Duration::from_secs(2) {
+                    last = Instant::now();
+                    tick();
+                }
+            }
+        });
+        let r = work();
+        done.store(true, Ordering::SeqCst);
+        r
+    })
 }
 
 fn import(

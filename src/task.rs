@@ -242,20 +242,19 @@ impl PartitionTask {
         store: Arc<Store>,
         log: Arc<dyn Log>,
     ) -> Result<PartitionTask, TaskError> {
-        PartitionTask::open_after(ctx, limits, sync_logs, store, log, None)
+        PartitionTask::open_after(ctx, limits, sync_logs, store, log, None, true)
     }
 
     /// Opens the task of a partition that other owners may have processed
     /// since this store last did. `emitted` is where every owner's outputs
     /// are known to be acknowledged (the consumer group's committed
-    /// positions for `events[p]` and `effects[p]`):
-    /// - the task reads from its own stored positions, and below `emitted`
-    ///   it applies records to its state but emits nothing — previous owners
-    ///   emitted all of that already (a rebuild that does not re-emit);
-    /// - when its stored positions are not past `emitted`, its unshipped
-    ///   outbox answered inputs that a later owner has answered since: it
-    ///   is dropped, not re-shipped (a stale re-ship could overtake newer
-    ///   messages); otherwise it is re-shipped.
+    /// positions for `events[p]` and `effects[p]`): the task reads from its
+    /// own stored positions, and below `emitted` it applies records to its
+    /// state but emits nothing — previous owners emitted all of that
+    /// already (a rebuild that does not re-emit). Its unshipped outbox is
+    /// re-shipped only with `reship`; when another owner has had the
+    /// partition since, those records answered inputs the other owner has
+    /// answered too, and a late re-ship could overtake its newer messages.
     pub fn open_after(
         ctx: Ctx,
         limits: BatchLimits,
@@ -263,6 +262,7 @@ impl PartitionTask {
         store: Arc<Store>,
         log: Arc<dyn Log>,
         emitted: Option<(u64, u64)>,
+        reship: bool,
     ) -> Result<PartitionTask, TaskError> {
         let p = ctx.partition;
         let events = log.source(Topic::Events, p, store.meta_u64(meta::POS_EVENTS)?)?;
@@ -285,9 +285,7 @@ impl PartitionTask {
             events_applied: 0,
         };
         task.events_applied = task.events.position();
-        let stored = task.positions();
-        let superseded = emitted.is_some_and(|(e, f)| stored.0 <= e && stored.1 <= f);
-        if superseded {
+        if !reship {
             task.shipped_below = Some(task.next_seq);
             task.forget_shipped()?;
         }

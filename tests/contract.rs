@@ -440,6 +440,7 @@ fn rebuild_applies_a_delivery_after_its_follow() {
                 processor.store(p).clone(),
                 logs.clone(),
                 Some(ends[p as usize]),
+                true,
             )
             .unwrap()
         })

@@ -254,6 +254,80 @@ fn create_topics(
     }
 }
 
+/// The broker a test runs against: librdkafka's in-process mock, or the
+/// real broker named by `FEEDLOG_TEST_KAFKA` (topics and group under a
+/// fresh prefix, created with `feedlog topics apply`).
+struct Broker {
+    brokers: String,
+    prefix: String,
+    _mock: Option<MockCluster<'static, rdkafka::producer::DefaultProducerContext>>,
+}
+
+impl Broker {
+    fn mock(partitions: i32) -> Broker {
+        let mock = MockCluster::new(1).unwrap();
+        create_topics(&mock, "", partitions);
+        Broker {
+            brokers: mock.bootstrap_servers(),
+            prefix: String::new(),
+            _mock: Some(mock),
+        }
+    }
+
+    /// The real broker, or None (with a message) when none is configured.
+    fn real(partitions: u32) -> Option<Broker> {
+        let Ok(brokers) = std::env::var("FEEDLOG_TEST_KAFKA") else {
+            eprintln!("skipped: set FEEDLOG_TEST_KAFKA=host:port to run this test against a real broker (.ci/run does when tansu is installed)");
+            return None;
+        };
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let b = Broker {
+            brokers,
+            prefix: format!("t{}-{nanos}-", std::process::id()),
+            _mock: None,
+        };
+        // `topics apply` creates every topic, then finds them as specified.
+        let apply = || {
+            feedlog_kafka(
+                &b,
+                "-",
+                None,
+                &["topics", "apply", "--partitions", &partitions.to_string()],
+            )
+            .output()
+            .unwrap()
+        };
+        let first = apply();
+        let out = String::from_utf8_lossy(&first.stdout);
+        assert!(
+            first.status.success(),
+            "{out}{}",
+            String::from_utf8_lossy(&first.stderr)
+        );
+        assert_eq!(out.matches(": created").count(), 4, "{out}");
+        let again = apply();
+        let out = String::from_utf8_lossy(&again.stdout);
+        assert!(again.status.success(), "{out}");
+        assert_eq!(out.matches(": ok").count(), 4, "{out}");
+        Some(b)
+    }
+
+    fn topic(&self, t: &str) -> String {
+        format!("{}{t}", self.prefix)
+    }
+
+    fn group(&self, g: &str) -> String {
+        format!("{}{g}", self.prefix)
+    }
+
+    fn config(&self, group: &str, member: &str) -> ClusterConfig {
+        config(&self.brokers, &self.group(group), &self.prefix, member)
+    }
+}
+
 fn max_user(log: &str) -> u64 {
     log.lines()
         .filter_map(|l| codec::decode_event(Format::Json.as_u8(), l.as_bytes()).ok())
@@ -270,38 +344,46 @@ fn max_user(log: &str) -> u64 {
         .unwrap_or(1)
 }
 
-// Proves two, then three processors in one group (one added and one removed mid-stream) end with every view equal to the oracle, misrouted events forwarded.
+// Proves two, then three processors in one group (one added and one removed while events stream in) end with every view equal to the oracle, misrouted events forwarded, a new member rebuilding what it got from the log.
 #[test]
 fn members_join_and_leave_mid_stream() {
-    let mock = MockCluster::new(1).unwrap();
-    let brokers = mock.bootstrap_servers();
-    let partitions = 4;
-    create_topics(&mock, "", partitions);
+    members_join_and_leave(&Broker::mock(4), 4);
+}
+
+// Proves the same as members_join_and_leave_mid_stream against a real Kafka-compatible broker (FEEDLOG_TEST_KAFKA), with topics made by `feedlog topics apply`.
+#[test]
+fn real_broker_members_join_and_leave_mid_stream() {
+    if let Some(b) = Broker::real(4) {
+        members_join_and_leave(&b, 4);
+    }
+}
+
+fn members_join_and_leave(b: &Broker, partitions: u32) {
+    let brokers = &b.brokers;
+    let events = b.topic("events");
     let tmp = tempfile::tempdir().unwrap();
     let dirs: Vec<PathBuf> = (0..3).map(|i| tmp.path().join(format!("m{i}"))).collect();
     let log = generated_log(60, 2400);
     let lines: Vec<&str> = log.lines().collect();
-    let (first, second) = lines.split_at(lines.len() / 2);
-    let cfg = |i: usize| config(&brokers, "g", "", &format!("m{i}"));
-
+    let thirds: Vec<String> = lines
+        .chunks(lines.len().div_ceil(3))
+        .map(|c| c.join("\n"))
+        .collect();
+    let cfg = |i: usize| b.config("g", &format!("m{i}"));
+    let kafka = cfg(9).kafka;
     let mut m0 = Member::start(dirs[0].clone(), cfg(0));
     let mut m1 = Member::start(dirs[1].clone(), cfg(1));
-    let mut oracle = produce(&brokers, "events", partitions as u32, &first.join("\n"));
-    std::thread::sleep(Duration::from_secs(4));
+    produce(brokers, &events, partitions, &thirds[0]);
+    wait_idle(&kafka, Duration::from_secs(120));
+    // A member with an empty directory joins while events stream in: what
+    // it is given, it rebuilds from the log (quietly below the group's
+    // positions) before answering anything.
     let mut m2 = Member::start(dirs[2].clone(), cfg(2));
-    let rest = produce(&brokers, "events", partitions as u32, &second.join("\n"));
-    for l in second {
-        if let Ok(e) = codec::decode_event(Format::Json.as_u8(), l.as_bytes()) {
-            oracle.apply(&e);
-        }
-    }
-    drop(rest);
-    std::thread::sleep(Duration::from_secs(3));
+    produce(brokers, &events, partitions, &thirds[1]);
+    std::thread::sleep(Duration::from_secs(4));
+    produce(brokers, &events, partitions, &thirds[2]);
     let s0 = m0.stop();
-    let s = wait_idle(
-        &config(&brokers, "g", "", "x").kafka,
-        Duration::from_secs(120),
-    );
+    let s = wait_idle(&kafka, Duration::from_secs(120));
     assert!(
         s.partitions
             .iter()
@@ -309,14 +391,15 @@ fn members_join_and_leave_mid_stream() {
         "a member that left owns nothing: {s:?}"
     );
     let (s1, s2) = (m1.stop(), m2.stop());
+    assert!(
+        s2.replayed > 0,
+        "the new member rebuilt from the log: {s2:?}"
+    );
     let t = sum(&[s0, s1, s2]);
     assert!(t.forwarded > 0, "misrouted events were forwarded: {t:?}");
-    assert!(
-        t.replayed > 0,
-        "a new owner replayed what others had done: {t:?}"
-    );
+    let (oracle, max_user) = common::oracle_of(&log);
     let reader = final_reader(&[&dirs[0], &dirs[1], &dirs[2]], &s);
-    check_all(&reader, &oracle, max_user(&log), 7).unwrap();
+    check_all(&reader, &oracle, max_user, 7).unwrap();
 }
 
 // Proves processing survives a broker outage and duplicate deliveries (cooperative rebalancing, static membership): at quiescence every view equals the oracle.
@@ -474,4 +557,180 @@ fn any_processor_answers_for_any_user() {
     m2.stop();
     m1.stop();
     m0.stop();
+}
+
+/// `feedlog --kafka BROKERS --group G --topic-prefix P ARGS`, with the data directory.
+fn feedlog_kafka(
+    b: &Broker,
+    group: &str,
+    data: Option<&Path>,
+    args: &[&str],
+) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_feedlog"));
+    if let Some(d) = data {
+        c.arg("--data").arg(d);
+    }
+    c.args([
+        "--kafka",
+        &b.brokers,
+        "--group",
+        &b.group(group),
+        "--topic-prefix",
+        &b.prefix,
+    ]);
+    c.args(args);
+    c
+}
+
+/// `feedlog status` through the binary, parsed.
+fn cli_status(b: &Broker, group: &str) -> serde_json::Value {
+    let out = feedlog_kafka(b, group, None, &["status"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+// Proves the binary in Kafka mode: two `feedlog run --kafka` processes, one killed with SIGKILL mid-stream and restarted on its data directory; `feedlog status` reports idle at the end and every view equals the oracle.
+#[test]
+fn sigkill_one_of_two_processes() {
+    sigkill_one_of_two(&Broker::mock(4), 4);
+}
+
+// Proves the same as sigkill_one_of_two_processes against a real Kafka-compatible broker (FEEDLOG_TEST_KAFKA).
+#[test]
+fn real_broker_sigkill_one_of_two_processes() {
+    if let Some(b) = Broker::real(4) {
+        sigkill_one_of_two(&b, 4);
+    }
+}
+
+fn sigkill_one_of_two(b: &Broker, partitions: u32) {
+    let brokers = &b.brokers;
+    let events = b.topic("events");
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("p{i}"))).collect();
+    let spawn = |i: usize| {
+        feedlog_kafka(
+            b,
+            "gk",
+            Some(&dirs[i]),
+            &[
+                "run",
+                "--no-sync",
+                "--session-timeout-ms",
+                "6000",
+                "--member",
+                &format!("p{i}"),
+            ],
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+    };
+    let mut p0 = spawn(0);
+    let mut p1 = spawn(1);
+    let log = generated_log(60, 4000);
+    let lines: Vec<&str> = log.lines().collect();
+    let (first, second) = lines.split_at(lines.len() / 2);
+    // Kill p0 once the group is processing (some positions committed).
+    let start = Instant::now();
+    while cli_status(b, "gk")["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["owner"].is_null())
+    {
+        assert!(start.elapsed() < Duration::from_secs(60), "no assignment");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut oracle = produce(brokers, &events, partitions, &first.join("\n"));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        cli_status(b, "gk")["idle"],
+        false,
+        "the kill must come mid-stream"
+    );
+    p0.kill().unwrap(); // SIGKILL
+    p0.wait().unwrap();
+    let mut p0 = spawn(0);
+    produce(brokers, &events, partitions, &second.join("\n"));
+    for l in second {
+        if let Ok(e) = codec::decode_event(Format::Json.as_u8(), l.as_bytes()) {
+            oracle.apply(&e);
+        }
+    }
+    let s = wait_idle(&b.config("gk", "x").kafka, Duration::from_secs(180));
+    assert_eq!(cli_status(b, "gk")["idle"], true);
+    for p in [&mut p0, &mut p1] {
+        std::process::Command::new("kill")
+            .args(["-TERM", &p.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(
+            p.wait().unwrap().success(),
+            "a processor stops cleanly on SIGTERM"
+        );
+    }
+    let reader = final_reader(&[&dirs[0], &dirs[1]], &s);
+    check_all(&reader, &oracle, max_user(&log), 7).unwrap();
+}
+
+/// Writes `lines` to `events` with kcat, each keyed by its actor; with
+/// `partitioner` None, kcat's own default (CRC32 of the key, not the Java
+/// client's murmur2), so most events land in a partition that does not own
+/// their actor.
+fn kcat_produce(b: &Broker, lines: &[&str], partitioner: Option<&str>) {
+    use std::io::Write;
+    let mut c = std::process::Command::new("kcat");
+    c.args(["-P", "-b", &b.brokers, "-t", &b.topic("events"), "-K", "|"]);
+    if let Some(p) = partitioner {
+        c.args(["-X", &format!("partitioner={p}")]);
+    }
+    let mut child = c.stdin(std::process::Stdio::piped()).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in lines {
+        let actor =
+            codec::decode_event(Format::Json.as_u8(), line.as_bytes()).map_or(1, |e| e.actor().0);
+        writeln!(stdin, "{actor}|{line}").unwrap();
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success(), "kcat failed");
+}
+
+// Proves JSON events written by an independent client (kcat: no format header; half with the Java partitioner, half with kcat's CRC32 one, so misrouted) are processed like feedlog's own: every view equals the oracle.
+#[test]
+fn kcat_json_events_are_processed_like_feedlogs_own() {
+    if std::process::Command::new("kcat")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: kcat is not installed (`./scripts/setup.sh --tests` installs it with apt-get)");
+        return;
+    }
+    let b = Broker::mock(4);
+    let tmp = tempfile::tempdir().unwrap();
+    let log = generated_log(40, 1500);
+    let lines: Vec<&str> = log.lines().collect();
+    let (first, second) = lines.split_at(lines.len() / 2);
+    let mut m = Member::start(tmp.path().to_path_buf(), b.config("gc", "c0"));
+    kcat_produce(&b, first, Some("murmur2_random"));
+    kcat_produce(&b, second, None);
+    let s = wait_idle(&b.config("gc", "x").kafka, Duration::from_secs(120));
+    let stats = m.stop();
+    assert!(
+        stats.forwarded > 0,
+        "kcat's partitioner misrouted some events: {stats:?}"
+    );
+    assert_eq!(
+        stats.dead_letters, 0,
+        "every line was a valid event: {stats:?}"
+    );
+    let (oracle, max_user) = common::oracle_of(&log);
+    let reader = final_reader(&[tmp.path()], &s);
+    check_all(&reader, &oracle, max_user, 7).unwrap();
 }

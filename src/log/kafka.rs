@@ -473,3 +473,242 @@ impl Drop for KafkaLog {
         let _ = self.producer.flush(Duration::from_secs(1));
     }
 }
+
+/// A topic as `topics/` wants it on Kafka.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WantedTopic {
+    /// Kafka name (with the prefix).
+    pub name: String,
+    /// Partition count.
+    pub partitions: u32,
+    /// `retention.ms` (`-1`: forever).
+    pub retention_ms: String,
+    /// `cleanup.policy`.
+    pub cleanup_policy: String,
+}
+
+/// `forever` → `-1`; `90s`, `15m`, `12h`, `7d` → milliseconds.
+pub fn retention_ms(retention: &str) -> Result<String, String> {
+    if retention == "forever" {
+        return Ok("-1".into());
+    }
+    let split = retention
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("retention {retention:?} has no unit (s, m, h or d)"))?;
+    let (n, unit) = retention.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("retention {retention:?} does not start with a number"))?;
+    let ms = match unit {
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => {
+            return Err(format!(
+                "retention {retention:?}: unit must be s, m, h or d"
+            ))
+        }
+    };
+    Ok((n * ms).to_string())
+}
+
+/// Every topic of `topics/` with the settings it must have, `events` and
+/// `effects` with `partitions` partitions.
+pub fn wanted_topics(cfg: &KafkaConfig, partitions: u32) -> Result<Vec<WantedTopic>, String> {
+    let t = &cfg.topics;
+    [&t.events, &t.effects, &t.dead_letter, &t.members]
+        .into_iter()
+        .map(|spec| {
+            Ok(WantedTopic {
+                name: format!("{}{}", cfg.topic_prefix, spec.name),
+                partitions: spec.partitions_in(partitions),
+                retention_ms: retention_ms(&spec.retention)
+                    .map_err(|e| format!("topics/{}.toml: {e}", spec.name))?,
+                cleanup_policy: spec.cleanup_policy.clone(),
+            })
+        })
+        .collect()
+}
+
+/// What `topics apply` did or found for one topic.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TopicOutcome {
+    /// The topic.
+    pub topic: String,
+    /// `created`, `ok`, or `differs`.
+    pub outcome: String,
+    /// What differs from the spec, if anything.
+    pub problems: Vec<String>,
+}
+
+/// Creates every topic of `topics/` that is missing and checks the ones
+/// that exist (partitions, `retention.ms`, `cleanup.policy`); existing
+/// topics are never altered. `partitions` is the count for `events` (and
+/// `effects`) when they are created; when `events` exists, its count is
+/// used. Fails when `events` and `effects` are not co-partitioned.
+pub fn apply_topics(
+    cfg: &KafkaConfig,
+    partitions: u32,
+    replication: i32,
+) -> Result<Vec<TopicOutcome>, LogError> {
+    use rdkafka::admin::{
+        AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication,
+    };
+    let meta: BaseConsumer = cfg
+        .client_config()
+        .create()
+        .map_err(kafka_err("creating a metadata client"))?;
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> = cfg
+        .client_config()
+        .create()
+        .map_err(kafka_err("creating an admin client"))?;
+    let existing = |name: &str| -> Result<Option<u32>, LogError> {
+        match topic_partitions(&meta, name) {
+            Ok(n) => Ok(Some(n)),
+            Err(LogError::Kafka { reason, .. }) if reason.contains("does not exist") => Ok(None),
+            Err(e) => Err(e),
+        }
+    };
+    let events_now = existing(&cfg.name(Topic::Events))?;
+    let effects_now = existing(&cfg.name(Topic::Effects))?;
+    if let (Some(e), Some(f)) = (events_now, effects_now) {
+        if e != f {
+            return Err(LogError::Kafka {
+                what: format!(
+                    "topics {} and {}",
+                    cfg.name(Topic::Events),
+                    cfg.name(Topic::Effects)
+                ),
+                reason: format!(
+                    "not co-partitioned ({e} and {f} partitions): feedlog refuses to run on them"
+                ),
+            });
+        }
+    }
+    let partitions = events_now.or(effects_now).unwrap_or(partitions);
+    let wanted = wanted_topics(cfg, partitions).map_err(|reason| LogError::Kafka {
+        what: "reading topics/".into(),
+        reason,
+    })?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| LogError::Kafka {
+            what: "starting a runtime for the admin client".into(),
+            reason: e.to_string(),
+        })?;
+    let opts = AdminOptions::new().operation_timeout(Some(REQUEST_TIMEOUT));
+    let mut out = Vec::new();
+    for w in &wanted {
+        match existing(&w.name)? {
+            None => {
+                let topic = NewTopic::new(
+                    &w.name,
+                    w.partitions as i32,
+                    TopicReplication::Fixed(replication),
+                )
+                .set("retention.ms", &w.retention_ms)
+                .set("cleanup.policy", &w.cleanup_policy);
+                let results = rt
+                    .block_on(admin.create_topics([&topic], &opts))
+                    .map_err(kafka_err(format!("creating {}", w.name)))?;
+                for r in results {
+                    if let Err((name, code)) = r {
+                        if code != RDKafkaErrorCode::TopicAlreadyExists {
+                            return Err(LogError::Kafka {
+                                what: format!("creating {name}"),
+                                reason: code.to_string(),
+                            });
+                        }
+                    }
+                }
+                out.push(TopicOutcome {
+                    topic: w.name.clone(),
+                    outcome: "created".into(),
+                    problems: Vec::new(),
+                });
+            }
+            Some(n) => {
+                let mut problems = Vec::new();
+                if n != w.partitions {
+                    problems.push(format!("{n} partitions, the spec says {}", w.partitions));
+                }
+                let described = rt
+                    .block_on(admin.describe_configs([&ResourceSpecifier::Topic(&w.name)], &opts))
+                    .map_err(kafka_err(format!("describing {}", w.name)))?;
+                match described.into_iter().next() {
+                    Some(Ok(res)) => {
+                        for (key, want) in [
+                            ("retention.ms", &w.retention_ms),
+                            ("cleanup.policy", &w.cleanup_policy),
+                        ] {
+                            let have = res.get(key).and_then(|e| e.value.clone());
+                            if have.as_deref() != Some(want.as_str()) {
+                                problems.push(format!(
+                                    "{key} is {}, the spec says {want}",
+                                    have.as_deref().unwrap_or("unset")
+                                ));
+                            }
+                        }
+                    }
+                    Some(Err(code)) => {
+                        problems.push(format!("its configuration could not be read: {code}"))
+                    }
+                    None => problems.push("its configuration could not be read".into()),
+                }
+                out.push(TopicOutcome {
+                    topic: w.name.clone(),
+                    outcome: if problems.is_empty() { "ok" } else { "differs" }.into(),
+                    problems,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves retention specs map to retention.ms and bad ones are refused.
+    #[test]
+    fn retention_maps_to_ms() {
+        assert_eq!(retention_ms("forever").unwrap(), "-1");
+        assert_eq!(retention_ms("7d").unwrap(), "604800000");
+        assert_eq!(retention_ms("90s").unwrap(), "90000");
+        assert!(retention_ms("7").is_err());
+        assert!(retention_ms("7w").is_err());
+        assert!(retention_ms("d").is_err());
+    }
+
+    // Proves every spec becomes a topic: events and effects co-partitioned,
+    // the rest at their own counts, the prefix applied.
+    #[test]
+    fn wanted_topics_follow_the_specs() {
+        let mut cfg = KafkaConfig::new("x:1", "g");
+        cfg.topic_prefix = "t1.".into();
+        let w = wanted_topics(&cfg, 12).unwrap();
+        let got: Vec<(&str, u32, &str, &str)> = w
+            .iter()
+            .map(|t| {
+                (
+                    t.name.as_str(),
+                    t.partitions,
+                    t.retention_ms.as_str(),
+                    t.cleanup_policy.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("t1.events", 12, "-1", "delete"),
+                ("t1.effects", 12, "-1", "delete"),
+                ("t1.dead-letter", 1, "-1", "delete"),
+                ("t1.members", 1, "-1", "compact"),
+            ]
+        );
+    }
+}

@@ -95,6 +95,11 @@ pub mod meta {
     pub const POS_EFFECTS: &[u8] = b"pos/effects";
     /// `u64` next sequence number in the `pending` column family.
     pub const NEXT_SEQ: &[u8] = b"pending/next";
+    /// Kafka mode: the ownership epoch under which this store last
+    /// processed (UTF-8); the group's committed positions carry the epoch
+    /// of the latest owner, so a store can tell whether another processor
+    /// owned its partition since.
+    pub const OWNER_EPOCH: &[u8] = b"owner/epoch";
 
     /// `fwd/` + source partition `u32`: `u64`, one past the highest source
     /// offset of an event forwarded from that partition and applied here.

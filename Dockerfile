@@ -1,0 +1,31 @@
+# feedlog's image: `docker build -t feedlog .`, or `docker compose build`.
+#
+# Build stage: RocksDB and librdkafka are compiled from their bundled
+# sources (bindgen needs libclang; librdkafka needs make and zlib).
+FROM rust:1.95-bookworm AS build
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libclang-dev \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+COPY topics ./topics
+RUN cargo build --release --locked --bin feedlog \
+ && cp target/release/feedlog /usr/local/bin/feedlog
+
+# Runtime stage: the binary (RocksDB and librdkafka are linked in) and curl
+# for health checks.
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates curl \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --home-dir /data feedlog \
+ && mkdir /data && chown feedlog /data
+COPY --from=build /usr/local/bin/feedlog /usr/local/bin/feedlog
+USER feedlog
+# Logs and state live here; a named volume keeps them across restarts.
+VOLUME /data
+ENV FEEDLOG_DATA=/data
+EXPOSE 8080
+ENTRYPOINT ["feedlog"]
+CMD ["--help"]
