@@ -19,6 +19,38 @@ fn run_until_idle(p: &Processor) -> Result<(u64, f64)> {
     Ok((totals.delivered, start.elapsed().as_secs_f64()))
 }
 
+/// The generated workload: every user follows `follows` power-law-chosen
+/// users (user 1 by nearly everyone), then `posts` posts by power-law-chosen
+/// authors.
+fn workload(users: u64, follows: u64, posts: u64, rng: &mut Rng) -> (Vec<Event>, Vec<Event>) {
+    let mut ts = 1_700_000_000_000u64;
+    let mut setup = Vec::new();
+    for follower in 1..=users {
+        for _ in 0..follows {
+            let followee = rng.zipf(users);
+            if followee != follower {
+                ts += 1;
+                setup.push(Event::Follow {
+                    follower: UserId(follower),
+                    followee: UserId(followee),
+                    ts: Ts(ts),
+                });
+            }
+        }
+    }
+    let posts = (1..=posts)
+        .map(|post| {
+            ts += 1;
+            Event::Post {
+                author: UserId(rng.zipf(users)),
+                post_id: PostId(post),
+                ts: Ts(ts),
+            }
+        })
+        .collect();
+    (setup, posts)
+}
+
 /// Fan-out inbox writes/s through the real processor vs raw RocksDB
 /// `WriteBatch` puts of the same inbox keys.
 pub fn fanout(users: u64, follows: u64, posts: u64, partitions: u32) -> Result<()> {
@@ -27,34 +59,17 @@ pub fn fanout(users: u64, follows: u64, posts: u64, partitions: u32) -> Result<(
     let dir = DataDir::create_or_open(&tmp.join("data"), Some(partitions))?;
     let mut rng = Rng(42);
     eprintln!("setup: {users} users, {follows} follows each (power-law), {partitions} partitions");
+    let (follow_events, post_events) = workload(users, follows, posts, &mut rng);
     let mut producer = Producer::new(&dir);
-    let mut ts = 1_700_000_000_000u64;
-    for follower in 1..=users {
-        for _ in 0..follows {
-            let followee = rng.zipf(users);
-            if followee != follower {
-                ts += 1;
-                let e = Event::Follow {
-                    follower: UserId(follower),
-                    followee: UserId(followee),
-                    ts: Ts(ts),
-                };
-                producer.event(&e, Format::Bincode)?;
-            }
-        }
+    for e in &follow_events {
+        producer.event(e, Format::Bincode)?;
     }
     producer.finish()?;
     let cfg = ProcessorConfig::default();
     let processor = Processor::open(&dir, cfg.clone())?;
     run_until_idle(&processor)?;
-    for post in 1..=posts {
-        ts += 1;
-        let e = Event::Post {
-            author: UserId(rng.zipf(users)),
-            post_id: PostId(post),
-            ts: Ts(ts),
-        };
-        producer.event(&e, Format::Bincode)?;
+    for e in &post_events {
+        producer.event(e, Format::Bincode)?;
     }
     producer.finish()?;
     eprintln!("measuring: {posts} posts fanned out through the processor");
@@ -358,4 +373,229 @@ fn raw_seeks(dir: &DataDir, users: &[u64], threads: usize, secs: u64) -> Result<
         p99_ms: pct(0.99),
         per_sec: lat.len() as f64 / secs as f64,
     })
+}
+
+/// One run's figures: input events and inbox deliveries per second.
+struct Throughput {
+    events: u64,
+    delivered: u64,
+    secs: f64,
+}
+
+impl Throughput {
+    fn line(&self, what: &str) -> String {
+        format!(
+            "{what}: {} events, {} deliveries in {:.2}s = {:.0} events/s, {:.0} deliveries/s",
+            self.events,
+            self.delivered,
+            self.secs,
+            self.events as f64 / self.secs,
+            self.delivered as f64 / self.secs
+        )
+    }
+}
+
+/// Events/s and deliveries/s through Kafka with one and with two processors
+/// (one consumer group, each processor with its own state), beside the
+/// embedded log's figures for the same workload in the same run. `base`
+/// None: librdkafka's in-process mock broker; else its brokers and client
+/// settings (topics and group get a fresh `bench-` prefix).
+pub fn kafka(
+    base: Option<feedlog::log::kafka::KafkaConfig>,
+    users: u64,
+    follows: u64,
+    posts: u64,
+    partitions: u32,
+) -> Result<()> {
+    use feedlog::cluster::{self, Cluster, ClusterConfig};
+    use feedlog::log::kafka::{apply_topics, KafkaConfig, FORMAT_HEADER};
+    use rdkafka::message::{Header, OwnedHeaders};
+    use rdkafka::mocking::MockCluster;
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
+    use std::time::Duration;
+
+    let tmp = std::env::temp_dir().join(format!("feedlog-bench-{}", std::process::id()));
+    let _cleanup = Cleanup(tmp.clone());
+    let mut rng = Rng(42);
+    let (setup, post_events) = workload(users, follows, posts, &mut rng);
+    let events: Vec<Event> = setup.into_iter().chain(post_events).collect();
+    eprintln!(
+        "workload: {} events ({users} users, {follows} follows each, {posts} posts), {partitions} partitions",
+        events.len()
+    );
+
+    // The embedded log, same events, same processor settings.
+    let dir = DataDir::create_or_open(&tmp.join("embedded"), Some(partitions))?;
+    let mut producer = Producer::new(&dir);
+    for e in &events {
+        producer.event(e, Format::Bincode)?;
+    }
+    producer.finish()?;
+    let processor = Processor::open(&dir, ProcessorConfig::default())?;
+    let start = Instant::now();
+    let t = processor.run(&AtomicBool::new(false), true)?;
+    let embedded = Throughput {
+        events: t.events.iter().sum(),
+        delivered: t.delivered,
+        secs: start.elapsed().as_secs_f64(),
+    };
+    drop(processor);
+    println!("{}", embedded.line("embedded log, 1 process"));
+
+    let mock = match &base {
+        Some(_) => None,
+        None => Some(MockCluster::new(1).context("starting the mock broker")?),
+    };
+    let base = base
+        .unwrap_or_else(|| KafkaConfig::new(&mock.as_ref().expect("mock").bootstrap_servers(), ""));
+    for members in [1usize, 2] {
+        let mut kafka = base.clone();
+        kafka.group = format!("bench-{}-{members}", std::process::id());
+        kafka.topic_prefix = format!("bench-{}-{members}-", std::process::id());
+        match &mock {
+            Some(m) => {
+                for (t, n) in [
+                    ("events", partitions),
+                    ("effects", partitions),
+                    ("dead-letter", 1),
+                    ("members", 1),
+                ] {
+                    m.create_topic(&format!("{}{t}", kafka.topic_prefix), n as i32, 1)
+                        .with_context(|| format!("creating {t}"))?;
+                }
+            }
+            None => {
+                apply_topics(&kafka, partitions, 1)?;
+            }
+        }
+        let cancel = AtomicBool::new(false);
+        let (produced_in, idle_in, totals) = std::thread::scope(|s| -> Result<_> {
+            let handles: Vec<_> = (0..members)
+                .map(|i| {
+                    let mut cfg = ClusterConfig::new(kafka.clone());
+                    cfg.member = format!("bench-{i}");
+                    cfg.session_timeout = Duration::from_secs(6);
+                    let data = tmp.join(format!("kafka-{members}-{i}"));
+                    let cancel = &cancel;
+                    s.spawn(move || -> Result<feedlog::task::StepStats> {
+                        Ok(Cluster::open(&data, cfg)?.run(cancel, false)?)
+                    })
+                })
+                .collect();
+            let measured = (|| -> Result<(f64, f64)> {
+                // Not timed: the group forms and settles (every processor
+                // owns partitions, all serving, nothing to do).
+                let settle = Instant::now();
+                loop {
+                    std::thread::sleep(Duration::from_millis(250));
+                    anyhow::ensure!(
+                        !handles.iter().any(|h| h.is_finished()),
+                        "a processor stopped"
+                    );
+                    anyhow::ensure!(
+                        settle.elapsed() < Duration::from_secs(120),
+                        "the group did not settle in 120 s"
+                    );
+                    let Ok(st) = cluster::status(&kafka) else {
+                        continue;
+                    };
+                    let owners: std::collections::BTreeSet<_> = st
+                        .partitions
+                        .iter()
+                        .filter_map(|p| p.owner.clone())
+                        .collect();
+                    if st.idle && owners.len() == members {
+                        break;
+                    }
+                }
+                // Timed: produce the workload (keyed by the actor, in the
+                // partition that owns it, bincode with its header) while
+                // the processors run, until the group is idle.
+                let start = Instant::now();
+                let producer: BaseProducer = kafka
+                    .client_config()
+                    .set("enable.idempotence", "true")
+                    .set("linger.ms", "20")
+                    .create()
+                    .context("creating a producer")?;
+                let topic = format!("{}events", kafka.topic_prefix);
+                for e in &events {
+                    let key = e.actor().to_string();
+                    let payload = feedlog::codec::event_to_bincode(e);
+                    let mut rec = BaseRecord::to(&topic)
+                        .key(&key)
+                        .payload(&payload)
+                        .partition(feedlog::partition::partition_for(e.actor(), partitions) as i32)
+                        .headers(OwnedHeaders::new().insert(Header {
+                            key: FORMAT_HEADER,
+                            value: Some("bincode"),
+                        }));
+                    loop {
+                        match producer.send(rec) {
+                            Ok(()) => break,
+                            Err((_, back)) => {
+                                producer.poll(Duration::from_millis(10));
+                                rec = back;
+                            }
+                        }
+                    }
+                    producer.poll(Duration::ZERO);
+                }
+                producer
+                    .flush(Duration::from_secs(120))
+                    .context("producing the workload")?;
+                let produced = start.elapsed().as_secs_f64();
+                loop {
+                    std::thread::sleep(Duration::from_millis(100));
+                    anyhow::ensure!(
+                        !handles.iter().any(|h| h.is_finished()),
+                        "a processor stopped"
+                    );
+                    anyhow::ensure!(
+                        start.elapsed() < Duration::from_secs(3600),
+                        "not idle after an hour"
+                    );
+                    // Idle twice in a row: an outbox between its commit
+                    // and its append is not mistaken for the end.
+                    if cluster::status(&kafka).is_ok_and(|st| st.idle) {
+                        let at = start.elapsed().as_secs_f64();
+                        std::thread::sleep(Duration::from_millis(300));
+                        if cluster::status(&kafka).is_ok_and(|st| st.idle) {
+                            return Ok((produced, at));
+                        }
+                    }
+                }
+            })();
+            cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+            let mut totals = feedlog::task::StepStats::default();
+            for h in handles {
+                totals.add(&h.join().expect("processor thread")?);
+            }
+            let (produced, idle) = measured?;
+            Ok((produced, idle, totals))
+        })?;
+        anyhow::ensure!(
+            totals.events.iter().sum::<u64>() == embedded.events && totals.delivered == embedded.delivered,
+            "the {members}-processor group applied {} events and {} deliveries, the embedded run {} and {}: not comparable",
+            totals.events.iter().sum::<u64>(),
+            totals.delivered,
+            embedded.events,
+            embedded.delivered
+        );
+        let k = Throughput {
+            events: totals.events.iter().sum(),
+            delivered: totals.delivered,
+            secs: idle_in,
+        };
+        println!(
+            "{} (timed from the first produce to idle; producing took {produced_in:.2}s)",
+            k.line(&format!("kafka, {members} processor(s)"))
+        );
+        println!(
+            "ratio kafka/embedded, {members} processor(s): events/s {:.2}, deliveries/s {:.2}",
+            (k.events as f64 / k.secs) / (embedded.events as f64 / embedded.secs),
+            (k.delivered as f64 / k.secs) / (embedded.delivered as f64 / embedded.secs)
+        );
+    }
+    Ok(())
 }

@@ -506,7 +506,7 @@ impl Cluster {
             local = (0, 0);
         }
         // Take ownership before answering anything: a new epoch, in the
-        // store and in the group, so that whoever owns the partition next
+        // group and in the store, so that whoever owns the partition next
         // knows this processor had it.
         let epoch = format!(
             "{}/{}/{}",
@@ -514,9 +514,6 @@ impl Cluster {
             crate::task::now_ms(),
             self.shared.changes.load(Ordering::SeqCst)
         );
-        store.commit(&Default::default(), |b| {
-            b.put(crate::state::Cf::Meta, meta::OWNER_EPOCH, epoch.as_bytes())
-        })?;
         let mut tpl = TopicPartitionList::new();
         add_position(&mut tpl, &self.shared.events_topic, p, committed.0, &epoch);
         add_position(&mut tpl, &self.shared.effects_topic, p, committed.1, &epoch);
@@ -526,6 +523,12 @@ impl Cluster {
                 what: format!("taking ownership of partition {p} in the group"),
                 reason: e.to_string(),
             })?;
+        // Then in the store (only once the group has it: a commit refused
+        // during a rebalance leaves both as they were, and the retry finds
+        // the store still current).
+        store.commit(&Default::default(), |b| {
+            b.put(crate::state::Cf::Meta, meta::OWNER_EPOCH, epoch.as_bytes())
+        })?;
         for (topic, at) in [(Topic::Events, local.0), (Topic::Effects, local.1)] {
             let start = self.log.start_offset(topic, p)?;
             if at < start {
@@ -666,8 +669,14 @@ impl Cluster {
             for p in due {
                 self.shared.to_start.lock().expect("poisoned").remove(&p);
                 if let Err(e) = self.start(&consumer, p) {
-                    tracing::error!(partition = p, error = %e, "could not start; retrying in 5 s");
-                    retry_at.insert(p, Instant::now() + Duration::from_secs(5));
+                    // A refusal needs an operator; anything else (a commit
+                    // refused during a rebalance, a broker hiccup) passes.
+                    let wait = match e {
+                        ClusterError::Refused(_) => Duration::from_secs(5),
+                        _ => Duration::from_secs(1),
+                    };
+                    tracing::error!(partition = p, error = %e, "could not start; retrying in {wait:?}");
+                    retry_at.insert(p, Instant::now() + wait);
                     self.shared.to_start.lock().expect("poisoned").insert(p);
                 } else {
                     retry_at.remove(&p);

@@ -11,14 +11,20 @@
 //! - [`codec`]: JSON and bincode, told apart by an explicit format marker.
 //! - [`partition`]: which partition owns a user (Kafka-compatible murmur2).
 //! - [`topics`]: the topic specs compiled in from `topics/`.
-//! - [`log`]: the embedded, segmented, checksummed partition log.
+//! - [`log`]: the `Log` abstraction (`Source`, `Sink`) and its engines: the
+//!   embedded, segmented, checksummed partition log, and Kafka (`log::kafka`).
 //! - [`state`]: one RocksDB per partition; key layout in `state/README.md`.
 //! - [`core`]: **pure** — given state and one message, what changes and what
 //!   is sent. Property tests live here and in `tests/`.
 //! - [`task`]: one partition's owner: read → decode → core → commit → ship.
-//! - [`processor`]: runs every partition on its own thread.
+//! - [`processor`]: runs every partition on its own thread (embedded log).
+//! - [`cluster`]: Kafka mode — one processor of a consumer group: handover
+//!   on rebalance (ownership epochs, quiet replay), `members`, `status`.
 //! - [`query`]: the read side, from RocksDB snapshots.
 //! - [`datadir`]: a data directory's identity, logs and stores.
+//! - [`http`]: the read API (axum), in one process or across a cluster.
+//! - [`import`], [`generate`], [`produce`]: data into the embedded log.
+//! - [`metrics`]: Prometheus text.
 //!
 //! # Guarantees
 //!

@@ -214,6 +214,10 @@ enum BenchKind {
     /// Timeline pages/s and latency through the HTTP API (wrk) vs raw
     /// RocksDB seek + 20 reads, on the state in --data.
     Http,
+    /// Events/s and deliveries/s through Kafka with one and two processors
+    /// vs the embedded log, same workload (--kafka BROKERS, else an
+    /// in-process mock broker).
+    Kafka,
 }
 
 fn main() {
@@ -353,6 +357,9 @@ fn run(cli: Cli) -> Result<i32> {
             match kind {
                 BenchKind::Fanout => bench::fanout(users, follows, posts, partitions)?,
                 BenchKind::Http => bench::http(&cli.data, threads, connections, seconds)?,
+                BenchKind::Kafka => {
+                    bench::kafka(settings.kafka.clone(), users, follows, posts, partitions)?
+                }
             }
             Ok(0)
         }
