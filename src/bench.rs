@@ -408,7 +408,7 @@ pub fn kafka(
     partitions: u32,
 ) -> Result<()> {
     use feedlog::cluster::{self, Cluster, ClusterConfig};
-    use feedlog::log::kafka::{apply_topics, KafkaConfig, FORMAT_HEADER};
+    use feedlog::log::kafka::{apply_topics, send_when_room, KafkaConfig, FORMAT_HEADER};
     use rdkafka::message::{Header, OwnedHeaders};
     use rdkafka::mocking::MockCluster;
     use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
@@ -522,7 +522,7 @@ pub fn kafka(
                 for e in &events {
                     let key = e.actor().to_string();
                     let payload = feedlog::codec::event_to_bincode(e);
-                    let mut rec = BaseRecord::to(&topic)
+                    let rec = BaseRecord::to(&topic)
                         .key(&key)
                         .payload(&payload)
                         .partition(feedlog::partition::partition_for(e.actor(), partitions) as i32)
@@ -530,16 +530,7 @@ pub fn kafka(
                             key: FORMAT_HEADER,
                             value: Some("bincode"),
                         }));
-                    loop {
-                        match producer.send(rec) {
-                            Ok(()) => break,
-                            Err((_, back)) => {
-                                producer.poll(Duration::from_millis(10));
-                                rec = back;
-                            }
-                        }
-                    }
-                    producer.poll(Duration::ZERO);
+                    send_when_room(&producer, rec).context("producing the workload")?;
                 }
                 producer
                     .flush(Duration::from_secs(120))

@@ -966,12 +966,13 @@ pub fn read_owners(cfg: &KafkaConfig) -> Result<Owners, LogError> {
             what: format!("creating a reader of {topic}"),
             reason: e.to_string(),
         })?;
-    let (lo, hi) = meta
+    let (lo, _) = meta
         .fetch_watermarks(&topic, 0, REQUEST_TIMEOUT)
         .map_err(|e| LogError::Kafka {
-            what: format!("reading the end of {topic}"),
+            what: format!("reading the start of {topic}"),
             reason: e.to_string(),
         })?;
+    let hi = crate::log::kafka::high_watermarks(cfg, &topic, &[0])?[0] as i64;
     let mut b = OwnersBuilder::default();
     if hi > lo {
         let consumer = members_consumer(cfg, &topic, lo)?;
@@ -1120,14 +1121,16 @@ pub fn status(cfg: &KafkaConfig) -> Result<Status, LogError> {
             reason: e.to_string(),
         })?;
     let owners = read_owners(cfg)?;
+    // The ends, read after the committed positions (never ahead of them
+    // in time, so `idle` is never claimed early).
+    let all: Vec<u32> = (0..n).collect();
+    let mut ends: BTreeMap<(String, u32), u64> = BTreeMap::new();
+    for topic in [&events, &effects] {
+        let found = crate::log::kafka::high_watermarks(cfg, topic, &all)?;
+        ends.extend(all.iter().map(|p| (topic.clone(), *p)).zip(found));
+    }
     let position = |topic: &str, p: u32| -> Result<TopicPosition, LogError> {
-        let (_, end) = consumer
-            .fetch_watermarks(topic, p as i32, REQUEST_TIMEOUT)
-            .map_err(|e| LogError::Kafka {
-                what: format!("reading the end of {topic}[{p}]"),
-                reason: e.to_string(),
-            })?;
-        let end = end.max(0) as u64;
+        let end = ends[&(topic.to_string(), p)];
         let committed = committed
             .find_partition(topic, p as i32)
             .and_then(|e| e.offset().to_raw())

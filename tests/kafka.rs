@@ -12,7 +12,7 @@ use common::{check_all, generated_log};
 use feedlog::cluster::{status, Cluster, ClusterConfig, Status};
 use feedlog::codec::{self, Format};
 use feedlog::http::ApiConfig;
-use feedlog::log::kafka::{KafkaConfig, FORMAT_HEADER};
+use feedlog::log::kafka::{send_when_room, KafkaConfig, FORMAT_HEADER};
 use feedlog::partition::partition_for;
 use feedlog::processor::ProcessorConfig;
 use feedlog::query::Reader;
@@ -171,16 +171,7 @@ fn produce(brokers: &str, topic: &str, partitions: u32, lines: &str) -> Oracle {
         if actor.0 % 7 == 5 && partitions > 1 {
             rec = rec.partition(((partition_for(actor, partitions) + 1) % partitions) as i32);
         }
-        loop {
-            match producer.send(rec) {
-                Ok(()) => break,
-                Err((_, back)) => {
-                    producer.poll(Duration::from_millis(10));
-                    rec = back;
-                }
-            }
-        }
-        producer.poll(Duration::ZERO);
+        send_when_room(&producer, rec).unwrap();
     }
     producer.flush(Duration::from_secs(30)).unwrap();
     oracle
@@ -222,18 +213,27 @@ fn final_reader(members: &[&Path], status: &Status) -> Reader {
         .iter()
         .map(|ps| {
             let p = ps.partition;
-            members
+            let stores: Vec<Store> = members
                 .iter()
                 .filter_map(|d| {
                     let dir = d.join("state").join(format!("{p:05}"));
                     Store::open_read_only(&dir, p, n, &cache).ok()
                 })
-                .find(|s| {
-                    s.meta_u64(meta::POS_EVENTS).unwrap() == ps.events.end
-                        && s.meta_u64(meta::POS_EFFECTS).unwrap() == ps.effects.end
-                })
+                .collect();
+            let at = |s: &Store| {
+                (
+                    s.meta_u64(meta::POS_EVENTS).unwrap(),
+                    s.meta_u64(meta::POS_EFFECTS).unwrap(),
+                )
+            };
+            let seen: Vec<_> = stores.iter().map(at).collect();
+            stores
+                .into_iter()
+                .find(|s| at(s) == (ps.events.end, ps.effects.end))
                 .map(Arc::new)
-                .unwrap_or_else(|| panic!("no member holds partition {p} at the end of the log"))
+                .unwrap_or_else(|| {
+                    panic!("no member holds partition {p} at the end of the log: {ps:?}; stores at {seen:?}")
+                })
         })
         .collect();
     Reader::new(stores)

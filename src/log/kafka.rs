@@ -668,6 +668,92 @@ pub fn apply_topics(
     Ok(out)
 }
 
+/// The end (one past the last offset) of each of `partitions` of `topic`:
+/// ListOffsets, then reading on from there to end-of-partition, and the
+/// larger of the two. Some Kafka-compatible brokers answer
+/// ListOffsets(latest) with the base offset of the last batch + 1, short of
+/// the true end; the records themselves are never wrong.
+pub fn high_watermarks(
+    cfg: &KafkaConfig,
+    topic: &str,
+    partitions: &[u32],
+) -> Result<Vec<u64>, LogError> {
+    let consumer: BaseConsumer = cfg
+        .client_config()
+        .set("group.id", format!("{}.probe", cfg.group))
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "true")
+        .set("fetch.wait.max.ms", "10")
+        .set("auto.offset.reset", "latest")
+        .create()
+        .map_err(kafka_err("creating an end-offset reader"))?;
+    let mut ends = std::collections::BTreeMap::new();
+    let mut tpl = TopicPartitionList::new();
+    for &p in partitions {
+        let (_, hi) = consumer
+            .fetch_watermarks(topic, p as i32, REQUEST_TIMEOUT)
+            .map_err(kafka_err(format!("reading the end of {topic}[{p}]")))?;
+        ends.insert(p as i32, hi.max(0));
+        tpl.add_partition_offset(topic, p as i32, Offset::Offset(hi.max(0)))
+            .map_err(kafka_err(format!("assigning {topic}[{p}]")))?;
+    }
+    consumer
+        .assign(&tpl)
+        .map_err(kafka_err(format!("assigning {topic}")))?;
+    let mut pending: std::collections::BTreeSet<i32> = ends.keys().copied().collect();
+    let deadline = std::time::Instant::now() + REQUEST_TIMEOUT;
+    while !pending.is_empty() {
+        if std::time::Instant::now() > deadline {
+            return Err(LogError::Kafka {
+                what: format!("reading the end of {topic}"),
+                reason: format!(
+                    "partitions {pending:?} not read to their end within {REQUEST_TIMEOUT:?}"
+                ),
+            });
+        }
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                let end = ends.entry(m.partition()).or_insert(0);
+                *end = (*end).max(m.offset() + 1);
+            }
+            Some(Err(KafkaError::PartitionEOF(p))) => {
+                pending.remove(&p);
+            }
+            Some(Err(e)) => return Err(kafka_err(format!("reading the end of {topic}"))(e)),
+            None => {}
+        }
+    }
+    Ok(partitions
+        .iter()
+        .map(|p| ends[&(*p as i32)] as u64)
+        .collect())
+}
+
+/// Sends `rec` with a plain producer, waiting (and serving delivery
+/// callbacks) while its queue is full; any other error is returned.
+pub fn send_when_room<K, P>(
+    producer: &rdkafka::producer::BaseProducer,
+    mut rec: BaseRecord<'_, K, P>,
+) -> Result<(), KafkaError>
+where
+    K: rdkafka::message::ToBytes + ?Sized,
+    P: rdkafka::message::ToBytes + ?Sized,
+{
+    loop {
+        match producer.send(rec) {
+            Ok(()) => {
+                producer.poll(Duration::ZERO);
+                return Ok(());
+            }
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                producer.poll(Duration::from_millis(10));
+                rec = back;
+            }
+            Err((e, _)) => return Err(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
