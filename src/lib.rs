@@ -25,6 +25,8 @@
 //! - [`http`]: the read API (axum), in one process or across a cluster.
 //! - [`import`], [`generate`], [`produce`]: data into the embedded log.
 //! - [`metrics`]: Prometheus text.
+//! - [`replay`]: rebuild a state from the log beside the live processor;
+//!   digests of every view, to verify two states.
 //!
 //! # Guarantees
 //!
@@ -65,6 +67,7 @@ pub mod partition;
 pub mod processor;
 pub mod produce;
 pub mod query;
+pub mod replay;
 pub mod state;
 pub mod task;
 pub mod topics;

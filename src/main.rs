@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 mod bench;
 mod demo;
 mod kafka_cmd;
+mod replay_cmd;
 
 #[derive(Parser)]
 #[command(
@@ -80,6 +81,27 @@ enum Command {
     Topics {
         #[command(subcommand)]
         action: TopicsAction,
+    },
+    /// Replay the log of --data into a fresh state directory, beside the
+    /// live processor (resumes when NEWDIR holds an unfinished rebuild).
+    Rebuild {
+        /// The new state directory.
+        #[arg(long, value_name = "NEWDIR")]
+        into: PathBuf,
+        /// Inbox entries kept per user.
+        #[arg(long, default_value_t = 800)]
+        inbox_cap: u64,
+        /// Do not fsync commits.
+        #[arg(long)]
+        no_sync: bool,
+    },
+    /// Digest every view of two data directories at the same log position;
+    /// exit 1 naming the first differing view and user, 2 if not comparable.
+    Verify {
+        /// One data directory.
+        a: PathBuf,
+        /// The other.
+        b: PathBuf,
     },
     /// Serve the HTTP read API, read-only, beside a running processor.
     Serve {
@@ -253,6 +275,20 @@ fn run(cli: Cli) -> Result<i32> {
                     replication,
                 },
         } => kafka_cmd::topics_apply(&settings, partitions, replication),
+        Command::Rebuild {
+            into,
+            inbox_cap,
+            no_sync,
+        } => {
+            kafka_cmd::embedded_only(&settings, "rebuild")?;
+            let cfg = ProcessorConfig {
+                inbox_cap,
+                sync: !no_sync,
+                ..ProcessorConfig::default()
+            };
+            replay_cmd::rebuild(&cli.data, &into, cfg)
+        }
+        Command::Verify { a, b } => replay_cmd::verify(&a, &b),
         Command::Run {
             until_idle,
             inbox_cap,

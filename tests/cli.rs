@@ -2,34 +2,11 @@
 
 mod common;
 
-use common::{generated_log, oracle_of};
+use common::{feedlog, generated_log, oracle_of};
 use feedlog::datadir::DataDir;
 use feedlog::processor::Processor;
-use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
-
-fn feedlog(data: &Path, args: &[&str], stdin: Option<&[u8]>) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_feedlog"))
-        .arg("--data")
-        .arg(data)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn feedlog");
-    let mut pipe = child.stdin.take().unwrap();
-    let input = stdin.unwrap_or_default().to_vec();
-    let writer = std::thread::spawn(move || pipe.write_all(&input));
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 // Proves produce counts and dead-letters bad lines, run --until-idle finishes, and query answers equal the oracle.
 #[test]

@@ -117,6 +117,9 @@ pub enum LogError {
         /// The largest allowed body size.
         max: usize,
     },
+    /// An append through a log opened only for reading (a rebuild).
+    #[error("{0}: this log is open for reading only")]
+    ReadOnly(String),
     /// A Kafka client call failed.
     #[error("kafka: {what}: {reason}")]
     Kafka {

@@ -280,3 +280,30 @@ pub fn generated_log(users: u64, events: u64) -> String {
     }
     out
 }
+
+/// Runs `feedlog --data DATA ARGS` with `stdin`; (exit code, stdout, stderr).
+pub fn feedlog(
+    data: &std::path::Path,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+) -> (i32, String, String) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_feedlog"))
+        .arg("--data")
+        .arg(data)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn feedlog");
+    let mut pipe = child.stdin.take().unwrap();
+    let input = stdin.unwrap_or_default().to_vec();
+    let writer = std::thread::spawn(move || std::io::Write::write_all(&mut pipe, &input));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
