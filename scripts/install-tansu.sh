@@ -11,7 +11,10 @@
 # ListOffsets(latest) with the last batch's base offset + 1. A consumer
 # that resumes from a committed position mid-batch would silently lose
 # records; feedlog's real-broker tests catch it. The SQL engines store
-# records one by one and answer both correctly.
+# records one by one and answer both correctly. (tansu 0.6's SQLite engine
+# has also been seen to panic in its group coordinator under repeated
+# rebalances; the real-broker tests then fail with a group that never
+# settles, and the broker's log shows the panic.)
 #
 # Usage: scripts/install-tansu.sh            (idempotent)
 set -euo pipefail

@@ -668,6 +668,23 @@ pub fn apply_topics(
     Ok(out)
 }
 
+/// A client context for readers that ask for end-of-partition events: those
+/// are what they wait for, not errors to log.
+struct EofExpected;
+
+impl ClientContext for EofExpected {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if !matches!(
+            error,
+            KafkaError::PartitionEOF(_) | KafkaError::Global(RDKafkaErrorCode::PartitionEOF)
+        ) {
+            tracing::error!(error = %error, reason, "kafka client");
+        }
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for EofExpected {}
+
 /// The end (one past the last offset) of each of `partitions` of `topic`:
 /// ListOffsets, then reading on from there to end-of-partition, and the
 /// larger of the two. Some Kafka-compatible brokers answer
@@ -678,14 +695,14 @@ pub fn high_watermarks(
     topic: &str,
     partitions: &[u32],
 ) -> Result<Vec<u64>, LogError> {
-    let consumer: BaseConsumer = cfg
+    let consumer: BaseConsumer<EofExpected> = cfg
         .client_config()
         .set("group.id", format!("{}.probe", cfg.group))
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "true")
         .set("fetch.wait.max.ms", "10")
         .set("auto.offset.reset", "latest")
-        .create()
+        .create_with_context(EofExpected)
         .map_err(kafka_err("creating an end-offset reader"))?;
     let mut ends = std::collections::BTreeMap::new();
     let mut tpl = TopicPartitionList::new();
