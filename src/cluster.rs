@@ -205,6 +205,18 @@ impl Shared {
         tpl
     }
 
+    /// Stops every partition this processor owns (see [`Shared::stop`]).
+    fn stop_all(&self) -> BTreeMap<u32, Owned> {
+        let all: Vec<u32> = self
+            .owned
+            .lock()
+            .expect("poisoned")
+            .keys()
+            .copied()
+            .collect();
+        self.stop(&all)
+    }
+
     /// Stops the tasks of `partitions`, waiting for each to finish its step;
     /// returns their final positions.
     fn stop(&self, partitions: &[u32]) -> BTreeMap<u32, Owned> {
@@ -734,15 +746,7 @@ impl Cluster {
             }
         }
         // Leave: finish and commit every batch, say so, leave the group.
-        let all: Vec<u32> = self
-            .shared
-            .owned
-            .lock()
-            .expect("poisoned")
-            .keys()
-            .copied()
-            .collect();
-        let stopped = self.shared.stop(&all);
+        let stopped = self.shared.stop_all();
         if !stopped.is_empty() && !consumer.assignment_lost() {
             let tpl = self.shared.positions_tpl(&stopped);
             if let Err(e) = consumer.commit(&tpl, CommitMode::Sync) {
@@ -754,34 +758,15 @@ impl Cluster {
         }
         consumer.unsubscribe();
         drop(consumer);
-        let mut totals = *self.progress.totals.lock().expect("poisoned");
-        for i in 0..4 {
-            totals.events[i] -= before.events[i];
-        }
-        totals.effects -= before.effects;
-        totals.delivered -= before.delivered;
-        totals.dead_letters -= before.dead_letters;
-        totals.emitted -= before.emitted;
-        totals.removed -= before.removed;
-        totals.forwarded -= before.forwarded;
-        totals.duplicates -= before.duplicates;
-        totals.replayed -= before.replayed;
-        Ok(totals)
+        let totals = *self.progress.totals.lock().expect("poisoned");
+        Ok(totals.since(&before))
     }
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.stopping.store(true, Ordering::SeqCst);
-        let all: Vec<u32> = self
-            .shared
-            .owned
-            .lock()
-            .expect("poisoned")
-            .keys()
-            .copied()
-            .collect();
-        self.shared.stop(&all);
+        self.shared.stop_all();
     }
 }
 

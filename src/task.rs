@@ -131,6 +131,24 @@ impl StepStats {
         self.replayed += o.replayed;
         self.commit_micros += o.commit_micros;
     }
+
+    /// The figures added since `before` (an earlier copy of a running total).
+    pub fn since(&self, before: &StepStats) -> StepStats {
+        let mut d = *self;
+        for i in 0..4 {
+            d.events[i] -= before.events[i];
+        }
+        d.effects -= before.effects;
+        d.dead_letters -= before.dead_letters;
+        d.delivered -= before.delivered;
+        d.removed -= before.removed;
+        d.emitted -= before.emitted;
+        d.forwarded -= before.forwarded;
+        d.duplicates -= before.duplicates;
+        d.replayed -= before.replayed;
+        d.commit_micros -= before.commit_micros;
+        d
+    }
 }
 
 fn kind_index(k: EventKind) -> usize {

@@ -31,15 +31,7 @@ impl Server {
             Some(processor.progress().clone()),
             cfg,
         );
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
+        let (rt, listener, addr) = common::http::ephemeral_listener();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
             rt.block_on(feedlog::http::serve(listener, api, async {

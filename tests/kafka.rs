@@ -52,15 +52,7 @@ impl Member {
     /// A member that also serves the read API on an ephemeral port (and
     /// announces it); returns the member and a client of its API.
     fn start_serving(data: PathBuf, mut cfg: ClusterConfig) -> (Member, Client) {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
+        let (rt, listener, addr) = common::http::ephemeral_listener();
         cfg.api = Some(format!("http://{addr}"));
         let cancel = Arc::new(AtomicBool::new(false));
         let c = cancel.clone();

@@ -262,3 +262,18 @@ impl Views for Client {
         self.json(&path)
     }
 }
+
+/// A two-worker runtime and a listener on an ephemeral loopback port, for
+/// serving the API in a test.
+pub fn ephemeral_listener() -> (tokio::runtime::Runtime, tokio::net::TcpListener, SocketAddr) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    (rt, listener, addr)
+}
