@@ -590,3 +590,108 @@ pub fn kafka(
     }
     Ok(())
 }
+
+/// Rebuild of the state in `data` from its log vs, in the same run, the raw
+/// rate of reading that log alone and of raw RocksDB puts of the rebuilt
+/// state's records.
+pub fn rebuild(data: &std::path::Path) -> Result<()> {
+    use feedlog::log::{Log, Topic};
+    use feedlog::replay::Rebuild;
+    let dir = DataDir::open(data).with_context(|| {
+        format!(
+            "no processed data directory at {} (make one: feedlog --data {} demo --exit)",
+            data.display(),
+            data.display()
+        )
+    })?;
+    let tmp = std::env::temp_dir().join(format!("feedlog-bench-{}", std::process::id()));
+    let _cleanup = Cleanup(tmp.clone());
+    let cfg = ProcessorConfig::default();
+
+    // Raw: every record of both inputs of every partition, read and dropped.
+    let logs = dir.logs();
+    let start = Instant::now();
+    let (mut records, mut bytes) = (0u64, 0u64);
+    for p in 0..dir.partitions() {
+        for topic in [Topic::Events, Topic::Effects] {
+            let mut src = Log::source(&logs, topic, p, 0)?;
+            loop {
+                let batch = src.read(4096, 4 << 20, None)?;
+                if batch.is_empty() {
+                    break;
+                }
+                records += batch.len() as u64;
+                bytes += batch.iter().map(|r| r.value.len() as u64).sum::<u64>();
+            }
+        }
+    }
+    let read_secs = start.elapsed().as_secs_f64();
+    eprintln!("raw log read: {records} records, {bytes} bytes in {read_secs:.2}s");
+
+    // Timed: the rebuild itself.
+    let into = tmp.join("rebuilt");
+    let start = Instant::now();
+    let r = Rebuild::open(data, &into, cfg.clone())?;
+    let stats = r.run(&AtomicBool::new(false))?;
+    let rebuild_secs = start.elapsed().as_secs_f64();
+    anyhow::ensure!(r.finished()?, "the rebuild did not finish");
+    let replayed = stats.input();
+    drop(r);
+
+    // Raw: the rebuilt state's records (every view column family), put in
+    // key order into a fresh RocksDB in batches of 1000.
+    let stores = feedlog::replay::open_stores(&into)?;
+    let mut kvs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    for s in &stores {
+        for cf in Cf::ALL {
+            if matches!(cf, Cf::Meta | Cf::Pending) {
+                continue;
+            }
+            for kv in s.scan(cf, &[], &[0xff; 64]) {
+                let (k, v) = kv?;
+                let mut key = vec![cf as u8];
+                key.extend_from_slice(&k);
+                kvs.push((key, v));
+            }
+        }
+    }
+    drop(stores);
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    let db = DB::open(&opts, tmp.join("raw")).context("opening the baseline RocksDB")?;
+    let mut wo = WriteOptions::default();
+    wo.set_sync(cfg.sync);
+    let start = Instant::now();
+    for chunk in kvs.chunks(1000) {
+        let mut b = WriteBatch::default();
+        for (k, v) in chunk {
+            b.put(k, v);
+        }
+        db.write_opt(b, &wo)?;
+    }
+    let put_secs = start.elapsed().as_secs_f64();
+
+    println!(
+        "rebuild: {replayed} records replayed ({} events, {} effects) in {rebuild_secs:.2}s = {:.0} records/s, {:.0} events/s",
+        stats.events.iter().sum::<u64>(),
+        stats.effects,
+        replayed as f64 / rebuild_secs,
+        stats.events.iter().sum::<u64>() as f64 / rebuild_secs
+    );
+    println!(
+        "raw log read: {records} records in {read_secs:.2}s = {:.0} records/s",
+        records as f64 / read_secs
+    );
+    println!(
+        "raw RocksDB puts of the rebuilt state: {} records in {put_secs:.2}s = {:.0}/s (batches of 1000, sync={})",
+        kvs.len(),
+        kvs.len() as f64 / put_secs,
+        cfg.sync
+    );
+    println!(
+        "ratio rebuild/raw read (records/s): {:.3}; rebuild time / raw put time: {:.2}",
+        (replayed as f64 / rebuild_secs) / (records as f64 / read_secs),
+        rebuild_secs / put_secs
+    );
+    Ok(())
+}

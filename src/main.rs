@@ -240,6 +240,9 @@ enum BenchKind {
     /// vs the embedded log, same workload (--kafka BROKERS, else an
     /// in-process mock broker).
     Kafka,
+    /// Rebuild of the state in --data from its log vs raw reads of the log
+    /// and raw RocksDB puts of the rebuilt records.
+    Rebuild,
 }
 
 fn main() {
@@ -393,6 +396,7 @@ fn run(cli: Cli) -> Result<i32> {
             match kind {
                 BenchKind::Fanout => bench::fanout(users, follows, posts, partitions)?,
                 BenchKind::Http => bench::http(&cli.data, threads, connections, seconds)?,
+                BenchKind::Rebuild => bench::rebuild(&cli.data)?,
                 BenchKind::Kafka => {
                     bench::kafka(settings.kafka.clone(), users, follows, posts, partitions)?
                 }
