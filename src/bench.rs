@@ -631,7 +631,7 @@ pub fn rebuild(data: &std::path::Path) -> Result<()> {
     // Timed: the rebuild itself.
     let into = tmp.join("rebuilt");
     let start = Instant::now();
-    let r = Rebuild::open(data, &into, cfg.clone())?;
+    let r = Rebuild::open(data, &into, None, cfg.clone())?;
     let stats = r.run(&AtomicBool::new(false))?;
     let rebuild_secs = start.elapsed().as_secs_f64();
     anyhow::ensure!(r.finished()?, "the rebuild did not finish");

@@ -6,7 +6,16 @@
 //! DIR/log/effects/00000/…
 //! DIR/log/dead-letter/00000/…
 //! DIR/state/00000/                  one RocksDB per partition (see state/README.md)
+//! DIR/state.1/00000/                 another state generation (after a swap)
+//! DIR/run.lock                       held by the process that writes the state
+//! DIR/control/                       requests to that process (see crate::control)
 //! ```
+//!
+//! `feedlog.json` names the active state generation (`"state"` when absent)
+//! and the inbox cap it was built with. A swap writes a new `feedlog.json`
+//! (write, fsync, rename): every process that opens the directory afterwards
+//! sees the new generation, and the old one stays on disk until
+//! `feedlog drop-state` removes it.
 
 use crate::log::Logs;
 use crate::state::LAYOUT_VERSION;
@@ -39,17 +48,35 @@ pub enum DataDirError {
     },
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+/// The name of the first state generation.
+pub const FIRST_STATE: &str = "state";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Identity {
     layout: u32,
     partitions: u32,
+    /// The active state generation, a directory under the root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    state: Option<String>,
+    /// Inbox entries kept per user, as the active state was built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    inbox_cap: Option<u64>,
 }
 
 /// An opened data directory.
 #[derive(Debug, Clone)]
 pub struct DataDir {
     root: PathBuf,
-    partitions: u32,
+    id: Identity,
+}
+
+/// Whether `name` is a state generation's directory name: `state` or
+/// `state.N`.
+pub fn is_state_name(name: &str) -> bool {
+    name == FIRST_STATE
+        || name
+            .strip_prefix("state.")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 impl DataDir {
@@ -60,12 +87,12 @@ impl DataDir {
         if root.join("feedlog.json").exists() {
             let dir = DataDir::open(root)?;
             if let Some(n) = partitions {
-                if n != dir.partitions {
+                if n != dir.partitions() {
                     return Err(DataDirError::Refused {
                         path: root.to_path_buf(),
                         reason: format!(
                             "it has {} partitions; --partitions only applies when the directory is created",
-                            dir.partitions
+                            dir.partitions()
                         ),
                     });
                 }
@@ -79,24 +106,24 @@ impl DataDir {
                 reason: format!("partition count {partitions} is outside 1..=4096"),
             });
         }
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| DataDirError::Io { path, source }
-        };
         std::fs::create_dir_all(root).map_err(io(root))?;
-        let id = serde_json::to_vec(&Identity {
-            layout: LAYOUT_VERSION,
-            partitions,
-        })
-        .expect("plain struct");
-        let file = root.join("feedlog.json");
-        let tmp = root.join("feedlog.json.tmp");
-        std::fs::write(&tmp, id).map_err(io(&tmp))?;
-        std::fs::rename(&tmp, &file).map_err(io(&file))?;
-        Ok(DataDir {
+        let dir = DataDir {
             root: root.to_path_buf(),
-            partitions,
-        })
+            id: Identity {
+                layout: LAYOUT_VERSION,
+                partitions,
+                state: None,
+                inbox_cap: None,
+            },
+        };
+        dir.write_identity()?;
+        Ok(dir)
+    }
+
+    fn write_identity(&self) -> Result<(), DataDirError> {
+        let bytes = serde_json::to_vec(&self.id).expect("plain struct");
+        crate::fsutil::write_atomically(&self.root.join("feedlog.json"), &bytes)
+            .map_err(|(path, source)| DataDirError::Io { path, source })
     }
 
     /// Opens an existing data directory.
@@ -124,9 +151,16 @@ impl DataDir {
         if id.partitions == 0 {
             return Err(refuse("feedlog.json says 0 partitions".into()));
         }
+        if let Some(state) = &id.state {
+            if !is_state_name(state) {
+                return Err(refuse(format!(
+                    "feedlog.json names state generation {state:?}, which is not `state` or `state.N`"
+                )));
+            }
+        }
         Ok(DataDir {
             root: root.to_path_buf(),
-            partitions: id.partitions,
+            id,
         })
     }
 
@@ -137,18 +171,100 @@ impl DataDir {
 
     /// Partition count.
     pub fn partitions(&self) -> u32 {
-        self.partitions
+        self.id.partitions
+    }
+
+    /// The active state generation's name (`state`, `state.1`, ...).
+    pub fn state_name(&self) -> &str {
+        self.id.state.as_deref().unwrap_or(FIRST_STATE)
+    }
+
+    /// The active state generation's directory.
+    pub fn state_root(&self) -> PathBuf {
+        self.root.join(self.state_name())
+    }
+
+    /// The inbox cap the active state was built with, when recorded.
+    pub fn inbox_cap(&self) -> Option<u64> {
+        self.id.inbox_cap
+    }
+
+    /// Records the inbox cap of the active state.
+    pub fn set_inbox_cap(&mut self, cap: u64) -> Result<(), DataDirError> {
+        self.id.inbox_cap = Some(cap);
+        self.write_identity()
+    }
+
+    /// Makes `name` (a directory under the root) the active state
+    /// generation, built with `inbox_cap`: one atomic rename of
+    /// `feedlog.json`.
+    pub fn set_state(&mut self, name: &str, inbox_cap: u64) -> Result<(), DataDirError> {
+        assert!(is_state_name(name), "not a state generation name: {name}");
+        self.id.state = (name != FIRST_STATE).then(|| name.to_string());
+        self.id.inbox_cap = Some(inbox_cap);
+        self.write_identity()
+    }
+
+    /// The state generations on disk (active or not), by name.
+    pub fn state_generations(&self) -> Result<Vec<String>, DataDirError> {
+        let mut out: Vec<String> = std::fs::read_dir(&self.root)
+            .map_err(io(&self.root))?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().is_dir())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| is_state_name(n))
+            .collect();
+        out.sort_by_key(|n| {
+            n.strip_prefix("state.")
+                .and_then(|x| x.parse::<u64>().ok())
+                .unwrap_or(0)
+        });
+        Ok(out)
+    }
+
+    /// A name for a new state generation: one past the highest on disk.
+    pub fn next_state_name(&self) -> Result<String, DataDirError> {
+        let highest = self
+            .state_generations()?
+            .iter()
+            .filter_map(|n| n.strip_prefix("state.").and_then(|x| x.parse::<u64>().ok()))
+            .max()
+            .unwrap_or(0);
+        Ok(format!("state.{}", highest + 1))
     }
 
     /// The directory's logs.
     pub fn logs(&self) -> Logs {
-        Logs::new(&self.root.join("log"), self.partitions, Topics::builtin())
+        Logs::new(&self.root.join("log"), self.partitions(), Topics::builtin())
     }
 
-    /// The state store directory of one partition.
+    /// The state store directory of one partition, in the active
+    /// generation.
     pub fn state_dir(&self, partition: u32) -> PathBuf {
-        self.root.join("state").join(format!("{partition:05}"))
+        self.state_root().join(format!("{partition:05}"))
     }
+
+    /// Takes `DIR/run.lock`, held while this process writes the state;
+    /// `None` when another process holds it.
+    pub fn try_lock(&self) -> Result<Option<std::fs::File>, DataDirError> {
+        let path = self.root.join("run.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io(&path))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(file)),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(source)) => Err(DataDirError::Io { path, source }),
+        }
+    }
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DataDirError {
+    let path = path.to_path_buf();
+    move |source| DataDirError::Io { path, source }
 }
 
 #[cfg(test)]

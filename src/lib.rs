@@ -58,6 +58,7 @@ pub mod codec;
 pub mod core;
 pub mod datadir;
 pub mod event;
+pub mod fsutil;
 pub mod generate;
 pub mod http;
 pub mod import;
@@ -69,6 +70,7 @@ pub mod produce;
 pub mod query;
 pub mod replay;
 pub mod state;
+pub mod swap;
 pub mod task;
 pub mod topics;
 

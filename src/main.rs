@@ -1,14 +1,14 @@
 //! The `feedlog` command line: clap → config → run. Errors and exit codes
 //! live only here.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use feedlog::datadir::DataDir;
 use feedlog::http::{self, Api, ApiConfig};
 use feedlog::import::{ImportSummary, SnapFormat};
 use feedlog::processor::{lag, per_sec, PartitionLag, Processor, ProcessorConfig, Progress};
 use feedlog::produce::Producer;
-use feedlog::query::{self, QueryError, Reader};
+use feedlog::query::{self, QueryError, Reader, StoreSet};
 use feedlog::task::StepStats;
 use feedlog::UserId;
 use std::io::{BufRead, Write};
@@ -58,9 +58,10 @@ enum Command {
         /// Exit 0 once every log is consumed and nothing is in flight.
         #[arg(long)]
         until_idle: bool,
-        /// Inbox entries kept per user.
-        #[arg(long, default_value_t = 800)]
-        inbox_cap: u64,
+        /// Inbox entries kept per user (default: as the state was built, else
+        /// 800; change it with `backfill`).
+        #[arg(long)]
+        inbox_cap: Option<u64>,
         /// Do not fsync commits (faster; a power loss may lose recent batches,
         /// which are then processed again).
         #[arg(long)]
@@ -88,12 +89,66 @@ enum Command {
         /// The new state directory.
         #[arg(long, value_name = "NEWDIR")]
         into: PathBuf,
-        /// Inbox entries kept per user.
-        #[arg(long, default_value_t = 800)]
-        inbox_cap: u64,
+        /// Start from this checkpoint's state and replay only the log after
+        /// it.
+        #[arg(long, value_name = "C")]
+        from_checkpoint: Option<PathBuf>,
+        /// Inbox entries kept per user (default: as the live state).
+        #[arg(long)]
+        inbox_cap: Option<u64>,
         /// Do not fsync commits.
         #[arg(long)]
         no_sync: bool,
+    },
+    /// Write a consistent checkpoint of every partition's state, with its
+    /// positions, into a new directory (asks the running processor, if
+    /// any).
+    Checkpoint {
+        /// The new checkpoint directory.
+        #[arg(long, value_name = "C")]
+        into: PathBuf,
+    },
+    /// Switch --data (and its running processor and readers) to the
+    /// finished rebuild in NEWDIR, without downtime; the old state is kept
+    /// until `drop-state`.
+    Swap {
+        /// The rebuild's directory (on the same file system).
+        newdir: PathBuf,
+    },
+    /// Rebuild the state with a view's new settings beside the live one,
+    /// then swap it in (everything keeps serving meanwhile).
+    Backfill {
+        /// The view: timeline (or inbox) for --inbox-cap; any view after its
+        /// code changed.
+        #[arg(long)]
+        view: String,
+        /// Inbox entries kept per user (default: as the live state).
+        #[arg(long)]
+        inbox_cap: Option<u64>,
+        /// Do not fsync the rebuild's commits.
+        #[arg(long)]
+        no_sync: bool,
+    },
+    /// Move the stopped data directory's state back to the start of the
+    /// log or to a checkpoint; refuses when the log no longer holds it.
+    Reset {
+        /// Back to an empty state: the next run processes the whole log.
+        #[arg(
+            long,
+            conflicts_with = "to_checkpoint",
+            required_unless_present = "to_checkpoint"
+        )]
+        to_start: bool,
+        /// Back to this checkpoint's state.
+        #[arg(long, value_name = "C")]
+        to_checkpoint: Option<PathBuf>,
+    },
+    /// List the state generations of --data (active and kept).
+    States,
+    /// Remove an inactive state generation (kept after a swap or reset).
+    DropState {
+        /// Its name, as `states` lists it.
+        name: String,
     },
     /// Digest every view of two data directories at the same log position;
     /// exit 1 naming the first differing view and user, 2 if not comparable.
@@ -280,17 +335,52 @@ fn run(cli: Cli) -> Result<i32> {
         } => kafka_cmd::topics_apply(&settings, partitions, replication),
         Command::Rebuild {
             into,
+            from_checkpoint,
             inbox_cap,
             no_sync,
         } => {
             kafka_cmd::embedded_only(&settings, "rebuild")?;
             let cfg = ProcessorConfig {
-                inbox_cap,
+                inbox_cap: inbox_cap_of(&cli.data, inbox_cap)?,
                 sync: !no_sync,
                 ..ProcessorConfig::default()
             };
-            replay_cmd::rebuild(&cli.data, &into, cfg)
+            replay_cmd::rebuild(&cli.data, &into, from_checkpoint.as_deref(), cfg)
         }
+        Command::Checkpoint { into } => {
+            kafka_cmd::embedded_only(&settings, "checkpoint")?;
+            replay_cmd::checkpoint(&cli.data, &into)
+        }
+        Command::Swap { newdir } => {
+            kafka_cmd::embedded_only(&settings, "swap")?;
+            replay_cmd::swap_to(&cli.data, &newdir)
+        }
+        Command::Backfill {
+            view,
+            inbox_cap,
+            no_sync,
+        } => {
+            kafka_cmd::embedded_only(&settings, "backfill")?;
+            let cfg = ProcessorConfig {
+                inbox_cap: inbox_cap_of(&cli.data, inbox_cap)?,
+                sync: !no_sync,
+                ..ProcessorConfig::default()
+            };
+            replay_cmd::backfill(&cli.data, &view, cfg)
+        }
+        Command::Reset {
+            to_start: _,
+            to_checkpoint,
+        } => {
+            kafka_cmd::embedded_only(&settings, "reset")?;
+            let to = match to_checkpoint {
+                Some(c) => feedlog::swap::ResetTo::Checkpoint(c),
+                None => feedlog::swap::ResetTo::Start,
+            };
+            replay_cmd::reset(&cli.data, to)
+        }
+        Command::States => replay_cmd::states(&cli.data),
+        Command::DropState { name } => replay_cmd::drop_state(&cli.data, &name),
         Command::Verify { a, b } => replay_cmd::verify(&a, &b),
         Command::Run {
             until_idle,
@@ -300,17 +390,42 @@ fn run(cli: Cli) -> Result<i32> {
             api,
             kafka_run,
         } => {
+            if settings.kafka.is_some() {
+                let cfg = ProcessorConfig {
+                    inbox_cap: inbox_cap.unwrap_or(800),
+                    sync: !no_sync,
+                    ..ProcessorConfig::default()
+                };
+                return kafka_cmd::run(
+                    &cli.data, &settings, &kafka_run, cfg, until_idle, listen, &api,
+                );
+            }
+            let mut dir = DataDir::open(&cli.data)?;
+            let Some(_lock) = dir.try_lock()? else {
+                bail!(
+                    "another process is running on {} (it holds {}): one processor per data directory",
+                    cli.data.display(),
+                    cli.data.join("run.lock").display()
+                );
+            };
+            let inbox_cap = match (inbox_cap, dir.inbox_cap()) {
+                (Some(asked), Some(built)) if asked != built => bail!(
+                    "the state of {} was built with inbox cap {built}, not {asked}: \
+                     `feedlog --data {} backfill --view timeline --inbox-cap {asked}` rebuilds it with {asked} \
+                     beside the live one and swaps it in",
+                    cli.data.display(),
+                    cli.data.display()
+                ),
+                (asked, built) => asked.or(built).unwrap_or(800),
+            };
+            if dir.inbox_cap().is_none() {
+                dir.set_inbox_cap(inbox_cap)?;
+            }
             let cfg = ProcessorConfig {
                 inbox_cap,
                 sync: !no_sync,
                 ..ProcessorConfig::default()
             };
-            if settings.kafka.is_some() {
-                return kafka_cmd::run(
-                    &cli.data, &settings, &kafka_run, cfg, until_idle, listen, &api,
-                );
-            }
-            let dir = DataDir::open(&cli.data)?;
             let processor = Processor::open(&dir, cfg)?;
             let server = match listen {
                 Some(addr) => Some(ApiServer::start(
@@ -323,21 +438,52 @@ fn run(cli: Cli) -> Result<i32> {
                 None => None,
             };
             let cancel = cancel_on_ctrl_c();
-            process(&dir, &processor, &cancel, until_idle)?;
+            let stop = AtomicBool::new(false);
+            let result = std::thread::scope(|s| {
+                s.spawn(|| feedlog::swap::serve_requests(&dir, &processor, &stop));
+                let r = process(&dir, &processor, &cancel, until_idle);
+                stop.store(true, Ordering::SeqCst);
+                r
+            });
             if let Some(s) = server {
                 s.stop();
             }
+            result?;
             Ok(0)
         }
         Command::Serve { listen, api } => {
             let dir = DataDir::open(&cli.data)?;
             let scratch = tempfile_dir("serve")?;
-            let reader = Processor::open_follower(&dir, &scratch.0)?;
+            let set = Arc::new(StoreSet::new(Processor::open_follower(&dir, &scratch.0)?));
+            let reader = Reader::over(set.clone(), None).following();
             let server =
                 ApiServer::start(&listen, reader, Arc::new(dir.logs()), None, api.config())?;
             let cancel = cancel_on_ctrl_c();
+            let mut generation = dir.state_name().to_string();
+            let mut checked = Instant::now();
             while !cancel.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(100));
+                if checked.elapsed() < Duration::from_secs(1) {
+                    continue;
+                }
+                checked = Instant::now();
+                // Follow a swap: the new generation's stores, all at once.
+                let Ok(now) = DataDir::open(&cli.data) else {
+                    continue;
+                };
+                if now.state_name() != generation {
+                    match Processor::open_follower(&now, &scratch.0) {
+                        Ok(stores) => {
+                            set.replace(stores);
+                            generation = now.state_name().to_string();
+                            eprintln!("now serving state generation {generation}");
+                        }
+                        Err(e) => eprintln!(
+                            "warning: could not open state generation {}: {e}",
+                            now.state_name()
+                        ),
+                    }
+                }
             }
             server.stop();
             Ok(0)
@@ -404,6 +550,12 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// The inbox cap asked for, else the one `data`'s state was built with,
+/// else 800.
+fn inbox_cap_of(data: &Path, asked: Option<u64>) -> Result<u64> {
+    Ok(asked.or(DataDir::open(data)?.inbox_cap()).unwrap_or(800))
 }
 
 fn produce(data: &Path, partitions: Option<u32>, file: Option<PathBuf>) -> Result<i32> {

@@ -7,7 +7,7 @@ use crate::core::Ctx;
 use crate::datadir::DataDir;
 use crate::log::{Log, Logs};
 use crate::metrics::{self, Histogram};
-use crate::query::Reader;
+use crate::query::{Reader, StoreSet};
 use crate::state::{Store, StoreOptions};
 use crate::task::{BatchLimits, NoFaults, PartitionTask, StepStats, TaskError};
 use rocksdb::Cache;
@@ -94,30 +94,53 @@ impl Progress {
 pub struct Processor {
     dir: DataDir,
     cfg: ProcessorConfig,
+    /// The inbox cap in force (a swap to a state built with another cap
+    /// changes it).
+    inbox_cap: AtomicU64,
     logs: Arc<Logs>,
-    stores: Vec<Arc<Store>>,
+    stores: Arc<StoreSet>,
+    cache: Cache,
     progress: Arc<Progress>,
+    /// Asks [`Processor::run`] to stop its owners and wait (see
+    /// [`Processor::pause`]).
+    pause: AtomicBool,
+    /// Set by [`Processor::run`] while its owners are stopped for a pause.
+    paused: AtomicBool,
+    /// Set when [`Processor::run`] has returned.
+    ended: AtomicBool,
+}
+
+/// Opens every partition's store under `dir`'s active state generation.
+pub fn open_stores(
+    dir: &DataDir,
+    cache: &Cache,
+    sync: bool,
+) -> Result<Vec<Arc<Store>>, crate::state::StoreError> {
+    let opts = StoreOptions {
+        sync,
+        ..StoreOptions::default()
+    };
+    (0..dir.partitions())
+        .map(|p| Store::open(&dir.state_dir(p), p, dir.partitions(), cache, &opts).map(Arc::new))
+        .collect()
 }
 
 impl Processor {
     /// Opens (creating if missing) every partition's store.
     pub fn open(dir: &DataDir, cfg: ProcessorConfig) -> Result<Processor, ProcessorError> {
         let cache = Cache::new_lru_cache(cfg.cache_bytes);
-        let opts = StoreOptions {
-            sync: cfg.sync,
-            ..StoreOptions::default()
-        };
-        let stores = (0..dir.partitions())
-            .map(|p| {
-                Store::open(&dir.state_dir(p), p, dir.partitions(), &cache, &opts).map(Arc::new)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let stores = open_stores(dir, &cache, cfg.sync)?;
         Ok(Processor {
             dir: dir.clone(),
+            inbox_cap: AtomicU64::new(cfg.inbox_cap),
             cfg,
             logs: Arc::new(dir.logs()),
-            stores,
+            stores: Arc::new(StoreSet::new(stores)),
+            cache,
             progress: Arc::default(),
+            pause: AtomicBool::new(false),
+            paused: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
         })
     }
 
@@ -132,14 +155,20 @@ impl Processor {
         Ok(Reader::new(stores))
     }
 
-    /// Opens every store as a secondary, for a read API beside a running
-    /// processor: [`Reader::refresh`] moves it to the latest committed state.
-    /// `scratch` holds the secondaries' own files.
+    /// Opens every store of the active state generation as a secondary,
+    /// for a read API beside a running processor: [`Reader::refresh`]
+    /// moves them to the latest committed state. `scratch` holds the
+    /// secondaries' own files.
     pub fn open_follower(
         dir: &DataDir,
         scratch: &std::path::Path,
-    ) -> Result<Reader, ProcessorError> {
+    ) -> Result<Vec<Arc<Store>>, ProcessorError> {
         let cache = Cache::new_lru_cache(64 << 20);
+        let scratch = scratch.join(dir.state_name());
+        std::fs::create_dir_all(&scratch).map_err(|source| crate::state::StoreError::Refused {
+            path: scratch.clone(),
+            reason: format!("cannot create the secondary's directory: {source}"),
+        })?;
         let stores = (0..dir.partitions())
             .map(|p| {
                 Store::open_secondary(
@@ -152,12 +181,70 @@ impl Processor {
                 .map(Arc::new)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Reader::new(stores).following())
+        Ok(stores)
     }
 
-    /// A reader over the live stores.
+    /// A reader over the live stores; it follows a swap
+    /// ([`Processor::replace_stores`]), one whole request at a time.
     pub fn reader(&self) -> Reader {
-        Reader::new(self.stores.clone())
+        Reader::over(self.stores.clone(), None)
+    }
+
+    /// The settings the processor was opened with.
+    pub fn config(&self) -> ProcessorConfig {
+        ProcessorConfig {
+            inbox_cap: self.inbox_cap.load(Ordering::SeqCst),
+            ..self.cfg.clone()
+        }
+    }
+
+    /// The processor's block cache (shared by stores it opens later).
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    /// The stores now, by partition.
+    pub fn stores(&self) -> Arc<Vec<Arc<Store>>> {
+        self.stores.get()
+    }
+
+    /// Stops every owner after its batch (committed and shipped) and waits
+    /// until all are stopped; readers keep reading. `false` when
+    /// [`Processor::run`] is not running (or ended while waiting). Undo
+    /// with [`Processor::resume`].
+    pub fn pause(&self) -> bool {
+        self.pause.store(true, Ordering::SeqCst);
+        loop {
+            if self.paused.load(Ordering::SeqCst) {
+                return true;
+            }
+            if self.ended.load(Ordering::SeqCst) {
+                self.pause.store(false, Ordering::SeqCst);
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Starts the owners again after [`Processor::pause`].
+    pub fn resume(&self) {
+        self.pause.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether [`Processor::run`] has returned.
+    pub fn ended(&self) -> bool {
+        self.ended.load(Ordering::SeqCst)
+    }
+
+    /// Replaces every store at once (while paused) and the inbox cap they
+    /// were built with; readers move to them with their next request.
+    pub fn replace_stores(&self, stores: Vec<Arc<Store>>, inbox_cap: u64) {
+        assert!(
+            self.paused.load(Ordering::SeqCst),
+            "stores are replaced only while the owners are paused"
+        );
+        self.inbox_cap.store(inbox_cap, Ordering::SeqCst);
+        self.stores.replace(stores);
     }
 
     /// Figures since the processor was opened, updated as batches commit.
@@ -171,8 +258,8 @@ impl Processor {
     }
 
     /// The store of one partition.
-    pub fn store(&self, partition: u32) -> &Arc<Store> {
-        &self.stores[partition as usize]
+    pub fn store(&self, partition: u32) -> Arc<Store> {
+        self.stores.get()[partition as usize].clone()
     }
 
     /// The core settings of one partition.
@@ -180,7 +267,7 @@ impl Processor {
         Ctx {
             partition,
             partitions: self.dir.partitions(),
-            inbox_cap: self.cfg.inbox_cap,
+            inbox_cap: self.inbox_cap.load(Ordering::SeqCst),
             fanout_chunk: self.cfg.fanout_chunk,
         }
     }
@@ -191,7 +278,7 @@ impl Processor {
             self.ctx(partition),
             self.cfg.limits,
             self.cfg.sync,
-            self.stores[partition as usize].clone(),
+            self.store(partition),
             self.logs.clone() as Arc<dyn Log>,
         )
         .map_err(|source| ProcessorError::Task { partition, source })
@@ -200,8 +287,37 @@ impl Processor {
     /// Runs every partition until `cancel` is set, or — with `until_idle` —
     /// until every log is consumed and no internal message is in flight.
     /// On cancel each owner finishes its batch, commits and returns the
-    /// figures of this run (also added to [`Processor::progress`]).
+    /// figures of this run (also added to [`Processor::progress`]). A
+    /// [`Processor::pause`] stops the owners the same way and starts them
+    /// again, on the stores then current, at [`Processor::resume`].
     pub fn run(&self, cancel: &AtomicBool, until_idle: bool) -> Result<StepStats, ProcessorError> {
+        self.ended.store(false, Ordering::SeqCst);
+        let mut total = StepStats::default();
+        let result = loop {
+            match self.run_owners(cancel, until_idle) {
+                Ok(stats) => total.add(&stats),
+                Err(e) => break Err(e),
+            }
+            if !self.pause.load(Ordering::SeqCst) || cancel.load(Ordering::SeqCst) {
+                break Ok(total);
+            }
+            self.paused.store(true, Ordering::SeqCst);
+            while self.pause.load(Ordering::SeqCst) && !cancel.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            self.paused.store(false, Ordering::SeqCst);
+        };
+        self.ended.store(true, Ordering::SeqCst);
+        result
+    }
+
+    /// One run of every owner, until cancel, idle, failure or a pause.
+    fn run_owners(
+        &self,
+        cancel: &AtomicBool,
+        until_idle: bool,
+    ) -> Result<StepStats, ProcessorError> {
+        let cancel = &StopEither(cancel, &self.pause);
         let progress = &*self.progress;
         let this_run: Mutex<StepStats> = Mutex::default();
         let n = self.dir.partitions() as usize;
@@ -227,7 +343,7 @@ impl Processor {
                     .name(format!("feedlog-p{p}"))
                     .spawn_scoped(s, move || {
                         let mut backoff = Duration::from_micros(200);
-                        while !stop.load(Ordering::SeqCst) && !cancel.load(Ordering::SeqCst) {
+                        while !stop.load(Ordering::SeqCst) && !cancel.get() {
                             let seen = epoch.load(Ordering::SeqCst);
                             match task.step(&mut NoFaults) {
                                 Ok(stats) if stats.input() == 0 => {
@@ -253,7 +369,7 @@ impl Processor {
                     })
                     .expect("spawn partition thread");
             }
-            while !stop.load(Ordering::SeqCst) && !cancel.load(Ordering::SeqCst) {
+            while !stop.load(Ordering::SeqCst) && !cancel.get() {
                 std::thread::sleep(Duration::from_millis(2));
                 if until_idle {
                     let e = epoch.load(Ordering::SeqCst);
@@ -271,6 +387,15 @@ impl Processor {
         }
         let totals = this_run.into_inner().expect("poisoned");
         Ok(totals)
+    }
+}
+
+/// Set when either flag is.
+struct StopEither<'a>(&'a AtomicBool, &'a AtomicBool);
+
+impl StopEither<'_> {
+    fn get(&self) -> bool {
+        self.0.load(Ordering::SeqCst) || self.1.load(Ordering::SeqCst)
     }
 }
 

@@ -191,6 +191,63 @@ pub trait Partitions: Send + Sync {
     fn store(&self, p: u32) -> Result<Arc<Store>, QueryError>;
     /// The stores here, by partition.
     fn local(&self) -> Vec<(u32, Arc<Store>)>;
+    /// For a set that can be replaced while it is read: the set as it is
+    /// now, to read one request from. `None`: this set never changes.
+    fn pinned(&self) -> Option<Arc<dyn Partitions>> {
+        None
+    }
+}
+
+/// Every partition's store, replaceable as a whole while readers read (a
+/// swap to a rebuilt state). A reader pins the set once per request
+/// ([`Reader::current`]), so one answer comes from the old stores or from
+/// the new ones, never from both.
+pub struct StoreSet {
+    current: std::sync::RwLock<Arc<Vec<Arc<Store>>>>,
+    count: u32,
+}
+
+impl StoreSet {
+    /// A set over `stores`, indexed by partition.
+    pub fn new(stores: Vec<Arc<Store>>) -> StoreSet {
+        StoreSet {
+            count: stores.len() as u32,
+            current: std::sync::RwLock::new(Arc::new(stores)),
+        }
+    }
+
+    /// The stores now.
+    pub fn get(&self) -> Arc<Vec<Arc<Store>>> {
+        self.current.read().expect("poisoned").clone()
+    }
+
+    /// Replaces every store at once; returns the old set (its stores close
+    /// when the last reader of them is done).
+    pub fn replace(&self, stores: Vec<Arc<Store>>) -> Arc<Vec<Arc<Store>>> {
+        assert_eq!(stores.len() as u32, self.count, "same partition count");
+        std::mem::replace(
+            &mut *self.current.write().expect("poisoned"),
+            Arc::new(stores),
+        )
+    }
+}
+
+impl Partitions for StoreSet {
+    fn count(&self) -> u32 {
+        self.count
+    }
+
+    fn store(&self, p: u32) -> Result<Arc<Store>, QueryError> {
+        Ok(self.get()[p as usize].clone())
+    }
+
+    fn local(&self) -> Vec<(u32, Arc<Store>)> {
+        self.get().local()
+    }
+
+    fn pinned(&self) -> Option<Arc<dyn Partitions>> {
+        Some(self.get())
+    }
 }
 
 impl Partitions for Vec<Arc<Store>> {
@@ -269,6 +326,18 @@ impl Reader {
         }
     }
 
+    /// This reader over the stores as they are now: for a replaceable set,
+    /// pinned, so every read through it sees one set of stores.
+    pub fn current(&self) -> Reader {
+        match self.parts.pinned() {
+            Some(parts) => Reader {
+                parts,
+                ..self.clone()
+            },
+            None => self.clone(),
+        }
+    }
+
     /// The partition count.
     pub fn partition_count(&self) -> u32 {
         self.partitions
@@ -325,7 +394,8 @@ impl Reader {
     }
 
     /// The store that owns `user`, if it is here and serving.
-    fn store_of(&self, user: UserId) -> Result<Arc<Store>, QueryError> {
+    /// The store that holds `user`'s views.
+    pub fn store_of(&self, user: UserId) -> Result<Arc<Store>, QueryError> {
         self.parts.store(self.partition_of(user))
     }
 
@@ -552,15 +622,23 @@ impl Reader {
                 }
                 _ => Vec::new(),
             };
+            // The user's own partition is read through `snap`: a second
+            // snapshot of a secondary would take its read lock twice, which
+            // deadlocks against a catch-up waiting between the two.
+            let own = self.partition_of(user);
             let snaps: Vec<Option<Snapshot<'_>>> = stores
                 .iter()
-                .map(|s| s.as_ref().map(|s| s.snapshot()))
+                .enumerate()
+                .map(|(p, s)| s.as_ref().filter(|_| p as u32 != own).map(|s| s.snapshot()))
                 .collect();
             type Head<'a> = Box<dyn Iterator<Item = Result<TimelineKey, QueryError>> + 'a>;
             let mut heads: Vec<Head<'_>> = Vec::new();
             let keep = move |r: &Result<TimelineKey, QueryError>| !matches!(r, Ok(k) if *k < from || Some(*k) == after);
             for (author, p) in here {
-                let s = snaps[p as usize].as_ref().expect("store taken above");
+                let s = match p == own {
+                    true => &snap,
+                    false => snaps[p as usize].as_ref().expect("store taken above"),
+                };
                 let it = views::outbox(s, author, Some((from.ts, from.post_id)))
                     .map(move |r| {
                         r.map(|(ts, post_id)| TimelineKey {

@@ -17,7 +17,7 @@
 //! not depend on compaction, batch boundaries, or how full an inbox is.
 
 use crate::core::Ctx;
-use crate::datadir::{DataDir, DataDirError};
+use crate::datadir::{DataDir, DataDirError, FIRST_STATE};
 use crate::event::UserId;
 use crate::log::{Log, LogError, NewRecord, Sink, Source, Topic};
 use crate::processor::ProcessorConfig;
@@ -109,6 +109,9 @@ pub struct RebuildPlan {
     /// Per partition, the `events` and `effects` offsets to replay up to
     /// (the log's ends when the rebuild first started).
     pub target: Vec<(u64, u64)>,
+    /// The checkpoint the state started from, if not from the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_checkpoint: Option<PathBuf>,
 }
 
 /// One partition's progress, shared with a progress display.
@@ -139,9 +142,14 @@ pub struct Rebuild {
 impl Rebuild {
     /// Prepares a rebuild of `live`'s state into `into` (created when new;
     /// resumed when it holds an unfinished rebuild of the same directory).
-    pub fn open(live: &Path, into: &Path, cfg: ProcessorConfig) -> Result<Rebuild, ReplayError> {
+    pub fn open(
+        live: &Path,
+        into: &Path,
+        from_checkpoint: Option<&Path>,
+        cfg: ProcessorConfig,
+    ) -> Result<Rebuild, ReplayError> {
         let src = DataDir::open(live)?;
-        let source = std::fs::canonicalize(live).unwrap_or_else(|_| live.to_path_buf());
+        let source = canonical(live);
         let plan_file = into.join("rebuild.json");
         if into.exists() && !plan_file.exists() {
             let empty = std::fs::read_dir(into)
@@ -154,8 +162,17 @@ impl Rebuild {
                 )));
             }
         }
-        let dst = DataDir::create_or_open(into, Some(src.partitions()))?;
         let logs: Arc<dyn Log> = Arc::new(src.logs());
+        let checkpoint = match from_checkpoint {
+            Some(c) if !plan_file.exists() => {
+                let info = Checkpoint::open(c)?;
+                info.check_usable(&source, src.partitions(), cfg.inbox_cap, &*logs)?;
+                Some((c, info))
+            }
+            _ => None,
+        };
+        let mut dst = DataDir::create_or_open(into, Some(src.partitions()))?;
+        dst.set_inbox_cap(cfg.inbox_cap)?;
         let plan = if plan_file.exists() {
             let plan: RebuildPlan = std::fs::read(&plan_file)
                 .ok()
@@ -171,6 +188,15 @@ impl Rebuild {
                     source.display()
                 )));
             }
+            if let Some(c) = from_checkpoint {
+                if plan.from_checkpoint.as_deref() != Some(&canonical(c)) {
+                    return Err(ReplayError::Refused(format!(
+                        "{} holds a rebuild that did not start from checkpoint {}: resume it without --from-checkpoint, or give a new directory",
+                        into.display(),
+                        c.display()
+                    )));
+                }
+            }
             plan
         } else {
             let target = (0..src.partitions())
@@ -181,38 +207,35 @@ impl Rebuild {
                     ))
                 })
                 .collect::<Result<Vec<_>, LogError>>()?;
-            let plan = RebuildPlan { source, target };
-            let tmp = into.join("rebuild.json.tmp");
-            let io = |e: std::io::Error| {
-                ReplayError::Refused(format!("writing {}: {e}", plan_file.display()))
+            if let Some((c, info)) = &checkpoint {
+                for (p, (&pos, &end)) in info.positions.iter().zip(&target).enumerate() {
+                    if pos.0 > end.0 || pos.1 > end.1 {
+                        return Err(ReplayError::Refused(format!(
+                            "checkpoint {} is ahead of the log in partition {p} (at {pos:?}, the log ends at {end:?})",
+                            c.display()
+                        )));
+                    }
+                }
+                crate::fsutil::copy_tree_linking_tables(&c.join(FIRST_STATE), &dst.state_root())
+                    .map_err(|e| {
+                        ReplayError::Refused(format!(
+                            "copying checkpoint {} into {}: {e}",
+                            c.display(),
+                            dst.state_root().display()
+                        ))
+                    })?;
+            }
+            let plan = RebuildPlan {
+                source,
+                target,
+                from_checkpoint: checkpoint.map(|(c, _)| canonical(c)),
             };
-            std::fs::write(
-                &tmp,
-                serde_json::to_vec_pretty(&plan).expect("plain struct"),
-            )
-            .map_err(io)?;
-            std::fs::rename(&tmp, &plan_file).map_err(io)?;
+            write_json(&plan_file, &plan)?;
             plan
         };
         let cache = rocksdb::Cache::new_lru_cache(cfg.cache_bytes);
-        let opts = StoreOptions {
-            sync: cfg.sync,
-            ..StoreOptions::default()
-        };
-        let stores = (0..dst.partitions())
-            .map(|p| {
-                Store::open(&dst.state_dir(p), p, dst.partitions(), &cache, &opts).map(Arc::new)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let started_at = stores
-            .iter()
-            .map(|s| {
-                Ok((
-                    s.meta_u64(meta::POS_EVENTS)?,
-                    s.meta_u64(meta::POS_EFFECTS)?,
-                ))
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
+        let stores = crate::processor::open_stores(&dst, &cache, cfg.sync)?;
+        let started_at = positions(&stores)?;
         let progress = started_at
             .iter()
             .map(|&(e, f)| {
@@ -255,50 +278,21 @@ impl Rebuild {
     }
 
     fn run_partition(&self, p: u32, cancel: &AtomicBool) -> Result<StepStats, ReplayError> {
-        let target = self.plan.target[p as usize];
         let ctx = Ctx {
             partition: p,
             partitions: self.into.partitions(),
             inbox_cap: self.cfg.inbox_cap,
             fanout_chunk: self.cfg.fanout_chunk,
         };
-        let task_err = |source| ReplayError::Task {
-            partition: p,
-            source,
-        };
-        let mut task = PartitionTask::open_after(
+        replay_to(
             ctx,
-            self.cfg.limits,
-            false,
+            &self.cfg,
             self.stores[p as usize].clone(),
-            self.log.clone() as Arc<dyn Log>,
-            Some(target),
-            false,
+            self.log.clone(),
+            self.plan.target[p as usize],
+            &self.progress[p as usize],
+            cancel,
         )
-        .map_err(task_err)?;
-        let progress = &self.progress[p as usize];
-        let mut total = StepStats::default();
-        while !task.caught_up() {
-            if cancel.load(Ordering::SeqCst) {
-                return Ok(total);
-            }
-            let stats = task.step(&mut NoFaults).map_err(task_err)?;
-            let (e, f) = task.positions();
-            progress.events.store(e, Ordering::SeqCst);
-            progress.effects.store(f, Ordering::SeqCst);
-            if stats.input() == 0 {
-                // Below the target every record is already in the log; a
-                // step that reads nothing means the log is shorter than
-                // the plan says.
-                return Err(ReplayError::Refused(format!(
-                    "partition {p}: the log ends before the rebuild's target {target:?} (at {:?})",
-                    task.positions()
-                )));
-            }
-            total.add(&stats);
-        }
-        progress.done.store(true, Ordering::SeqCst);
-        Ok(total)
     }
 
     /// Whether every partition has reached its target.
@@ -316,7 +310,200 @@ impl Rebuild {
     }
 }
 
-/// The views a digest covers, in digest order.
+/// Positions of every store: next `events` and `effects` offsets.
+pub fn positions(stores: &[Arc<Store>]) -> Result<Vec<(u64, u64)>, StoreError> {
+    stores
+        .iter()
+        .map(|s| {
+            Ok((
+                s.meta_u64(meta::POS_EVENTS)?,
+                s.meta_u64(meta::POS_EFFECTS)?,
+            ))
+        })
+        .collect()
+}
+
+fn canonical(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+fn write_json(path: &Path, value: &impl Serialize) -> Result<(), ReplayError> {
+    let bytes = serde_json::to_vec_pretty(value).expect("plain struct");
+    crate::fsutil::write_atomically(path, &bytes)
+        .map_err(|(p, e)| ReplayError::Refused(format!("writing {}: {e}", p.display())))
+}
+
+/// `C/checkpoint.json`: what a checkpoint holds. Written last, so a
+/// directory without it is not a (finished) checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The data directory it was taken of.
+    pub source: PathBuf,
+    /// Per partition, the next `events` and `effects` offsets of its state.
+    pub positions: Vec<(u64, u64)>,
+    /// The inbox cap the state was built with.
+    pub inbox_cap: u64,
+    /// When it was taken, ms since the epoch.
+    pub created_ms: u64,
+}
+
+impl Checkpoint {
+    /// Reads the checkpoint in `dir`.
+    pub fn open(dir: &Path) -> Result<Checkpoint, ReplayError> {
+        let file = dir.join("checkpoint.json");
+        let bytes = std::fs::read(&file).map_err(|e| {
+            ReplayError::Refused(format!(
+                "{} is not a checkpoint ({}: {e}); take one with `feedlog checkpoint --into DIR`",
+                dir.display(),
+                file.display()
+            ))
+        })?;
+        serde_json::from_slice(&bytes).map_err(|e| {
+            ReplayError::Refused(format!("{} is not a checkpoint file: {e}", file.display()))
+        })
+    }
+
+    /// Refuses a checkpoint of another data directory, partition count or
+    /// inbox cap, or one whose positions the log no longer holds.
+    pub fn check_usable(
+        &self,
+        source: &Path,
+        partitions: u32,
+        inbox_cap: u64,
+        log: &dyn Log,
+    ) -> Result<(), ReplayError> {
+        if self.source != source {
+            return Err(ReplayError::Refused(format!(
+                "the checkpoint is of {}, not of {}",
+                self.source.display(),
+                source.display()
+            )));
+        }
+        if self.positions.len() != partitions as usize {
+            return Err(ReplayError::Refused(format!(
+                "the checkpoint has {} partitions, the data directory {partitions}",
+                self.positions.len()
+            )));
+        }
+        if self.inbox_cap != inbox_cap {
+            return Err(ReplayError::Refused(format!(
+                "the checkpoint was built with inbox cap {}, not {inbox_cap}: use --inbox-cap {} (or rebuild from the start)",
+                self.inbox_cap, self.inbox_cap
+            )));
+        }
+        check_held(log, &self.positions)
+    }
+}
+
+/// Refuses when `log` no longer holds every partition's `positions`
+/// (retention removed them): replaying from there would skip records.
+pub fn check_held(log: &dyn Log, positions: &[(u64, u64)]) -> Result<(), ReplayError> {
+    for (p, &(e, f)) in positions.iter().enumerate() {
+        for (topic, at) in [(Topic::Events, e), (Topic::Effects, f)] {
+            if let Err(err) = log.source(topic, p as u32, at) {
+                return Err(ReplayError::Refused(format!(
+                    "the log no longer holds {topic:?}[{p}] from offset {at}, so nothing can be replayed from there: {err}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes a checkpoint of `stores` (every partition of `dir`, built with
+/// `inbox_cap`) into `into`, a new directory: a RocksDB checkpoint per
+/// partition, then `checkpoint.json` with the positions read back from the
+/// checkpoints themselves (so they match the state exactly, even while the
+/// processor keeps writing).
+pub fn write_checkpoint(
+    stores: &[Arc<Store>],
+    dir: &DataDir,
+    inbox_cap: u64,
+    into: &Path,
+) -> Result<Checkpoint, ReplayError> {
+    if into.exists() {
+        return Err(ReplayError::Refused(format!(
+            "{} exists: a checkpoint goes into a new directory",
+            into.display()
+        )));
+    }
+    let mut c = DataDir::create_or_open(into, Some(dir.partitions()))?;
+    c.set_inbox_cap(inbox_cap)?;
+    let root = c.state_root();
+    std::fs::create_dir_all(&root)
+        .map_err(|e| ReplayError::Refused(format!("creating {}: {e}", root.display())))?;
+    for (p, store) in stores.iter().enumerate() {
+        store.checkpoint(&c.state_dir(p as u32))?;
+    }
+    let positions = positions(&open_stores(into)?)?;
+    let info = Checkpoint {
+        source: canonical(dir.root()),
+        positions,
+        inbox_cap,
+        created_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+    };
+    write_json(&into.join("checkpoint.json"), &info)?;
+    Ok(info)
+}
+
+/// Replays `log` into `store` quietly (applying, emitting nothing) up to
+/// `target` (next `events` and `effects` offsets), from the store's own
+/// positions; `progress` follows it. Returns early, `Ok`, on `cancel`.
+pub fn replay_to(
+    ctx: Ctx,
+    cfg: &ProcessorConfig,
+    store: Arc<Store>,
+    log: Arc<ReadOnlyLog>,
+    target: (u64, u64),
+    progress: &PartitionProgress,
+    cancel: &AtomicBool,
+) -> Result<StepStats, ReplayError> {
+    let p = ctx.partition;
+    let task_err = |source| ReplayError::Task {
+        partition: p,
+        source,
+    };
+    let mut task = PartitionTask::open_after(
+        ctx,
+        cfg.limits,
+        false,
+        store,
+        log as Arc<dyn Log>,
+        Some(target),
+        false,
+    )
+    .map_err(task_err)?;
+    let mut total = StepStats::default();
+    while !task.caught_up() {
+        if cancel.load(Ordering::SeqCst) {
+            return Ok(total);
+        }
+        let stats = task.step(&mut NoFaults).map_err(task_err)?;
+        let (e, f) = task.positions();
+        progress.events.store(e, Ordering::SeqCst);
+        progress.effects.store(f, Ordering::SeqCst);
+        if stats.input() == 0 {
+            // Below the target every record is already in the log; a
+            // step that reads nothing means the log is shorter than the
+            // target says.
+            return Err(ReplayError::Refused(format!(
+                "partition {p}: the log ends before the replay's target {target:?} (at {:?})",
+                task.positions()
+            )));
+        }
+        total.add(&stats);
+    }
+    progress.done.store(true, Ordering::SeqCst);
+    Ok(total)
+}
+
+/// The views a digest covers, in digest order: what readers see. The
+/// materialized inbox behind `timeline` is not digested as stored: which
+/// entries it holds beyond what reads return (how far it was trimmed, where
+/// its horizon is) depends on how follows and deliveries interleaved in
+/// batches, while the timelines read from it do not.
 pub const VIEWS: [&str; 6] = [
     "counters",
     "followers",

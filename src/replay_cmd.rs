@@ -1,16 +1,24 @@
-//! `feedlog rebuild` and `feedlog verify`.
+//! `feedlog rebuild`, `verify`, `checkpoint`, `swap`, `backfill`, `reset`,
+//! `states` and `drop-state`.
 
 use crate::{cancel_on_ctrl_c, every_2s};
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
+use feedlog::datadir::DataDir;
 use feedlog::processor::ProcessorConfig;
 use feedlog::replay::{self, Rebuild, StateDigest};
-use std::path::Path;
+use feedlog::swap::{self, Request, ResetTo};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 /// `feedlog --data DIR rebuild --into NEWDIR`.
-pub fn rebuild(live: &Path, into: &Path, cfg: ProcessorConfig) -> Result<i32> {
-    let r = Rebuild::open(live, into, cfg).context("preparing the rebuild")?;
+pub fn rebuild(
+    live: &Path,
+    into: &Path,
+    from_checkpoint: Option<&Path>,
+    cfg: ProcessorConfig,
+) -> Result<i32> {
+    let r = Rebuild::open(live, into, from_checkpoint, cfg).context("preparing the rebuild")?;
     let total: u64 = r
         .plan
         .target
@@ -23,10 +31,13 @@ pub fn rebuild(live: &Path, into: &Path, cfg: ProcessorConfig) -> Result<i32> {
         live.display(),
         into.display(),
         r.plan.target.len(),
-        if r.started_at.iter().any(|s| *s != (0, 0)) {
-            " (resuming)"
-        } else {
-            ""
+        match (
+            &r.plan.from_checkpoint,
+            r.started_at.iter().any(|s| *s != (0, 0))
+        ) {
+            (Some(c), _) => format!(" (from checkpoint {})", c.display()),
+            (None, true) => " (resuming)".to_string(),
+            (None, false) => String::new(),
         }
     );
     let start = Instant::now();
@@ -154,4 +165,139 @@ pub fn verify(a: &Path, b: &Path) -> Result<i32> {
     }
     println!("DIFFERENT: overall digests differ");
     Ok(1)
+}
+
+/// Runs `request` on the data directory: in the processor running there
+/// (through `DIR/control/`), or here when none runs.
+fn to_processor(data: &Path, request: Request) -> Result<serde_json::Value> {
+    let d = DataDir::open(data)?;
+    let answer = match d.try_lock()? {
+        Some(_lock) => {
+            let say = |line: String| eprintln!("{line}");
+            swap::carry_out(&d, None, &request, &say)
+        }
+        None => {
+            eprintln!(
+                "a processor is running on {}: asking it (see its output for progress)",
+                data.display()
+            );
+            swap::request(&d, request, &|waited| {
+                eprintln!("  waiting for the processor ({:.0}s)", waited.as_secs_f64())
+            })
+        }
+    };
+    answer.map_err(anyhow::Error::msg)
+}
+
+fn absolute(p: &Path) -> Result<PathBuf> {
+    Ok(std::path::absolute(p)?)
+}
+
+/// `feedlog checkpoint --into C`.
+pub fn checkpoint(data: &Path, into: &Path) -> Result<i32> {
+    let into = absolute(into)?;
+    let c = to_processor(data, Request::Checkpoint { into: into.clone() })?;
+    let c: replay::Checkpoint = serde_json::from_value(c)?;
+    let records: u64 = c.positions.iter().map(|(e, f)| e + f).sum();
+    println!(
+        "checkpoint of {} partitions in {} ({records} records applied; inbox cap {}); `feedlog rebuild --into NEWDIR --from-checkpoint {}` replays only the log after it",
+        c.positions.len(),
+        into.display(),
+        c.inbox_cap,
+        into.display()
+    );
+    Ok(0)
+}
+
+fn print_swap(data: &Path, r: &swap::SwapReport) {
+    println!(
+        "swapped: {} now serves state generation {} (inbox cap {}); it replayed {} records to catch up, and processing paused {} ms (readers did not). The old state is kept as {}: `feedlog --data {} drop-state {}` removes it.",
+        data.display(),
+        r.generation,
+        r.inbox_cap,
+        r.caught_up,
+        r.paused_ms,
+        data.join(&r.previous).display(),
+        data.display(),
+        r.previous
+    );
+}
+
+/// `feedlog swap NEWDIR`.
+pub fn swap_to(data: &Path, from: &Path) -> Result<i32> {
+    let from = absolute(from)?;
+    let r = to_processor(data, Request::Swap { from })?;
+    print_swap(data, &serde_json::from_value(r)?);
+    Ok(0)
+}
+
+/// `feedlog backfill --view VIEW`: a rebuild of the state with the view's
+/// new settings beside the live one (resumable in `DIR/backfill`), then a
+/// swap to it.
+pub fn backfill(data: &Path, view: &str, cfg: ProcessorConfig) -> Result<i32> {
+    if !replay::VIEWS.contains(&view) && view != "inbox" {
+        bail!(
+            "unknown view {view:?}: one of {}, inbox",
+            replay::VIEWS.join(", ")
+        );
+    }
+    let into = data.join("backfill");
+    eprintln!(
+        "backfill of {view} (inbox cap {}): rebuilding the state beside the live one in {}, then swapping it in",
+        cfg.inbox_cap,
+        into.display()
+    );
+    let code = rebuild(data, &into, None, cfg)?;
+    if code != 0 {
+        return Ok(code);
+    }
+    swap_to(data, &into)
+}
+
+/// `feedlog reset --to-start | --to-checkpoint C`.
+pub fn reset(data: &Path, to: ResetTo) -> Result<i32> {
+    let d = DataDir::open(data)?;
+    let Some(_lock) = d.try_lock()? else {
+        bail!(
+            "a processor is running on {}: stop it first (a reset moves its state back)",
+            data.display()
+        );
+    };
+    let r = swap::reset(data, &to)?;
+    println!(
+        "reset: {} now uses state generation {}, at {}; the next `feedlog run` processes {} records again (their effects are emitted again, and readers dedupe them by version). The old state is kept as {}: `feedlog --data {} drop-state {}` removes it.",
+        data.display(),
+        r.generation,
+        match &to {
+            ResetTo::Start => "the start of the log".to_string(),
+            ResetTo::Checkpoint(c) => format!("checkpoint {}", c.display()),
+        },
+        r.to_process,
+        data.join(&r.previous).display(),
+        data.display(),
+        r.previous
+    );
+    Ok(0)
+}
+
+/// `feedlog states`.
+pub fn states(data: &Path) -> Result<i32> {
+    let d = DataDir::open(data)?;
+    for g in swap::generations(&d)? {
+        println!(
+            "{:<10} {:>12} bytes{}",
+            g.name,
+            g.bytes,
+            if g.active { "  active" } else { "" }
+        );
+    }
+    Ok(0)
+}
+
+/// `feedlog drop-state NAME`.
+pub fn drop_state(data: &Path, name: &str) -> Result<i32> {
+    let d = DataDir::open(data)?;
+    let bytes = swap::drop_state(&d, name)?;
+    println!("dropped {name} ({bytes} bytes)");
+    Ok(0)
 }

@@ -4,15 +4,13 @@
 
 mod common;
 
-use common::http::{Client, Sse};
+use common::http::{Client, Proc, Sse};
 use common::{check_all, generated_log, oracle_of};
 use feedlog::datadir::DataDir;
 use feedlog::http::{Api, ApiConfig};
 use feedlog::processor::{Processor, ProcessorConfig};
 use feedlog::produce::Producer;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
@@ -456,66 +454,6 @@ fn strict_exposition_format(text: &str) {
             assert!(typed.contains_key(family), "sample before its TYPE: {line}");
         }
     }
-}
-
-/// A `feedlog` child process, killed when dropped.
-struct Proc(Child, String);
-
-impl Proc {
-    /// Starts `feedlog --data DIR ARGS`, waits for its "serving the read API
-    /// on http://ADDR" line and returns the process and ADDR.
-    fn serving(data: &Path, args: &[&str]) -> Proc {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_feedlog"))
-            .arg("--data")
-            .arg(data)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        let addr = loop {
-            line.clear();
-            assert!(
-                err.read_line(&mut line).unwrap() > 0,
-                "exited before serving"
-            );
-            if let Some(rest) = line.trim().strip_prefix("serving the read API on http://") {
-                break rest.split_whitespace().next().unwrap().to_string();
-            }
-        };
-        // Keep draining stderr so the child never blocks on a full pipe.
-        std::thread::spawn(move || for _ in err.lines() {});
-        Proc(child, addr)
-    }
-
-    fn client(&self) -> Client {
-        Client {
-            addr: self.1.parse().unwrap(),
-        }
-    }
-
-    /// SIGTERM, then the exit code.
-    fn terminate(mut self) -> Option<i32> {
-        unsafe_kill(self.0.id());
-        let status = self.0.wait().unwrap();
-        status.code()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn unsafe_kill(pid: u32) {
-    Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
 }
 
 fn eventually(what: &str, mut f: impl FnMut() -> bool) {

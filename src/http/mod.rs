@@ -273,7 +273,7 @@ async fn read<T: Send + 'static>(
     f: impl FnOnce(&Reader) -> Result<T, QueryError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let api = api.clone();
-    tokio::task::spawn_blocking(move || f(&api.reader))
+    tokio::task::spawn_blocking(move || f(&api.reader.current()))
         .await
         .map_err(ApiError::internal)?
         .map_err(ApiError::from)

@@ -310,6 +310,20 @@ impl Store {
         }
     }
 
+    /// Writes a consistent RocksDB checkpoint of this store into `to`
+    /// (which must not exist): table files hard-linked where the file
+    /// system allows, the rest copied. Its `meta` holds the positions of
+    /// exactly the state it holds.
+    pub fn checkpoint(&self, to: &Path) -> Result<(), StoreError> {
+        let err = |source| StoreError::Rocks {
+            path: to.to_path_buf(),
+            source,
+        };
+        rocksdb::checkpoint::Checkpoint::new(&self.db)
+            .and_then(|c| c.create_checkpoint(to))
+            .map_err(err)
+    }
+
     /// The store's directory.
     pub fn path(&self) -> &Path {
         &self.path

@@ -4,8 +4,10 @@
 
 use super::Views;
 use serde_json::Value;
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// An answer.
@@ -276,4 +278,64 @@ pub fn ephemeral_listener() -> (tokio::runtime::Runtime, tokio::net::TcpListener
         .unwrap();
     let addr = listener.local_addr().unwrap();
     (rt, listener, addr)
+}
+
+/// A `feedlog` child process, killed when dropped.
+pub struct Proc(pub Child, pub String);
+
+impl Proc {
+    /// Starts `feedlog --data DIR ARGS`, waits for its "serving the read API
+    /// on http://ADDR" line and returns the process and ADDR.
+    pub fn serving(data: &Path, args: &[&str]) -> Proc {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_feedlog"))
+            .arg("--data")
+            .arg(data)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        let addr = loop {
+            line.clear();
+            assert!(
+                err.read_line(&mut line).unwrap() > 0,
+                "exited before serving"
+            );
+            if let Some(rest) = line.trim().strip_prefix("serving the read API on http://") {
+                break rest.split_whitespace().next().unwrap().to_string();
+            }
+        };
+        // Keep draining stderr so the child never blocks on a full pipe.
+        std::thread::spawn(move || for _ in err.lines() {});
+        Proc(child, addr)
+    }
+
+    pub fn client(&self) -> Client {
+        Client {
+            addr: self.1.parse().unwrap(),
+        }
+    }
+
+    /// SIGTERM, then the exit code.
+    pub fn terminate(mut self) -> Option<i32> {
+        unsafe_kill(self.0.id());
+        let status = self.0.wait().unwrap();
+        status.code()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn unsafe_kill(pid: u32) {
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
 }
