@@ -22,7 +22,7 @@ use crate::event::UserId;
 use crate::log::{Log, LogError, NewRecord, Sink, Source, Topic};
 use crate::processor::ProcessorConfig;
 use crate::query::{QueryError, Reader, DEFAULT_RECENT, MAX_LIMIT};
-use crate::state::{meta, Cf, Kv, Store, StoreError, StoreOptions};
+use crate::state::{meta, Cf, Kv, Store, StoreError};
 use crate::task::{NoFaults, PartitionTask, StepStats, TaskError};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
