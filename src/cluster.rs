@@ -28,7 +28,6 @@
 //! Each processor publishes what it owns (and where its read API is) to the
 //! compacted `members` topic; readers and `feedlog status` replay it.
 
-use crate::core::Ctx;
 use crate::datadir::DataDir;
 use crate::log::kafka::{topic_partitions, KafkaConfig, KafkaLog, REQUEST_TIMEOUT};
 use crate::log::{Log, LogError, Topic};
@@ -552,12 +551,7 @@ impl Cluster {
                 )));
             }
         }
-        let ctx = Ctx {
-            partition: p,
-            partitions: self.dir.partitions(),
-            inbox_cap: self.cfg.processor.inbox_cap,
-            fanout_chunk: self.cfg.processor.fanout_chunk,
-        };
+        let ctx = self.cfg.processor.ctx(p, self.dir.partitions());
         let mut task = PartitionTask::open_after(
             ctx,
             self.cfg.processor.limits,

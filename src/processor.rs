@@ -30,6 +30,18 @@ pub struct ProcessorConfig {
     pub cache_bytes: usize,
 }
 
+impl ProcessorConfig {
+    /// The core settings of `partition` of `partitions` under this config.
+    pub fn ctx(&self, partition: u32, partitions: u32) -> Ctx {
+        Ctx {
+            partition,
+            partitions,
+            inbox_cap: self.inbox_cap,
+            fanout_chunk: self.fanout_chunk,
+        }
+    }
+}
+
 impl Default for ProcessorConfig {
     fn default() -> Self {
         ProcessorConfig {
@@ -264,12 +276,7 @@ impl Processor {
 
     /// The core settings of one partition.
     pub fn ctx(&self, partition: u32) -> Ctx {
-        Ctx {
-            partition,
-            partitions: self.dir.partitions(),
-            inbox_cap: self.inbox_cap.load(Ordering::SeqCst),
-            fanout_chunk: self.cfg.fanout_chunk,
-        }
+        self.config().ctx(partition, self.dir.partitions())
     }
 
     /// Opens the owner task of one partition at its stored positions.

@@ -278,14 +278,8 @@ impl Rebuild {
     }
 
     fn run_partition(&self, p: u32, cancel: &AtomicBool) -> Result<StepStats, ReplayError> {
-        let ctx = Ctx {
-            partition: p,
-            partitions: self.into.partitions(),
-            inbox_cap: self.cfg.inbox_cap,
-            fanout_chunk: self.cfg.fanout_chunk,
-        };
         replay_to(
-            ctx,
+            self.cfg.ctx(p, self.into.partitions()),
             &self.cfg,
             self.stores[p as usize].clone(),
             self.log.clone(),
@@ -297,17 +291,17 @@ impl Rebuild {
 
     /// Whether every partition has reached its target.
     pub fn finished(&self) -> Result<bool, ReplayError> {
-        for (s, t) in self.stores.iter().zip(&self.plan.target) {
-            let at = (
-                s.meta_u64(meta::POS_EVENTS)?,
-                s.meta_u64(meta::POS_EFFECTS)?,
-            );
-            if at.0 < t.0 || at.1 < t.1 {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+        Ok(behind(&positions(&self.stores)?, &self.plan.target) == 0)
     }
+}
+
+/// Records from positions `at` up to `targets`, both inputs, summed over
+/// partitions.
+pub fn behind(at: &[(u64, u64)], targets: &[(u64, u64)]) -> u64 {
+    at.iter()
+        .zip(targets)
+        .map(|(a, t)| t.0.saturating_sub(a.0) + t.1.saturating_sub(a.1))
+        .sum()
 }
 
 /// Positions of every store: next `events` and `effects` offsets.

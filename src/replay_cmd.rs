@@ -19,13 +19,7 @@ pub fn rebuild(
     cfg: ProcessorConfig,
 ) -> Result<i32> {
     let r = Rebuild::open(live, into, from_checkpoint, cfg).context("preparing the rebuild")?;
-    let total: u64 = r
-        .plan
-        .target
-        .iter()
-        .zip(&r.started_at)
-        .map(|(t, s)| t.0.saturating_sub(s.0) + t.1.saturating_sub(s.1))
-        .sum();
+    let total = replay::behind(&r.started_at, &r.plan.target);
     eprintln!(
         "rebuilding {} from its log into {}: {} partitions, {total} records to replay{}",
         live.display(),

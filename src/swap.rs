@@ -23,11 +23,12 @@
 //! to `working.json`, carries it out and answers. A requester that finds
 //! `run.lock` free does the work itself instead.
 
-use crate::core::Ctx;
 use crate::datadir::DataDir;
 use crate::log::Log;
 use crate::processor::{self, Processor, ProcessorConfig};
-use crate::replay::{self, positions, PartitionProgress, ReadOnlyLog, RebuildPlan, ReplayError};
+use crate::replay::{
+    self, behind, positions, PartitionProgress, ReadOnlyLog, RebuildPlan, ReplayError,
+};
 use crate::state::Store;
 use crate::task::StepStats;
 use serde::{Deserialize, Serialize};
@@ -72,14 +73,8 @@ fn catch_up(
             .enumerate()
             .map(|(p, (store, &target))| {
                 s.spawn(move || {
-                    let ctx = Ctx {
-                        partition: p as u32,
-                        partitions,
-                        inbox_cap: cfg.inbox_cap,
-                        fanout_chunk: cfg.fanout_chunk,
-                    };
                     replay::replay_to(
-                        ctx,
+                        cfg.ctx(p as u32, partitions),
                         cfg,
                         store.clone(),
                         log.clone(),
@@ -100,13 +95,6 @@ fn catch_up(
         total.add(&r?);
     }
     Ok(total.input())
-}
-
-fn behind(at: &[(u64, u64)], targets: &[(u64, u64)]) -> u64 {
-    at.iter()
-        .zip(targets)
-        .map(|(a, t)| t.0.saturating_sub(a.0) + t.1.saturating_sub(a.1))
-        .sum()
 }
 
 /// Switches `dir` to the finished rebuild in `from`. With `live`, the
