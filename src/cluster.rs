@@ -29,12 +29,14 @@
 //! compacted `members` topic; readers and `feedlog status` replay it.
 
 use crate::datadir::DataDir;
+use crate::handover::{CheckpointDir, GroupPosition, Identity};
 use crate::log::kafka::{topic_partitions, KafkaConfig, KafkaLog, REQUEST_TIMEOUT};
 use crate::log::{Log, LogError, Topic};
 use crate::processor::{ProcessorConfig, Progress};
 use crate::state::{meta, Kv, Store, StoreError, StoreOptions};
 use crate::task::{NoFaults, PartitionTask, StepStats, TaskError};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
@@ -83,6 +85,13 @@ pub struct ClusterConfig {
     /// Fault injection for tests: every this many steps, a task re-reads the
     /// last few records of both inputs (duplicate delivery). 0: never.
     pub redeliver_every: u32,
+    /// A checkpoint directory shared by the group's processors (see
+    /// [`crate::handover`]): partitions given up are checkpointed there, and
+    /// partitions taken over are seeded from there.
+    pub checkpoints: Option<std::path::PathBuf>,
+    /// With `checkpoints`, also checkpoint every owned, caught-up partition
+    /// this often (so a crashed owner's successor replays only the tail).
+    pub checkpoint_every: Option<Duration>,
 }
 
 impl ClusterConfig {
@@ -100,6 +109,8 @@ impl ClusterConfig {
             processor: ProcessorConfig::default(),
             commit_interval: Duration::from_millis(500),
             redeliver_every: 0,
+            checkpoints: None,
+            checkpoint_every: None,
         }
     }
 }
@@ -262,6 +273,7 @@ fn add_position(tpl: &mut TopicPartitionList, topic: &str, p: u32, offset: u64, 
 /// The group consumer's context: handover in the rebalance callbacks.
 struct GroupContext {
     shared: Arc<Shared>,
+    checkpoints: Option<Arc<CheckpointDir>>,
 }
 
 impl ClientContext for GroupContext {}
@@ -292,6 +304,7 @@ impl ConsumerContext for GroupContext {
         if let Err(e) = consumer.commit(&tpl, CommitMode::Sync) {
             tracing::warn!(error = %e, "committing the positions of revoked partitions");
         }
+        checkpoint_all(self.checkpoints.as_deref(), &stopped);
     }
 
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
@@ -330,6 +343,26 @@ pub struct Cluster {
     progress: Arc<Progress>,
     /// Set to make every wait for Kafka give up (shutdown).
     stopping: Arc<AtomicBool>,
+    checkpoints: Option<Arc<CheckpointDir>>,
+}
+
+/// Checkpoints the partitions just given up (their tasks stopped), so
+/// whoever takes them over replays only what follows — also when the broker
+/// refused the handover commit (see [`crate::handover`]).
+fn checkpoint_all(dir: Option<&CheckpointDir>, stopped: &BTreeMap<u32, Owned>) {
+    let Some(dir) = dir else { return };
+    for (&p, o) in stopped {
+        let start = Instant::now();
+        match dir.write(p, &o.store, &o.epoch, true) {
+            Ok(c) => tracing::info!(
+                partition = p,
+                positions = ?c.positions,
+                ms = start.elapsed().as_millis() as u64,
+                "checkpoint written for the next owner"
+            ),
+            Err(e) => tracing::warn!(partition = p, error = %e, "writing a checkpoint"),
+        }
+    }
 }
 
 impl Cluster {
@@ -363,9 +396,20 @@ impl Cluster {
             effects_topic: log.name(Topic::Effects).to_string(),
             count: partitions,
         });
+        let checkpoints = cfg.checkpoints.as_ref().map(|root| {
+            Arc::new(CheckpointDir::new(
+                root,
+                Identity {
+                    events_topic: log.name(Topic::Events).to_string(),
+                    partitions,
+                    inbox_cap: cfg.processor.inbox_cap,
+                },
+            ))
+        });
         Ok(Cluster {
             dir,
             cache: Cache::new_lru_cache(cfg.processor.cache_bytes),
+            checkpoints,
             cfg,
             log: Arc::new(log),
             shared,
@@ -424,6 +468,7 @@ impl Cluster {
         }
         c.create_with_context(GroupContext {
             shared: self.shared.clone(),
+            checkpoints: self.checkpoints.clone(),
         })
         .map_err(|e| {
             ClusterError::Log(LogError::Kafka {
@@ -516,6 +561,38 @@ impl Cluster {
             store = self.open_store(p)?;
             local = (0, 0);
         }
+        // A checkpoint further along than the local store (which may be
+        // empty) saves replaying what it holds.
+        let mut successor = None;
+        if let Some(cps) = &self.checkpoints {
+            let log_start = (
+                self.log.start_offset(Topic::Events, p)?,
+                self.log.start_offset(Topic::Effects, p)?,
+            );
+            let group = GroupPosition {
+                committed,
+                epoch: &group_epoch,
+            };
+            if let Some((from, c)) = cps.best(p, local, group, log_start) {
+                drop(store);
+                CheckpointDir::seed(&from, &self.dir.state_dir(p))?;
+                store = self.open_store(p)?;
+                tracing::info!(
+                    partition = p,
+                    checkpoint = %from.display(),
+                    at = ?c.positions,
+                    committed = ?committed,
+                    "seeded from a checkpoint: replaying only the log after it"
+                );
+                local = c.positions;
+                // Within the group's positions, the checkpoint's outbox
+                // answered inputs whose outputs are acknowledged: never
+                // re-ship it. Past them, it is the last owner's own store
+                // (see crate::handover), carried on as that owner would.
+                successor = Some(c.within(committed));
+            }
+        }
+        let intervened = successor.unwrap_or(intervened);
         // Take ownership before answering anything: a new epoch, in the
         // group and in the store, so that whoever owns the partition next
         // knows this processor had it.
@@ -640,6 +717,29 @@ impl Cluster {
         Ok(())
     }
 
+    /// Checkpoints every owned partition that has caught up, while its task
+    /// keeps running (a RocksDB checkpoint is consistent). Such a checkpoint
+    /// becomes usable once the group's positions reach it (the next commit).
+    fn checkpoint_serving(&self, cps: &CheckpointDir) {
+        let serving: Vec<(u32, Arc<Store>, String)> = self
+            .shared
+            .owned
+            .lock()
+            .expect("poisoned")
+            .iter()
+            .filter(|(_, o)| o.serving.load(Ordering::SeqCst))
+            .map(|(&p, o)| (p, o.store.clone(), o.epoch.clone()))
+            .collect();
+        for (p, store, epoch) in serving {
+            match cps.write(p, &store, &epoch, false) {
+                Ok(c) => {
+                    tracing::debug!(partition = p, positions = ?c.positions, "checkpoint written")
+                }
+                Err(e) => tracing::warn!(partition = p, error = %e, "writing a checkpoint"),
+            }
+        }
+    }
+
     /// Takes part in the group until `cancel` is set — or, with
     /// `until_idle`, until every partition of both topics is consumed to its
     /// end (see [`status`]) — then finishes every task's batch, commits,
@@ -659,6 +759,7 @@ impl Cluster {
         let mut last_idle_check = Instant::now();
         let mut idle_seen = 0;
         let mut retry_at: BTreeMap<u32, Instant> = BTreeMap::new();
+        let mut last_checkpoint = Instant::now();
         while !cancel.load(Ordering::SeqCst) {
             if let Some(Err(e)) = consumer.poll(Duration::from_millis(100)) {
                 tracing::warn!(error = %e, "group consumer");
@@ -719,6 +820,12 @@ impl Cluster {
                     }
                 }
             }
+            if let (Some(cps), Some(every)) = (&self.checkpoints, self.cfg.checkpoint_every) {
+                if last_checkpoint.elapsed() >= every {
+                    last_checkpoint = Instant::now();
+                    self.checkpoint_serving(cps);
+                }
+            }
             let version = self.shared.version();
             if version != announced {
                 if let Err(e) = members.announce(&self.shared.partitions()) {
@@ -746,6 +853,7 @@ impl Cluster {
             if let Err(e) = consumer.commit(&tpl, CommitMode::Sync) {
                 tracing::warn!(error = %e, "committing positions on the way out");
             }
+            checkpoint_all(self.checkpoints.as_deref(), &stopped);
         }
         if let Err(e) = members.leave() {
             tracing::warn!(error = %e, "announcing departure");
@@ -1075,17 +1183,163 @@ pub struct Status {
     pub idle: bool,
 }
 
-/// Reads the group's committed positions, the topics' ends and the owners.
-pub fn status(cfg: &KafkaConfig) -> Result<Status, LogError> {
-    let consumer: BaseConsumer = cfg
-        .client_config()
+/// Where `feedlog reset --kafka` moves a consumer group.
+#[derive(Debug, Clone)]
+pub enum GroupResetTo {
+    /// The start of the log: every processor rebuilds what it takes from
+    /// the log and emits every output again.
+    Start,
+    /// Each partition's newest checkpoint in this `--checkpoints` directory
+    /// (of this topic and partition count) that the log still holds.
+    Checkpoints(std::path::PathBuf),
+}
+
+/// What a group reset did, per partition.
+#[derive(Debug, Clone)]
+pub struct GroupReset {
+    /// The epoch the new positions were committed under.
+    pub epoch: String,
+    /// Per partition: the `events` and `effects` positions committed, and
+    /// the checkpoint they came from.
+    pub positions: Vec<((u64, u64), Option<crate::handover::PartitionCheckpoint>)>,
+}
+
+/// Moves the group's positions back, under a new epoch that no processor's
+/// store carries: every processor then treats each partition it takes as
+/// owned by someone else since — a store ahead of the new positions is
+/// dropped and rebuilt (from a checkpoint within them when it runs with
+/// `--checkpoints`, else from the log), and outputs above the new
+/// positions are emitted again (receivers skip them by version). Refuses,
+/// changing nothing, while the group has members or when the log no longer
+/// holds a position (retention).
+pub fn reset_group(cfg: &KafkaConfig, to: &GroupResetTo) -> Result<GroupReset, ClusterError> {
+    let log = KafkaLog::connect(cfg.clone(), Arc::new(AtomicBool::new(false)))?;
+    let consumer = group_client(cfg, "a reset client")?;
+    let members: Vec<String> = match consumer.fetch_group_list(Some(&cfg.group), REQUEST_TIMEOUT) {
+        Ok(groups) => groups
+            .groups()
+            .iter()
+            .flat_map(|g| g.members().iter().map(|m| m.client_id().to_string()))
+            .collect(),
+        // A broker that cannot describe groups: the processors that have
+        // announced themselves and not left (one that crashed stays listed
+        // until it runs again and leaves).
+        Err(e) if e.rdkafka_error_code() == Some(RDKafkaErrorCode::UnsupportedFeature) => {
+            read_owners(cfg)?.members.into_keys().collect()
+        }
+        Err(e) => {
+            return Err(ClusterError::Log(LogError::Kafka {
+                what: format!("describing group {}", cfg.group),
+                reason: e.to_string(),
+            }))
+        }
+    };
+    if !members.is_empty() {
+        return Err(ClusterError::Refused(format!(
+            "group {} has {} member(s) ({}): stop every processor of the group first; nothing was changed",
+            cfg.group,
+            members.len(),
+            members.join(", ")
+        )));
+    }
+    let events = log.name(Topic::Events).to_string();
+    let n = log.partitions(Topic::Events);
+    let mut positions = Vec::new();
+    for p in 0..n {
+        let start = (
+            log.start_offset(Topic::Events, p)?,
+            log.start_offset(Topic::Effects, p)?,
+        );
+        let end = (
+            log.end_offset(Topic::Events, p)?,
+            log.end_offset(Topic::Effects, p)?,
+        );
+        let (at, from) = match to {
+            GroupResetTo::Start => ((0, 0), None),
+            GroupResetTo::Checkpoints(dir) => {
+                let c = crate::handover::list_in(dir, p)
+                    .into_iter()
+                    .map(|(_, c)| c)
+                    .rfind(|c| {
+                        c.identity.events_topic == events
+                            && c.identity.partitions == n
+                            && c.positions.0 <= end.0
+                            && c.positions.1 <= end.1
+                    })
+                    .ok_or_else(|| {
+                        ClusterError::Refused(format!(
+                            "{} holds no checkpoint of {events}[{p}] ({n} partitions) within the log; nothing was changed",
+                            dir.display()
+                        ))
+                    })?;
+                (c.positions, Some(c))
+            }
+        };
+        for (topic, at, start) in [
+            (Topic::Events, at.0, start.0),
+            (Topic::Effects, at.1, start.1),
+        ] {
+            if at < start {
+                return Err(ClusterError::Refused(format!(
+                    "{}[{p}] starts at offset {start} (retention), so nothing can be replayed from offset {at}; nothing was changed",
+                    log.name(topic)
+                )));
+            }
+        }
+        positions.push((at, from));
+    }
+    let epoch = format!("reset/{}", crate::task::now_ms());
+    let mut tpl = TopicPartitionList::new();
+    for (p, ((e, f), _)) in positions.iter().enumerate() {
+        add_position(&mut tpl, &events, p as u32, *e, &epoch);
+        add_position(&mut tpl, log.name(Topic::Effects), p as u32, *f, &epoch);
+    }
+    // A commit from outside the group, as Kafka's own offset-reset tools do:
+    // brokers accept it only while the group has no members. One that
+    // stopped a moment ago stays a member until its session times out.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match consumer.commit(&tpl, CommitMode::Sync) {
+            Ok(()) => return Ok(GroupReset { epoch, positions }),
+            Err(e)
+                if matches!(
+                    e.rdkafka_error_code(),
+                    Some(
+                        RDKafkaErrorCode::UnknownMemberId
+                            | RDKafkaErrorCode::IllegalGeneration
+                            | RDKafkaErrorCode::RebalanceInProgress
+                    )
+                ) && Instant::now() < deadline =>
+            {
+                tracing::info!(error = %e, "the broker still lists members of the group: waiting for their sessions to end");
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            Err(e) => {
+                return Err(ClusterError::Refused(format!(
+                    "the broker refused the reset positions of group {}: {e} (it accepts them only while the group \
+                     has no members: stop every processor of the group and retry); nothing was changed",
+                    cfg.group
+                )))
+            }
+        }
+    }
+}
+
+/// A client of the group that never joins it (reads and commits positions).
+fn group_client(cfg: &KafkaConfig, what: &str) -> Result<BaseConsumer, LogError> {
+    cfg.client_config()
         .set("group.id", &cfg.group)
         .set("enable.auto.commit", "false")
         .create()
         .map_err(|e| LogError::Kafka {
-            what: "creating a status client".into(),
+            what: format!("creating {what}"),
             reason: e.to_string(),
-        })?;
+        })
+}
+
+/// Reads the group's committed positions, the topics' ends and the owners.
+pub fn status(cfg: &KafkaConfig) -> Result<Status, LogError> {
+    let consumer = group_client(cfg, "a status client")?;
     let (events, effects) = (cfg.name(Topic::Events), cfg.name(Topic::Effects));
     let n = topic_partitions(&consumer, &events)?;
     let mut tpl = TopicPartitionList::new();

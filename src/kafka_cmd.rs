@@ -54,6 +54,17 @@ pub struct KafkaRunArgs {
     /// Consumer group session timeout, ms [default: 10000].
     #[arg(long)]
     pub session_timeout_ms: Option<u64>,
+    /// A checkpoint directory shared by the group's processors (a shared
+    /// file system): partitions given up are checkpointed there, and a
+    /// processor that takes a partition over seeds its store from there and
+    /// replays only the tail of the log.
+    #[arg(long, env = "FEEDLOG_CHECKPOINTS", value_name = "DIR")]
+    pub checkpoints: Option<PathBuf>,
+    /// With --checkpoints, also checkpoint every owned partition this often,
+    /// in seconds, so a crashed processor's successor replays only the tail
+    /// [default: only when partitions are given up].
+    #[arg(long, value_name = "SECS", requires = "checkpoints")]
+    pub checkpoint_every: Option<u64>,
 }
 
 /// The config file: the same settings, by their flag names (with `_`).
@@ -70,6 +81,8 @@ struct FileConfig {
     advertise: Option<String>,
     session_timeout_ms: Option<u64>,
     listen: Option<String>,
+    checkpoints: Option<PathBuf>,
+    checkpoint_every: Option<u64>,
 }
 
 fn read_file(path: &Option<PathBuf>) -> Result<FileConfig> {
@@ -160,6 +173,17 @@ pub fn run(
     if let Some(ms) = args.session_timeout_ms.or(f.session_timeout_ms) {
         cfg.session_timeout = Duration::from_millis(ms);
     }
+    cfg.checkpoints = args.checkpoints.clone().or_else(|| f.checkpoints.clone());
+    cfg.checkpoint_every = args
+        .checkpoint_every
+        .or(f.checkpoint_every)
+        .map(Duration::from_secs);
+    if cfg.checkpoint_every.is_some() && cfg.checkpoints.is_none() {
+        bail!("checkpoint_every needs a checkpoint directory: give --checkpoints DIR");
+    }
+    if cfg.checkpoint_every == Some(Duration::ZERO) {
+        bail!("--checkpoint-every must be at least 1 second");
+    }
     // Bind first: the address is announced to the other processors.
     let bound = match settings.listen(listen) {
         Some(addr) => Some(BoundApi::bind(&addr)?),
@@ -171,13 +195,19 @@ pub fn run(
         .or_else(|| f.advertise.clone())
         .or_else(|| bound.as_ref().map(|b| advertised(b.addr)));
     eprintln!(
-        "kafka mode: brokers {}, group {}, member {}{}",
+        "kafka mode: brokers {}, group {}, member {}{}{}",
         cfg.kafka.brokers,
         cfg.kafka.group,
         cfg.member,
         cfg.api
             .as_deref()
-            .map_or(String::new(), |a| format!(", read API announced as {a}"))
+            .map_or(String::new(), |a| format!(", read API announced as {a}")),
+        cfg.checkpoints
+            .as_deref()
+            .map_or(String::new(), |c| format!(
+                ", checkpoints in {}",
+                c.display()
+            ))
     );
     let cluster = Cluster::open(data, cfg).context("starting the processor")?;
     let server = match bound {
@@ -266,6 +296,40 @@ pub fn status(settings: &Settings) -> Result<i32> {
     let kafka = settings.require_kafka("status")?;
     let s = cluster::status(kafka)?;
     println!("{}", serde_json::to_string_pretty(&s)?);
+    Ok(0)
+}
+
+/// `feedlog reset --kafka`: moves the group back (see
+/// [`cluster::reset_group`]).
+pub fn reset(settings: &Settings, to_checkpoint: Option<PathBuf>) -> Result<i32> {
+    let kafka = settings.require_kafka("reset")?;
+    let to = match to_checkpoint {
+        Some(c) => cluster::GroupResetTo::Checkpoints(c),
+        None => cluster::GroupResetTo::Start,
+    };
+    let r = cluster::reset_group(kafka, &to)?;
+    for (p, (at, from)) in r.positions.iter().enumerate() {
+        match from {
+            Some(c) => println!(
+                "partition {p}: events {} effects {} (checkpoint of {}, inbox cap {})",
+                at.0, at.1, c.epoch, c.identity.inbox_cap
+            ),
+            None => println!("partition {p}: events {} effects {}", at.0, at.1),
+        }
+    }
+    println!(
+        "reset group {} under epoch {}: each processor drops its store of a partition it takes that is ahead of these \
+         positions and rebuilds it{}; outputs above them are emitted again, and receivers skip them by version",
+        kafka.group,
+        r.epoch,
+        match &to {
+            cluster::GroupResetTo::Start => " from the log".to_string(),
+            cluster::GroupResetTo::Checkpoints(c) => format!(
+                " from these checkpoints when run with --checkpoints {} and the same inbox cap (else from the log)",
+                c.display()
+            ),
+        }
+    );
     Ok(0)
 }
 

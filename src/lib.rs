@@ -60,6 +60,7 @@ pub mod datadir;
 pub mod event;
 pub mod fsutil;
 pub mod generate;
+pub mod handover;
 pub mod http;
 pub mod import;
 pub mod log;

@@ -130,7 +130,8 @@ enum Command {
         no_sync: bool,
     },
     /// Move the stopped data directory's state back to the start of the
-    /// log or to a checkpoint; refuses when the log no longer holds it.
+    /// log or to a checkpoint; with --kafka, move the stopped group's
+    /// positions back. Refuses when the log no longer holds the position.
     Reset {
         /// Back to an empty state: the next run processes the whole log.
         #[arg(
@@ -139,7 +140,8 @@ enum Command {
             required_unless_present = "to_checkpoint"
         )]
         to_start: bool,
-        /// Back to this checkpoint's state.
+        /// Back to this checkpoint's state (with --kafka: a --checkpoints
+        /// directory; each partition goes back to its newest checkpoint).
         #[arg(long, value_name = "C")]
         to_checkpoint: Option<PathBuf>,
     },
@@ -372,7 +374,9 @@ fn run(cli: Cli) -> Result<i32> {
             to_start: _,
             to_checkpoint,
         } => {
-            kafka_cmd::embedded_only(&settings, "reset")?;
+            if settings.kafka.is_some() {
+                return kafka_cmd::reset(&settings, to_checkpoint);
+            }
             let to = match to_checkpoint {
                 Some(c) => feedlog::swap::ResetTo::Checkpoint(c),
                 None => feedlog::swap::ResetTo::Start,

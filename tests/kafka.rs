@@ -11,6 +11,7 @@ use common::oracle::Oracle;
 use common::{check_all, generated_log};
 use feedlog::cluster::{status, Cluster, ClusterConfig, Status};
 use feedlog::codec::{self, Format};
+use feedlog::handover;
 use feedlog::http::ApiConfig;
 use feedlog::log::kafka::{send_when_room, KafkaConfig, FORMAT_HEADER};
 use feedlog::partition::partition_for;
@@ -392,6 +393,163 @@ fn members_join_and_leave(b: &Broker, partitions: u32) {
     let (oracle, max_user) = common::oracle_of(&log);
     let reader = final_reader(&[&dirs[0], &dirs[1], &dirs[2]], &s);
     check_all(&reader, &oracle, max_user, 7).unwrap();
+}
+
+// Proves Kafka handover through checkpoints: a member that joins with an empty directory seeds the partitions it is given from the checkpoints their previous owner wrote when it gave them up, replays none of what the group had processed, and every view equals the oracle.
+#[test]
+fn handover_seeds_from_checkpoints() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("feedlog=info")
+        .with_test_writer()
+        .try_init();
+    let b = Broker::mock(4);
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("m{i}"))).collect();
+    let checkpoints = tmp.path().join("checkpoints");
+    let cfg = |i: usize| {
+        let mut c = b.config("gc", &format!("m{i}"));
+        c.checkpoints = Some(checkpoints.clone());
+        c
+    };
+    let kafka = cfg(9).kafka;
+    let log = generated_log(60, 3000);
+    let lines: Vec<&str> = log.lines().collect();
+    let (first, second) = lines.split_at(lines.len() / 2);
+    let mut m0 = Member::start(dirs[0].clone(), cfg(0));
+    produce(&b.brokers, &b.topic("events"), 4, &first.join("\n"));
+    wait_idle(&kafka, Duration::from_secs(120));
+    let mut m1 = Member::start(dirs[1].clone(), cfg(1));
+    let start = Instant::now();
+    while !status(&kafka)
+        .map(|s| {
+            s.partitions
+                .iter()
+                .any(|p| p.owner.as_deref() == Some("m1"))
+        })
+        .unwrap_or(false)
+    {
+        assert!(start.elapsed() < Duration::from_secs(60), "m1 got nothing");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    produce(&b.brokers, &b.topic("events"), 4, &second.join("\n"));
+    let s = wait_idle(&kafka, Duration::from_secs(120));
+    let taken: Vec<u32> = s
+        .partitions
+        .iter()
+        .filter(|p| p.owner.as_deref() == Some("m1"))
+        .map(|p| p.partition)
+        .collect();
+    let (_, s1) = (m0.stop(), m1.stop());
+    assert_eq!(
+        s1.replayed, 0,
+        "the new member replayed nothing the group had processed: {s1:?}"
+    );
+    for p in &taken {
+        let dir = checkpoints.join(format!("p{p:05}"));
+        assert!(
+            std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()),
+            "partition {p} was handed over through a checkpoint in {}",
+            dir.display()
+        );
+    }
+    // Partitions m1 owns at the end are read from m1's stores: m0's copies
+    // stopped at the handover.
+    let (oracle, max_user) = common::oracle_of(&log);
+    let reader = final_reader(&[&dirs[0], &dirs[1]], &s);
+    check_all(&reader, &oracle, max_user, 7).unwrap();
+}
+
+// Proves a group reset: refused while a processor of the group runs; a group reset to the checkpoints (the newest discarded) makes the processor drop its stores, seed them from the older checkpoints and process only the log after them; a group reset to the start makes it process the whole log again and emit its outputs again; after each, every view equals the oracle.
+#[test]
+fn group_reset_to_checkpoints_and_to_start() {
+    use feedlog::cluster::{reset_group, GroupResetTo};
+    let b = Broker::mock(4);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("m0");
+    let checkpoints = tmp.path().join("checkpoints");
+    let cfg = |group: &str| {
+        let mut c = b.config(group, "m0");
+        c.checkpoints = Some(checkpoints.clone());
+        c
+    };
+    let log = generated_log(60, 3000);
+    let lines: Vec<&str> = log.lines().collect();
+    let (first, second) = lines.split_at(lines.len() / 2);
+    let (oracle, max_user) = common::oracle_of(&log);
+    // Records read from `events` (forwarded copies included: they are
+    // written there too).
+    let events_in =
+        |s: &StepStats| s.events.iter().sum::<u64>() + s.forwarded + s.dead_letters + s.duplicates;
+    let run_to_idle = |group: &str| {
+        let mut m = Member::start(dir.clone(), cfg(group));
+        let s = wait_idle(&cfg(group).kafka, Duration::from_secs(120));
+        (m.stop(), s)
+    };
+
+    let mut m = Member::start(dir.clone(), cfg("gw"));
+    produce(&b.brokers, &b.topic("events"), 4, &first.join("\n"));
+    wait_idle(&cfg("gw").kafka, Duration::from_secs(120));
+    let refused = reset_group(&cfg("gw").kafka, &GroupResetTo::Start).unwrap_err();
+    assert!(
+        refused.to_string().contains("stop every processor"),
+        "{refused}"
+    );
+    m.stop();
+    let at_first: Vec<(u64, u64)> = (0..4)
+        .map(|p| {
+            handover::list_in(&checkpoints, p)
+                .last()
+                .unwrap()
+                .1
+                .positions
+        })
+        .collect();
+    produce(&b.brokers, &b.topic("events"), 4, &second.join("\n"));
+    run_to_idle("gw");
+    // Discard the newest checkpoint of every partition: the reset goes back
+    // to the ones taken after the first half.
+    for p in 0..4 {
+        let all = handover::list_in(&checkpoints, p);
+        assert_eq!(all.len(), 2, "partition {p}: {all:?}");
+        std::fs::remove_dir_all(&all[1].0).unwrap();
+    }
+    // The in-process broker refuses commits from outside any group it has
+    // seen (real brokers accept them once the group is empty), so each reset
+    // goes to a group it has not seen; the processor brings its data
+    // directory from group gw.
+    let to_checkpoints = GroupResetTo::Checkpoints(checkpoints.clone());
+    let r = reset_group(&cfg("gr1").kafka, &to_checkpoints).unwrap();
+    let positions: Vec<(u64, u64)> = r.positions.iter().map(|(at, _)| *at).collect();
+    assert_eq!(positions, at_first);
+    let (s, st) = run_to_idle("gr1");
+    assert_eq!(s.replayed, 0, "seeded at the group's positions: {s:?}");
+    let after_checkpoint: u64 = st
+        .partitions
+        .iter()
+        .zip(&at_first)
+        .map(|(ps, at)| ps.events.end - at.0)
+        .sum();
+    assert_eq!(
+        events_in(&s),
+        after_checkpoint,
+        "only the events after the checkpoints were processed again: {s:?}"
+    );
+    check_all(&final_reader(&[&dir], &st), &oracle, max_user, 7).unwrap();
+
+    let r = reset_group(&cfg("gr2").kafka, &GroupResetTo::Start).unwrap();
+    assert!(r
+        .positions
+        .iter()
+        .all(|(at, c)| *at == (0, 0) && c.is_none()));
+    let (s, st) = run_to_idle("gr2");
+    let whole: u64 = st.partitions.iter().map(|ps| ps.events.end).sum();
+    assert_eq!(
+        events_in(&s),
+        whole,
+        "the whole log was processed again: {s:?}"
+    );
+    assert!(s.emitted > 0, "outputs were emitted again: {s:?}");
+    check_all(&final_reader(&[&dir], &st), &oracle, max_user, 7).unwrap();
 }
 
 // Proves processing survives a broker outage and duplicate deliveries (cooperative rebalancing, static membership): at quiescence every view equals the oracle.
