@@ -336,7 +336,12 @@ pub fn reset(settings: &Settings, to_checkpoint: Option<PathBuf>) -> Result<i32>
 /// Refuses Kafka flags on commands that only use the embedded log.
 pub fn embedded_only(settings: &Settings, what: &str) -> Result<()> {
     if settings.kafka.is_some() {
-        bail!("{what} works on the embedded log only; in Kafka mode produce with any Kafka client (see the README)");
+        let instead = match what {
+            "produce" | "import" | "demo" => "in Kafka mode produce with any Kafka client (see the README)",
+            "checkpoint" => "in Kafka mode processors write checkpoints themselves: `run --checkpoints DIR` (see the README)",
+            _ => "in Kafka mode it is not available yet (see the README's Status)",
+        };
+        bail!("{what} works on the embedded log only; {instead}");
     }
     Ok(())
 }
