@@ -829,6 +829,91 @@ fn sigkill_one_of_two(b: &Broker, partitions: u32) {
     check_all(&reader, &oracle, max_user(&log), 7).unwrap();
 }
 
+// Proves a crashed processor's successor seeds from its periodic checkpoints: two `feedlog run --kafka --checkpoints DIR --checkpoint-every 1` processes, one killed with SIGKILL once the group is idle; the survivor takes its partitions over, replays none of what the group had processed (its summary says 0 replayed), and every view equals the oracle.
+#[test]
+fn crashed_owner_succeeded_from_periodic_checkpoints() {
+    let b = Broker::mock(4);
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("p{i}"))).collect();
+    let checkpoints = tmp.path().join("checkpoints");
+    let spawn = |i: usize| {
+        feedlog_kafka(
+            &b,
+            "gp",
+            Some(&dirs[i]),
+            &[
+                "run",
+                "--no-sync",
+                "--session-timeout-ms",
+                "6000",
+                "--member",
+                &format!("p{i}"),
+                "--checkpoints",
+                checkpoints.to_str().unwrap(),
+                "--checkpoint-every",
+                "1",
+            ],
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+    };
+    let mut p0 = spawn(0);
+    let p1 = spawn(1);
+    let kafka = b.config("gp", "x").kafka;
+    let log = generated_log(60, 3000);
+    let lines: Vec<&str> = log.lines().collect();
+    let (first, second) = lines.split_at(lines.len() * 2 / 3);
+    let start = Instant::now();
+    while cli_status(&b, "gp")["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["owner"] != "p0" && p["owner"] != "p1")
+    {
+        assert!(start.elapsed() < Duration::from_secs(60), "no assignment");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    produce(&b.brokers, &b.topic("events"), 4, &first.join("\n"));
+    wait_idle(&kafka, Duration::from_secs(120));
+    // Idle, and a checkpoint period (plus a commit) later: p0's newest
+    // checkpoints are at the positions the group committed.
+    std::thread::sleep(Duration::from_millis(2500));
+    p0.kill().unwrap(); // SIGKILL
+    p0.wait().unwrap();
+    produce(&b.brokers, &b.topic("events"), 4, &second.join("\n"));
+    let start = Instant::now();
+    let s = loop {
+        let s = wait_idle(&kafka, Duration::from_secs(120));
+        if s.partitions
+            .iter()
+            .all(|p| p.owner.as_deref() == Some("p1"))
+        {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "p1 did not take every partition: {s:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    std::process::Command::new("kill")
+        .args(["-TERM", &p1.id().to_string()])
+        .status()
+        .unwrap();
+    let out = p1.wait_with_output().unwrap();
+    assert!(out.status.success(), "p1 stops cleanly on SIGTERM");
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary.contains(" 0 replayed after handovers"),
+        "the survivor replayed nothing the group had processed: {summary}"
+    );
+    let (oracle, max_user) = common::oracle_of(&log);
+    let reader = final_reader(&[&dirs[0], &dirs[1]], &s);
+    check_all(&reader, &oracle, max_user, 7).unwrap();
+}
+
 /// Writes `lines` to `events` with kcat, each keyed by its actor; with
 /// `partitioner` None, kcat's own default (CRC32 of the key, not the Java
 /// client's murmur2), so most events land in a partition that does not own
