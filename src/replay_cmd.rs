@@ -205,12 +205,14 @@ pub fn checkpoint(data: &Path, into: &Path) -> Result<i32> {
 
 fn print_swap(data: &Path, r: &swap::SwapReport) {
     println!(
-        "swapped: {} now serves state generation {} (inbox cap {}); it replayed {} records to catch up, and processing paused {} ms (readers did not). The old state is kept as {}: `feedlog --data {} drop-state {}` removes it.",
+        "swapped: {} now serves state generation {} (inbox cap {}); it replayed {} records to catch up, and processing paused {} ms ({} ms replaying the last records, {} ms moving and reopening the state; readers did not pause). The old state is kept as {}: `feedlog --data {} drop-state {}` removes it.",
         data.display(),
         r.generation,
         r.inbox_cap,
         r.caught_up,
         r.paused_ms,
+        r.final_catch_up_ms,
+        r.reopen_ms,
         data.join(&r.previous).display(),
         data.display(),
         r.previous
