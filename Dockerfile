@@ -20,7 +20,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates curl \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /data feedlog \
- && mkdir /data && chown feedlog /data
+ && mkdir /data /checkpoints && chown feedlog /data /checkpoints
 COPY --from=build /usr/local/bin/feedlog /usr/local/bin/feedlog
 USER feedlog
 # Logs and state live here; a named volume keeps them across restarts.

@@ -63,7 +63,7 @@ pub struct KafkaRunArgs {
     /// With --checkpoints, also checkpoint every owned partition this often,
     /// in seconds, so a crashed processor's successor replays only the tail
     /// [default: only when partitions are given up].
-    #[arg(long, value_name = "SECS", requires = "checkpoints")]
+    #[arg(long, value_name = "SECS")]
     pub checkpoint_every: Option<u64>,
 }
 
@@ -179,7 +179,7 @@ pub fn run(
         .or(f.checkpoint_every)
         .map(Duration::from_secs);
     if cfg.checkpoint_every.is_some() && cfg.checkpoints.is_none() {
-        bail!("checkpoint_every needs a checkpoint directory: give --checkpoints DIR");
+        bail!("--checkpoint-every needs a checkpoint directory: give --checkpoints DIR (or FEEDLOG_CHECKPOINTS, or `checkpoints` in --config)");
     }
     if cfg.checkpoint_every == Some(Duration::ZERO) {
         bail!("--checkpoint-every must be at least 1 second");
