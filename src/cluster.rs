@@ -717,10 +717,12 @@ impl Cluster {
         Ok(())
     }
 
-    /// Checkpoints every owned partition that has caught up, while its task
-    /// keeps running (a RocksDB checkpoint is consistent). Such a checkpoint
-    /// becomes usable once the group's positions reach it (the next commit).
-    fn checkpoint_serving(&self, cps: &CheckpointDir) {
+    /// Checkpoints every owned partition that has caught up, on a thread of
+    /// its own (a copy to another file system can take long, and the group
+    /// consumer must keep polling), while the tasks keep running (a RocksDB
+    /// checkpoint is consistent). Such a checkpoint becomes usable once the
+    /// group's positions reach it (the next commit).
+    fn checkpoint_serving(&self, cps: &Arc<CheckpointDir>) -> JoinHandle<()> {
         let serving: Vec<(u32, Arc<Store>, String)> = self
             .shared
             .owned
@@ -730,14 +732,18 @@ impl Cluster {
             .filter(|(_, o)| o.serving.load(Ordering::SeqCst))
             .map(|(&p, o)| (p, o.store.clone(), o.epoch.clone()))
             .collect();
-        for (p, store, epoch) in serving {
-            match cps.write(p, &store, &epoch, false) {
-                Ok(c) => {
-                    tracing::debug!(partition = p, positions = ?c.positions, "checkpoint written")
+        let cps = cps.clone();
+        std::thread::Builder::new()
+            .name("feedlog-checkpoints".into())
+            .spawn(move || {
+                for (p, store, epoch) in serving {
+                    match cps.write(p, &store, &epoch, false) {
+                        Ok(c) => tracing::debug!(partition = p, positions = ?c.positions, "checkpoint written"),
+                        Err(e) => tracing::warn!(partition = p, error = %e, "writing a checkpoint"),
+                    }
                 }
-                Err(e) => tracing::warn!(partition = p, error = %e, "writing a checkpoint"),
-            }
-        }
+            })
+            .expect("spawn checkpoint thread")
     }
 
     /// Takes part in the group until `cancel` is set — or, with
@@ -760,6 +766,7 @@ impl Cluster {
         let mut idle_seen = 0;
         let mut retry_at: BTreeMap<u32, Instant> = BTreeMap::new();
         let mut last_checkpoint = Instant::now();
+        let mut checkpointing: Option<JoinHandle<()>> = None;
         while !cancel.load(Ordering::SeqCst) {
             if let Some(Err(e)) = consumer.poll(Duration::from_millis(100)) {
                 tracing::warn!(error = %e, "group consumer");
@@ -821,9 +828,10 @@ impl Cluster {
                 }
             }
             if let (Some(cps), Some(every)) = (&self.checkpoints, self.cfg.checkpoint_every) {
-                if last_checkpoint.elapsed() >= every {
+                let busy = checkpointing.as_ref().is_some_and(|t| !t.is_finished());
+                if !busy && last_checkpoint.elapsed() >= every {
                     last_checkpoint = Instant::now();
-                    self.checkpoint_serving(cps);
+                    checkpointing = Some(self.checkpoint_serving(cps));
                 }
             }
             let version = self.shared.version();
@@ -847,6 +855,9 @@ impl Cluster {
             }
         }
         // Leave: finish and commit every batch, say so, leave the group.
+        if let Some(t) = checkpointing.take() {
+            let _ = t.join();
+        }
         let stopped = self.shared.stop_all();
         if !stopped.is_empty() && !consumer.assignment_lost() {
             let tpl = self.shared.positions_tpl(&stopped);
