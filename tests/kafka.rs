@@ -459,7 +459,7 @@ fn handover_seeds_from_checkpoints() {
     check_all(&reader, &oracle, max_user, 7).unwrap();
 }
 
-// Proves a group reset: refused while a processor of the group runs; a group reset to the checkpoints (the newest discarded) makes the processor drop its stores, seed them from the older checkpoints and process only the log after them; a group reset to the start makes it process the whole log again and emit its outputs again; after each, every view equals the oracle.
+// Proves a group reset (`reset --kafka` through the binary, and the library call): refused while a processor of the group runs; a group reset to the checkpoints (the newest discarded) makes the processor drop its stores, seed them from the older checkpoints and process only the log after them; a group reset to the start makes it process the whole log again and emit its outputs again; after each, every view equals the oracle.
 #[test]
 fn group_reset_to_checkpoints_and_to_start() {
     use feedlog::cluster::{reset_group, GroupResetTo};
@@ -489,10 +489,13 @@ fn group_reset_to_checkpoints_and_to_start() {
     let mut m = Member::start(dir.clone(), cfg("gw"));
     produce(&b.brokers, &b.topic("events"), 4, &first.join("\n"));
     wait_idle(&cfg("gw").kafka, Duration::from_secs(120));
-    let refused = reset_group(&cfg("gw").kafka, &GroupResetTo::Start).unwrap_err();
+    let refused = feedlog_kafka(&b, "gw", None, &["reset", "--to-start"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        refused.to_string().contains("stop every processor"),
-        "{refused}"
+        !refused.status.success() && err.contains("stop every processor"),
+        "{err}"
     );
     m.stop();
     let at_first: Vec<(u64, u64)> = (0..4)
@@ -536,11 +539,21 @@ fn group_reset_to_checkpoints_and_to_start() {
     );
     check_all(&final_reader(&[&dir], &st), &oracle, max_user, 7).unwrap();
 
-    let r = reset_group(&cfg("gr2").kafka, &GroupResetTo::Start).unwrap();
-    assert!(r
-        .positions
-        .iter()
-        .all(|(at, c)| *at == (0, 0) && c.is_none()));
+    let out = feedlog_kafka(&b, "gr2", None, &["reset", "--to-start"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for p in 0..4 {
+        assert!(
+            said.contains(&format!("partition {p}: events 0 effects 0\n")),
+            "{said}"
+        );
+    }
     let (s, st) = run_to_idle("gr2");
     let whole: u64 = st.partitions.iter().map(|ps| ps.events.end).sum();
     assert_eq!(
