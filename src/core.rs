@@ -54,7 +54,9 @@ pub enum Effect {
         /// Followers, each with the edge version the author knows them by.
         targets: Vec<(UserId, Version)>,
     },
-    /// At the follower's partition: the author's newest posts after a follow.
+    /// At the follower's partition: the author's newest posts after a
+    /// follow. It replaces the follower's inbox entries of the author
+    /// within its range (see `apply_effect`).
     Backfill {
         /// The followee.
         author: UserId,
@@ -385,7 +387,11 @@ pub fn apply_effect<K: Kv + ?Sized>(
                 }
                 posts.push(r?);
             }
-            if !posts.is_empty() {
+            // Sent also with no live posts when the author has had any: a
+            // backfill replaces what an earlier emission for the same follow
+            // delivered (see `Effect::Backfill`), so it must go out to undo
+            // a post that this emission saw deleted.
+            if !posts.is_empty() || views::has_posts(t, author)? {
                 let backfill = Effect::Backfill {
                     author,
                     follower,
@@ -453,6 +459,40 @@ pub fn apply_effect<K: Kv + ?Sized>(
         } => {
             if !follows_at(t, ctx, *follower, *author, *version)? {
                 return Ok(applied);
+            }
+            // Entries of this author in the inbox can only come from this
+            // same follow: from an earlier emission of this backfill and the
+            // deliveries after it, by an owner of the author's partition that
+            // crashed before the group committed them. The new owner re-decides
+            // those inputs in its own order and sends their answers after
+            // this message; this list is the author's posts as of this
+            // follow, so an entry it leaves out (within its range) was deleted
+            // in this order, possibly before the follow, when no retraction
+            // reaches this follower. A duplicate of this message (a re-read
+            // from an earlier position) is followed by the same deliveries
+            // again, which restore theirs.
+            let newest_cut = if *truncated { posts.last() } else { None };
+            let mut u = views::user(t, *follower)?;
+            let mut gone = 0;
+            for k in t.inbox_by_author(*follower, *author)? {
+                let listed = posts.iter().any(|&(ts, p)| ts == k.ts && p == k.post_id);
+                let in_range = newest_cut.is_none_or(|&(ts, p)| {
+                    k <= TimelineKey {
+                        ts,
+                        post_id: p,
+                        author: *author,
+                    }
+                });
+                if !listed && in_range {
+                    t.set_inbox(*follower, &k, false);
+                    gone += 1;
+                }
+            }
+            if gone > 0 {
+                u.inbox_len = u.inbox_len.saturating_sub(gone);
+                t.set_user(*follower, &u);
+                applied.removed += gone;
+                applied.changed = true;
             }
             for &(ts, post_id) in posts {
                 let k = TimelineKey {
@@ -833,6 +873,55 @@ mod tests {
         settle(&mut kv, post(B, 2, 14), 6);
         assert_eq!(inbox(&kv, A), vec![]);
         assert_eq!(views::outbox(&kv, B, None).count(), 0);
+    }
+
+    // Proves a backfill replaces the author's entries an earlier emission for the same follow delivered: an owner of the author's partition that applied the follow before the delete (its backfill carried the post) crashed, and the next owner, applying the delete first, sends no retraction to the follower but a backfill without the post, which removes it.
+    #[test]
+    fn a_backfill_replaces_what_an_earlier_emission_delivered() {
+        let at = |p| Ctx {
+            partition: p,
+            partitions: 2,
+            inbox_cap: 10,
+            fanout_chunk: 2,
+        };
+        let (f, a) = (1..50)
+            .flat_map(|x| (1..50).map(move |y| (UserId(x), UserId(y))))
+            .find(|&(x, y)| partition_for(x, 2) == 0 && partition_for(y, 2) == 1)
+            .expect("two users in different partitions");
+        let run = |kv: &mut MemKv, ctx: Ctx, input: Result<(&Event, Version), &Effect>| {
+            let mut t = Txn::new(&*kv);
+            let mut out = Vec::new();
+            match input {
+                Ok((ev, v)) => apply_event(&mut t, &ctx, ev, v, &mut out).unwrap(),
+                Err(e) => apply_effect(&mut t, &ctx, e, &mut out).unwrap(),
+            };
+            let w = t.into_writes();
+            kv.apply(w);
+            out.into_iter().map(|o| o.effect).collect::<Vec<_>>()
+        };
+        let delete = Event::DeletePost {
+            author: a,
+            post_id: PostId(7),
+            ts: Ts(20),
+        };
+        let (mut follower, mut first, mut second) =
+            (MemKv::default(), MemKv::default(), MemKv::default());
+        for owner in [&mut first, &mut second] {
+            run(owner, at(1), Ok((&post(a, 7, 10), 1)));
+        }
+        let added = run(&mut follower, at(0), Ok((&follow(f, a, 15), 1))).remove(0);
+        // The first owner: the follow, then (crashing before the delete) nothing.
+        let backfill = run(&mut first, at(1), Err(&added)).remove(0);
+        run(&mut follower, at(0), Err(&backfill));
+        assert_eq!(inbox(&follower, f), vec![(7, a.0)]);
+        // The second owner: the delete first (no retraction for f), then the follow.
+        let retracts = run(&mut second, at(1), Ok((&delete, 2)));
+        assert!(retracts.is_empty(), "{retracts:?}");
+        let backfill = run(&mut second, at(1), Err(&added));
+        assert_eq!(backfill.len(), 1, "sent although no post is live");
+        run(&mut follower, at(0), Err(&backfill[0]));
+        assert_eq!(inbox(&follower, f), vec![]);
+        assert_eq!(views::user(&follower, f).unwrap().inbox_len, 0);
     }
 
     // Proves the inbox is trimmed to its cap and the horizon marks what was cut.

@@ -60,6 +60,13 @@ pub fn post(
     decode(Cf::Posts, &k, kv.get(Cf::Posts, &k)?, PostVal::decode)
 }
 
+/// Whether `author` has any post record, live or deleted.
+pub fn has_posts(kv: &(impl Kv + ?Sized), author: UserId) -> Result<bool, StoreError> {
+    let lo = keys::key([author.0]);
+    let hi = keys::prefix_end(&lo);
+    Ok(kv.scan(Cf::Posts, &lo, &hi).next().transpose()?.is_some())
+}
+
 /// Live edges of `owner` in `Followees` or `Followers`, by other-user id, from
 /// `after` (exclusive).
 pub fn live_edges<'a>(
