@@ -676,7 +676,7 @@ impl Cluster {
                         Err(TaskError::Log(LogError::Interrupted)) => return Ok(()),
                         other => other?,
                     };
-                    let (e, f) = task.positions();
+                    let (e, f) = task.applied();
                     events2.store(e, Ordering::SeqCst);
                     effects2.store(f, Ordering::SeqCst);
                     if !serving2.load(Ordering::SeqCst) && task.caught_up() {

@@ -291,6 +291,28 @@ impl Processor {
         .map_err(|source| ProcessorError::Task { partition, source })
     }
 
+    /// The task of `partition` as a processor opens it when it takes the
+    /// partition over in Kafka mode (see `cluster`): below `emitted` (the
+    /// group's committed positions) it replays quietly, and it re-ships its
+    /// stored outbox only with `reship`.
+    pub fn task_after(
+        &self,
+        partition: u32,
+        emitted: (u64, u64),
+        reship: bool,
+    ) -> Result<PartitionTask, ProcessorError> {
+        PartitionTask::open_after(
+            self.ctx(partition),
+            self.cfg.limits,
+            self.cfg.sync,
+            self.store(partition),
+            self.logs.clone() as Arc<dyn Log>,
+            Some(emitted),
+            reship,
+        )
+        .map_err(|source| ProcessorError::Task { partition, source })
+    }
+
     /// Runs every partition until `cancel` is set, or — with `until_idle` —
     /// until every log is consumed and no internal message is in flight.
     /// On cancel each owner finishes its batch, commits and returns the

@@ -248,6 +248,9 @@ pub struct PartitionTask {
     waiting: std::collections::VecDeque<(Record, Result<Effect, String>)>,
     /// Where `events` is applied up to (next offset).
     events_applied: u64,
+    /// Positions before the last [`PartitionTask::redeliver`]: everything
+    /// below them is applied, whatever the readers re-read.
+    applied_below: (u64, u64),
 }
 
 impl PartitionTask {
@@ -301,6 +304,7 @@ impl PartitionTask {
             quiet_below: emitted.unwrap_or((0, 0)),
             waiting: Default::default(),
             events_applied: 0,
+            applied_below: (0, 0),
         };
         task.events_applied = task.events.position();
         if !reship {
@@ -335,13 +339,25 @@ impl PartitionTask {
     }
 
     /// Next offsets to apply in `events[p]` and `effects[p]` (what a
-    /// restart resumes from).
+    /// restart resumes from; a redelivery moves them back, so that a restart
+    /// re-reads everything after the redelivered records too).
     pub fn positions(&self) -> (u64, u64) {
         let effects = self
             .waiting
             .front()
             .map_or(self.effects.position(), |(r, _)| r.offset);
         (self.events.position(), effects)
+    }
+
+    /// Positions below which every input is applied and answered: what a
+    /// consumer group may commit. Unlike [`PartitionTask::positions`] they
+    /// never go back on a redelivery, which could pair an `effects`
+    /// position with an `events` position below what those effects
+    /// required (a successor replaying quietly up to such a pair would wait
+    /// forever).
+    pub fn applied(&self) -> (u64, u64) {
+        let (e, f) = self.positions();
+        (e.max(self.applied_below.0), f.max(self.applied_below.1))
     }
 
     /// Whether the quiet replay below the previous owners' positions is over
@@ -357,6 +373,7 @@ impl PartitionTask {
     pub fn redeliver(&mut self, topic: Topic, records: u64) -> Result<(), TaskError> {
         let p = self.ctx.partition;
         let (events, effects) = self.positions();
+        self.applied_below = self.applied();
         match topic {
             Topic::Events => {
                 let to = events.saturating_sub(records);

@@ -1,7 +1,10 @@
 //! The contract: at quiescence every view of every user equals the oracle —
 //! for 1, 3 and 8 partitions, with invalid records, redundant events,
 //! events written to a partition that does not own their actor (forwarded),
-//! duplicate deliveries and crash-restarts at random points.
+//! duplicate deliveries, crash-restarts at random points, and handovers as in
+//! Kafka mode (a partition's state lost and rebuilt by a new owner that
+//! replays quietly up to the last committed group positions and re-decides
+//! the rest in its own order).
 
 mod common;
 
@@ -34,6 +37,10 @@ enum Action {
     Step(u32, u8),
     Crash(u32, u8),
     Redeliver(u32, bool, u8),
+    /// The group commits a partition's positions (Kafka mode).
+    Commit(u32),
+    /// A partition moves to a new owner with an empty store.
+    Handover(u32),
 }
 
 /// A skewed user choice: the first few users are the most active.
@@ -69,6 +76,8 @@ fn action() -> impl Strategy<Value = Action> {
         8 => (any::<u32>(), 1u8..6).prop_map(|(p, n)| Action::Step(p, n)),
         1 => (any::<u32>(), 0u8..3).prop_map(|(p, c)| Action::Crash(p, c)),
         1 => (any::<u32>(), any::<bool>(), 1u8..20).prop_map(|(p, e, n)| Action::Redeliver(p, e, n)),
+        1 => any::<u32>().prop_map(Action::Commit),
+        1 => any::<u32>().prop_map(Action::Handover),
     ]
 }
 
@@ -86,15 +95,38 @@ struct Harness {
     cfg: ProcessorConfig,
     tasks: Vec<PartitionTask>,
     processor: Option<Processor>,
+    /// Per partition, the group's committed positions (Kafka mode): where
+    /// every owner's outputs are acknowledged.
+    committed: Vec<(u64, u64)>,
 }
 
 impl Harness {
+    /// Opens every task as its owner would on a restart: below the group's
+    /// positions it replays quietly (all zeros: it resumes as after a crash).
     fn open(&mut self) {
         let p = Processor::open(&self.dir, self.cfg.clone()).expect("open processor");
         self.tasks = (0..self.dir.partitions())
-            .map(|i| p.task(i).expect("open task"))
+            .map(|i| {
+                p.task_after(i, self.committed[i as usize], true)
+                    .expect("open task")
+            })
             .collect();
         self.processor = Some(p);
+    }
+
+    /// Partition `p` moves to a new owner: its store is lost, and the new
+    /// one rebuilds it quietly up to the group's positions, then decides
+    /// the rest anew, in its own order (whatever the old owner already sent
+    /// past those positions stays sent).
+    fn handover(&mut self, p: u32) {
+        self.tasks.clear();
+        self.processor = None;
+        std::fs::remove_dir_all(self.dir.state_dir(p)).unwrap();
+        self.open();
+        let processor = self.processor.as_ref().unwrap();
+        self.tasks[p as usize] = processor
+            .task_after(p, self.committed[p as usize], false)
+            .expect("open the new owner's task");
     }
 
     /// Drops every task and store, as a killed process would, and reopens.
@@ -187,6 +219,7 @@ fn run_case(
         cfg,
         tasks: Vec::new(),
         processor: None,
+        committed: vec![(0, 0); partitions as usize],
     };
     h.open();
     let mut oracle = Oracle::default();
@@ -253,6 +286,13 @@ fn run_case(
                         Err(e) => panic!("step failed: {e}"),
                     }
                 }
+                Action::Commit(p) => {
+                    let p = (p % partitions) as usize;
+                    let (e, f) = h.tasks[p].applied();
+                    let c = &mut h.committed[p];
+                    *c = (c.0.max(e), c.1.max(f));
+                }
+                Action::Handover(p) => h.handover(p % partitions),
                 Action::Redeliver(p, events, n) => {
                     let topic = if events {
                         Topic::Events
