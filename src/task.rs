@@ -307,6 +307,24 @@ impl PartitionTask {
             applied_below: (0, 0),
         };
         task.events_applied = task.events.position();
+        if let Some(v) = task.store.get(Cf::Meta, meta::APPLIED)? {
+            let at = |i: usize| {
+                v.get(i..i + 8)
+                    .and_then(|b| b.try_into().ok())
+                    .map(u64::from_be_bytes)
+            };
+            match (at(0), at(8)) {
+                (Some(e), Some(f)) => task.applied_below = (e, f),
+                _ => {
+                    return Err(StoreError::corrupt(
+                        Cf::Meta,
+                        meta::APPLIED,
+                        "bad applied positions",
+                    )
+                    .into())
+                }
+            }
+        }
         if !reship {
             task.shipped_below = Some(task.next_seq);
             task.forget_shipped()?;
@@ -476,11 +494,15 @@ impl PartitionTask {
         let first_seq = self.next_seq;
         let next_seq = first_seq + pending.len() as u64;
         let (pos_events, pos_effects) = self.positions();
+        let (applied_e, applied_f) = self.applied();
         let shipped_below = self.shipped_below;
         let commit_start = std::time::Instant::now();
         self.store.commit(&writes, |b| {
             b.put(Cf::Meta, meta::POS_EVENTS, &pos_events.to_be_bytes());
             b.put(Cf::Meta, meta::POS_EFFECTS, &pos_effects.to_be_bytes());
+            let mut applied = applied_e.to_be_bytes().to_vec();
+            applied.extend_from_slice(&applied_f.to_be_bytes());
+            b.put(Cf::Meta, meta::APPLIED, &applied);
             b.put(Cf::Meta, meta::NEXT_SEQ, &next_seq.to_be_bytes());
             for (i, rec) in pending.iter().enumerate() {
                 b.put(

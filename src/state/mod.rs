@@ -93,6 +93,10 @@ pub mod meta {
     pub const POS_EVENTS: &[u8] = b"pos/events";
     /// `u64` next offset to read in `effects[p]`.
     pub const POS_EFFECTS: &[u8] = b"pos/effects";
+    /// `u64` pair (`events`, `effects`): below them every input is applied
+    /// and answered, even while a redelivery re-reads (and `pos/*` went
+    /// back); absent: the `pos/*` values.
+    pub const APPLIED: &[u8] = b"applied";
     /// `u64` next sequence number in the `pending` column family.
     pub const NEXT_SEQ: &[u8] = b"pending/next";
     /// Kafka mode: the ownership epoch under which this store last
