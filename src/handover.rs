@@ -183,11 +183,6 @@ impl CheckpointDir {
         }
     }
 
-    /// The shared directory.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     fn partition_dir(&self, p: u32) -> PathBuf {
         partition_dir(&self.root, p)
     }

@@ -744,6 +744,29 @@ fn feedlog_kafka(
     c
 }
 
+/// `feedlog run --kafka` as a processor named `member` on `dir` (no fsync,
+/// 6 s session timeout, logs discarded), with `extra` flags.
+fn run_process(
+    b: &Broker,
+    group: &str,
+    dir: &Path,
+    member: &str,
+    extra: &[&str],
+) -> std::process::Command {
+    let mut args = vec![
+        "run",
+        "--no-sync",
+        "--session-timeout-ms",
+        "6000",
+        "--member",
+        member,
+    ];
+    args.extend_from_slice(extra);
+    let mut c = feedlog_kafka(b, group, Some(dir), &args);
+    c.stderr(std::process::Stdio::null());
+    c
+}
+
 /// `feedlog status` through the binary, parsed.
 fn cli_status(b: &Broker, group: &str) -> serde_json::Value {
     let out = feedlog_kafka(b, group, None, &["status"]).output().unwrap();
@@ -775,23 +798,10 @@ fn sigkill_one_of_two(b: &Broker, partitions: u32) {
     let tmp = tempfile::tempdir().unwrap();
     let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("p{i}"))).collect();
     let spawn = |i: usize| {
-        feedlog_kafka(
-            b,
-            "gk",
-            Some(&dirs[i]),
-            &[
-                "run",
-                "--no-sync",
-                "--session-timeout-ms",
-                "6000",
-                "--member",
-                &format!("p{i}"),
-            ],
-        )
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap()
+        run_process(b, "gk", &dirs[i], &format!("p{i}"), &[])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
     };
     let mut p0 = spawn(0);
     let mut p1 = spawn(1);
@@ -850,27 +860,12 @@ fn crashed_owner_succeeded_from_periodic_checkpoints() {
     let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("p{i}"))).collect();
     let checkpoints = tmp.path().join("checkpoints");
     let spawn = |i: usize| {
-        feedlog_kafka(
-            &b,
-            "gp",
-            Some(&dirs[i]),
-            &[
-                "run",
-                "--no-sync",
-                "--session-timeout-ms",
-                "6000",
-                "--member",
-                &format!("p{i}"),
-                "--checkpoints",
-                checkpoints.to_str().unwrap(),
-                "--checkpoint-every",
-                "1",
-            ],
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap()
+        let cps = checkpoints.to_str().unwrap();
+        let args = ["--checkpoints", cps, "--checkpoint-every", "1"];
+        run_process(&b, "gp", &dirs[i], &format!("p{i}"), &args)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
     };
     let mut p0 = spawn(0);
     let p1 = spawn(1);
