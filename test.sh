@@ -1,6 +1,36 @@
 #!/usr/bin/env bash
 # The test command: checks the build prerequisites, then runs every test.
+#
+# Tests that need something this machine may lack are `#[ignore = "needs …"]`.
+# With no arguments, this script runs them too (`--include-ignored`) whenever
+# what they need is here, and names those it leaves out and why; they show as
+# "filtered out" in cargo's counts. With arguments, they go to `cargo test`
+# as they are (`./test.sh --test kafka`, `./test.sh -- --ignored kcat_`).
 set -euo pipefail
 cd "$(dirname "$0")"
 ./scripts/setup.sh --tests
-cargo test --locked "$@"
+
+if [ $# -gt 0 ]; then
+  exec cargo test --locked "$@"
+fi
+
+skip=()
+leave_out() { # leave_out TEST_NAME_PREFIX WHY
+  skip+=(--skip "$1")
+  echo "test.sh: leaving out $1* (ignored): $2" >&2
+}
+[ -n "${FEEDLOG_TEST_KAFKA:-}" ] ||
+  leave_out real_broker "no Kafka broker: set FEEDLOG_TEST_KAFKA=host:port (.ci/run starts tansu when installed)"
+command -v kcat >/dev/null 2>&1 ||
+  leave_out kcat_ "kcat is not installed (scripts/setup.sh --tests installs it)"
+[ -f ../shared/data/CollegeMsg.txt ] ||
+  leave_out real_network_ "../shared/data/CollegeMsg.txt (SNAP) is not present"
+probe="$(mktemp -d)"
+if mount -t tmpfs -o size=1m tmpfs "$probe" 2>/dev/null; then
+  umount "$probe"
+else
+  leave_out disk_full_ "cannot mount a tmpfs here (needs root)"
+fi
+rmdir "$probe"
+
+exec cargo test --locked -- --include-ignored ${skip[@]+"${skip[@]}"}

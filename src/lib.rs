@@ -5,28 +5,34 @@
 //! into materialized views in RocksDB — home inboxes, author outboxes,
 //! counters, recent followers — and readers query them.
 //!
-//! # Layout
+//! # Embedding
 //!
-//! - [`event`]: the events and the id newtypes.
-//! - [`codec`]: JSON and bincode, told apart by an explicit format marker.
-//! - [`partition`]: which partition owns a user (Kafka-compatible murmur2).
-//! - [`topics`]: the topic specs compiled in from `topics/`.
-//! - [`log`]: the `Log` abstraction (`Source`, `Sink`) and its engines: the
-//!   embedded, segmented, checksummed partition log, and Kafka (`log::kafka`).
-//! - [`state`]: one RocksDB per partition; key layout in `state/README.md`.
-//! - [`core`]: **pure** — given state and one message, what changes and what
-//!   is sent. Property tests live here and in `tests/`.
-//! - [`task`]: one partition's owner: read → decode → core → commit → ship.
-//! - [`processor`]: runs every partition on its own thread (embedded log).
-//! - [`cluster`]: Kafka mode — one processor of a consumer group: handover
-//!   on rebalance (ownership epochs, quiet replay), `members`, `status`.
-//! - [`query`]: the read side, from RocksDB snapshots.
-//! - [`datadir`]: a data directory's identity, logs and stores.
-//! - [`http`]: the read API (axum), in one process or across a cluster.
-//! - [`import`], [`generate`], [`produce`]: data into the embedded log.
-//! - [`metrics`]: Prometheus text.
-//! - [`replay`]: rebuild a state from the log beside the live processor;
-//!   digests of every view, to verify two states.
+//! The items at this crate's root are the library's API: a data directory
+//! ([`DataDir`]) and a [`Producer`] to write events into its embedded log; a
+//! [`Processor`] (embedded log) or a [`Cluster`] member (Kafka) to turn the
+//! log into views until a [`Shutdown`] is requested; a [`Reader`] for the
+//! views, and the HTTP read API ([`Api`], [`serve`]). `tests/library.rs`
+//! runs the whole loop through these items only:
+//!
+//! ```no_run
+//! use feedlog::{DataDir, Processor, ProcessorConfig, Producer, Shutdown, UserId};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let data = DataDir::create_or_open("data".as_ref(), Some(4))?;
+//! let mut producer = Producer::new(&data);
+//! producer.json_lines(&b"{\"type\":\"follow\",\"follower\":2,\"followee\":1,\"ts\":1}\n"[..], "stdin")?;
+//! producer.finish()?;
+//! let processor = Processor::open(&data, ProcessorConfig::default())?;
+//! processor.run(&Shutdown::new(), true)?; // until idle
+//! let reader = feedlog::reader_of(&processor);
+//! assert_eq!(reader.counters(UserId(1))?.followers, 1);
+//! # Ok(()) }
+//! ```
+//!
+//! The modules below the root are the binary's and the tests' way in; they
+//! are hidden from the documentation and may change with any release.
+//! `ARCHITECTURE.md` maps them: the pure core, the state, the log engines,
+//! the partition tasks and their runners, the operations, the read API, the
+//! ingest paths.
 //!
 //! # Guarantees
 //!
@@ -53,26 +59,39 @@
 //!   entries; reads past its horizon are completed from the followees'
 //!   outboxes, so a page equals the pull-model result whatever was trimmed.
 
-pub mod cluster;
-pub mod codec;
+#[doc(hidden)]
+pub mod api;
+#[doc(hidden)]
 pub mod core;
-pub mod datadir;
-pub mod event;
-pub mod fsutil;
-pub mod generate;
-pub mod handover;
-pub mod http;
-pub mod import;
+#[doc(hidden)]
+pub mod ingest;
+#[doc(hidden)]
 pub mod log;
-pub mod metrics;
-pub mod partition;
-pub mod processor;
-pub mod produce;
-pub mod query;
-pub mod replay;
+#[doc(hidden)]
+pub mod ops;
+#[doc(hidden)]
 pub mod state;
-pub mod swap;
+#[doc(hidden)]
 pub mod task;
-pub mod topics;
 
-pub use event::{Event, PostId, Ts, UserId};
+// Events and their ids.
+pub use crate::core::event::{Event, PostId, Ts, UserId};
+// Where the log and the views are: positions, versions, the views by name.
+pub use crate::core::position::{Offset, Positions, Version};
+pub use crate::core::view::View;
+pub use crate::core::DEFAULT_INBOX_CAP;
+// A data directory, and events into its embedded log.
+pub use crate::ingest::produce::{ProduceError, ProduceSummary, Producer};
+pub use crate::state::datadir::{DataDir, DataDirError};
+// The processors: the embedded runner, a Kafka consumer-group member.
+pub use crate::log::kafka::KafkaConfig;
+pub use crate::task::embedded::{Processor, ProcessorConfig, ProcessorError};
+pub use crate::task::kafka::{Cluster, ClusterConfig, ClusterError};
+pub use crate::task::Shutdown;
+// Reading the views: in process, and over HTTP.
+pub use crate::api::http::{serve, Api, ApiConfig};
+pub use crate::api::query::{Counters, FollowerItem, List, Page, PostItem, QueryError, Reader};
+pub use crate::ops::serve::{cluster_api, processor_api, reader_of};
+// The errors the items above return.
+pub use crate::log::LogError;
+pub use crate::state::StoreError;

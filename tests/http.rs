@@ -2,83 +2,19 @@
 //! timeline stream, readiness and metrics — and the `run --listen` and
 //! `serve` commands end to end.
 
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
-use common::http::{Client, Proc, Sse};
-use common::{check_all, generated_log, oracle_of};
-use feedlog::datadir::DataDir;
-use feedlog::http::{Api, ApiConfig};
-use feedlog::processor::{Processor, ProcessorConfig};
-use feedlog::produce::Producer;
+use common::api::{processed, wide_limits, Server};
+use common::http::{Proc, Sse};
+use common::{check_all, generated_log, oracle_of, wait_until};
+use feedlog::api::http::ApiConfig;
+use feedlog::ingest::produce::Producer;
+use feedlog::state::datadir::DataDir;
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
-
-/// The API served on an ephemeral loopback port until dropped.
-struct Server {
-    client: Client,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Server {
-    fn start(processor: &Processor, cfg: ApiConfig) -> Server {
-        let api = Api::new(
-            processor.reader(),
-            processor.logs().clone(),
-            Some(processor.progress().clone()),
-            cfg,
-        );
-        let (rt, listener, addr) = common::http::ephemeral_listener();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            rt.block_on(feedlog::http::serve(listener, api, async {
-                let _ = rx.await;
-            }))
-            .unwrap();
-        });
-        Server {
-            client: Client { addr },
-            stop: Some(tx),
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        let _ = self.thread.take().unwrap().join();
-    }
-}
-
-/// A processed data directory over `log`, with a small inbox so timeline
-/// pages run through the pull path too.
-fn processed(dir: &Path, log: &str, partitions: u32) -> Processor {
-    let data = DataDir::create_or_open(dir, Some(partitions)).unwrap();
-    let mut producer = Producer::new(&data);
-    producer.json_lines(log.as_bytes(), "log").unwrap();
-    producer.finish().unwrap();
-    let processor = Processor::open(
-        &data,
-        ProcessorConfig {
-            inbox_cap: 5,
-            fanout_chunk: 3,
-            sync: false,
-            ..ProcessorConfig::default()
-        },
-    )
-    .unwrap();
-    processor.run(&AtomicBool::new(false), true).unwrap();
-    processor
-}
-
-fn wide_limits() -> ApiConfig {
-    ApiConfig {
-        max_limit: 1000,
-        ..ApiConfig::default()
-    }
-}
+use std::time::Duration;
 
 // Proves every route answers every user exactly as the oracle says: counters (one and batched), recent followers, and every page of every paged view.
 #[test]
@@ -228,7 +164,7 @@ fn bad_inputs_get_clear_errors_never_500() {
     );
     // The description of the API is served and names every route.
     let spec = c.json("/openapi.json").unwrap();
-    for route in feedlog::http::ROUTES {
+    for route in feedlog::api::http::ROUTES {
         assert!(
             spec["paths"].get(*route).is_some(),
             "{route} is not in /openapi.json"
@@ -278,7 +214,9 @@ fn timeline_stream_delivers_posts_made_after_subscription() {
         ]
         .join("\n"),
     );
-    processor.run(&AtomicBool::new(false), true).unwrap();
+    processor
+        .run(&feedlog::task::Shutdown::new(), true)
+        .unwrap();
     let mut got = Vec::new();
     while let Some(Sse { event, data }) = stream.next(Duration::from_secs(5)) {
         assert_eq!(event, "entry", "{data}");
@@ -403,7 +341,9 @@ fn metrics_parse_and_readiness_follows_lag() {
             serde_json::json!({"ready": false, "lag": 20, "max_lag": 10})
         )
     );
-    processor.run(&AtomicBool::new(false), true).unwrap();
+    processor
+        .run(&feedlog::task::Shutdown::new(), true)
+        .unwrap();
     assert_eq!(c.get("/readyz").status, 200);
 }
 
@@ -456,17 +396,6 @@ fn strict_exposition_format(text: &str) {
     }
 }
 
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "timed out: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 // Proves `run --listen` serves while processing and `serve` beside it follows the processor's new state; both stop cleanly on SIGTERM.
 #[test]
 fn run_listen_and_serve_beside_it() {
@@ -477,7 +406,7 @@ fn run_listen_and_serve_beside_it() {
     append(&data, &log);
     let run = Proc::serving(&data, &["run", "--no-sync", "--listen", "127.0.0.1:0"]);
     let live = run.client();
-    eventually("run --listen catches up", || {
+    wait_until("run --listen catches up", Duration::from_secs(60), || {
         live.get("/readyz").json().unwrap()["lag"] == 0
     });
     let serve = Proc::serving(&data, &["serve", "--listen", "127.0.0.1:0"]);
@@ -488,19 +417,25 @@ fn run_listen_and_serve_beside_it() {
         serde_json::json!({"user": 1, "followers": f, "followees": g, "posts": p})
     };
     assert_eq!(live.json("/v1/users/1/counters").unwrap(), want(&oracle));
-    eventually("serve sees the processed state", || {
-        follower.json("/v1/users/1/counters").unwrap() == want(&oracle)
-    });
+    wait_until(
+        "serve sees the processed state",
+        Duration::from_secs(60),
+        || follower.json("/v1/users/1/counters").unwrap() == want(&oracle),
+    );
     // New events: both the processor's API and the read-only one follow.
     let more = r#"{"type":"follow","follower":4999,"followee":1,"ts":1800000000000}"#;
     append(&data, more);
     let (oracle, _) = oracle_of(&format!("{log}{more}\n"));
-    eventually("run --listen applies the new follow", || {
-        live.json("/v1/users/1/counters").unwrap() == want(&oracle)
-    });
-    eventually("serve follows the new state", || {
-        follower.json("/v1/users/1/counters").unwrap() == want(&oracle)
-    });
+    wait_until(
+        "run --listen applies the new follow",
+        Duration::from_secs(60),
+        || live.json("/v1/users/1/counters").unwrap() == want(&oracle),
+    );
+    wait_until(
+        "serve follows the new state",
+        Duration::from_secs(60),
+        || follower.json("/v1/users/1/counters").unwrap() == want(&oracle),
+    );
     assert_eq!(
         follower
             .json("/v1/users/1/followers/recent?limit=1")
@@ -509,4 +444,43 @@ fn run_listen_and_serve_beside_it() {
     );
     assert_eq!(serve.terminate(), Some(0));
     assert_eq!(run.terminate(), Some(0));
+}
+
+// Regression: a log cut under the state left /readyz ready with lag 0. Now it is not ready and says which partition's log ends before what the state applied; a corrupt log makes it not ready too.
+#[test]
+fn readiness_checks_the_log_holds_the_state() {
+    let tmp = tempfile::tempdir().unwrap();
+    let processor = processed(tmp.path(), &generated_log(40, 1500), 2);
+    let server = Server::start(&processor, ApiConfig::default());
+    assert_eq!(server.client.get("/readyz").status, 200);
+    let dir = DataDir::open(tmp.path()).unwrap();
+    let events = dir.logs().dir(feedlog::log::Topic::Events, 1);
+    let end = feedlog::log::embedded::check(&events).unwrap().end;
+    feedlog::log::embedded::truncate_at(&events, end / 2).unwrap();
+    let r = server.client.get("/readyz");
+    let body = r.json().unwrap();
+    assert_eq!(r.status, 503, "{body}");
+    let problem = body["problems"][0].as_str().unwrap();
+    assert!(
+        problem.contains("partition 1")
+            && problem.contains("events")
+            && problem.contains(&format!("ends at {}", end / 2)),
+        "{body}"
+    );
+    // A corrupt segment: not ready, and the answer names it.
+    let segment = events.join("00000000000000000000.log");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let at = bytes.len() / 3;
+    bytes[at] ^= 1;
+    std::fs::write(&segment, bytes).unwrap();
+    let r = server.client.get("/readyz");
+    let body = r.json().unwrap();
+    assert_eq!(r.status, 503, "{body}");
+    assert!(
+        body["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("corrupt log segment"),
+        "{body}"
+    );
 }

@@ -10,13 +10,23 @@
 
 pub mod embedded;
 pub mod kafka;
+pub mod topics;
 
-pub use embedded::{LogError, NewRecord, PartitionReader, PartitionWriter, Record};
+pub use embedded::{Logs, PartitionReader, PartitionWriter};
 
-use crate::topics::{TopicSpec, Topics};
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+pub use crate::core::position::Offset;
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Milliseconds since the Unix epoch: the time new records (and
+/// checkpoints, epochs) are stamped with.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
 
 /// The topics feedlog uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -59,10 +69,10 @@ pub trait Source: Send {
         &mut self,
         max_records: usize,
         max_bytes: usize,
-        end: Option<u64>,
+        end: Option<Offset>,
     ) -> Result<Vec<Record>, LogError>;
     /// The offset of the next record [`Source::read`] returns.
-    fn position(&self) -> u64;
+    fn position(&self) -> Offset;
 }
 
 /// Where one task's outgoing records go: appended in order per destination
@@ -84,246 +94,143 @@ pub trait Sink: Send {
 /// A log engine: the embedded log of a data directory, or Kafka.
 pub trait Log: Send + Sync {
     /// A reader of `topic[partition]` from offset `from`.
-    fn source(&self, topic: Topic, partition: u32, from: u64) -> Result<Box<dyn Source>, LogError>;
+    fn source(
+        &self,
+        topic: Topic,
+        partition: u32,
+        from: Offset,
+    ) -> Result<Box<dyn Source>, LogError>;
     /// A sink for one task's outgoing records; `sync` makes every append
     /// durable before [`Sink::flush`] returns (engines that always
     /// acknowledge durably ignore it).
     fn sink(self: Arc<Self>, sync: bool) -> Result<Box<dyn Sink>, LogError>;
     /// The offset the next record of `topic[partition]` will get.
-    fn end_offset(&self, topic: Topic, partition: u32) -> Result<u64, LogError>;
+    fn end_offset(&self, topic: Topic, partition: u32) -> Result<Offset, LogError>;
     /// Partition count of `topic`.
     fn partitions(&self, topic: Topic) -> u32;
 }
 
-impl Source for PartitionReader {
-    fn read(
-        &mut self,
-        max_records: usize,
-        max_bytes: usize,
-        end: Option<u64>,
-    ) -> Result<Vec<Record>, LogError> {
-        // Embedded offsets are contiguous: `end - position` records at most.
-        let max = end.map_or(max_records, |e| {
-            max_records.min(e.saturating_sub(self.position()) as usize)
-        });
-        if max == 0 {
-            return Ok(Vec::new());
-        }
-        PartitionReader::read(self, max, max_bytes)
-    }
-
-    fn position(&self) -> u64 {
-        PartitionReader::position(self)
-    }
+/// One record as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Position of the record in the partition (0 for the first record ever appended).
+    pub offset: Offset,
+    /// Producer-supplied timestamp, milliseconds since the Unix epoch.
+    pub timestamp_ms: u64,
+    /// Caller-defined tag describing how key and value are encoded.
+    pub format: u8,
+    /// Record key (may be empty).
+    pub key: Vec<u8>,
+    /// Record value (may be empty).
+    pub value: Vec<u8>,
 }
 
-/// The embedded log's sink: appends go straight to the partition files.
-struct EmbeddedSink {
-    logs: Arc<Logs>,
-    sync: bool,
+/// A record to append (the log assigns the offset).
+#[derive(Debug, Clone, Copy)]
+pub struct NewRecord<'a> {
+    /// Producer-supplied timestamp, milliseconds since the Unix epoch.
+    pub timestamp_ms: u64,
+    /// Caller-defined tag describing how key and value are encoded.
+    pub format: u8,
+    /// Record key (may be empty).
+    pub key: &'a [u8],
+    /// Record value (may be empty).
+    pub value: &'a [u8],
 }
 
-impl Sink for EmbeddedSink {
-    fn append(
-        &mut self,
-        topic: Topic,
+/// Errors of the partition log.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// An operating-system call on `path` failed.
+    #[error("i/o error on {path}: {source}")]
+    Io {
+        /// The file or directory being accessed.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// A segment holds bytes that are not a valid record where one must be
+    /// (not a torn tail: see the module docs).
+    #[error(
+        "corrupt log segment {path} at byte {position}: {reason} \
+         (nothing was cut; `feedlog log check` reports every partition, \
+         `feedlog log repair` cuts one explicitly)"
+    )]
+    Corrupt {
+        /// The segment file.
+        path: PathBuf,
+        /// Byte position of the bad record in that file.
+        position: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A reader was asked to start at an offset the partition does not hold.
+    #[error("offset {requested} is outside the log {path} (it holds offsets {start}..{end})")]
+    OffsetOutOfRange {
+        /// The partition directory.
+        path: PathBuf,
+        /// The offset asked for.
+        requested: u64,
+        /// The first offset held (base of the first segment).
+        start: u64,
+        /// The offset the next appended record will get.
+        end: u64,
+    },
+    /// Another [`PartitionWriter`] (in this or another process) holds the directory.
+    #[error("log {path} is locked by another writer")]
+    Locked {
+        /// The partition directory.
+        path: PathBuf,
+    },
+    /// A record body (21 bytes of fixed fields + key + value) exceeds the limit.
+    #[error("record too large: {size} bytes (max {max})")]
+    TooLarge {
+        /// The record's body size in bytes.
+        size: usize,
+        /// The largest allowed body size.
+        max: usize,
+    },
+    /// A partition the log does not have.
+    #[error("{topic} has no partition {partition} (it has {partitions})")]
+    NoPartition {
+        /// The topic's name.
+        topic: String,
+        /// The partition asked for.
         partition: u32,
-        records: &[NewRecord<'_>],
-    ) -> Result<(), LogError> {
-        match topic {
-            // Forwarded events: `produce` may hold the partition's writer.
-            Topic::Events => self.logs.append_beside_writer(topic, partition, records)?,
-            _ => self.logs.append(topic, partition, records, self.sync)?,
-        };
-        Ok(())
-    }
-
-    fn flush(&mut self) -> Result<(), LogError> {
-        Ok(())
-    }
-}
-
-impl Log for Logs {
-    fn source(&self, topic: Topic, partition: u32, from: u64) -> Result<Box<dyn Source>, LogError> {
-        Ok(Box::new(self.reader(topic, partition, from)?))
-    }
-
-    fn sink(self: Arc<Self>, sync: bool) -> Result<Box<dyn Sink>, LogError> {
-        Ok(Box::new(EmbeddedSink { logs: self, sync }))
-    }
-
-    fn end_offset(&self, topic: Topic, partition: u32) -> Result<u64, LogError> {
-        Logs::end_offset(self, topic, partition)
-    }
-
-    fn partitions(&self, topic: Topic) -> u32 {
-        Logs::partitions(self, topic)
-    }
-}
-
-/// A partition writer shared by the tasks of a process.
-type SharedWriter = Arc<Mutex<PartitionWriter>>;
-
-/// The logs of one data directory.
-pub struct Logs {
-    root: PathBuf,
-    partitions: u32,
-    topics: Topics,
-    writers: Mutex<HashMap<(Topic, u32), SharedWriter>>,
-}
-
-impl Logs {
-    /// The logs under `root` of a directory with `partitions` partitions.
-    pub fn new(root: &Path, partitions: u32, topics: Topics) -> Logs {
-        Logs {
-            root: root.to_path_buf(),
-            partitions,
-            topics,
-            writers: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// The spec of `topic`.
-    pub fn spec(&self, topic: Topic) -> &TopicSpec {
-        match topic {
-            Topic::Events => &self.topics.events,
-            Topic::Effects => &self.topics.effects,
-            Topic::DeadLetter => &self.topics.dead_letter,
-        }
-    }
-
-    /// Partition count of `topic`.
-    pub fn partitions(&self, topic: Topic) -> u32 {
-        self.spec(topic).partitions_in(self.partitions)
-    }
-
-    /// Directory of one partition.
-    pub fn dir(&self, topic: Topic, partition: u32) -> PathBuf {
-        self.root
-            .join(&self.spec(topic).name)
-            .join(format!("{partition:05}"))
-    }
-
-    fn writer(
-        &self,
-        topic: Topic,
+        /// How many it has.
+        partitions: u32,
+    },
+    /// A writer panicked in an earlier append: what it left on disk is
+    /// unknown to this process, which appends no more to it.
+    #[error("the writer of {0} failed in an earlier append; restart to recover the log")]
+    WriterLost(PathBuf),
+    /// An append through a log opened only for reading (a rebuild).
+    #[error("{0}: this log is open for reading only")]
+    ReadOnly(String),
+    /// A Kafka client call failed.
+    #[error("kafka: {what}: {reason}")]
+    Kafka {
+        /// What was being done (with the topic and partition).
+        what: String,
+        /// The client's error.
+        reason: String,
+    },
+    /// A Kafka partition does not hold the position a reader needs (its
+    /// retention deleted it): never skipped silently.
+    #[error("kafka: {topic}[{partition}] no longer holds offset {offset} (retention?): {reason}")]
+    KafkaOutOfRange {
+        /// The topic.
+        topic: String,
+        /// The partition.
         partition: u32,
-    ) -> Result<Arc<Mutex<PartitionWriter>>, LogError> {
-        let mut writers = self.writers.lock().expect("writer map poisoned");
-        if let Some(w) = writers.get(&(topic, partition)) {
-            return Ok(w.clone());
-        }
-        let w = PartitionWriter::open(&self.dir(topic, partition), self.spec(topic).segment_bytes)?;
-        let w = Arc::new(Mutex::new(w));
-        writers.insert((topic, partition), w.clone());
-        Ok(w)
-    }
-
-    /// Appends records to one partition; returns the first offset. With
-    /// `sync`, the records are on disk when this returns.
-    ///
-    /// `events` and `effects` partitions keep their writer (and its lock) for
-    /// the life of this `Logs`. The low-volume `dead-letter` log is shared by
-    /// `produce` and the processor, so its writer is opened per append,
-    /// waiting for the other process's append to finish.
-    pub fn append(
-        &self,
-        topic: Topic,
-        partition: u32,
-        records: &[NewRecord<'_>],
-        sync: bool,
-    ) -> Result<u64, LogError> {
-        assert!(
-            partition < self.partitions(topic),
-            "{topic:?} has no partition {partition}"
-        );
-        if topic == Topic::DeadLetter {
-            let mut w = self.open_shared(topic, partition)?;
-            let first = w.append(records)?;
-            w.sync()?;
-            return Ok(first);
-        }
-        let w = self.writer(topic, partition)?;
-        let mut w = w.lock().expect("writer poisoned");
-        let first = w.append(records)?;
-        if sync {
-            w.sync()?;
-        }
-        Ok(first)
-    }
-
-    fn open_shared(&self, topic: Topic, partition: u32) -> Result<PartitionWriter, LogError> {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        loop {
-            match PartitionWriter::open(&self.dir(topic, partition), self.spec(topic).segment_bytes)
-            {
-                Err(LogError::Locked { .. }) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(std::time::Duration::from_millis(2));
-                }
-                other => return other,
-            }
-        }
-    }
-
-    /// Appends to a partition another process may be writing (an `events`
-    /// partition a `produce` holds): opens the writer for this append only,
-    /// waiting as long as it takes for the other writer, and syncs.
-    pub fn append_beside_writer(
-        &self,
-        topic: Topic,
-        partition: u32,
-        records: &[NewRecord<'_>],
-    ) -> Result<u64, LogError> {
-        let mut w = loop {
-            match self.open_shared(topic, partition) {
-                Err(LogError::Locked { path }) => tracing::warn!(
-                    log = %path.display(),
-                    "waiting for another writer of this log partition to finish"
-                ),
-                other => break other?,
-            }
-        };
-        let first = w.append(records)?;
-        w.sync()?;
-        Ok(first)
-    }
-
-    /// fsyncs every partition this process has written.
-    pub fn sync_all(&self) -> Result<(), LogError> {
-        let writers: Vec<_> = self
-            .writers
-            .lock()
-            .expect("writer map poisoned")
-            .values()
-            .cloned()
-            .collect();
-        for w in writers {
-            w.lock().expect("writer poisoned").sync()?;
-        }
-        Ok(())
-    }
-
-    /// A reader of one partition from `from`.
-    pub fn reader(
-        &self,
-        topic: Topic,
-        partition: u32,
-        from: u64,
-    ) -> Result<PartitionReader, LogError> {
-        PartitionReader::open(&self.dir(topic, partition), from)
-    }
-
-    /// The offset the next record of one partition will get.
-    pub fn end_offset(&self, topic: Topic, partition: u32) -> Result<u64, LogError> {
-        let held = self
-            .writers
-            .lock()
-            .expect("writer map poisoned")
-            .get(&(topic, partition))
-            .cloned();
-        match held {
-            Some(w) => Ok(w.lock().expect("writer poisoned").next_offset()),
-            None => embedded::end_offset(&self.dir(topic, partition)),
-        }
-    }
+        /// The position asked for.
+        offset: u64,
+        /// The client's error.
+        reason: String,
+    },
+    /// Waiting for acknowledgements was interrupted by a shutdown; what was
+    /// not acknowledged is re-shipped from the outbox on the next start.
+    #[error("interrupted while waiting for the log to acknowledge")]
+    Interrupted,
 }

@@ -4,11 +4,13 @@
 
 #![allow(dead_code)]
 
+pub mod api;
 pub mod http;
+pub mod kafka;
 pub mod oracle;
 
-use feedlog::codec::{self, Format};
-use feedlog::query::Reader;
+use feedlog::api::query::Reader;
+use feedlog::core::codec::{self, Format};
 use feedlog::UserId;
 use oracle::Oracle;
 use serde_json::Value;
@@ -36,7 +38,7 @@ impl Views for Reader {
         cursor: Option<&str>,
     ) -> Result<Value, String> {
         fn json<T: serde::Serialize>(
-            r: Result<T, feedlog::query::QueryError>,
+            r: Result<T, feedlog::api::query::QueryError>,
         ) -> Result<Value, String> {
             serde_json::to_value(r.map_err(|e| e.to_string())?).map_err(|e| e.to_string())
         }
@@ -98,16 +100,18 @@ pub fn all_pages(
     )
 }
 
-/// Compares every view of users `1..=max_user` (and one unknown user) with
-/// the oracle, walking every page of every paged view with `page` items per
-/// page. Returns the first difference.
+/// Compares every view of users `1..=max_user` (and one unknown user), and
+/// of every user the oracle's events name (ids from anywhere in the u64
+/// range), with the oracle, walking every page of every paged view with
+/// `page` items per page. Returns the first difference.
 pub fn check_all(
     views: &impl Views,
     oracle: &Oracle,
     max_user: u64,
     page: usize,
 ) -> Result<(), String> {
-    for u in 1..=max_user + 1 {
+    let users: std::collections::BTreeSet<u64> = (1..=max_user + 1).chain(oracle.users()).collect();
+    for u in users {
         let c = views.get("counters", u, 0, None)?;
         let got = (
             field(&c, "followers")?,
@@ -306,4 +310,57 @@ pub fn feedlog(
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Total size of the files under `dir`, recursively (0 when it is missing).
+pub fn dir_bytes(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            _ => e.metadata().map_or(0, |m| m.len()),
+        })
+        .sum()
+}
+
+/// Polls `cond` every few milliseconds until it holds; panics naming `what`
+/// after `within`.
+pub fn wait_until(what: &str, within: std::time::Duration, mut cond: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < within, "waited {within:?} for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// Starts `feedlog --data DATA run ARGS` (output discarded) and kills it
+/// with SIGKILL once its effects log has grown by `grown` bytes: mid-run by
+/// what it has done, not by a clock.
+pub fn kill_run_once_grown(data: &std::path::Path, args: &[&str], grown: u64) {
+    let effects = data.join("log/effects");
+    let before = dir_bytes(&effects);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_feedlog"))
+        .arg("--data")
+        .arg(data)
+        .arg("run")
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let what = format!(
+        "the effects log of {} to grow by {grown} bytes",
+        data.display()
+    );
+    wait_until(&what, std::time::Duration::from_secs(120), || {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("`feedlog run` exited ({status}) before {what}");
+        }
+        dir_bytes(&effects) >= before + grown
+    });
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
 }

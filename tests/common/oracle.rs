@@ -1,7 +1,7 @@
 //! The oracle: the contract of the README ("Semantics") as a small in-memory
 //! model. Feed it the valid events in log order; ask it for any view.
 
-use feedlog::event::Event;
+use feedlog::core::event::Event;
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,11 +17,24 @@ pub struct Oracle {
     edges: BTreeMap<(u64, u64), u64>,
     /// (author, post_id) -> state.
     posts: BTreeMap<(u64, u64), PostState>,
+    /// Every user any applied event names.
+    named: BTreeSet<u64>,
 }
 
 impl Oracle {
     /// Applies one valid event; events of one actor must come in log order.
     pub fn apply(&mut self, event: &Event) {
+        match *event {
+            Event::Follow {
+                follower, followee, ..
+            }
+            | Event::Unfollow {
+                follower, followee, ..
+            } => self.named.extend([follower.0, followee.0]),
+            Event::Post { author, .. } | Event::DeletePost { author, .. } => {
+                self.named.insert(author.0);
+            }
+        }
         match *event {
             Event::Follow {
                 follower,
@@ -50,6 +63,11 @@ impl Oracle {
                 self.posts.insert((author.0, post_id.0), PostState::Deleted);
             }
         }
+    }
+
+    /// Every user an applied event names, ascending.
+    pub fn users(&self) -> impl Iterator<Item = u64> + '_ {
+        self.named.iter().copied()
     }
 
     /// Live followers of `u` with follow time, by id.

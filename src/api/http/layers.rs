@@ -1,0 +1,243 @@
+//! Middleware around every route: forwarding between processors (Kafka
+//! mode), authentication, time and path bounds, CORS, request metrics.
+
+use super::errors::ApiError;
+use super::{routing, Api, PUBLIC_ROUTES, ROUTES};
+use crate::api::query::QueryError;
+use crate::core::event::UserId;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Kafka mode: a request for a user whose partition this processor does not
+/// serve is forwarded to the processor that does (a stream is redirected);
+/// 503 while the partition is moving.
+pub(super) async fn forward(State(api): State<Arc<Api>>, req: Request, next: Next) -> Response {
+    let Some(routing) = api.routing.clone() else {
+        return next.run(req).await;
+    };
+    let path = req.uri().path().to_string();
+    let Some(user) = path
+        .strip_prefix("/v1/users/")
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|id| id.parse::<u64>().ok())
+        .filter(|id| *id > 0)
+    else {
+        return next.run(req).await;
+    };
+    let p = routing.partition(UserId(user));
+    let forwarded = req.headers().contains_key(routing::FORWARDED);
+    match api.reader.partition_state(p) {
+        Ok(()) => next.run(req).await,
+        Err(QueryError::Elsewhere { .. }) if !forwarded => {
+            let pq = req
+                .uri()
+                .path_and_query()
+                .map_or(path.clone(), |x| x.as_str().to_string());
+            if path.ends_with("/timeline/stream") {
+                return match routing.owner(p) {
+                    Ok(api) => (
+                        StatusCode::TEMPORARY_REDIRECT,
+                        [(header::LOCATION, format!("{api}{pq}"))],
+                    )
+                        .into_response(),
+                    Err(e) => ApiError::from(e).into_response(),
+                };
+            }
+            let answer = tokio::task::spawn_blocking(move || routing.get(p, &pq)).await;
+            match answer {
+                Ok(Ok(r)) => {
+                    let mut resp = (
+                        StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_GATEWAY),
+                        r.body,
+                    )
+                        .into_response();
+                    if let Some(ct) = r.content_type.and_then(|c| HeaderValue::from_str(&c).ok()) {
+                        resp.headers_mut().insert(header::CONTENT_TYPE, ct);
+                    }
+                    if r.status == 503 {
+                        resp.headers_mut()
+                            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                    }
+                    resp
+                }
+                Ok(Err(e)) => ApiError::from(e).into_response(),
+                Err(e) => ApiError::internal(e).into_response(),
+            }
+        }
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+pub(super) async fn observe(State(api): State<Arc<Api>>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .and_then(|m| ROUTES.iter().position(|r| *r == m.as_str()))
+        .unwrap_or(ROUTES.len());
+    let start = Instant::now();
+    let resp = next.run(req).await;
+    api.requests[route].observe(start.elapsed().as_secs_f64());
+    let class = (resp.status().as_u16() / 100).clamp(1, 5) as usize - 1;
+    api.statuses[class].fetch_add(1, Ordering::Relaxed);
+    resp
+}
+
+/// Whether `given` equals `want`, in time that does not depend on where they
+/// differ (both are hashed first, so neither their contents nor the
+/// token's length leak through timing).
+fn same_secret(given: &[u8], want: &[u8]) -> bool {
+    use sha2::{Digest, Sha256};
+    let (a, b) = (Sha256::digest(given), Sha256::digest(want));
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
+}
+
+/// Bearer-token authentication (when a token is configured), and
+/// `/v1/internal/*` only where it is served (Kafka mode).
+pub(super) async fn authenticate(
+    State(api): State<Arc<Api>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let path = req.uri().path();
+    if path.starts_with("/v1/internal/") && api.routing.is_none() {
+        return super::handlers::not_found().await.into_response();
+    }
+    let Some(token) = &api.cfg.token else {
+        return next.run(req).await;
+    };
+    if PUBLIC_ROUTES.contains(&path) || req.method() == axum::http::Method::OPTIONS {
+        return next.run(req).await;
+    }
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        Some(g) if same_secret(g.trim().as_bytes(), token.as_bytes()) => next.run(req).await,
+        _ => {
+            let mut r = ApiError {
+                status: StatusCode::UNAUTHORIZED,
+                code: "unauthorized",
+                message:
+                    "this API needs `Authorization: Bearer <token>` (the --api-token of the server)"
+                        .into(),
+            }
+            .into_response();
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"feedlog\""),
+            );
+            r
+        }
+    }
+}
+
+/// CORS for the configured origins: answers preflights, and marks answers
+/// readable by an allowed `Origin`. Nothing at all when none is configured.
+pub(super) async fn cors(State(api): State<Arc<Api>>, req: Request, next: Next) -> Response {
+    let origins = &api.cfg.cors_origins;
+    let origin = req
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|o| o.to_str().ok())
+        .map(str::to_string);
+    let allowed = match &origin {
+        Some(o) if !origins.is_empty() => {
+            if origins.iter().any(|a| a == "*") {
+                Some("*".to_string())
+            } else {
+                origins.iter().find(|a| *a == o).cloned()
+            }
+        }
+        _ => None,
+    };
+    let Some(allowed) = allowed else {
+        return next.run(req).await;
+    };
+    let preflight = req.method() == axum::http::Method::OPTIONS
+        && req
+            .headers()
+            .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+    let mut r = if preflight {
+        let mut r = StatusCode::NO_CONTENT.into_response();
+        let h = r.headers_mut();
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_METHODS,
+            HeaderValue::from_static("GET, OPTIONS"),
+        );
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_HEADERS,
+            HeaderValue::from_static("authorization, last-event-id"),
+        );
+        h.insert(
+            header::ACCESS_CONTROL_MAX_AGE,
+            HeaderValue::from_static("600"),
+        );
+        r
+    } else {
+        next.run(req).await
+    };
+    if let Ok(v) = HeaderValue::from_str(&allowed) {
+        r.headers_mut()
+            .insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+        r.headers_mut()
+            .insert(header::VARY, HeaderValue::from_static("origin"));
+    }
+    r
+}
+
+/// Every request's answer within `request_timeout` (503 past it), and a
+/// JSON 400 for a path that is not UTF-8 once percent-decoded (the path
+/// extractor would answer in plain text).
+pub(super) async fn bound(State(api): State<Arc<Api>>, req: Request, next: Next) -> Response {
+    if percent_decoded_utf8(req.uri().path()).is_none() {
+        return ApiError::bad(
+            "bad_path",
+            "the path is not valid UTF-8 once percent-decoded",
+        )
+        .into_response();
+    }
+    let limit = api.cfg.limits.request_timeout;
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(r) => r,
+        Err(_) => ApiError::unavailable(format!(
+            "the request took longer than {} s; retry",
+            limit.as_secs_f64()
+        ))
+        .into_response(),
+    }
+}
+
+/// `path` with `%XX` escapes decoded, if that is UTF-8.
+fn percent_decoded_utf8(path: &str) -> Option<String> {
+    let b = path.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).copied().and_then(hex),
+            b.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}

@@ -1,0 +1,174 @@
+//! `/metrics`: every figure as Prometheus text.
+
+use super::errors::ApiError;
+use super::{Api, ROUTES};
+use crate::core::metrics;
+use std::sync::atomic::Ordering;
+
+const ROCKS_PROPERTIES: &[(&str, &str, &str)] = &[
+    (
+        "rocksdb.estimate-num-keys",
+        "feedlog_rocksdb_estimated_keys",
+        "Estimated keys in the partition's store.",
+    ),
+    (
+        "rocksdb.total-sst-files-size",
+        "feedlog_rocksdb_sst_bytes",
+        "Bytes of SST files.",
+    ),
+    (
+        "rocksdb.cur-size-all-mem-tables",
+        "feedlog_rocksdb_memtable_bytes",
+        "Bytes in memtables.",
+    ),
+    (
+        "rocksdb.estimate-pending-compaction-bytes",
+        "feedlog_rocksdb_pending_compaction_bytes",
+        "Estimated bytes compaction still has to rewrite.",
+    ),
+    (
+        "rocksdb.num-running-compactions",
+        "feedlog_rocksdb_running_compactions",
+        "Compactions running now.",
+    ),
+];
+
+// Long: one metric family after another, in the order /metrics prints them;
+// each is a few lines and reads best in that order.
+/// The Prometheus text of every metric.
+pub fn render_metrics(api: &Api) -> Result<String, ApiError> {
+    let mut out = String::new();
+    let o = &mut out;
+    metrics::header(
+        o,
+        "feedlog_uptime_seconds",
+        "gauge",
+        "Seconds since the API started.",
+    );
+    metrics::sample(
+        o,
+        "feedlog_uptime_seconds",
+        "",
+        api.started.elapsed().as_secs_f64(),
+    );
+    if let Some(p) = api.node.progress() {
+        let t = p.totals();
+        let name = "feedlog_events_applied_total";
+        metrics::header(o, name, "counter", "Input events applied, by kind.");
+        for (i, kind) in ["follow", "unfollow", "post", "delete_post"]
+            .iter()
+            .enumerate()
+        {
+            metrics::sample(o, name, &format!("kind=\"{kind}\""), t.events[i]);
+        }
+        for (name, help, v) in [
+            (
+                "feedlog_effects_applied_total",
+                "Internal messages applied.",
+                t.effects,
+            ),
+            (
+                "feedlog_effects_emitted_total",
+                "Internal messages emitted.",
+                t.emitted,
+            ),
+            (
+                "feedlog_deliveries_total",
+                "Inbox entries written (fan-out deliveries and backfills).",
+                t.delivered,
+            ),
+            (
+                "feedlog_inbox_removed_total",
+                "Inbox entries removed (trims, unfollows, deletes).",
+                t.removed,
+            ),
+            (
+                "feedlog_dead_letters_total",
+                "Records this processor sent to the dead-letter log.",
+                t.dead_letters,
+            ),
+            (
+                "feedlog_events_forwarded_total",
+                "Events that arrived in a partition that does not own their actor, forwarded to the owner.",
+                t.forwarded,
+            ),
+            (
+                "feedlog_forwarded_duplicates_total",
+                "Copies of forwarded events already applied, skipped.",
+                t.duplicates,
+            ),
+        ] {
+            metrics::header(o, name, "counter", help);
+            metrics::sample(o, name, "", v);
+        }
+        let name = "feedlog_batch_records";
+        metrics::header(o, name, "histogram", "Records read per non-empty batch.");
+        p.batch_records.render(o, name, "");
+        let name = "feedlog_commit_seconds";
+        metrics::header(
+            o,
+            name,
+            "histogram",
+            "Time to commit one batch's state, positions and outbox.",
+        );
+        p.commit_seconds.render(o, name, "");
+    }
+    let lags = api.lag()?;
+    let name = "feedlog_lag_records";
+    metrics::header(
+        o,
+        name,
+        "gauge",
+        "Records in the partition's input log not yet applied to its state.",
+    );
+    for l in &lags {
+        for (topic, v) in [
+            ("events", l.at.events.records_to(l.end.events)),
+            ("effects", l.at.effects.records_to(l.end.effects)),
+        ] {
+            metrics::sample(
+                o,
+                name,
+                &format!("topic=\"{topic}\",partition=\"{}\"", l.partition),
+                v,
+            );
+        }
+    }
+    let name = "feedlog_dead_letter_log_records";
+    metrics::header(
+        o,
+        name,
+        "gauge",
+        "Records in the dead-letter log (from produce and processing).",
+    );
+    let dead = api.node.dead_letters().map_err(ApiError::internal)?;
+    metrics::sample(o, name, "", dead);
+    for (prop, name, help) in ROCKS_PROPERTIES {
+        metrics::header(o, name, "gauge", help);
+        for (p, s) in api.reader.stores() {
+            if let Some(v) = s.property(prop).and_then(|v| v.parse::<u64>().ok()) {
+                metrics::sample(o, name, &format!("partition=\"{p}\""), v);
+            }
+        }
+    }
+    let name = "feedlog_http_request_duration_seconds";
+    metrics::header(o, name, "histogram", "Request latency, by route.");
+    for (i, h) in api.requests.iter().enumerate() {
+        // `:id`, not `{id}`: some scrapers end a label set at the first `}`.
+        let route = ROUTES
+            .get(i)
+            .map_or("unmatched".into(), |r| r.replace("{id}", ":id"));
+        h.render(o, name, &format!("route=\"{route}\""));
+    }
+    let name = "feedlog_http_responses_total";
+    metrics::header(o, name, "counter", "Responses, by status class.");
+    for (i, c) in api.statuses.iter().enumerate() {
+        metrics::sample(
+            o,
+            name,
+            &format!("class=\"{}xx\"", i + 1),
+            c.load(Ordering::Relaxed),
+        );
+    }
+    Ok(out)
+}

@@ -1,0 +1,307 @@
+//! The HTTP read API (axum, JSON): every view, a live timeline stream,
+//! health, readiness and Prometheus metrics. Paths and shapes are a public
+//! interface, described in `openapi.json` (served at `/openapi.json`).
+//!
+//! Every page is read from one RocksDB snapshot through [`Reader`], so the
+//! answers are exactly those of `feedlog query`. RocksDB calls run on the
+//! blocking pool, never on the async workers. The API reads views through
+//! the reader and asks [`Node`] and [`Owners`], traits it owns, for the
+//! rest: it never touches a log or a runner.
+
+pub mod client;
+mod errors;
+mod handlers;
+mod layers;
+mod metrics_text;
+pub mod routing;
+pub mod server;
+mod stream;
+
+pub use errors::ApiError;
+pub use metrics_text::render_metrics;
+
+use crate::api::query::Reader;
+use crate::core::metrics::{self, Histogram, PartitionLag, Progress};
+use crate::state::Store;
+use axum::routing::get;
+use axum::Router;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The API description served at `/openapi.json`.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+/// Every route, as matched (also the `route` label of the request metrics).
+pub const ROUTES: &[&str] = &[
+    "/v1/users/{id}/timeline",
+    "/v1/users/{id}/timeline/stream",
+    "/v1/users/{id}/posts",
+    "/v1/users/{id}/counters",
+    "/v1/counters",
+    "/v1/users/{id}/followers/recent",
+    "/v1/users/{id}/followers",
+    "/v1/users/{id}/followees",
+    "/openapi.json",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/v1/internal/outboxes",
+];
+
+/// Most ids one `/v1/counters` request may name.
+pub const MAX_COUNTER_IDS: usize = 1000;
+
+/// Bounds on connections and requests (see [`server`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections served at once; one more is answered 503 and closed.
+    pub max_connections: usize,
+    /// Time a client has to send a whole request head; also how long an
+    /// idle keep-alive connection stays open.
+    pub header_timeout: Duration,
+    /// Time a handler has to produce its answer (a stream's body is not
+    /// counted); past it, 503.
+    pub request_timeout: Duration,
+    /// Longest request target (path and query), bytes: 414 past it.
+    pub max_url_bytes: usize,
+    /// Longest request head (request line and headers), bytes: 431 past it.
+    pub max_head_bytes: usize,
+    /// Largest request body, bytes (the API is read-only): 413 past it.
+    pub max_body_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 1024,
+            header_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            // Room for `/v1/counters` with its 1,000 ids.
+            max_url_bytes: 32 << 10,
+            max_head_bytes: 64 << 10,
+            max_body_bytes: 64 << 10,
+        }
+    }
+}
+
+/// Settings of the API.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// Largest `limit` a request may ask for.
+    pub max_limit: usize,
+    /// `/readyz` answers 200 while the unapplied records of all partitions
+    /// are at most this many.
+    pub ready_lag: u64,
+    /// How often a timeline stream looks for new entries.
+    pub stream_poll: Duration,
+    /// How often a reader beside a processor moves to its latest state.
+    pub refresh: Duration,
+    /// Bounds on connections and requests.
+    pub limits: Limits,
+    /// When set, every route but `/healthz`, `/readyz` and `/openapi.json`
+    /// needs `Authorization: Bearer <token>` (401 otherwise); processors of
+    /// a Kafka group send it to each other.
+    pub token: Option<String>,
+    /// Origins a browser may read answers from (CORS; `*` for any); none by
+    /// default.
+    pub cors_origins: Vec<String>,
+    /// Serve an address beyond loopback without a token (see
+    /// [`exposure_error`]).
+    pub allow_unauthenticated_remote: bool,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            max_limit: 200,
+            ready_lag: 1000,
+            stream_poll: Duration::from_millis(100),
+            refresh: Duration::from_millis(100),
+            limits: Limits::default(),
+            token: None,
+            cors_origins: Vec::new(),
+            allow_unauthenticated_remote: false,
+        }
+    }
+}
+
+/// Why serving on `addr` with `cfg` is refused: an address other than
+/// loopback without a token, unless explicitly allowed.
+pub fn exposure_error(addr: &std::net::SocketAddr, cfg: &ApiConfig) -> Option<String> {
+    if addr.ip().is_loopback() || cfg.token.is_some() || cfg.allow_unauthenticated_remote {
+        return None;
+    }
+    Some(format!(
+        "refusing to serve the read API on {addr} without authentication: anyone who can reach it \
+         reads every view. Set --api-token TOKEN (or FEEDLOG_API_TOKEN), listen on 127.0.0.1, \
+         or pass --insecure-no-auth"
+    ))
+}
+
+/// Routes any client may call without the token (health probes and the
+/// API description).
+pub const PUBLIC_ROUTES: &[&str] = &["/healthz", "/readyz", "/openapi.json"];
+
+/// What the API needs from whatever processes the log: it never reads a
+/// log or a runner itself. The embedded runner and the Kafka runner each
+/// have one (in `crate::ops::status`).
+pub trait Node: Send + Sync {
+    /// How far each of `stores` (by partition) is behind its input logs.
+    fn lag(&self, stores: &[(u32, Arc<Store>)]) -> Result<Vec<PartitionLag>, String>;
+    /// Records in the dead-letter log.
+    fn dead_letters(&self) -> Result<u64, String>;
+    /// The processing figures, when the processor runs in this process.
+    fn progress(&self) -> Option<Arc<Progress>> {
+        None
+    }
+}
+
+/// Who serves which partition, in a cluster (Kafka mode): where to forward
+/// a request for a partition this processor does not serve.
+pub trait Owners: Send + Sync {
+    /// The API address (`http://host:port`) of the processor serving
+    /// partition `p`; `None` while nobody serves it (it is moving).
+    fn serving(&self, p: u32) -> Option<String>;
+}
+
+/// What the API serves from.
+pub struct Api {
+    reader: Reader,
+    node: Arc<dyn Node>,
+    cfg: ApiConfig,
+    /// Kafka mode: where the partitions this processor does not serve are.
+    routing: Option<Arc<routing::Routing>>,
+    requests: Vec<Histogram>,
+    statuses: [AtomicU64; 5],
+    started: Instant,
+}
+
+impl Api {
+    /// An API over `reader`, with lag, dead letters and processing figures
+    /// from `node`.
+    pub fn new(reader: Reader, node: Arc<dyn Node>, cfg: ApiConfig) -> Arc<Api> {
+        Api::clustered(reader, node, cfg, None)
+    }
+
+    /// An API of one Kafka-mode processor: users of partitions it does not
+    /// serve are answered through `owners`.
+    pub fn clustered(
+        reader: Reader,
+        node: Arc<dyn Node>,
+        cfg: ApiConfig,
+        owners: Option<Arc<dyn Owners>>,
+    ) -> Arc<Api> {
+        let routing = owners.map(|o| {
+            Arc::new(routing::Routing::new(
+                o,
+                reader.partition_count(),
+                cfg.token.as_deref(),
+            ))
+        });
+        let reader = match &routing {
+            Some(r) => reader.with_remote(Arc::new(routing::RemoteOutboxes(r.clone()))),
+            None => reader,
+        };
+        Arc::new(Api {
+            reader,
+            node,
+            cfg,
+            routing,
+            requests: (0..=ROUTES.len())
+                .map(|_| Histogram::new(metrics::LATENCY_BUCKETS))
+                .collect(),
+            statuses: Default::default(),
+            started: Instant::now(),
+        })
+    }
+
+    /// The reader behind the API.
+    pub fn reader(&self) -> &Reader {
+        &self.reader
+    }
+
+    /// The lag of every partition.
+    pub fn lag(&self) -> Result<Vec<PartitionLag>, ApiError> {
+        self.node
+            .lag(&self.reader.stores())
+            .map_err(ApiError::internal)
+    }
+}
+
+/// The API's routes.
+pub fn router(api: Arc<Api>) -> Router {
+    Router::new()
+        .route(ROUTES[0], get(handlers::timeline))
+        .route(ROUTES[1], get(stream::timeline_stream))
+        .route(ROUTES[2], get(handlers::posts))
+        .route(ROUTES[3], get(handlers::counters))
+        .route(ROUTES[4], get(handlers::counters_many))
+        .route(ROUTES[5], get(handlers::recent_followers))
+        .route(ROUTES[6], get(handlers::followers))
+        .route(ROUTES[7], get(handlers::followees))
+        .route(ROUTES[8], get(handlers::openapi))
+        .route(ROUTES[9], get(handlers::healthz))
+        .route(ROUTES[10], get(handlers::readyz))
+        .route(ROUTES[11], get(handlers::metrics_route))
+        .route(ROUTES[12], get(handlers::internal_outboxes))
+        .fallback(handlers::not_found)
+        .method_not_allowed_fallback(handlers::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            api.clone(),
+            layers::forward,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            api.clone(),
+            layers::authenticate,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            api.clone(),
+            layers::bound,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            api.clone(),
+            layers::cors,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            api.clone(),
+            layers::observe,
+        ))
+        .with_state(api)
+}
+
+/// Serves the API on `listener` until `shutdown` completes. A reader beside
+/// a processor (RocksDB secondaries) is refreshed every `cfg.refresh`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    api: Arc<Api>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let refresher = {
+        let api = api.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(api.cfg.refresh).await;
+                let a = api.clone();
+                if let Ok(Err(e)) = tokio::task::spawn_blocking(move || a.reader.refresh()).await {
+                    tracing::warn!(error = %e, "could not catch up with the processor's state");
+                }
+            }
+        })
+    };
+    let limits = api.cfg.limits;
+    if let Some(why) = exposure_error(&listener.local_addr()?, &api.cfg) {
+        refresher.abort();
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            why,
+        ));
+    }
+    let app = router(api);
+    // Open timeline streams never end by themselves: once shutdown is asked
+    // for, give connections a moment, then stop.
+    let r =
+        server::serve_connections(listener, app, limits, shutdown, Duration::from_secs(1)).await;
+    refresher.abort();
+    r
+}

@@ -1,0 +1,104 @@
+//! The live timeline stream (server-sent events).
+
+use super::errors::ApiError;
+use super::handlers::{params, read, user_id, Params};
+use super::Api;
+use crate::api::query::{PostItem, QueryError, Reader};
+use crate::core::event::UserId;
+use axum::extract::{Path, State};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+
+/// The newest-first keys of the timeline entries newer than `after` (all of
+/// the first page's top when `after` is `None`: then only the newest one).
+fn newer_entries(
+    r: &Reader,
+    user: UserId,
+    after: Option<(u64, u64, u64)>,
+) -> Result<Vec<PostItem>, QueryError> {
+    const PAGE: usize = 200;
+    const MOST: usize = 10_000;
+    let key = |i: &PostItem| (i.ts, i.post_id, i.author);
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = r.timeline(user, PAGE, cursor.as_deref())?;
+        for item in page.items {
+            match after {
+                None => return Ok(vec![item]),
+                Some(a) if key(&item) <= a => return Ok(out),
+                Some(_) => out.push(item),
+            }
+        }
+        match page.next_cursor {
+            Some(c) if out.len() < MOST => cursor = Some(c),
+            _ => return Ok(out),
+        }
+    }
+}
+
+/// Server-sent events: each timeline entry newer than every entry already
+/// on the timeline when the stream opened, oldest first, as it becomes
+/// visible (`event: entry`, data `{"post_id","author","ts"}`). The stream
+/// opens with a `subscribed` comment.
+pub(super) async fn timeline_stream(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    q: Params,
+) -> Result<Response, ApiError> {
+    let user = user_id(&id)?;
+    params(q, &[])?;
+    let top = read(&api, move |r| newer_entries(r, user, None)).await?;
+    let newest = top.first().map(|i| (i.ts, i.post_id, i.author));
+    let poll = api.cfg.stream_poll;
+    struct S {
+        api: Arc<Api>,
+        newest: Option<(u64, u64, u64)>,
+        queue: std::collections::VecDeque<PostItem>,
+        opened: bool,
+    }
+    let state = S {
+        api,
+        newest,
+        queue: Default::default(),
+        opened: false,
+    };
+    let stream = futures_util::stream::unfold(state, move |mut s| async move {
+        if !s.opened {
+            s.opened = true;
+            let ev = SseEvent::default().comment("subscribed");
+            return Some((Ok::<_, std::convert::Infallible>(ev), s));
+        }
+        loop {
+            if let Some(item) = s.queue.pop_front() {
+                let PostItem {
+                    post_id,
+                    author,
+                    ts,
+                } = item;
+                let json = format!(r#"{{"post_id":{post_id},"author":{author},"ts":{ts}}}"#);
+                let ev = SseEvent::default().event("entry").data(json);
+                return Some((Ok(ev), s));
+            }
+            tokio::time::sleep(poll).await;
+            let after = s.newest.unwrap_or((0, 0, 0));
+            match read(&s.api, move |r| newer_entries(r, user, Some(after))).await {
+                Ok(mut items) => {
+                    if let Some(first) = items.first() {
+                        s.newest = Some((first.ts, first.post_id, first.author));
+                    }
+                    items.reverse();
+                    s.queue.extend(items);
+                }
+                Err(e) => {
+                    let ev = SseEvent::default().event("error").data(e.message);
+                    return Some((Ok(ev), s));
+                }
+            }
+        }
+    });
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}

@@ -1,0 +1,54 @@
+//! Opaque page cursors: versioned, bound to a view and a user, checksummed.
+
+use super::QueryError;
+use crate::core::event::UserId;
+use base64::Engine;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(super) enum CursorView {
+    Timeline = 1,
+    Posts = 2,
+    Followers = 3,
+    Followees = 4,
+}
+
+const CURSOR_VERSION: u8 = 1;
+
+pub(super) fn encode_cursor(view: CursorView, user: UserId, payload: &[u8]) -> String {
+    let mut b = vec![CURSOR_VERSION, view as u8];
+    b.extend_from_slice(&user.0.to_be_bytes());
+    b.extend_from_slice(payload);
+    let crc = crc32fast::hash(&b);
+    b.extend_from_slice(&crc.to_be_bytes());
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b)
+}
+
+pub(super) fn decode_cursor(
+    cursor: &str,
+    view: CursorView,
+    user: UserId,
+    len: usize,
+) -> Result<Vec<u8>, QueryError> {
+    let bad = |why: &str| QueryError::BadCursor(why.to_string());
+    let b = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .map_err(|_| bad("not a cursor this server issued"))?;
+    if b.len() != 2 + 8 + len + 4 {
+        return Err(bad("not a cursor this server issued"));
+    }
+    let (body, crc) = b.split_at(b.len() - 4);
+    if crc32fast::hash(body).to_be_bytes() != crc {
+        return Err(bad("checksum mismatch (garbled cursor)"));
+    }
+    if body[0] != CURSOR_VERSION {
+        return Err(bad("cursor from another version"));
+    }
+    if body[1] != view as u8 {
+        return Err(bad("cursor belongs to another view"));
+    }
+    if body[2..10] != user.0.to_be_bytes() {
+        return Err(bad("cursor belongs to another user"));
+    }
+    Ok(body[10..].to_vec())
+}

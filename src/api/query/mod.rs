@@ -1,0 +1,487 @@
+//! The read side: every view of every user, paged with opaque cursors.
+//!
+//! Each view is read from a RocksDB snapshot of the partition that owns the
+//! user. A timeline page reads the materialized inbox, and where the page
+//! reaches past the inbox's horizon, completes it from the current followees'
+//! outboxes (the pull path), so a page always equals the pull-model result.
+
+use crate::core::event::{PostId, Ts, UserId};
+use crate::core::keys::TimelineKey;
+use crate::core::partition::partition_for;
+use crate::core::views::{self, live_edges};
+use crate::state::datadir::DataDir;
+use crate::state::{Cf, Partitions, Snapshot, Store, StoreError, Unavailable};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::sync::Arc;
+
+mod cursor;
+mod types;
+
+use cursor::{decode_cursor, encode_cursor, CursorView};
+pub use types::{Counters, FollowerItem, List, Page, PostItem, QueryError};
+
+/// Default page size.
+pub const DEFAULT_LIMIT: usize = 20;
+/// Default number of recent followers (K).
+pub const DEFAULT_RECENT: usize = 100;
+/// Largest page a query may ask for.
+pub const MAX_LIMIT: usize = 10_000;
+
+/// Per author, some of its outbox: `(ts, post_id)`, newest first.
+pub type Outboxes = Vec<(UserId, Vec<(Ts, PostId)>)>;
+
+/// Outboxes that live in other processors (Kafka mode), for the pull path
+/// of timelines.
+pub trait Remote: Send + Sync {
+    /// For each author: up to `limit` of its live posts, newest first,
+    /// starting at `(ts, post_id)` inclusive, in outbox order.
+    fn outboxes(
+        &self,
+        authors: &[UserId],
+        from: (Ts, PostId),
+        limit: usize,
+    ) -> Result<Outboxes, QueryError>;
+}
+
+/// Queries over partition stores.
+#[derive(Clone)]
+pub struct Reader {
+    parts: Arc<dyn Partitions>,
+    remote: Option<Arc<dyn Remote>>,
+    partitions: u32,
+    secondary: bool,
+}
+
+fn check_limit(limit: usize) -> Result<(), QueryError> {
+    if limit == 0 || limit > MAX_LIMIT {
+        return Err(QueryError::BadLimit {
+            got: limit,
+            max: MAX_LIMIT,
+        });
+    }
+    Ok(())
+}
+
+fn check_user(user: UserId) -> Result<(), QueryError> {
+    if user.0 == 0 {
+        return Err(QueryError::BadUser(0));
+    }
+    Ok(())
+}
+
+impl Reader {
+    /// A reader over `stores`, indexed by partition.
+    pub fn new(stores: Vec<Arc<Store>>) -> Reader {
+        Reader::over(Arc::new(stores), None)
+    }
+
+    /// A reader of `dir`'s state, opened read-only (beside a running
+    /// processor it sees the state as of the open).
+    pub fn open(dir: &DataDir) -> Result<Reader, StoreError> {
+        Ok(Reader::new(crate::state::set::open_read_only(dir)?))
+    }
+
+    /// A reader over `parts`, reading outboxes it does not hold through
+    /// `remote`.
+    pub fn over(parts: Arc<dyn Partitions>, remote: Option<Arc<dyn Remote>>) -> Reader {
+        Reader {
+            partitions: parts.count(),
+            parts,
+            remote,
+            secondary: false,
+        }
+    }
+
+    /// This reader, reading outboxes it does not hold through `remote`.
+    pub fn with_remote(self, remote: Arc<dyn Remote>) -> Reader {
+        Reader {
+            remote: Some(remote),
+            ..self
+        }
+    }
+
+    /// This reader over the stores as they are now: for a replaceable set,
+    /// pinned, so every read through it sees one set of stores.
+    pub fn current(&self) -> Reader {
+        match self.parts.pinned() {
+            Some(parts) => Reader {
+                parts,
+                ..self.clone()
+            },
+            None => self.clone(),
+        }
+    }
+
+    /// The partition count.
+    pub fn partition_count(&self) -> u32 {
+        self.partitions
+    }
+
+    /// The partition that owns `user`.
+    pub fn partition_of(&self, user: UserId) -> u32 {
+        partition_for(user, self.partitions)
+    }
+
+    /// Marks the stores as RocksDB secondaries, which [`Reader::refresh`]
+    /// moves forward.
+    pub fn following(mut self) -> Reader {
+        self.secondary = true;
+        self
+    }
+
+    /// Moves secondary stores to the primary's latest committed state; a
+    /// no-op over the processor's own stores, which are always current.
+    pub fn refresh(&self) -> Result<(), QueryError> {
+        if self.secondary {
+            for (_, s) in self.parts.local() {
+                s.catch_up()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The stores here, by partition.
+    pub fn stores(&self) -> Vec<(u32, Arc<Store>)> {
+        self.parts.local()
+    }
+
+    /// `Ok` when partition `p` is here and serving; why not otherwise.
+    pub fn partition_state(&self, p: u32) -> Result<(), QueryError> {
+        self.parts.store(p).map(|_| ()).map_err(QueryError::from)
+    }
+
+    /// Up to `limit` of `author`'s live posts, newest first, from
+    /// `(ts, post_id)` inclusive (for another processor's pull path).
+    pub fn outbox_from(
+        &self,
+        author: UserId,
+        from: (Ts, PostId),
+        limit: usize,
+    ) -> Result<Vec<(Ts, PostId)>, QueryError> {
+        check_user(author)?;
+        check_limit(limit)?;
+        let store = self.store_of(author)?;
+        let snap = store.snapshot();
+        Ok(views::outbox(&snap, author, Some(from))
+            .take(limit)
+            .collect::<Result<_, _>>()?)
+    }
+
+    /// The store that owns `user`, if it is here and serving.
+    /// The store that holds `user`'s views.
+    pub fn store_of(&self, user: UserId) -> Result<Arc<Store>, QueryError> {
+        Ok(self.parts.store(self.partition_of(user))?)
+    }
+
+    /// The users with the most live followers, most first (ties by id), at
+    /// most `n`. Scans every user record: for tours and tools, not requests.
+    pub fn most_followed(&self, n: usize) -> Result<Vec<Counters>, QueryError> {
+        let mut all = Vec::new();
+        for (_, store) in self.parts.local() {
+            let snap = store.snapshot();
+            for r in views::users(&snap) {
+                let (u, v) = r?;
+                all.push(Counters {
+                    user: u.0,
+                    followers: v.followers,
+                    followees: v.followees,
+                    posts: v.posts,
+                });
+            }
+        }
+        all.sort_by_key(|c| (std::cmp::Reverse(c.followers), c.user));
+        all.truncate(n);
+        Ok(all)
+    }
+
+    /// A user's counters.
+    pub fn counters(&self, user: UserId) -> Result<Counters, QueryError> {
+        check_user(user)?;
+        let u = views::user(&self.store_of(user)?.snapshot(), user)?;
+        Ok(Counters {
+            user: user.0,
+            followers: u.followers,
+            followees: u.followees,
+            posts: u.posts,
+        })
+    }
+
+    /// Counters of many users, in the order asked.
+    pub fn counters_many(&self, users: &[UserId]) -> Result<Vec<Counters>, QueryError> {
+        users.iter().map(|&u| self.counters(u)).collect()
+    }
+
+    /// The `limit` most recent live followers, newest follow first.
+    pub fn recent_followers(
+        &self,
+        user: UserId,
+        limit: usize,
+    ) -> Result<List<FollowerItem>, QueryError> {
+        check_user(user)?;
+        check_limit(limit)?;
+        let store = self.store_of(user)?;
+        let snap = store.snapshot();
+        let items = views::recent_followers(&snap, user)
+            .take(limit)
+            .map(|r| {
+                r.map(|(u, ts)| FollowerItem {
+                    user: u.0,
+                    ts: ts.0,
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(List { items })
+    }
+
+    /// A page of followers (`Cf::Followers`) or followees, by user id.
+    fn edges(
+        &self,
+        cf: Cf,
+        user: UserId,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Page<FollowerItem>, QueryError> {
+        check_user(user)?;
+        check_limit(limit)?;
+        let view = if cf == Cf::Followers {
+            CursorView::Followers
+        } else {
+            CursorView::Followees
+        };
+        let after = match cursor {
+            Some(c) => Some(UserId(crate::core::keys::be(
+                &decode_cursor(c, view, user, 8)?,
+                0,
+            ))),
+            None => None,
+        };
+        let store = self.store_of(user)?;
+        let snap = store.snapshot();
+        let mut items: Vec<FollowerItem> = live_edges(&snap, cf, user, after)
+            .take(limit + 1)
+            .map(|r| {
+                r.map(|(u, e)| FollowerItem {
+                    user: u.0,
+                    ts: e.ts.0,
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let next_cursor = (items.len() > limit).then(|| {
+            items.truncate(limit);
+            encode_cursor(view, user, &items[limit - 1].user.to_be_bytes())
+        });
+        Ok(Page { items, next_cursor })
+    }
+
+    /// A page of the user's followers (with follow time), by id.
+    pub fn followers(
+        &self,
+        user: UserId,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Page<FollowerItem>, QueryError> {
+        self.edges(Cf::Followers, user, limit, cursor)
+    }
+
+    /// A page of the users this user follows (with follow time), by id.
+    pub fn followees(
+        &self,
+        user: UserId,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Page<FollowerItem>, QueryError> {
+        self.edges(Cf::Followees, user, limit, cursor)
+    }
+
+    /// A page of the user's own live posts, newest first.
+    pub fn posts(
+        &self,
+        user: UserId,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Page<PostItem>, QueryError> {
+        check_user(user)?;
+        check_limit(limit)?;
+        let after = match cursor {
+            Some(c) => {
+                let b = decode_cursor(c, CursorView::Posts, user, 16)?;
+                Some((
+                    Ts(crate::core::keys::be(&b, 0)),
+                    PostId(crate::core::keys::be(&b, 8)),
+                ))
+            }
+            None => None,
+        };
+        let store = self.store_of(user)?;
+        let snap = store.snapshot();
+        let mut items: Vec<PostItem> = views::outbox(&snap, user, after)
+            .filter(|r| !matches!((r, after), (Ok(x), Some(a)) if *x == a))
+            .take(limit + 1)
+            .map(|r| {
+                r.map(|(ts, p)| PostItem {
+                    post_id: p.0,
+                    author: user.0,
+                    ts: ts.0,
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let next_cursor = (items.len() > limit).then(|| {
+            items.truncate(limit);
+            let last = items[limit - 1];
+            let mut b = last.ts.to_be_bytes().to_vec();
+            b.extend_from_slice(&last.post_id.to_be_bytes());
+            encode_cursor(CursorView::Posts, user, &b)
+        });
+        Ok(Page { items, next_cursor })
+    }
+
+    /// A page of the user's home timeline: live posts of current followees,
+    /// newest first (ts desc, post id desc, author desc).
+    pub fn timeline(
+        &self,
+        user: UserId,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Page<PostItem>, QueryError> {
+        check_user(user)?;
+        check_limit(limit)?;
+        let after = match cursor {
+            Some(c) => Some(TimelineKey::decode(&decode_cursor(
+                c,
+                CursorView::Timeline,
+                user,
+                TimelineKey::LEN,
+            )?)),
+            None => None,
+        };
+        let want = limit + 1;
+        let store = self.store_of(user)?;
+        let snap = store.snapshot();
+        let u = views::user(&snap, user)?;
+        // The materialized inbox: every entry sorts before the horizon.
+        let mut keys: Vec<TimelineKey> = views::inbox(&snap, user, after.as_ref())
+            .filter(|r| !matches!((r, after), (Ok(k), Some(a)) if *k == a))
+            .take(want)
+            .collect::<Result<_, _>>()?;
+        // Past the horizon: the pull path.
+        if let (true, Some(h)) = (keys.len() < want, u.horizon) {
+            let from = match after {
+                Some(a) if a > h => a,
+                _ => h,
+            };
+            self.pull(&snap, user, from, after, want, &mut keys)?;
+        }
+        let next_cursor = (keys.len() > limit).then(|| {
+            keys.truncate(limit);
+            encode_cursor(CursorView::Timeline, user, &keys[limit - 1].encode())
+        });
+        let items = keys
+            .into_iter()
+            .map(|k| PostItem {
+                post_id: k.post_id.0,
+                author: k.author.0,
+                ts: k.ts.0,
+            })
+            .collect();
+        Ok(Page { items, next_cursor })
+    }
+
+    /// Completes a timeline page past the inbox's horizon: merges the current
+    /// followees' outboxes from `from` on, lazily (a heap holds each
+    /// followee's next entry), until `keys` holds `want` entries — reading
+    /// about `want + followees` entries whatever the timeline's length.
+    fn pull(
+        &self,
+        snap: &Snapshot<'_>,
+        user: UserId,
+        from: TimelineKey,
+        after: Option<TimelineKey>,
+        want: usize,
+        keys: &mut Vec<TimelineKey>,
+    ) -> Result<(), QueryError> {
+        // Followees' outboxes: from the stores here, by partition, or in one
+        // request per other processor. The user's own partition is read
+        // through `snap` (its store is `None` below): a second snapshot of a
+        // secondary would take its read lock twice, which deadlocks against
+        // a catch-up waiting between the two.
+        let own = self.partition_of(user);
+        let mut here: BTreeMap<u32, (Option<Arc<Store>>, Vec<UserId>)> = BTreeMap::new();
+        let mut elsewhere: Vec<UserId> = Vec::new();
+        for r in live_edges(snap, Cf::Followees, user, None) {
+            let (author, _) = r?;
+            let p = self.partition_of(author);
+            if let Some((_, authors)) = here.get_mut(&p) {
+                authors.push(author);
+                continue;
+            }
+            match self.parts.store(p) {
+                Ok(s) => {
+                    here.insert(p, ((p != own).then_some(s), vec![author]));
+                }
+                Err(Unavailable::Elsewhere { .. }) if self.remote.is_some() => {
+                    elsewhere.push(author)
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let fetched = match (&self.remote, elsewhere.is_empty()) {
+            (Some(remote), false) => {
+                remote.outboxes(&elsewhere, (from.ts, from.post_id), want + 1)?
+            }
+            _ => Vec::new(),
+        };
+        let snaps: Vec<(Option<Snapshot<'_>>, &Vec<UserId>)> = here
+            .values()
+            .map(|(store, authors)| (store.as_ref().map(|s| s.snapshot()), authors))
+            .collect();
+        type Head<'a> = Box<dyn Iterator<Item = Result<TimelineKey, QueryError>> + 'a>;
+        let mut heads: Vec<Head<'_>> = Vec::new();
+        let keep = move |r: &Result<TimelineKey, QueryError>| !matches!(r, Ok(k) if *k < from || Some(*k) == after);
+        for (other, authors) in &snaps {
+            let s = other.as_ref().unwrap_or(snap);
+            for &author in authors.iter() {
+                let it = views::outbox(s, author, Some((from.ts, from.post_id)))
+                    .map(move |r| {
+                        r.map(|(ts, post_id)| TimelineKey {
+                            ts,
+                            post_id,
+                            author,
+                        })
+                        .map_err(QueryError::from)
+                    })
+                    .filter(keep);
+                heads.push(Box::new(it));
+            }
+        }
+        for (author, posts) in fetched {
+            let it = posts
+                .into_iter()
+                .map(move |(ts, post_id)| {
+                    Ok(TimelineKey {
+                        ts,
+                        post_id,
+                        author,
+                    })
+                })
+                .filter(keep);
+            heads.push(Box::new(it));
+        }
+        let mut heap = BinaryHeap::new();
+        for (i, it) in heads.iter_mut().enumerate() {
+            if let Some(k) = it.next().transpose()? {
+                heap.push(Reverse((k, i)));
+            }
+        }
+        while keys.len() < want {
+            let Some(Reverse((k, i))) = heap.pop() else {
+                break;
+            };
+            keys.push(k);
+            if let Some(next) = heads[i].next().transpose()? {
+                heap.push(Reverse((next, i)));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,127 @@
+//! What a query returns, and why it fails.
+
+use crate::state::{StoreError, Unavailable};
+use serde::Serialize;
+
+/// Why a query failed.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// The cursor is not one this view issued for this user.
+    #[error("bad cursor: {0}")]
+    BadCursor(String),
+    /// The limit is out of range.
+    #[error("limit must be between 1 and {max}, got {got}")]
+    BadLimit {
+        /// Requested.
+        got: usize,
+        /// Maximum.
+        max: usize,
+    },
+    /// The user id is not valid.
+    #[error("user ids start at 1, got {0}")]
+    BadUser(u64),
+    /// The view name is not one of the views.
+    #[error("unknown view {0:?} (expected timeline, posts, counters, recent_followers, followers or followees)")]
+    BadView(String),
+    /// The partition that owns the user is moving between processors
+    /// (revoked, or replaying before it serves): retry shortly.
+    #[error("partition {partition} is moving between processors; retry shortly")]
+    Moving {
+        /// The partition.
+        partition: u32,
+    },
+    /// Another processor owns the partition (Kafka mode): ask it.
+    #[error("partition {partition} is owned by another processor")]
+    Elsewhere {
+        /// The partition.
+        partition: u32,
+    },
+    /// Reading from another processor failed.
+    #[error("reading from the processor that owns partition {partition}: {reason}")]
+    Remote {
+        /// The partition.
+        partition: u32,
+        /// Why.
+        reason: String,
+    },
+    /// Reading state failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Reading a view failed.
+    #[error(transparent)]
+    State(#[from] crate::core::kv::KvError),
+}
+
+impl From<Unavailable> for QueryError {
+    fn from(u: Unavailable) -> QueryError {
+        match u {
+            Unavailable::Moving { partition } => QueryError::Moving { partition },
+            Unavailable::Elsewhere { partition } => QueryError::Elsewhere { partition },
+        }
+    }
+}
+
+impl QueryError {
+    /// A stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            QueryError::BadCursor(_) => "bad_cursor",
+            QueryError::BadLimit { .. } => "bad_limit",
+            QueryError::BadUser(_) => "bad_user",
+            QueryError::BadView(_) => "bad_view",
+            QueryError::Moving { .. }
+            | QueryError::Elsewhere { .. }
+            | QueryError::Remote { .. } => "unavailable",
+            QueryError::Store(_) | QueryError::State(_) => "internal",
+        }
+    }
+}
+
+/// A post in a timeline or outbox page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PostItem {
+    /// The post.
+    pub post_id: u64,
+    /// Its author.
+    pub author: u64,
+    /// Post time, ms.
+    pub ts: u64,
+}
+
+/// A user in a follower or followee list, with the follow time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FollowerItem {
+    /// The follower.
+    pub user: u64,
+    /// Follow time, ms.
+    pub ts: u64,
+}
+
+/// A user's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Counters {
+    /// The user.
+    pub user: u64,
+    /// Live followers.
+    pub followers: u64,
+    /// Live followees.
+    pub followees: u64,
+    /// Live posts.
+    pub posts: u64,
+}
+
+/// One page of a view.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Page<T> {
+    /// The items, in view order.
+    pub items: Vec<T>,
+    /// Pass back to get the next page; `null` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// A list without paging (recent followers).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct List<T> {
+    /// The items, in view order.
+    pub items: Vec<T>,
+}

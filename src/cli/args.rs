@@ -1,0 +1,376 @@
+//! The command line's grammar: every command, flag and setting (clap).
+
+use super::{demo, kafka, log};
+use clap::{Parser, Subcommand, ValueEnum};
+use feedlog::api::http::ApiConfig;
+use feedlog::core::View;
+use std::path::PathBuf;
+
+/// `feedlog`: its global flags and one command.
+#[derive(Parser)]
+#[command(
+    name = "feedlog",
+    version,
+    about = "Turns a log of follows and posts into exact social-feed views"
+)]
+pub struct Cli {
+    /// Data directory (logs and state).
+    #[arg(
+        long,
+        global = true,
+        env = "FEEDLOG_DATA",
+        default_value = "feedlog-data"
+    )]
+    pub data: PathBuf,
+    #[command(flatten)]
+    pub kafka: kafka::KafkaArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Append JSON-lines events to the `events` log (FILE, or `-` for stdin).
+    Produce {
+        /// Partition count, only when the data directory is new (default 8).
+        #[arg(long)]
+        partitions: Option<u32>,
+        /// The largest record accepted, bytes (default: `max_record_bytes` of
+        /// topics/events.toml, 1,000,000); a longer line goes to the
+        /// dead-letter log as an excerpt.
+        #[arg(long, value_name = "BYTES")]
+        max_record_bytes: Option<usize>,
+        /// Input file; `-` or absent reads stdin.
+        file: Option<PathBuf>,
+    },
+    /// Process the logs into the views.
+    Run {
+        /// Exit 0 once every log is consumed and nothing is in flight.
+        #[arg(long)]
+        until_idle: bool,
+        /// Inbox entries kept per user (default: as the state was built, else
+        /// 800; change it with `backfill`).
+        #[arg(long)]
+        inbox_cap: Option<u64>,
+        /// Do not fsync commits (faster; a power loss may lose recent batches,
+        /// which are then processed again).
+        #[arg(long)]
+        no_sync: bool,
+        /// Also serve the HTTP read API on ADDR (`--listen` alone: 127.0.0.1:8080).
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = DEFAULT_LISTEN)]
+        listen: Option<String>,
+        #[command(flatten)]
+        api: ApiArgs,
+        #[command(flatten)]
+        kafka_run: kafka::KafkaRunArgs,
+    },
+    /// Kafka mode: the group's partitions, owners, committed positions and
+    /// lag of both topics, as JSON; `"idle": true` when everything is
+    /// consumed to its end.
+    Status,
+    /// Kafka mode: topics from `topics/`.
+    Topics {
+        #[command(subcommand)]
+        action: TopicsAction,
+    },
+    /// Replay the log of --data into a fresh state directory, beside the
+    /// live processor (resumes when NEWDIR holds an unfinished rebuild).
+    Rebuild {
+        /// The new state directory.
+        #[arg(long, value_name = "NEWDIR")]
+        into: PathBuf,
+        /// Start from this checkpoint's state and replay only the log after
+        /// it.
+        #[arg(long, value_name = "C")]
+        from_checkpoint: Option<PathBuf>,
+        /// Inbox entries kept per user (default: as the live state).
+        #[arg(long)]
+        inbox_cap: Option<u64>,
+        /// Do not fsync commits.
+        #[arg(long)]
+        no_sync: bool,
+    },
+    /// Write a consistent checkpoint of every partition's state, with its
+    /// positions, into a new directory (asks the running processor, if
+    /// any).
+    Checkpoint {
+        /// The new checkpoint directory.
+        #[arg(long, value_name = "C")]
+        into: PathBuf,
+    },
+    /// Switch --data (and its running processor and readers) to the
+    /// finished rebuild in NEWDIR, without downtime; the old state is kept
+    /// until `drop-state`.
+    Swap {
+        /// The rebuild's directory (on the same file system).
+        newdir: PathBuf,
+    },
+    /// Rebuild the state with a view's new settings beside the live one,
+    /// then swap it in (everything keeps serving meanwhile).
+    Backfill {
+        /// The view: timeline (or inbox) for --inbox-cap; any view after its
+        /// code changed.
+        #[arg(long, value_enum)]
+        view: View,
+        /// Inbox entries kept per user (default: as the live state).
+        #[arg(long)]
+        inbox_cap: Option<u64>,
+        /// Do not fsync the rebuild's commits.
+        #[arg(long)]
+        no_sync: bool,
+    },
+    /// Move the stopped data directory's state back to the start of the
+    /// log or to a checkpoint; with --kafka, move the stopped group's
+    /// positions back. Refuses when the log no longer holds the position.
+    Reset {
+        /// Back to an empty state: the next run processes the whole log.
+        #[arg(
+            long,
+            conflicts_with = "to_checkpoint",
+            required_unless_present = "to_checkpoint"
+        )]
+        to_start: bool,
+        /// With --to-start: also start a new, empty `effects` log (the old
+        /// one is kept beside it), so every internal message is derived
+        /// anew from `events` — after `log repair` cut a log.
+        #[arg(long, requires = "to_start")]
+        regenerate_effects: bool,
+        /// Back to this checkpoint's state (with --kafka: a --checkpoints
+        /// directory; each partition goes back to its newest checkpoint).
+        #[arg(long, value_name = "C")]
+        to_checkpoint: Option<PathBuf>,
+    },
+    /// List the state generations of --data (active and kept).
+    States,
+    /// Remove an inactive state generation (kept after a swap or reset).
+    DropState {
+        /// Its name, as `states` lists it.
+        name: String,
+    },
+    /// Digest every view of two data directories at the same log position;
+    /// exit 1 naming the first differing view and user, 2 if not comparable.
+    Verify {
+        /// One data directory.
+        a: PathBuf,
+        /// The other.
+        b: PathBuf,
+    },
+    /// The embedded log: check every partition, or cut one explicitly.
+    Log {
+        #[command(subcommand)]
+        action: LogAction,
+    },
+    /// Print the dead-letter log: why each record was refused, where it came
+    /// from, and an excerpt of it.
+    DeadLetters {
+        /// Keep printing new dead letters as they arrive (until Ctrl-C).
+        #[arg(long)]
+        follow: bool,
+        /// One JSON object per line (the stored record, plus offset, key, ts).
+        #[arg(long)]
+        json: bool,
+        /// Start at this offset of the dead-letter log.
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+    },
+    /// Serve the HTTP read API, read-only, beside a running processor.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
+        listen: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Import real network data (SNAP formats) into the `events` log.
+    Import {
+        /// `snap-edges` (SRC DST: every edge a follow) or `snap-temporal`
+        /// (SRC DST UNIXTS: first contact a follow, every line a post by SRC).
+        #[arg(value_enum)]
+        format: ImportFormat,
+        /// The file (gzip is detected).
+        file: PathBuf,
+        /// Partition count, only when the data directory is new (default 8).
+        #[arg(long)]
+        partitions: Option<u32>,
+        /// snap-edges: time of the first follow, ms since the epoch (default
+        /// now); edge N follows at this plus N ms.
+        #[arg(long)]
+        start_ms: Option<u64>,
+    },
+    /// The tour: load a real (or generated) network, process it with live
+    /// progress, serve the API and show what it answers.
+    Demo {
+        #[command(flatten)]
+        demo: demo::DemoArgs,
+        /// Address to serve the API on.
+        #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
+        listen: String,
+        /// Exit after the tour instead of serving until Ctrl-C.
+        #[arg(long)]
+        exit: bool,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Read a view: `query VIEW USER`, or `query -` for JSON queries on stdin.
+    Query {
+        /// timeline, posts, counters, recent-followers, followers, followees; or `-`.
+        view: String,
+        /// The user id.
+        user: Option<u64>,
+        /// Page size (recent-followers: K).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Cursor from a previous page's `next_cursor`.
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// Measure throughput against a raw RocksDB baseline in the same run.
+    Bench {
+        /// What to measure.
+        #[arg(value_enum, default_value_t = BenchKind::Fanout)]
+        kind: BenchKind,
+        /// Users in the generated network.
+        #[arg(long, default_value_t = 20_000)]
+        users: u64,
+        /// Follows per user (power-law choice of followees).
+        #[arg(long, default_value_t = 20)]
+        follows: u64,
+        /// Posts to fan out.
+        #[arg(long, default_value_t = 2_000)]
+        posts: u64,
+        /// Partitions.
+        #[arg(long, default_value_t = 8)]
+        partitions: u32,
+        /// http: server threads, load-generator threads and raw reader threads.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        /// http: open connections of the load generator.
+        #[arg(long, default_value_t = 16)]
+        connections: usize,
+        /// http: seconds each page run is measured.
+        #[arg(long, default_value_t = 20)]
+        seconds: u64,
+    },
+}
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+#[derive(Subcommand)]
+pub enum LogAction {
+    /// Read every record of every partition; report corruption (segment,
+    /// byte, offset), torn tails, and state positions past a log's end.
+    /// Exit 1 on any problem. Changes nothing.
+    Check {
+        /// A JSON report.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cut one partition so that its next record gets OFFSET (every byte
+    /// from that record on is removed; logged). Refuses while a processor
+    /// runs, and below a position a state has applied, unless --force.
+    Repair {
+        /// The topic.
+        #[arg(long, value_enum)]
+        topic: log::LogTopic,
+        /// The partition.
+        #[arg(long)]
+        partition: u32,
+        /// The offset the partition ends at afterwards (as `log check`
+        /// reports it for a corrupt record).
+        #[arg(long, value_name = "OFFSET")]
+        truncate_at: u64,
+        /// Cut even below a state's applied position (then reset the state).
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum TopicsAction {
+    /// Creates every missing topic of `topics/` and checks the existing
+    /// ones (partitions, retention, cleanup policy, co-partitioning);
+    /// exits 1 when one differs (existing topics are never altered).
+    Apply {
+        /// Partitions of `events` and `effects` when created (default 8).
+        #[arg(long)]
+        partitions: Option<u32>,
+        /// Replication factor of created topics.
+        #[arg(long, default_value_t = 1)]
+        replication: i32,
+    },
+}
+
+/// Settings of the HTTP read API.
+#[derive(clap::Args, Clone)]
+pub struct ApiArgs {
+    /// Largest page (`limit`) a request may ask for.
+    #[arg(long, default_value_t = 200)]
+    pub max_limit: usize,
+    /// `/readyz` is ready while at most this many records are unapplied.
+    #[arg(long, default_value_t = 1000)]
+    pub ready_lag: u64,
+    /// Require `Authorization: Bearer TOKEN` on every route but /healthz,
+    /// /readyz and /openapi.json. Needed to listen on an address other
+    /// than loopback.
+    #[arg(
+        long,
+        env = "FEEDLOG_API_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub api_token: Option<String>,
+    /// Serve a non-loopback address without a token (anyone who reaches
+    /// it reads every view).
+    #[arg(long)]
+    pub insecure_no_auth: bool,
+    /// Let browsers on this origin read answers (CORS); `*` for any;
+    /// repeatable. Off by default.
+    #[arg(long = "cors-origin", value_name = "ORIGIN")]
+    pub cors_origins: Vec<String>,
+    /// Connections served at once; one more is answered 503.
+    #[arg(long, default_value_t = 1024)]
+    pub max_connections: usize,
+}
+
+impl ApiArgs {
+    /// The API's settings.
+    pub fn config(&self) -> ApiConfig {
+        let d = ApiConfig::default();
+        ApiConfig {
+            max_limit: self.max_limit,
+            ready_lag: self.ready_lag,
+            token: self.api_token.clone().filter(|t| !t.is_empty()),
+            allow_unauthenticated_remote: self.insecure_no_auth,
+            cors_origins: self.cors_origins.clone(),
+            limits: feedlog::api::http::Limits {
+                max_connections: self.max_connections.max(1),
+                ..d.limits
+            },
+            ..d
+        }
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ImportFormat {
+    /// Directed edge list `SRC DST`.
+    SnapEdges,
+    /// Temporal edges `SRC DST UNIXTS`.
+    SnapTemporal,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum BenchKind {
+    /// Fan-out inbox writes/s through the processor vs raw RocksDB puts.
+    Fanout,
+    /// Timeline pages/s and latency through the HTTP API (wrk) vs raw
+    /// RocksDB seek + 20 reads, on the state in --data.
+    Http,
+    /// Events/s and deliveries/s through Kafka with one and two processors
+    /// vs the embedded log, same workload (--kafka BROKERS, else an
+    /// in-process mock broker).
+    Kafka,
+    /// Rebuild of the state in --data from its log vs raw reads of the log
+    /// and raw RocksDB puts of the rebuilt records.
+    Rebuild,
+}

@@ -1,0 +1,263 @@
+//! `bench http`: timeline pages through the HTTP API against raw RocksDB
+//! seeks of the same inboxes.
+
+use super::Cleanup;
+use anyhow::{Context, Result};
+use feedlog::api::query::Reader;
+use feedlog::core::event::UserId;
+use feedlog::ingest::generate::Rng;
+use feedlog::ops::serve::LogNode;
+use feedlog::state::datadir::DataDir;
+use feedlog::state::Cf;
+use rocksdb::{Options, DB};
+use std::time::Instant;
+
+/// One load's figures: latency percentiles and throughput.
+pub(super) struct Load {
+    pub(super) p50_ms: f64,
+    pub(super) p99_ms: f64,
+    pub(super) per_sec: f64,
+}
+
+impl Load {
+    pub(super) fn line(&self) -> String {
+        format!(
+            "{:.0} pages/s, p50 {:.3} ms, p99 {:.3} ms",
+            self.per_sec, self.p50_ms, self.p99_ms
+        )
+    }
+}
+
+/// Timeline pages through the HTTP API (`wrk` as the load generator) vs raw
+/// RocksDB seek + 20 reads of the same users' inbox keys, in one run.
+pub fn http(data: &std::path::Path, threads: usize, connections: usize, secs: u64) -> Result<()> {
+    let dir = DataDir::open(data).with_context(|| {
+        format!(
+            "no loaded state at {} (make one: feedlog --data {} demo --exit)",
+            data.display(),
+            data.display()
+        )
+    })?;
+    let wrk = which("wrk").context(
+        "the load generator `wrk` is not installed (Debian/Ubuntu: apt-get install wrk; \
+         scripts/setup.sh --bench installs it)",
+    )?;
+    let reader = Reader::open(&dir)?;
+    let users = readers(&reader)?;
+    anyhow::ensure!(
+        !users.is_empty(),
+        "{} has no users who follow anyone",
+        data.display()
+    );
+    let http = through_http(&wrk, &dir, reader, &users, threads, connections, secs)?;
+    // Raw RocksDB: the same users, seek to their inbox and read 20 entries.
+    let raw = raw_seeks(&dir, &users, threads, secs)?;
+    println!("timeline pages of 20 through HTTP ({threads} server threads, wrk -t{threads} -c{connections}, {secs}s):");
+    println!("  {}", http.line());
+    println!("raw RocksDB seek + 20 reads of the same inbox keys ({threads} threads, {secs}s):");
+    println!("  {}", raw.line());
+    println!("ratio HTTP/raw pages/s: {:.3}", http.per_sec / raw.per_sec);
+    Ok(())
+}
+
+/// Up to 20,000 readers: users who follow someone, in a fixed shuffled
+/// order (the same for every run on the same state).
+pub(super) fn readers(reader: &Reader) -> Result<Vec<u64>> {
+    let mut users = Vec::new();
+    for (_, store) in reader.stores() {
+        for r in feedlog::core::views::users(&store.snapshot()) {
+            let (u, v) = r?;
+            if v.followees > 0 {
+                users.push(u.0);
+            }
+        }
+    }
+    let mut rng = Rng(7);
+    for i in (1..users.len()).rev() {
+        users.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+    }
+    users.truncate(20_000);
+    Ok(users)
+}
+
+/// Serves `reader` on loopback and loads it with `wrk`: first pages of 20
+/// of `users`' timelines, in turn from a random start per connection.
+pub(super) fn through_http(
+    wrk: &std::path::Path,
+    dir: &DataDir,
+    reader: Reader,
+    users: &[u64],
+    threads: usize,
+    connections: usize,
+    secs: u64,
+) -> Result<Load> {
+    use feedlog::api::http::{Api, ApiConfig};
+    let entries: usize = users
+        .iter()
+        .take(1000)
+        .map(|&u| reader.timeline(UserId(u), 20, None).map(|p| p.items.len()))
+        .sum::<Result<usize, _>>()?;
+    eprintln!(
+        "{} readers; their first pages hold {:.1} entries on average",
+        users.len(),
+        entries as f64 / users.len().min(1000) as f64
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()?;
+    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+    let addr = listener.local_addr()?;
+    let node = std::sync::Arc::new(LogNode {
+        log: std::sync::Arc::new(dir.logs()),
+        progress: None,
+    });
+    let api = Api::new(reader, node, ApiConfig::default());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = std::thread::spawn(move || {
+        rt.block_on(feedlog::api::http::serve(listener, api, async {
+            let _ = rx.await;
+        }))
+    });
+    let tmp = std::env::temp_dir().join(format!("feedlog-bench-http-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp)?;
+    let _cleanup = Cleanup(tmp.clone());
+    let script = tmp.join("timeline.lua");
+    let list = users
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    std::fs::write(
+        &script,
+        format!(
+            "local users = {{{list}}}\nlocal i = 0\n\
+             init = function(args) i = math.random(#users) end\n\
+             request = function()\n  i = i % #users + 1\n  \
+             return wrk.format(\"GET\", \"/v1/users/\" .. users[i] .. \"/timeline?limit=20\")\nend\n"
+        ),
+    )?;
+    eprintln!("HTTP: wrk -t{threads} -c{connections} -d{secs}s against http://{addr}");
+    let out = std::process::Command::new(wrk)
+        .args([
+            format!("-t{threads}"),
+            format!("-c{connections}"),
+            format!("-d{secs}s"),
+            "--latency".into(),
+            "-s".into(),
+            script.display().to_string(),
+            format!("http://{addr}"),
+        ])
+        .output()
+        .context("running wrk")?;
+    let _ = tx.send(());
+    let _ = server.join();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    anyhow::ensure!(
+        out.status.success(),
+        "wrk failed:\n{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    anyhow::ensure!(
+        !text.contains("Non-2xx"),
+        "some requests did not answer 200:\n{text}"
+    );
+    parse_wrk(&text).with_context(|| format!("reading wrk's report:\n{text}"))
+}
+
+pub(super) fn which(cmd: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join(cmd))
+            .find(|p| p.is_file())
+    })
+}
+
+/// Requests/s and the 50% and 99% latencies of `wrk --latency`.
+fn parse_wrk(text: &str) -> Option<Load> {
+    let ms = |v: &str| -> Option<f64> {
+        let (num, unit) = v.split_at(v.find(|c: char| c.is_ascii_alphabetic())?);
+        let n: f64 = num.parse().ok()?;
+        Some(match unit {
+            "us" => n / 1000.0,
+            "ms" => n,
+            "s" => n * 1000.0,
+            "m" => n * 60_000.0,
+            _ => return None,
+        })
+    };
+    let field = |prefix: &str| {
+        text.lines()
+            .map(str::trim)
+            .find_map(|l| l.strip_prefix(prefix))
+            .map(str::trim)
+    };
+    Some(Load {
+        p50_ms: ms(field("50%")?)?,
+        p99_ms: ms(field("99%")?)?,
+        per_sec: field("Requests/sec:")?.parse().ok()?,
+    })
+}
+
+/// `threads` threads, each for `secs` seconds, seek to a user's inbox and
+/// read up to 20 entries, users in turn; plain RocksDB, no feedlog code.
+fn raw_seeks(dir: &DataDir, users: &[u64], threads: usize, secs: u64) -> Result<Load> {
+    use rocksdb::{IteratorMode, ReadOptions};
+    let names: Vec<&str> = Cf::ALL.iter().map(|c| c.name()).collect();
+    let inbox = Cf::Inbox.name();
+    let dbs = (0..dir.partitions())
+        .map(|p| {
+            DB::open_cf_for_read_only(&Options::default(), dir.state_dir(p), &names, false)
+                .context("opening a state store with plain RocksDB")
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let partitions = dir.partitions();
+    let until = Instant::now() + std::time::Duration::from_secs(secs);
+    let results: Vec<(Vec<u64>, u64)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let dbs = &dbs;
+                s.spawn(move || {
+                    let mut lat = Vec::new();
+                    let mut i = t * users.len() / threads;
+                    let mut entries = 0u64;
+                    while Instant::now() < until {
+                        let u = users[i % users.len()];
+                        i += 1;
+                        let db = &dbs[feedlog::core::partition::partition_for(UserId(u), partitions)
+                            as usize];
+                        let start = Instant::now();
+                        let mut ro = ReadOptions::default();
+                        ro.set_iterate_range(
+                            u.to_be_bytes().to_vec()..(u + 1).to_be_bytes().to_vec(),
+                        );
+                        let cf = db.cf_handle(inbox).expect("inbox column family");
+                        let it = db.iterator_cf_opt(&cf, ro, IteratorMode::Start);
+                        for kv in it.take(20) {
+                            let (k, _) = kv.expect("read");
+                            entries += k.len() as u64;
+                        }
+                        lat.push(start.elapsed().as_nanos() as u64);
+                    }
+                    (lat, entries)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("reader thread"))
+            .collect()
+    });
+    let mut lat: Vec<u64> = results
+        .iter()
+        .flat_map(|(l, _)| l.iter().copied())
+        .collect();
+    anyhow::ensure!(!lat.is_empty(), "no raw reads were made");
+    lat.sort_unstable();
+    let pct = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)] as f64 / 1e6;
+    Ok(Load {
+        p50_ms: pct(0.50),
+        p99_ms: pct(0.99),
+        per_sec: lat.len() as f64 / secs as f64,
+    })
+}

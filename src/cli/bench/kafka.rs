@@ -1,0 +1,185 @@
+//! `bench kafka`: the same workload through a Kafka consumer group of one
+//! and of two processors, against the embedded log.
+
+use super::{workload, Cleanup, Throughput};
+use anyhow::{Context, Result};
+use feedlog::core::codec::Format;
+use feedlog::core::event::Event;
+use feedlog::core::metrics::StepStats;
+use feedlog::ingest::generate::Rng;
+use feedlog::ingest::produce::Producer;
+use feedlog::state::datadir::DataDir;
+use feedlog::task::embedded::{Processor, ProcessorConfig};
+use feedlog::task::Shutdown;
+use std::time::Instant;
+
+// Long: one benchmark read top to bottom (brokers and topics, the
+// embedded baseline, one processor, two, the report), sharing its locals.
+/// Events/s and deliveries/s through Kafka with one and with two processors
+/// (one consumer group, each processor with its own state), beside the
+/// embedded log's figures for the same workload in the same run. `base`
+/// None: librdkafka's in-process mock broker; else its brokers and client
+/// settings (topics and group get a fresh `bench-` prefix).
+pub fn kafka(
+    base: Option<feedlog::log::kafka::KafkaConfig>,
+    users: u64,
+    follows: u64,
+    posts: u64,
+    partitions: u32,
+) -> Result<()> {
+    use feedlog::log::kafka::mock::MockBroker;
+    use feedlog::log::kafka::{apply_topics, produce_events, KafkaConfig};
+    use feedlog::ops::status::status;
+    use feedlog::task::kafka::{Cluster, ClusterConfig};
+    use std::time::Duration;
+
+    let tmp = std::env::temp_dir().join(format!("feedlog-bench-{}", std::process::id()));
+    let _cleanup = Cleanup(tmp.clone());
+    let mut rng = Rng(42);
+    let (setup, post_events) = workload(users, follows, posts, &mut rng);
+    let events: Vec<Event> = setup.into_iter().chain(post_events).collect();
+    eprintln!(
+        "workload: {} events ({users} users, {follows} follows each, {posts} posts), {partitions} partitions",
+        events.len()
+    );
+
+    // The embedded log, same events, same processor settings.
+    let dir = DataDir::create_or_open(&tmp.join("embedded"), Some(partitions))?;
+    let mut producer = Producer::new(&dir);
+    for e in &events {
+        producer.event(e, Format::Bincode)?;
+    }
+    producer.finish()?;
+    let processor = Processor::open(&dir, ProcessorConfig::default())?;
+    let start = Instant::now();
+    let t = processor.run(&Shutdown::new(), true)?;
+    let embedded = Throughput {
+        events: t.events.iter().sum(),
+        delivered: t.delivered,
+        secs: start.elapsed().as_secs_f64(),
+    };
+    drop(processor);
+    println!("{}", embedded.line("embedded log, 1 process"));
+
+    let mock = match &base {
+        Some(_) => None,
+        None => Some(MockBroker::start()?),
+    };
+    let base = match (base, &mock) {
+        (Some(b), _) => b,
+        (None, Some(m)) => KafkaConfig::new(&m.bootstrap(), ""),
+        (None, None) => anyhow::bail!("neither brokers nor a mock broker"),
+    };
+    for members in [1usize, 2] {
+        let mut kafka = base.clone();
+        kafka.group = format!("bench-{}-{members}", std::process::id());
+        kafka.topic_prefix = format!("bench-{}-{members}-", std::process::id());
+        match &mock {
+            Some(m) => m.create_topics(&kafka, partitions)?,
+            None => {
+                apply_topics(&kafka, partitions, 1)?;
+            }
+        }
+        let shutdown = Shutdown::new();
+        let (produced_in, idle_in, totals) = std::thread::scope(|s| -> Result<_> {
+            let handles: Vec<_> = (0..members)
+                .map(|i| {
+                    let mut cfg = ClusterConfig::new(kafka.clone());
+                    cfg.member = format!("bench-{i}");
+                    cfg.session_timeout = Duration::from_secs(6);
+                    let data = tmp.join(format!("kafka-{members}-{i}"));
+                    let shutdown = &shutdown;
+                    s.spawn(move || -> Result<StepStats> {
+                        Ok(Cluster::open(&data, cfg)?.run(shutdown, None)?)
+                    })
+                })
+                .collect();
+            let measured = (|| -> Result<(f64, f64)> {
+                // Not timed: the group forms and settles (every processor
+                // owns partitions, all serving, nothing to do).
+                let settle = Instant::now();
+                loop {
+                    std::thread::sleep(Duration::from_millis(250));
+                    anyhow::ensure!(
+                        !handles.iter().any(|h| h.is_finished()),
+                        "a processor stopped"
+                    );
+                    anyhow::ensure!(
+                        settle.elapsed() < Duration::from_secs(120),
+                        "the group did not settle in 120 s"
+                    );
+                    let Ok(st) = status(&kafka) else {
+                        continue;
+                    };
+                    let owners: std::collections::BTreeSet<_> = st
+                        .partitions
+                        .iter()
+                        .filter_map(|p| p.owner.clone())
+                        .collect();
+                    if st.idle && owners.len() == members {
+                        break;
+                    }
+                }
+                // Timed: produce the workload (keyed by the actor, in the
+                // partition that owns it, bincode with its header) while
+                // the processors run, until the group is idle.
+                let start = Instant::now();
+                produce_events(&kafka, &events, partitions).context("producing the workload")?;
+                let produced = start.elapsed().as_secs_f64();
+                loop {
+                    std::thread::sleep(Duration::from_millis(100));
+                    anyhow::ensure!(
+                        !handles.iter().any(|h| h.is_finished()),
+                        "a processor stopped"
+                    );
+                    anyhow::ensure!(
+                        start.elapsed() < Duration::from_secs(3600),
+                        "not idle after an hour"
+                    );
+                    // Idle twice in a row: an outbox between its commit
+                    // and its append is not mistaken for the end.
+                    if status(&kafka).is_ok_and(|st| st.idle) {
+                        let at = start.elapsed().as_secs_f64();
+                        std::thread::sleep(Duration::from_millis(300));
+                        if status(&kafka).is_ok_and(|st| st.idle) {
+                            return Ok((produced, at));
+                        }
+                    }
+                }
+            })();
+            shutdown.request();
+            let mut totals = StepStats::default();
+            for h in handles {
+                let r = h
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("a processor thread panicked"))?;
+                totals.add(&r?);
+            }
+            let (produced, idle) = measured?;
+            Ok((produced, idle, totals))
+        })?;
+        anyhow::ensure!(
+            totals.events.iter().sum::<u64>() == embedded.events && totals.delivered == embedded.delivered,
+            "the {members}-processor group applied {} events and {} deliveries, the embedded run {} and {}: not comparable",
+            totals.events.iter().sum::<u64>(),
+            totals.delivered,
+            embedded.events,
+            embedded.delivered
+        );
+        let k = Throughput {
+            events: totals.events.iter().sum(),
+            delivered: totals.delivered,
+            secs: idle_in,
+        };
+        println!(
+            "{} (timed from the first produce to idle; producing took {produced_in:.2}s)",
+            k.line(&format!("kafka, {members} processor(s)"))
+        );
+        println!(
+            "ratio kafka/embedded, {members} processor(s): events/s {:.2}, deliveries/s {:.2}",
+            (k.events as f64 / k.secs) / (embedded.events as f64 / embedded.secs),
+            (k.delivered as f64 / k.secs) / (embedded.delivered as f64 / embedded.secs)
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,88 @@
+//! `feedlog bench`: end-to-end figures with a raw baseline measured in the
+//! same run (raw RocksDB puts and seeks of the same keys, raw log reads),
+//! so each result is a ratio that survives a noisy machine.
+
+mod fanout;
+mod http;
+mod kafka;
+mod rebuild;
+
+pub use fanout::fanout;
+pub use http::http;
+pub use kafka::kafka;
+pub use rebuild::rebuild;
+
+use anyhow::Result;
+use feedlog::core::event::{Event, PostId, Ts, UserId};
+use feedlog::ingest::generate::Rng;
+use feedlog::task::embedded::Processor;
+use feedlog::task::Shutdown;
+use std::time::Instant;
+
+/// Processes until idle: inbox deliveries and seconds.
+fn run_until_idle(p: &Processor) -> Result<(u64, f64)> {
+    let start = Instant::now();
+    let totals = p.run(&Shutdown::new(), true)?;
+    Ok((totals.delivered, start.elapsed().as_secs_f64()))
+}
+
+/// The generated workload: every user follows `follows` power-law-chosen
+/// users (user 1 by nearly everyone), then `posts` posts by power-law-chosen
+/// authors.
+fn workload(users: u64, follows: u64, posts: u64, rng: &mut Rng) -> (Vec<Event>, Vec<Event>) {
+    let mut ts = 1_700_000_000_000u64;
+    let mut setup = Vec::new();
+    for follower in 1..=users {
+        for _ in 0..follows {
+            let followee = rng.zipf(users);
+            if followee != follower {
+                ts += 1;
+                setup.push(Event::Follow {
+                    follower: UserId(follower),
+                    followee: UserId(followee),
+                    ts: Ts(ts),
+                });
+            }
+        }
+    }
+    let posts = (1..=posts)
+        .map(|post| {
+            ts += 1;
+            Event::Post {
+                author: UserId(rng.zipf(users)),
+                post_id: PostId(post),
+                ts: Ts(ts),
+            }
+        })
+        .collect();
+    (setup, posts)
+}
+
+/// A directory removed on drop.
+struct Cleanup(std::path::PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One run's figures: input events and inbox deliveries per second.
+struct Throughput {
+    events: u64,
+    delivered: u64,
+    secs: f64,
+}
+
+impl Throughput {
+    fn line(&self, what: &str) -> String {
+        format!(
+            "{what}: {} events, {} deliveries in {:.2}s = {:.0} events/s, {:.0} deliveries/s",
+            self.events,
+            self.delivered,
+            self.secs,
+            self.events as f64 / self.secs,
+            self.delivered as f64 / self.secs
+        )
+    }
+}

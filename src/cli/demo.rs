@@ -1,0 +1,237 @@
+//! `feedlog demo`: the tour. On a fresh data directory it loads a real
+//! network (SNAP soc-Epinions1 from the shared data directory, when present)
+//! or a generated one, adds activity (bursts of posts, follows, unfollows,
+//! deletes), processes it with live progress while serving the read API,
+//! and shows what the API answers.
+
+use super::ingest::import_file;
+use super::run::process;
+use super::shell::{shutdown_on_signal, ApiServer};
+use anyhow::{Context, Result};
+use feedlog::api::http::ApiConfig;
+use feedlog::api::query::Reader;
+use feedlog::core::codec::Format;
+use feedlog::core::metrics::StepStats;
+use feedlog::ingest::generate::{self, Activity, Graph, Rng};
+use feedlog::ingest::import::SnapFormat;
+use feedlog::ingest::produce::Producer;
+use feedlog::ops::serve::processor_api;
+use feedlog::state::datadir::DataDir;
+use feedlog::task::embedded::{Processor, ProcessorConfig};
+use feedlog::{Event, UserId};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The demo's sizes and source.
+#[derive(clap::Args, Clone)]
+pub struct DemoArgs {
+    /// `auto` (the real network in --shared-data if present, else generated),
+    /// `generated`, or a SNAP edge-list file (`SRC DST`, gzip allowed).
+    #[arg(long, default_value = "auto")]
+    source: String,
+    /// Where the real networks are.
+    #[arg(long, env = "FEEDLOG_SHARED_DATA", default_value = "../shared/data")]
+    shared_data: PathBuf,
+    /// Users of a generated network.
+    #[arg(long, default_value_t = 50_000)]
+    users: u64,
+    /// Follows per user of a generated network (power-law followees).
+    #[arg(long, default_value_t = 10)]
+    follows: u64,
+    /// Posts to write over the network (in bursts). The default takes
+    /// about a minute on two cores.
+    #[arg(long, default_value_t = 750_000)]
+    posts: u64,
+    /// Share of posts by the most followed accounts.
+    #[arg(long, default_value_t = 0.002)]
+    celebrity_share: f64,
+    /// Partitions of a new data directory.
+    #[arg(long, default_value_t = 8)]
+    partitions: u32,
+    /// Seed of the generator.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+}
+
+/// Start of the generated timeline (2023-11-14T22:13:20Z), fixed so that a
+/// demo directory is the same log every time.
+const START_MS: u64 = 1_700_000_000_000;
+
+/// Loads the network and its activity into a new data directory.
+fn load(data: &Path, a: &DemoArgs) -> Result<()> {
+    let dir = DataDir::create_or_open(data, Some(a.partitions))?;
+    let mut producer = Producer::new(&dir);
+    let mut rng = Rng(a.seed);
+    let real = a.shared_data.join("soc-Epinions1.txt.gz");
+    let file = match a.source.as_str() {
+        "generated" => None,
+        "auto" if real.is_file() => Some(real),
+        "auto" => {
+            eprintln!(
+                "no {} (set --shared-data): generating a network instead",
+                real.display()
+            );
+            None
+        }
+        path => Some(PathBuf::from(path)),
+    };
+    let start = Instant::now();
+    let mut edges = Vec::new();
+    match &file {
+        Some(f) => {
+            eprintln!(
+                "loading {} as a follow graph (SNAP ids start at 0, feedlog's at 1: every id is shifted by +1)",
+                f.display()
+            );
+            let s = import_file(&mut producer, SnapFormat::Edges, f, START_MS, &mut |e| {
+                if let Event::Follow {
+                    follower, followee, ..
+                } = e
+                {
+                    edges.push((follower.0, followee.0));
+                }
+            })?;
+            eprintln!(
+                "  {} follows; {} lines to the dead-letter log",
+                s.events, s.dead_lettered
+            );
+        }
+        None => {
+            eprintln!(
+                "generating {} users following {} accounts each (power-law)",
+                a.users, a.follows
+            );
+            for e in generate::follows(a.users, a.follows, START_MS, &mut rng) {
+                if let Event::Follow {
+                    follower, followee, ..
+                } = e
+                {
+                    edges.push((follower.0, followee.0));
+                }
+                producer.event(&e, Format::Bincode)?;
+            }
+            eprintln!("  {} follows", edges.len());
+        }
+    }
+    let follows = edges.len() as u64;
+    let mut graph = Graph::from_edges(edges);
+    let activity = Activity {
+        posts: a.posts,
+        celebrity_share: a.celebrity_share,
+        ..Activity::default()
+    };
+    let events = generate::activity(&mut graph, activity, START_MS + follows + 1000, 1, &mut rng);
+    let mut kinds = [0u64; 4];
+    for e in &events {
+        kinds[match e {
+            Event::Follow { .. } => 0,
+            Event::Unfollow { .. } => 1,
+            Event::Post { .. } => 2,
+            Event::DeletePost { .. } => 3,
+        }] += 1;
+        producer.event(e, Format::Bincode)?;
+    }
+    let s = producer.finish()?;
+    eprintln!(
+        "  then {} posts in bursts, {} new follows, {} unfollows, {} deletes: {} events in the log ({:.1}s)",
+        kinds[2],
+        kinds[0],
+        kinds[1],
+        kinds[3],
+        s.accepted,
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Runs the demo.
+pub fn run(data: &Path, a: &DemoArgs, listen: &str, exit: bool, api: ApiConfig) -> Result<i32> {
+    if data.join("feedlog.json").exists() {
+        eprintln!(
+            "{} already exists: processing what is in its log (remove it for a fresh demo)",
+            data.display()
+        );
+    } else {
+        load(data, a).context("loading the demo network")?;
+    }
+    let dir = DataDir::open(data)?;
+    let processor = Processor::open(&dir, ProcessorConfig::default())?;
+    let server = ApiServer::start(listen, api, |cfg| processor_api(&processor, cfg))?;
+    let shutdown = shutdown_on_signal();
+    let start = Instant::now();
+    let totals = process(&dir, &processor, &shutdown, true)?;
+    if shutdown.is_requested() {
+        server.stop();
+        return Ok(130);
+    }
+    let secs = start.elapsed().as_secs_f64().max(1e-9);
+    tour(&processor, server.addr, totals, secs)?;
+    if exit {
+        server.stop();
+        return Ok(0);
+    }
+    println!(
+        "\nserving on http://{} (processing new events as they arrive); Ctrl-C to stop",
+        server.addr
+    );
+    // Keep processing what arrives (e.g. `feedlog produce` from another
+    // shell) while serving.
+    processor.run(&shutdown, false)?;
+    server.stop();
+    Ok(0)
+}
+
+fn tour(
+    processor: &Processor,
+    addr: std::net::SocketAddr,
+    totals: StepStats,
+    secs: f64,
+) -> Result<()> {
+    let reader = Reader::over(processor.store_set().clone(), None);
+    let base = format!("http://{addr}");
+    let Some(star) = reader.most_followed(1)?.into_iter().next() else {
+        println!("the log holds no users yet");
+        return Ok(());
+    };
+    let events: u64 = totals.events.iter().sum();
+    println!("\n=== feedlog tour ===");
+    println!(
+        "processed {events} events and {} internal messages in {secs:.1}s: {:.0} events/s, {} inbox deliveries ({:.0}/s)",
+        totals.effects,
+        events as f64 / secs,
+        totals.delivered,
+        totals.delivered as f64 / secs
+    );
+    println!("\nthe most followed account, user {}:", star.user);
+    println!("  $ curl -s '{base}/v1/users/{}/counters'", star.user);
+    println!("  {}", serde_json::to_string(&star)?);
+    let recent = reader.recent_followers(UserId(star.user), 3)?;
+    println!("its 3 newest followers:");
+    println!(
+        "  $ curl -s '{base}/v1/users/{}/followers/recent?limit=3'",
+        star.user
+    );
+    println!("  {}", serde_json::to_string(&recent)?);
+    // A follower whose timeline has something in it.
+    let mut fan = recent.items.first().map(|f| f.user);
+    for f in &recent.items {
+        if !reader.timeline(UserId(f.user), 1, None)?.items.is_empty() {
+            fan = Some(f.user);
+            break;
+        }
+    }
+    if let Some(fan) = fan {
+        let page = reader.timeline(UserId(fan), 5, None)?;
+        println!("\nthe home timeline of user {fan}, one of them (5 newest posts):");
+        println!("  $ curl -s '{base}/v1/users/{fan}/timeline?limit=5'");
+        println!("  {}", serde_json::to_string(&page)?);
+        if let Some(c) = page.next_cursor {
+            println!("the next page:");
+            println!("  $ curl -s '{base}/v1/users/{fan}/timeline?limit=5&cursor={c}'");
+        }
+        println!("new entries as they arrive (server-sent events):");
+        println!("  $ curl -sN '{base}/v1/users/{fan}/timeline/stream'");
+    }
+    println!("\nmore: {base}/openapi.json, {base}/metrics, {base}/readyz");
+    Ok(())
+}

@@ -1,0 +1,354 @@
+//! The Kafka-mode commands: `run --kafka`, `topics apply`, `status`, and
+//! the settings they share (flags, environment variables, a config file).
+
+use super::args::ApiArgs;
+use super::shell::{every_2s, per_sec, shutdown_on_signal, BoundApi};
+use anyhow::{bail, Context, Result};
+use feedlog::log::kafka::{apply_topics, KafkaConfig};
+use feedlog::ops::{reset, status};
+use feedlog::task::embedded::ProcessorConfig;
+use feedlog::task::kafka::{Cluster, ClusterConfig};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Kafka settings that apply to every command (global flags).
+#[derive(clap::Args, Clone, Default)]
+pub struct KafkaArgs {
+    /// Kafka brokers, `host:port[,host:port]`: run in Kafka mode.
+    #[arg(long, global = true, env = "FEEDLOG_KAFKA", value_name = "BROKERS")]
+    pub kafka: Option<String>,
+    /// The processors' consumer group [default: feedlog].
+    #[arg(long, global = true, env = "FEEDLOG_GROUP")]
+    pub group: Option<String>,
+    /// Prefix of every topic name (several deployments on one cluster).
+    #[arg(long, global = true, env = "FEEDLOG_TOPIC_PREFIX")]
+    pub topic_prefix: Option<String>,
+    /// An extra librdkafka setting for every client, `KEY=VALUE`
+    /// (`security.protocol=SSL`, ...); repeatable.
+    #[arg(long = "kafka-option", global = true, value_name = "KEY=VALUE")]
+    pub kafka_options: Vec<String>,
+    /// A TOML file with any of the Kafka-mode settings; flags and
+    /// environment variables take precedence over it.
+    #[arg(long, global = true, env = "FEEDLOG_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+/// Flags of `run` that only Kafka mode uses.
+#[derive(clap::Args, Clone, Default)]
+pub struct KafkaRunArgs {
+    /// `group.instance.id`: static membership (a restarted process gets its
+    /// partitions back within the session timeout, without a rebalance).
+    #[arg(long, env = "FEEDLOG_INSTANCE_ID")]
+    pub instance_id: Option<String>,
+    /// Cooperative (incremental) rebalancing instead of eager.
+    #[arg(long)]
+    pub cooperative: bool,
+    /// This processor's name in `members` and logs [default: the instance
+    /// id, else host-pid].
+    #[arg(long, env = "FEEDLOG_MEMBER")]
+    pub member: Option<String>,
+    /// The read API's address as other processors reach it, e.g.
+    /// `http://feedlog-1:8080` [default: the --listen address].
+    #[arg(long, env = "FEEDLOG_ADVERTISE", value_name = "URL")]
+    pub advertise: Option<String>,
+    /// Consumer group session timeout, ms [default: 10000].
+    #[arg(long)]
+    pub session_timeout_ms: Option<u64>,
+    /// A checkpoint directory shared by the group's processors (a shared
+    /// file system): partitions given up are checkpointed there, and a
+    /// processor that takes a partition over seeds its store from there and
+    /// replays only the tail of the log.
+    #[arg(long, env = "FEEDLOG_CHECKPOINTS", value_name = "DIR")]
+    pub checkpoints: Option<PathBuf>,
+    /// With --checkpoints, also checkpoint every owned partition this often,
+    /// in seconds, so a crashed processor's successor replays only the tail
+    /// [default: only when partitions are given up].
+    #[arg(long, value_name = "SECS")]
+    pub checkpoint_every: Option<u64>,
+}
+
+/// The config file: the same settings, by their flag names (with `_`).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    kafka: Option<String>,
+    group: Option<String>,
+    topic_prefix: Option<String>,
+    kafka_options: Option<BTreeMap<String, String>>,
+    instance_id: Option<String>,
+    cooperative: Option<bool>,
+    member: Option<String>,
+    advertise: Option<String>,
+    session_timeout_ms: Option<u64>,
+    listen: Option<String>,
+    checkpoints: Option<PathBuf>,
+    checkpoint_every: Option<u64>,
+}
+
+fn read_file(path: &Option<PathBuf>) -> Result<FileConfig> {
+    let Some(path) = path else {
+        return Ok(FileConfig::default());
+    };
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    toml::from_str(&text)
+        .with_context(|| format!("{} is not a valid feedlog config", path.display()))
+}
+
+/// The merged settings: flag or environment, else the file, else default.
+pub struct Settings {
+    /// Kafka, if configured anywhere.
+    pub kafka: Option<KafkaConfig>,
+    file: FileConfig,
+}
+
+impl Settings {
+    /// Merges the global flags with the config file.
+    pub fn load(args: &KafkaArgs) -> Result<Settings> {
+        let file = read_file(&args.config)?;
+        let brokers = args.kafka.clone().or_else(|| file.kafka.clone());
+        let kafka = match brokers {
+            None => None,
+            Some(b) => {
+                let group = args
+                    .group
+                    .clone()
+                    .or_else(|| file.group.clone())
+                    .unwrap_or_else(|| "feedlog".into());
+                let mut cfg = KafkaConfig::new(&b, &group);
+                cfg.topic_prefix = args
+                    .topic_prefix
+                    .clone()
+                    .or_else(|| file.topic_prefix.clone())
+                    .unwrap_or_default();
+                let mut opts: BTreeMap<String, String> =
+                    file.kafka_options.clone().unwrap_or_default();
+                for kv in &args.kafka_options {
+                    let (k, v) = kv
+                        .split_once('=')
+                        .with_context(|| format!("--kafka-option {kv:?} is not KEY=VALUE"))?;
+                    opts.insert(k.to_string(), v.to_string());
+                }
+                cfg.client = opts.into_iter().collect();
+                Some(cfg)
+            }
+        };
+        Ok(Settings { kafka, file })
+    }
+
+    /// The Kafka settings, or a clear error naming how to give them.
+    pub fn require_kafka(&self, what: &str) -> Result<&KafkaConfig> {
+        self.kafka.as_ref().with_context(|| {
+            format!("{what} needs Kafka: give --kafka BROKERS (or FEEDLOG_KAFKA, or `kafka` in --config)")
+        })
+    }
+
+    /// `--listen`, else the file's `listen`.
+    pub fn listen(&self, flag: Option<String>) -> Option<String> {
+        flag.or_else(|| self.file.listen.clone())
+    }
+}
+
+/// `feedlog run --kafka`: one processor of the group.
+pub fn run(
+    data: &Path,
+    settings: &Settings,
+    args: &KafkaRunArgs,
+    processor: ProcessorConfig,
+    until_idle: bool,
+    listen: Option<String>,
+    api: &ApiArgs,
+) -> Result<i32> {
+    let kafka = settings.require_kafka("run --kafka")?.clone();
+    let f = &settings.file;
+    let mut cfg = ClusterConfig::new(kafka);
+    cfg.processor = processor;
+    cfg.instance_id = args.instance_id.clone().or_else(|| f.instance_id.clone());
+    cfg.cooperative = args.cooperative || f.cooperative.unwrap_or(false);
+    if let Some(m) = args.member.clone().or_else(|| f.member.clone()) {
+        cfg.member = m;
+    } else if let Some(id) = &cfg.instance_id {
+        cfg.member = id.clone();
+    }
+    if let Some(ms) = args.session_timeout_ms.or(f.session_timeout_ms) {
+        cfg.session_timeout = Duration::from_millis(ms);
+    }
+    cfg.checkpoints = args.checkpoints.clone().or_else(|| f.checkpoints.clone());
+    cfg.checkpoint_every = args
+        .checkpoint_every
+        .or(f.checkpoint_every)
+        .map(Duration::from_secs);
+    if cfg.checkpoint_every.is_some() && cfg.checkpoints.is_none() {
+        bail!("--checkpoint-every needs a checkpoint directory: give --checkpoints DIR (or FEEDLOG_CHECKPOINTS, or `checkpoints` in --config)");
+    }
+    if cfg.checkpoint_every == Some(Duration::ZERO) {
+        bail!("--checkpoint-every must be at least 1 second");
+    }
+    // Bind first: the address is announced to the other processors.
+    let bound = match settings.listen(listen) {
+        Some(addr) => Some(BoundApi::bind(&addr, &api.config())?),
+        None => None,
+    };
+    cfg.api = args
+        .advertise
+        .clone()
+        .or_else(|| f.advertise.clone())
+        .or_else(|| bound.as_ref().map(|b| advertised(b.addr)));
+    eprintln!(
+        "kafka mode: brokers {}, group {}, member {}{}{}",
+        cfg.kafka.brokers,
+        cfg.kafka.group,
+        cfg.member,
+        cfg.api
+            .as_deref()
+            .map_or(String::new(), |a| format!(", read API announced as {a}")),
+        cfg.checkpoints
+            .as_deref()
+            .map_or(String::new(), |c| format!(
+                ", checkpoints in {}",
+                c.display()
+            ))
+    );
+    let cluster = Cluster::open(data, cfg).context("starting the processor")?;
+    let server = match bound {
+        Some(b) => Some(b.serve(feedlog::ops::serve::cluster_api(&cluster, api.config())?)?),
+        None => None,
+    };
+    let shutdown = shutdown_on_signal();
+    let start = Instant::now();
+    let kafka = settings
+        .kafka
+        .clone()
+        .context("Kafka mode without Kafka settings")?;
+    let idle = move || status::status(&kafka).map(|s| s.idle);
+    let totals = every_2s(
+        || {
+            let t = cluster.progress().totals();
+            let events: u64 = t.events.iter().sum();
+            let owned = cluster.shared().partitions();
+            eprintln!(
+                "{:>6.1}s  partitions {:?}  events {events} ({:.0}/s)  deliveries {} ({:.0}/s)  forwarded {}  dead letters {}",
+                start.elapsed().as_secs_f64(),
+                owned.keys().collect::<Vec<_>>(),
+                per_sec(events, start),
+                t.delivered,
+                per_sec(t.delivered, start),
+                t.forwarded,
+                t.dead_letters
+            );
+        },
+        || cluster.run(&shutdown, until_idle.then_some(&idle as _)),
+    )?;
+    if let Some(s) = server {
+        s.stop();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let events: u64 = totals.events.iter().sum();
+    println!(
+        "processed {events} events (follow {}, unfollow {}, post {}, delete_post {}) and {} effects in {secs:.1}s \
+         ({:.0} events/s); {} inbox deliveries ({:.0}/s); {} forwarded; {} replayed after handovers; {} dead letters",
+        totals.events[0], totals.events[1], totals.events[2], totals.events[3], totals.effects,
+        events as f64 / secs.max(1e-9), totals.delivered, totals.delivered as f64 / secs.max(1e-9),
+        totals.forwarded, totals.replayed, totals.dead_letters
+    );
+    Ok(0)
+}
+
+/// The URL other processors can use for a bound address: an unspecified
+/// host (0.0.0.0) is replaced by this machine's host name.
+fn advertised(addr: std::net::SocketAddr) -> String {
+    if addr.ip().is_unspecified() {
+        let host = std::env::var("HOSTNAME")
+            .ok()
+            .filter(|h| !h.is_empty())
+            .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|| "localhost".into());
+        format!("http://{host}:{}", addr.port())
+    } else {
+        format!("http://{addr}")
+    }
+}
+
+/// `feedlog topics apply`.
+pub fn topics_apply(settings: &Settings, partitions: Option<u32>, replication: i32) -> Result<i32> {
+    let kafka = settings.require_kafka("topics apply")?;
+    let n = partitions.unwrap_or_else(|| kafka.topics.default_partitions());
+    let outcomes = apply_topics(kafka, n, replication)?;
+    let mut differs = false;
+    for o in &outcomes {
+        match o.outcome.as_str() {
+            "differs" => {
+                differs = true;
+                println!(
+                    "{}: differs from topics/: {}",
+                    o.topic,
+                    o.problems.join("; ")
+                );
+            }
+            other => println!("{}: {other}", o.topic),
+        }
+    }
+    if differs {
+        eprintln!("some topics differ from their specs; feedlog does not alter existing topics: fix them with your Kafka tools");
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+/// `feedlog status`.
+pub fn status(settings: &Settings) -> Result<i32> {
+    let kafka = settings.require_kafka("status")?;
+    let s = status::status(kafka)?;
+    println!("{}", serde_json::to_string_pretty(&s)?);
+    Ok(0)
+}
+
+/// `feedlog reset --kafka`: moves the group back (see
+/// [`reset::reset_group`]).
+pub fn reset(settings: &Settings, to_checkpoint: Option<PathBuf>) -> Result<i32> {
+    let kafka = settings.require_kafka("reset")?;
+    let to = match to_checkpoint {
+        Some(c) => reset::GroupResetTo::Checkpoints(c),
+        None => reset::GroupResetTo::Start,
+    };
+    let r = reset::reset_group(kafka, &to)?;
+    for (p, (at, from)) in r.positions.iter().enumerate() {
+        match from {
+            Some(c) => println!(
+                "partition {p}: events {} effects {} (checkpoint of {}, inbox cap {})",
+                at.events, at.effects, c.epoch, c.identity.inbox_cap
+            ),
+            None => println!("partition {p}: events {} effects {}", at.events, at.effects),
+        }
+    }
+    println!(
+        "reset group {} under epoch {}: each processor drops its store of a partition it takes that is ahead of these \
+         positions and rebuilds it{}; outputs above them are emitted again, and receivers skip them by version",
+        kafka.group,
+        r.epoch,
+        match &to {
+            reset::GroupResetTo::Start => " from the log".to_string(),
+            reset::GroupResetTo::Checkpoints(c) => format!(
+                " from these checkpoints when run with --checkpoints {} and the same inbox cap (else from the log)",
+                c.display()
+            ),
+        }
+    );
+    Ok(0)
+}
+
+/// Refuses Kafka flags on commands that only use the embedded log.
+pub fn embedded_only(settings: &Settings, what: &str) -> Result<()> {
+    if settings.kafka.is_some() {
+        let instead = match what {
+            "produce" | "import" | "demo" => "in Kafka mode produce with any Kafka client (see the README)",
+            "checkpoint" => "in Kafka mode processors write checkpoints themselves: `run --checkpoints DIR` (see the README)",
+            _ => "in Kafka mode it is not available yet (see the README's Status)",
+        };
+        bail!("{what} works on the embedded log only; {instead}");
+    }
+    Ok(())
+}

@@ -1,0 +1,175 @@
+//! The `feedlog` command line: its grammar ([`args`]) and one module per
+//! command family. Each turns parsed arguments into calls on the library
+//! and prints; nothing here decides what an event changes.
+
+pub mod args;
+pub mod bench;
+pub mod demo;
+pub mod ingest;
+pub mod kafka;
+pub mod log;
+pub mod query;
+pub mod run;
+pub mod shell;
+pub mod state;
+
+use anyhow::Result;
+use args::{BenchKind, Cli, Command, LogAction, TopicsAction};
+use feedlog::core::DEFAULT_INBOX_CAP;
+use feedlog::state::datadir::DataDir;
+use feedlog::task::embedded::ProcessorConfig;
+use std::path::Path;
+
+// Long: the table of commands, one short arm each; splitting it would
+// scatter the one place that maps the grammar onto the library.
+/// Runs one parsed command line; the exit code.
+pub fn dispatch(cli: Cli) -> Result<i32> {
+    let settings = kafka::Settings::load(&cli.kafka)?;
+    let data = cli.data.as_path();
+    let embedded = |what: &str| kafka::embedded_only(&settings, what);
+    match cli.command {
+        Command::Produce {
+            partitions,
+            max_record_bytes,
+            file,
+        } => {
+            embedded("produce")?;
+            ingest::produce(data, partitions, max_record_bytes, file)
+        }
+        Command::Import {
+            format,
+            file,
+            partitions,
+            start_ms,
+        } => {
+            embedded("import")?;
+            ingest::import(data, format, &file, partitions, start_ms)
+        }
+        Command::Run {
+            until_idle,
+            inbox_cap,
+            no_sync,
+            listen,
+            api,
+            kafka_run,
+        } => match &settings.kafka {
+            Some(_) => {
+                let cfg = ProcessorConfig {
+                    inbox_cap: inbox_cap.unwrap_or(DEFAULT_INBOX_CAP),
+                    sync: !no_sync,
+                    ..ProcessorConfig::default()
+                };
+                kafka::run(data, &settings, &kafka_run, cfg, until_idle, listen, &api)
+            }
+            None => run::run_embedded(data, until_idle, inbox_cap, no_sync, listen, &api),
+        },
+        Command::Serve { listen, api } => run::serve(data, &listen, &api),
+        Command::Query {
+            view,
+            user,
+            limit,
+            cursor,
+        } => query::query(data, &view, user, limit, cursor.as_deref()),
+        Command::Status => kafka::status(&settings),
+        Command::Topics {
+            action:
+                TopicsAction::Apply {
+                    partitions,
+                    replication,
+                },
+        } => kafka::topics_apply(&settings, partitions, replication),
+        Command::Rebuild {
+            into,
+            from_checkpoint,
+            inbox_cap,
+            no_sync,
+        } => {
+            embedded("rebuild")?;
+            let cfg = replay_config(data, inbox_cap, no_sync)?;
+            state::rebuild(data, &into, from_checkpoint.as_deref(), cfg)
+        }
+        Command::Checkpoint { into } => {
+            embedded("checkpoint")?;
+            state::checkpoint(data, &into)
+        }
+        Command::Swap { newdir } => {
+            embedded("swap")?;
+            state::swap_to(data, &newdir)
+        }
+        Command::Backfill {
+            view,
+            inbox_cap,
+            no_sync,
+        } => {
+            embedded("backfill")?;
+            let cfg = replay_config(data, inbox_cap, no_sync)?;
+            state::backfill(data, view, cfg)
+        }
+        Command::Reset {
+            to_start: _,
+            regenerate_effects,
+            to_checkpoint,
+        } => match settings.kafka {
+            Some(_) => kafka::reset(&settings, to_checkpoint),
+            None => state::reset(data, to_checkpoint, regenerate_effects),
+        },
+        Command::States => state::states(data),
+        Command::DropState { name } => state::drop_state(data, &name),
+        Command::Verify { a, b } => state::verify(&a, &b),
+        Command::Log { action } => {
+            embedded("log")?;
+            match action {
+                LogAction::Check { json } => log::check(data, json),
+                LogAction::Repair {
+                    topic,
+                    partition,
+                    truncate_at,
+                    force,
+                } => log::repair(data, topic, partition, truncate_at, force),
+            }
+        }
+        Command::DeadLetters { follow, json, from } => {
+            log::dead_letters_of(data, settings.kafka.as_ref(), from, follow, json)
+        }
+        Command::Demo {
+            demo,
+            listen,
+            exit,
+            api,
+        } => {
+            embedded("demo")?;
+            demo::run(data, &demo, &listen, exit, api.config())
+        }
+        Command::Bench {
+            kind,
+            users,
+            follows,
+            posts,
+            partitions,
+            threads,
+            connections,
+            seconds,
+        } => {
+            match kind {
+                BenchKind::Fanout => bench::fanout(users, follows, posts, partitions)?,
+                BenchKind::Http => bench::http(data, threads, connections, seconds)?,
+                BenchKind::Rebuild => bench::rebuild(data)?,
+                BenchKind::Kafka => {
+                    bench::kafka(settings.kafka.clone(), users, follows, posts, partitions)?
+                }
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// The processing settings of a rebuild or backfill: the inbox cap asked
+/// for, else the one `data`'s state was built with, else the default.
+fn replay_config(data: &Path, inbox_cap: Option<u64>, no_sync: bool) -> Result<ProcessorConfig> {
+    let built = DataDir::open(data)?.inbox_cap();
+    Ok(ProcessorConfig {
+        inbox_cap: inbox_cap.or(built).unwrap_or(DEFAULT_INBOX_CAP),
+        sync: !no_sync,
+        ..ProcessorConfig::default()
+    })
+}

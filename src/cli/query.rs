@@ -1,0 +1,96 @@
+//! `query`: one view of one user, or a stream of JSON queries on stdin.
+
+use anyhow::{Context, Result};
+use feedlog::api::query::{self, QueryError, Reader};
+use feedlog::core::View;
+use feedlog::UserId;
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+/// `query VIEW USER`, or `query -`: answers on stdout; a bad query is
+/// exit code 2 with the error on stderr.
+pub fn query(
+    data: &Path,
+    view: &str,
+    user: Option<u64>,
+    limit: Option<usize>,
+    cursor: Option<&str>,
+) -> Result<i32> {
+    let reader = Reader::open(&feedlog::state::datadir::DataDir::open(data)?)?;
+    if view == "-" {
+        return query_stdin(&reader);
+    }
+    let user = user.context("query needs a USER (or `-` to read queries from stdin)")?;
+    let answered = View::parse(view)
+        .ok_or_else(|| QueryError::BadView(view.to_string()))
+        .and_then(|v| answer(&reader, v, user, limit, cursor));
+    match answered {
+        Ok(json) => {
+            println!("{json}");
+            Ok(0)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(2)
+        }
+    }
+}
+
+/// Answers one query as a JSON string.
+fn answer(
+    reader: &Reader,
+    view: View,
+    user: u64,
+    limit: Option<usize>,
+    cursor: Option<&str>,
+) -> Result<String, QueryError> {
+    let u = UserId(user);
+    let page = limit.unwrap_or(query::DEFAULT_LIMIT);
+    let json = match view {
+        View::Timeline => serde_json::to_string(&reader.timeline(u, page, cursor)?),
+        View::Posts => serde_json::to_string(&reader.posts(u, page, cursor)?),
+        View::Counters => serde_json::to_string(&reader.counters(u)?),
+        View::RecentFollowers => serde_json::to_string(
+            &reader.recent_followers(u, limit.unwrap_or(query::DEFAULT_RECENT))?,
+        ),
+        View::Followers => serde_json::to_string(&reader.followers(u, page, cursor)?),
+        View::Followees => serde_json::to_string(&reader.followees(u, page, cursor)?),
+    };
+    // The answers are plain structs of numbers and strings.
+    json.map_err(|e| QueryError::BadView(format!("unencodable answer: {e}")))
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonQuery {
+    view: View,
+    user: u64,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+fn query_stdin(reader: &Reader) -> Result<i32> {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    for line in std::io::stdin().lock().lines() {
+        let line = line.context("reading queries from stdin")?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let result = match serde_json::from_str::<JsonQuery>(&line) {
+            Ok(q) => answer(reader, q.view, q.user, q.limit, q.cursor.as_deref())
+                .map_err(|e| (e.code(), e.to_string())),
+            Err(e) => Err(("bad_query", format!("invalid query: {e}"))),
+        };
+        match result {
+            Ok(json) => writeln!(out, "{json}")?,
+            Err((code, message)) => writeln!(
+                out,
+                "{}",
+                serde_json::json!({"error": {"code": code, "message": message}})
+            )?,
+        }
+    }
+    out.flush()?;
+    Ok(0)
+}

@@ -1,0 +1,169 @@
+//! `run` on the embedded log and `serve` beside it: processing with live
+//! progress, and the read API.
+
+use super::args::ApiArgs;
+use super::shell::{every_2s, per_sec, shutdown_on_signal, tempfile_dir, ApiServer};
+use anyhow::{bail, Result};
+use feedlog::api::http::Api;
+use feedlog::api::query::Reader;
+use feedlog::core::metrics::{PartitionLag, StepStats};
+use feedlog::core::DEFAULT_INBOX_CAP;
+use feedlog::ops::serve::{processor_api, LogNode};
+use feedlog::state::datadir::DataDir;
+use feedlog::state::{Partitions, StoreSet};
+use feedlog::task::embedded::{Processor, ProcessorConfig};
+use feedlog::task::{lag, Shutdown};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `run` on the embedded log: processes until Ctrl-C (or idle), taking
+/// `checkpoint` and `swap` requests, serving the API with `listen`.
+pub fn run_embedded(
+    data: &Path,
+    until_idle: bool,
+    inbox_cap: Option<u64>,
+    no_sync: bool,
+    listen: Option<String>,
+    api: &ApiArgs,
+) -> Result<i32> {
+    let mut dir = DataDir::open(data)?;
+    let Some(_lock) = dir.try_lock()? else {
+        bail!(
+            "another process is running on {} (it holds {}): one processor per data directory",
+            data.display(),
+            data.join("run.lock").display()
+        );
+    };
+    let inbox_cap = match (inbox_cap, dir.inbox_cap()) {
+        (Some(asked), Some(built)) if asked != built => bail!(
+            "the state of {} was built with inbox cap {built}, not {asked}: \
+             `feedlog --data {} backfill --view timeline --inbox-cap {asked}` rebuilds it with {asked} \
+             beside the live one and swaps it in",
+            data.display(),
+            data.display()
+        ),
+        (asked, built) => asked.or(built).unwrap_or(DEFAULT_INBOX_CAP),
+    };
+    if dir.inbox_cap().is_none() {
+        dir.set_inbox_cap(inbox_cap)?;
+    }
+    let cfg = ProcessorConfig {
+        inbox_cap,
+        sync: !no_sync,
+        ..ProcessorConfig::default()
+    };
+    let processor = Processor::open(&dir, cfg)?;
+    let server = match listen {
+        Some(addr) => Some(ApiServer::start(&addr, api.config(), |cfg| {
+            processor_api(&processor, cfg)
+        })?),
+        None => None,
+    };
+    let shutdown = shutdown_on_signal();
+    let requests = Shutdown::new();
+    let result = std::thread::scope(|s| {
+        s.spawn(|| feedlog::ops::control::serve_requests(&dir, &processor, &requests));
+        let r = process(&dir, &processor, &shutdown, until_idle);
+        requests.request();
+        r
+    });
+    if let Some(s) = server {
+        s.stop();
+    }
+    result?;
+    Ok(0)
+}
+
+/// `serve`: the API, read-only, beside a running processor; follows its
+/// commits (RocksDB secondaries) and its swaps.
+pub fn serve(data: &Path, listen: &str, api: &ApiArgs) -> Result<i32> {
+    let dir = DataDir::open(data)?;
+    let scratch = tempfile_dir("serve")?;
+    let set = Arc::new(StoreSet::new(feedlog::state::set::open_secondaries(
+        &dir, &scratch.0,
+    )?));
+    let parts: Arc<dyn Partitions> = set.clone();
+    let node = Arc::new(LogNode {
+        log: Arc::new(dir.logs()),
+        progress: None,
+    });
+    let server = ApiServer::start(listen, api.config(), |cfg| {
+        Api::new(Reader::over(parts, None).following(), node, cfg)
+    })?;
+    let shutdown = shutdown_on_signal();
+    let mut generation = dir.state_name().to_string();
+    while !shutdown.wait(Duration::from_secs(1)) {
+        // Follow a swap: the new generation's stores, all at once.
+        let Ok(now) = DataDir::open(data) else {
+            continue;
+        };
+        if now.state_name() != generation {
+            match feedlog::state::set::open_secondaries(&now, &scratch.0) {
+                Ok(stores) => {
+                    set.replace(stores);
+                    generation = now.state_name().to_string();
+                    eprintln!("now serving state generation {generation}");
+                }
+                Err(e) => eprintln!(
+                    "warning: could not open state generation {}: {e}",
+                    now.state_name()
+                ),
+            }
+        }
+    }
+    server.stop();
+    Ok(0)
+}
+
+/// Runs the processor with a live progress line every 2 s (events/s,
+/// deliveries/s, lag, ETA) and prints a summary.
+pub fn process(
+    dir: &DataDir,
+    processor: &Processor,
+    shutdown: &Shutdown,
+    until_idle: bool,
+) -> Result<StepStats> {
+    let lags = || lag(&**processor.logs(), &processor.store_set().local());
+    let lag_now = || -> Result<u64> { Ok(lags()?.iter().map(PartitionLag::total).sum()) };
+    let backlog: u64 = lags()?
+        .iter()
+        .map(|l| l.at.events.records_to(l.end.events))
+        .sum();
+    eprintln!(
+        "{} partitions; {backlog} events to process",
+        dir.partitions()
+    );
+    let progress = processor.progress().clone();
+    let start = Instant::now();
+    let totals = every_2s(
+        || {
+            let t = progress.totals();
+            let read = t.events.iter().sum::<u64>() + t.dead_letters;
+            let rate = per_sec(read, start);
+            let eta = match backlog.saturating_sub(read) {
+                0 => "input read; settling internal messages".to_string(),
+                left if rate > 0.0 => format!("ETA {:.0}s", left as f64 / rate),
+                _ => "ETA ?".to_string(),
+            };
+            let lag = lag_now().map_or("?".into(), |l| l.to_string());
+            eprintln!(
+            "{:>6.1}s  events {read}/{backlog} ({rate:.0}/s, {eta})  deliveries {} ({:.0}/s)  lag {lag}  dead letters {}",
+            start.elapsed().as_secs_f64(),
+            t.delivered,
+            per_sec(t.delivered, start),
+            t.dead_letters
+        );
+        },
+        || processor.run(shutdown, until_idle),
+    )?;
+    let secs = start.elapsed().as_secs_f64();
+    let events: u64 = totals.events.iter().sum();
+    println!(
+        "processed {events} events (follow {}, unfollow {}, post {}, delete_post {}) and {} effects in {secs:.1}s \
+         ({:.0} events/s); {} inbox deliveries ({:.0}/s); {} dead letters",
+        totals.events[0], totals.events[1], totals.events[2], totals.events[3], totals.effects,
+        events as f64 / secs.max(1e-9), totals.delivered, totals.delivered as f64 / secs.max(1e-9), totals.dead_letters
+    );
+    Ok(totals)
+}

@@ -1,0 +1,171 @@
+//! What every long-running command shares: a shutdown on Ctrl-C or
+//! SIGTERM, a progress ticker, scratch directories, and the HTTP API's
+//! server thread.
+
+use anyhow::{bail, Context, Result};
+use feedlog::api::http::{self, Api, ApiConfig};
+use feedlog::task::Shutdown;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A shutdown requested on the first Ctrl-C (or SIGTERM): long-running
+/// commands finish their current batches and stop cleanly.
+pub fn shutdown_on_signal() -> Shutdown {
+    let shutdown = Shutdown::new();
+    let token = shutdown.clone();
+    let watch = move || -> std::io::Result<()> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+            tokio::select! {
+                r = tokio::signal::ctrl_c() => r?,
+                _ = term.recv() => {}
+            }
+            eprintln!("stopping: finishing the current batches");
+            token.request();
+            Ok(())
+        })
+    };
+    let spawned = std::thread::Builder::new()
+        .name("feedlog-signals".into())
+        .spawn(move || {
+            if let Err(e) = watch() {
+                tracing::warn!(error = %e, "cannot watch for Ctrl-C and SIGTERM");
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot watch for Ctrl-C and SIGTERM");
+    }
+    shutdown
+}
+
+/// A scratch directory removed on drop.
+pub struct ScratchDir(pub PathBuf);
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn tempfile_dir(what: &str) -> Result<ScratchDir> {
+    let p = std::env::temp_dir().join(format!("feedlog-{what}-{}", std::process::id()));
+    std::fs::create_dir_all(&p).with_context(|| format!("creating {}", p.display()))?;
+    Ok(ScratchDir(p))
+}
+
+/// The HTTP read API, served on its own runtime thread.
+pub struct ApiServer {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+    /// Where it listens.
+    pub addr: std::net::SocketAddr,
+}
+
+/// A bound listener, not serving yet (its address is known).
+pub struct BoundApi {
+    rt: tokio::runtime::Runtime,
+    listener: tokio::net::TcpListener,
+    /// Where it listens.
+    pub addr: std::net::SocketAddr,
+}
+
+impl BoundApi {
+    /// Binds `addr`, refusing (before anything else starts) to expose the
+    /// API beyond loopback without a token unless `cfg` allows it.
+    pub fn bind(addr: &str, cfg: &ApiConfig) -> Result<BoundApi> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("feedlog-http")
+            .enable_all()
+            .build()?;
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind(addr))
+            .with_context(|| {
+                format!("listening on {addr} (is another server using it? pick one with --listen)")
+            })?;
+        let addr = listener.local_addr()?;
+        if let Some(why) = http::exposure_error(&addr, cfg) {
+            bail!("{why}");
+        }
+        if cfg.token.is_none() && !addr.ip().is_loopback() {
+            tracing::warn!(%addr, "serving the read API without authentication beyond loopback (--insecure-no-auth)");
+        }
+        Ok(BoundApi { rt, listener, addr })
+    }
+
+    /// Serves `api` on the bound address, on the listener's runtime.
+    pub fn serve(self, api: Arc<Api>) -> Result<ApiServer> {
+        let BoundApi { rt, listener, addr } = self;
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("feedlog-http".into())
+            .spawn(move || {
+                rt.block_on(http::serve(listener, api, async {
+                    let _ = rx.await;
+                }))
+            })?;
+        eprintln!("serving the read API on http://{addr} (see http://{addr}/openapi.json)");
+        Ok(ApiServer {
+            stop: Some(tx),
+            thread: Some(thread),
+            addr,
+        })
+    }
+}
+
+impl ApiServer {
+    /// Binds `addr` and serves the API `make` builds with the settings.
+    pub fn start(
+        addr: &str,
+        cfg: ApiConfig,
+        make: impl FnOnce(ApiConfig) -> Arc<Api>,
+    ) -> Result<ApiServer> {
+        let bound = BoundApi::bind(addr, &cfg)?;
+        bound.serve(make(cfg))
+    }
+
+    /// Stops serving (after a moment for open streams) and waits.
+    pub fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            match t.join() {
+                Ok(Err(e)) => eprintln!("error: the read API stopped: {e}"),
+                Err(_) => eprintln!("error: the read API thread panicked"),
+                Ok(Ok(())) => {}
+            }
+        }
+    }
+}
+
+/// Runs `work`, calling `tick` every 2 s on another thread until it ends.
+pub fn every_2s<R: Send>(tick: impl Fn() + Sync, work: impl FnOnce() -> R) -> R {
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut last = Instant::now();
+            while !done.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(100));
+                if last.elapsed() >= Duration::from_secs(2) {
+                    last = Instant::now();
+                    tick();
+                }
+            }
+        });
+        let r = work();
+        done.store(true, Ordering::SeqCst);
+        r
+    })
+}
+
+/// Formats a rate for progress lines.
+pub fn per_sec(count: u64, since: Instant) -> f64 {
+    count as f64 / since.elapsed().as_secs_f64().max(1e-9)
+}

@@ -1,0 +1,413 @@
+//! What a message changes, and what it sends. Given a partition's state and
+//! one message, stage the changes in a [`Txn`] and push the outgoing
+//! [`Effect`]s into a buffer; the task (the imperative shell) commits and
+//! ships them.
+//!
+//! One owner per user: every function here touches only users owned by the
+//! partition it runs in, and reaches other users' partitions by sending an
+//! [`Effect`]. See the crate docs for the guarantees this upholds.
+
+use super::effect::{Applied, Ctx, Effect, Out};
+use super::inbox::{insert_inbox, lower_horizon};
+use crate::core::event::{Event, PostId, Ts, UserId};
+use crate::core::keys::{EdgeVal, PostVal, TimelineKey};
+use crate::core::kv::{Cf, Kv, KvError, Txn};
+use crate::core::partition::partition_for;
+use crate::core::position::Version;
+use crate::core::views::{self, live_edges};
+
+/// Applies one input event (already validated, owned by this partition).
+pub fn apply_event<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    event: &Event,
+    version: Version,
+    out: &mut Vec<Out>,
+) -> Result<Applied, KvError> {
+    let mut applied = Applied::default();
+    match *event {
+        Event::Follow {
+            follower,
+            followee,
+            ts,
+        } => {
+            let old = views::edge(t, Cf::Followees, follower, followee)?;
+            if old.is_some_and(|e| e.live || e.version >= version) {
+                return Ok(applied);
+            }
+            t.set_edge(
+                Cf::Followees,
+                follower,
+                followee,
+                &EdgeVal {
+                    live: true,
+                    version,
+                    ts,
+                },
+            );
+            let mut u = views::user(t, follower)?;
+            u.followees += 1;
+            t.set_user(follower, &u);
+            let effect = Effect::FollowerAdded {
+                author: followee,
+                follower,
+                version,
+                ts,
+            };
+            ctx.send(out, followee, effect);
+        }
+        Event::Unfollow {
+            follower, followee, ..
+        } => {
+            let old = views::edge(t, Cf::Followees, follower, followee)?;
+            let Some(edge) = old.filter(|e| e.live && e.version < version) else {
+                return Ok(applied);
+            };
+            t.set_edge(
+                Cf::Followees,
+                follower,
+                followee,
+                &EdgeVal {
+                    live: false,
+                    version,
+                    ..edge
+                },
+            );
+            let mut u = views::user(t, follower)?;
+            u.followees -= 1;
+            let purged = t.inbox_by_author(follower, followee)?;
+            for k in &purged {
+                t.set_inbox(follower, k, false);
+            }
+            u.inbox_len = u.inbox_len.saturating_sub(purged.len() as u64);
+            t.set_user(follower, &u);
+            applied.removed = purged.len() as u64;
+            ctx.send(
+                out,
+                followee,
+                Effect::FollowerRemoved {
+                    author: followee,
+                    follower,
+                    version,
+                },
+            );
+        }
+        Event::Post {
+            author,
+            post_id,
+            ts,
+        } => {
+            if views::post(t, author, post_id)?.is_some() {
+                return Ok(applied);
+            }
+            t.set_post(author, post_id, &PostVal::Live(ts));
+            t.set_outbox(author, ts, post_id, true);
+            let mut u = views::user(t, author)?;
+            u.posts += 1;
+            t.set_user(author, &u);
+            fan_out(t, ctx, author, out, |targets| Effect::Deliver {
+                author,
+                post_id,
+                ts,
+                targets,
+            })?;
+        }
+        Event::DeletePost {
+            author, post_id, ..
+        } => match views::post(t, author, post_id)? {
+            Some(PostVal::Deleted(_)) => return Ok(applied),
+            None => t.set_post(author, post_id, &PostVal::Deleted(None)),
+            Some(PostVal::Live(ts)) => {
+                t.set_post(author, post_id, &PostVal::Deleted(Some(ts)));
+                t.set_outbox(author, ts, post_id, false);
+                let mut u = views::user(t, author)?;
+                u.posts -= 1;
+                t.set_user(author, &u);
+                fan_out(t, ctx, author, out, |targets: Vec<(UserId, Version)>| {
+                    Effect::Retract {
+                        author,
+                        post_id,
+                        ts,
+                        targets: targets.into_iter().map(|(u, _)| u).collect(),
+                    }
+                })?;
+            }
+        },
+    }
+    applied.changed = true;
+    Ok(applied)
+}
+
+/// Sends one message per destination partition and chunk, covering every
+/// live follower of `author`.
+fn fan_out<K: Kv + ?Sized>(
+    t: &Txn<'_, K>,
+    ctx: &Ctx,
+    author: UserId,
+    out: &mut Vec<Out>,
+    make: impl Fn(Vec<(UserId, Version)>) -> Effect,
+) -> Result<(), KvError> {
+    let mut by_partition: Vec<Vec<(UserId, Version)>> = vec![Vec::new(); ctx.partitions as usize];
+    for r in live_edges(t, Cf::Followers, author, None) {
+        let (follower, edge) = r?;
+        let p = partition_for(follower, ctx.partitions);
+        let chunk = &mut by_partition[p as usize];
+        chunk.push((follower, edge.version));
+        if chunk.len() >= ctx.fanout_chunk {
+            out.push(Out {
+                partition: p,
+                effect: make(std::mem::take(chunk)),
+            });
+        }
+    }
+    for (p, chunk) in by_partition.into_iter().enumerate() {
+        if !chunk.is_empty() {
+            out.push(Out {
+                partition: p as u32,
+                effect: make(chunk),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Applies one internal message addressed to users of this partition.
+/// Stale, duplicate and no-longer-relevant messages change nothing.
+pub fn apply_effect<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    effect: &Effect,
+    out: &mut Vec<Out>,
+) -> Result<Applied, KvError> {
+    let mut applied = Applied::default();
+    match effect {
+        &Effect::FollowerAdded {
+            author,
+            follower,
+            version,
+            ts,
+        } => follower_added(t, ctx, (author, follower, version, ts), &mut applied, out)?,
+        &Effect::FollowerRemoved {
+            author,
+            follower,
+            version,
+        } => follower_removed(t, author, follower, version, &mut applied)?,
+        Effect::Deliver {
+            author,
+            post_id,
+            ts,
+            targets,
+        } => {
+            let k = TimelineKey {
+                ts: *ts,
+                post_id: *post_id,
+                author: *author,
+            };
+            for &(user, version) in targets {
+                if follows_at(t, ctx, user, *author, version)? {
+                    insert_inbox(t, ctx, user, &k, &mut applied)?;
+                }
+            }
+        }
+        Effect::Backfill {
+            author,
+            follower,
+            version,
+            posts,
+            truncated,
+        } => {
+            if follows_at(t, ctx, *follower, *author, *version)? {
+                backfill(
+                    t,
+                    ctx,
+                    (*author, *follower),
+                    posts,
+                    *truncated,
+                    &mut applied,
+                )?;
+            }
+        }
+        Effect::Retract {
+            author,
+            post_id,
+            ts,
+            targets,
+        } => {
+            let k = TimelineKey {
+                ts: *ts,
+                post_id: *post_id,
+                author: *author,
+            };
+            for &user in targets {
+                if ctx.owns(user) && t.inbox_has(user, &k)? {
+                    t.set_inbox(user, &k, false);
+                    let mut u = views::user(t, user)?;
+                    u.inbox_len = u.inbox_len.saturating_sub(1);
+                    t.set_user(user, &u);
+                    applied.removed += 1;
+                    applied.changed = true;
+                }
+            }
+        }
+    }
+    Ok(applied)
+}
+
+/// `follower` now follows `author` (owned here) by edge `version`: the
+/// follower edge, counter and recent list change, and the follower is sent
+/// the author's newest posts (a backfill). Stale or duplicate: nothing.
+fn follower_added<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    (author, follower, version, ts): (UserId, UserId, Version, Ts),
+    applied: &mut Applied,
+    out: &mut Vec<Out>,
+) -> Result<(), KvError> {
+    let old = views::edge(t, Cf::Followers, author, follower)?;
+    if old.is_some_and(|e| e.version >= version) {
+        return Ok(());
+    }
+    let mut u = views::user(t, author)?;
+    match old {
+        Some(e) if e.live => t.set_recent(author, e.ts, follower, false),
+        _ => u.followers += 1,
+    }
+    let edge = EdgeVal {
+        live: true,
+        version,
+        ts,
+    };
+    t.set_edge(Cf::Followers, author, follower, &edge);
+    t.set_recent(author, ts, follower, true);
+    t.set_user(author, &u);
+    applied.changed = true;
+    let mut posts = Vec::new();
+    let mut truncated = false;
+    for r in views::outbox(t, author, None) {
+        if posts.len() as u64 == ctx.inbox_cap {
+            truncated = true;
+            break;
+        }
+        posts.push(r?);
+    }
+    // Sent also with no live posts when the author has had any: a backfill
+    // replaces what an earlier emission for the same follow delivered (see
+    // `Effect::Backfill`), so it must go out to undo a post that this
+    // emission saw deleted.
+    if !posts.is_empty() || views::has_posts(t, author)? {
+        let backfill = Effect::Backfill {
+            author,
+            follower,
+            version,
+            posts,
+            truncated,
+        };
+        ctx.send(out, follower, backfill);
+    }
+    Ok(())
+}
+
+/// `follower` no longer follows `author` (owned here), as of edge
+/// `version`. Stale or duplicate: nothing.
+fn follower_removed<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    author: UserId,
+    follower: UserId,
+    version: Version,
+    applied: &mut Applied,
+) -> Result<(), KvError> {
+    let old = views::edge(t, Cf::Followers, author, follower)?;
+    if old.is_some_and(|e| e.version >= version) {
+        return Ok(());
+    }
+    let ts = match old {
+        Some(e) if e.live => {
+            let mut u = views::user(t, author)?;
+            u.followers -= 1;
+            t.set_user(author, &u);
+            t.set_recent(author, e.ts, follower, false);
+            e.ts
+        }
+        Some(e) => e.ts,
+        None => Ts(0),
+    };
+    let edge = EdgeVal {
+        live: false,
+        version,
+        ts,
+    };
+    t.set_edge(Cf::Followers, author, follower, &edge);
+    applied.changed = true;
+    Ok(())
+}
+
+/// The newest posts of `author` as of the follow, into `follower`'s inbox
+/// (owned here, following through the edge the backfill was made for).
+fn backfill<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    (author, follower): (UserId, UserId),
+    posts: &[(Ts, PostId)],
+    truncated: bool,
+    applied: &mut Applied,
+) -> Result<(), KvError> {
+    let key = |(ts, post_id): (Ts, PostId)| TimelineKey {
+        ts,
+        post_id,
+        author,
+    };
+    // Entries of this author in the inbox can only come from this same
+    // follow: from an earlier emission of this backfill and the deliveries
+    // after it, by an owner of the author's partition that crashed before
+    // the group committed them. The new owner re-decides those inputs in its
+    // own order and sends their answers after this message; this list is the
+    // author's posts as of this follow, so an entry it leaves out (within its
+    // range) was deleted in this order, possibly before the follow, when no
+    // retraction reaches this follower. A duplicate of this message (a
+    // re-read from an earlier position) is followed by the same deliveries
+    // again, which restore theirs.
+    let newest_cut = if truncated { posts.last() } else { None };
+    let mut u = views::user(t, follower)?;
+    let mut gone = 0;
+    for k in t.inbox_by_author(follower, author)? {
+        let listed = posts.iter().any(|&(ts, p)| ts == k.ts && p == k.post_id);
+        let in_range = newest_cut.is_none_or(|&cut| k <= key(cut));
+        if !listed && in_range {
+            t.set_inbox(follower, &k, false);
+            gone += 1;
+        }
+    }
+    if gone > 0 {
+        u.inbox_len = u.inbox_len.saturating_sub(gone);
+        t.set_user(follower, &u);
+        applied.removed += gone;
+        applied.changed = true;
+    }
+    for &post in posts {
+        insert_inbox(t, ctx, follower, &key(post), applied)?;
+    }
+    if let (true, Some(&oldest)) = (truncated, posts.last()) {
+        lower_horizon(t, follower, key(oldest))?;
+        applied.changed = true;
+    }
+    Ok(())
+}
+
+/// Whether `user` (owned here) follows `author` through exactly the edge
+/// `version` the author knows them by. A delivery made for an older follow
+/// of the same pair is dropped: the newer follow brings its own backfill.
+fn follows_at<K: Kv + ?Sized>(
+    t: &Txn<'_, K>,
+    ctx: &Ctx,
+    user: UserId,
+    author: UserId,
+    version: Version,
+) -> Result<bool, KvError> {
+    if !ctx.owns(user) {
+        return Ok(false);
+    }
+    Ok(
+        views::edge(t, Cf::Followees, user, author)?
+            .is_some_and(|e| e.live && e.version == version),
+    )
+}

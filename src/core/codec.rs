@@ -1,0 +1,518 @@
+//! Wire formats, and the explicit marker that tells them apart.
+//!
+//! Every record carries a [`Format`] byte beside its value (a field of the
+//! embedded log's record header; a `feedlog-format` header in Kafka). The
+//! decoder dispatches on that byte and never guesses from the payload.
+//!
+//! - [`Format::Json`]: the interchange format any producer can write, one
+//!   object per record, exactly as in the README.
+//! - [`Format::Bincode`]: compact events for Rust producers (bincode 2, standard
+//!   config). This module is the only place that names bincode, so switching
+//!   to another binary codec is a one-file change.
+//! - [`Format::Effect`]: feedlog's internal messages (`effects` topic).
+//! - [`Format::DeadLetter`]: a JSON dead-letter record.
+
+use crate::core::event::{Event, InvalidEvent, PostId, Ts, UserId, SCHEMA_VERSION};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+/// The format marker stored with every record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Format {
+    /// A JSON event.
+    Json = 1,
+    /// A bincode-encoded [`Event`].
+    Bincode = 2,
+    /// A bincode-encoded internal message.
+    Effect = 3,
+    /// A JSON dead-letter record.
+    DeadLetter = 4,
+    /// An event forwarded from the partition it arrived in to the one that
+    /// owns its actor: a bincode [`Forwarded`].
+    Forwarded = 5,
+}
+
+impl Format {
+    /// The marker byte.
+    pub fn as_u8(self) -> u8 {
+        self as u8
+    }
+
+    /// Reads a marker byte; `None` for a byte no format owns.
+    pub fn from_u8(b: u8) -> Option<Format> {
+        Some(match b {
+            1 => Format::Json,
+            2 => Format::Bincode,
+            3 => Format::Effect,
+            4 => Format::DeadLetter,
+            5 => Format::Forwarded,
+            _ => return None,
+        })
+    }
+
+    /// The name used in Kafka headers and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Json => "json",
+            Format::Bincode => "bincode",
+            Format::Effect => "effect",
+            Format::DeadLetter => "dead-letter",
+            Format::Forwarded => "forwarded",
+        }
+    }
+
+    /// Inverse of [`Format::name`] (Kafka record headers).
+    pub fn from_name(name: &str) -> Option<Format> {
+        [
+            Format::Json,
+            Format::Bincode,
+            Format::Effect,
+            Format::DeadLetter,
+            Format::Forwarded,
+        ]
+        .into_iter()
+        .find(|f| f.name() == name)
+    }
+}
+
+/// An input event that arrived in a partition that does not own its actor,
+/// on its way to the owner's `events` partition. The source position makes
+/// a re-shipped copy recognisable: the owner keeps, per source partition,
+/// the highest source offset it has applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Forwarded {
+    /// The `events` partition it arrived in.
+    pub from_partition: u32,
+    /// Its offset there.
+    pub from_offset: u64,
+    /// The original record's format marker.
+    pub format: u8,
+    /// The original record's value, unchanged.
+    pub payload: Vec<u8>,
+}
+
+/// Why a record could not be turned into an event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The format byte names no format, or one that is not an event format.
+    #[error("unknown or unexpected format marker {0}")]
+    Format(u8),
+    /// Not valid JSON, or a field has the wrong JSON type.
+    #[error("invalid JSON: {0}")]
+    Json(String),
+    /// Not a valid bincode payload.
+    #[error("invalid bincode: {0}")]
+    Bincode(String),
+    /// `type` is missing or names no event kind.
+    #[error("unknown event type {0:?} (expected follow, unfollow, post or delete_post)")]
+    UnknownType(String),
+    /// A field the event kind needs is absent.
+    #[error("{kind}: missing field `{field}`")]
+    MissingField {
+        /// The event kind.
+        kind: &'static str,
+        /// The absent field.
+        field: &'static str,
+    },
+    /// A field the event kind needs has the wrong JSON type or range.
+    #[error(
+        "{kind}: field `{field}` must be a whole number from 0 to 18446744073709551615, got {got}"
+    )]
+    BadField {
+        /// The event kind.
+        kind: &'static str,
+        /// The field.
+        field: &'static str,
+        /// What it held, as JSON.
+        got: String,
+    },
+    /// `v` names a schema version this build does not read.
+    #[error("unsupported schema version {0} (this build reads {SCHEMA_VERSION})")]
+    Version(u64),
+    /// Decoded, but not a valid event.
+    #[error(transparent)]
+    Invalid(#[from] InvalidEvent),
+}
+
+/// A JSON event as written: every field kept as JSON, so a field the kind
+/// does not use is ignored whatever its type (unknown fields are ignored),
+/// and only the fields the kind needs are type-checked.
+#[derive(Deserialize)]
+struct RawEvent {
+    #[serde(rename = "type")]
+    kind: Option<serde_json::Value>,
+    follower: Option<serde_json::Value>,
+    followee: Option<serde_json::Value>,
+    author: Option<serde_json::Value>,
+    post_id: Option<serde_json::Value>,
+    ts: Option<serde_json::Value>,
+    v: Option<serde_json::Value>,
+}
+
+/// A field the event kind uses: absent, or a whole number that fits u64.
+fn number(
+    v: Option<serde_json::Value>,
+    kind: &'static str,
+    field: &'static str,
+) -> Result<u64, DecodeError> {
+    match v {
+        None | Some(serde_json::Value::Null) => Err(DecodeError::MissingField { kind, field }),
+        Some(serde_json::Value::Number(n)) if n.is_u64() => Ok(n.as_u64().unwrap_or_default()),
+        Some(other) => Err(DecodeError::BadField {
+            kind,
+            field,
+            got: other.to_string(),
+        }),
+    }
+}
+
+/// Decodes and validates one record value with the given marker.
+pub fn decode_event(format: u8, value: &[u8]) -> Result<Event, DecodeError> {
+    let event = match Format::from_u8(format) {
+        Some(Format::Json) => decode_json(value)?,
+        Some(Format::Bincode) => decode_bin::<Event>(value).map_err(DecodeError::Bincode)?,
+        _ => return Err(DecodeError::Format(format)),
+    };
+    event.validate()?;
+    Ok(event)
+}
+
+/// Parses one JSON event (without validating ids).
+fn decode_json(value: &[u8]) -> Result<Event, DecodeError> {
+    let raw: RawEvent =
+        serde_json::from_slice(value).map_err(|e| DecodeError::Json(e.to_string()))?;
+    match raw.v {
+        None | Some(serde_json::Value::Null) => {}
+        Some(v) if v.as_u64() == Some(u64::from(SCHEMA_VERSION)) => {}
+        Some(v) => match v.as_u64() {
+            Some(n) => return Err(DecodeError::Version(n)),
+            None => {
+                return Err(DecodeError::BadField {
+                    kind: "event",
+                    field: "v",
+                    got: v.to_string(),
+                })
+            }
+        },
+    }
+    let kind = match &raw.kind {
+        Some(serde_json::Value::String(s)) => s.as_str(),
+        None | Some(serde_json::Value::Null) => "",
+        Some(other) => return Err(DecodeError::UnknownType(other.to_string())),
+    };
+    let (kind, need_edge): (&'static str, bool) = match kind {
+        "follow" => ("follow", true),
+        "unfollow" => ("unfollow", true),
+        "post" => ("post", false),
+        "delete_post" => ("delete_post", false),
+        other => return Err(DecodeError::UnknownType(other.to_string())),
+    };
+    let field = |v: Option<serde_json::Value>, field: &'static str| number(v, kind, field);
+    let ts = Ts(field(raw.ts, "ts")?);
+    Ok(if need_edge {
+        let follower = UserId(field(raw.follower, "follower")?);
+        let followee = UserId(field(raw.followee, "followee")?);
+        if kind == "follow" {
+            Event::Follow {
+                follower,
+                followee,
+                ts,
+            }
+        } else {
+            Event::Unfollow {
+                follower,
+                followee,
+                ts,
+            }
+        }
+    } else {
+        let author = UserId(field(raw.author, "author")?);
+        let post_id = PostId(field(raw.post_id, "post_id")?);
+        if kind == "post" {
+            Event::Post {
+                author,
+                post_id,
+                ts,
+            }
+        } else {
+            Event::DeletePost {
+                author,
+                post_id,
+                ts,
+            }
+        }
+    })
+}
+
+/// The JSON interchange form of an event (`"v"` omitted: it is optional).
+pub fn event_to_json(event: &Event) -> String {
+    match *event {
+        Event::Follow {
+            follower,
+            followee,
+            ts,
+        } => {
+            format!(r#"{{"type":"follow","follower":{follower},"followee":{followee},"ts":{ts}}}"#)
+        }
+        Event::Unfollow {
+            follower,
+            followee,
+            ts,
+        } => format!(
+            r#"{{"type":"unfollow","follower":{follower},"followee":{followee},"ts":{ts}}}"#
+        ),
+        Event::Post {
+            author,
+            post_id,
+            ts,
+        } => {
+            format!(r#"{{"type":"post","author":{author},"post_id":{post_id},"ts":{ts}}}"#)
+        }
+        Event::DeletePost {
+            author,
+            post_id,
+            ts,
+        } => format!(r#"{{"type":"delete_post","author":{author},"post_id":{post_id},"ts":{ts}}}"#),
+    }
+}
+
+/// Encodes an event in the compact binary format (marker [`Format::Bincode`]).
+pub fn event_to_bincode(event: &Event) -> Vec<u8> {
+    encode_bin(event)
+}
+
+/// The most payload bytes a dead-letter record carries; a longer payload is cut
+/// to this excerpt (its full size is recorded), so a dead letter always fits
+/// the dead-letter log whatever was rejected.
+pub const DEAD_LETTER_EXCERPT: usize = 64 << 10;
+
+/// A dead-letter record's value: the reason, where the record came from, its
+/// format, and the payload (as text when it is UTF-8, else as hex). A payload
+/// over [`DEAD_LETTER_EXCERPT`] bytes is cut to that excerpt, with
+/// `"payload_bytes"` (its size) and `"payload_truncated": true`.
+pub fn dead_letter_value(
+    reason: &str,
+    source: serde_json::Value,
+    format: &str,
+    payload: &[u8],
+) -> Vec<u8> {
+    dead_letter_excerpt(reason, source, format, payload, payload.len())
+}
+
+/// [`dead_letter_value`] of a payload of which only the first bytes were
+/// kept: `size` is the whole payload's size.
+pub fn dead_letter_excerpt(
+    reason: &str,
+    source: serde_json::Value,
+    format: &str,
+    payload: &[u8],
+    size: usize,
+) -> Vec<u8> {
+    let mut body = serde_json::json!({"reason": reason, "source": source, "format": format});
+    let mut payload = &payload[..payload.len().min(DEAD_LETTER_EXCERPT)];
+    if payload.len() < size {
+        body["payload_bytes"] = size.into();
+        body["payload_truncated"] = true.into();
+        // Cut at a character boundary, so a text payload stays text.
+        if let Err(e) = std::str::from_utf8(payload) {
+            if e.error_len().is_none() {
+                payload = &payload[..e.valid_up_to()];
+            }
+        }
+    }
+    match std::str::from_utf8(payload) {
+        Ok(s) => body["payload"] = s.into(),
+        Err(_) => {
+            body["payload_hex"] = payload
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+                .into()
+        }
+    }
+    body.to_string().into_bytes()
+}
+
+/// Encodes any serde value with bincode's standard configuration.
+pub fn encode_bin<T: Serialize>(value: &T) -> Vec<u8> {
+    bincode::serde::encode_to_vec(value, bincode::config::standard())
+        .expect("bincode encoding of an in-memory value cannot fail")
+}
+
+/// Decodes a bincode value, refusing trailing bytes.
+pub fn decode_bin<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    let (value, used) = bincode::serde::decode_from_slice(bytes, bincode::config::standard())
+        .map_err(|e| e.to_string())?;
+    if used != bytes.len() {
+        return Err(format!("{} trailing bytes", bytes.len() - used));
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(s: &str) -> Result<Event, DecodeError> {
+        decode_event(Format::Json.as_u8(), s.as_bytes())
+    }
+
+    // Proves the four JSON shapes of the README decode, with and without "v".
+    #[test]
+    fn json_shapes_decode() {
+        assert_eq!(
+            json(r#"{"type":"follow","follower":1,"followee":2,"ts":1700000000000}"#),
+            Ok(Event::Follow {
+                follower: UserId(1),
+                followee: UserId(2),
+                ts: Ts(1700000000000)
+            })
+        );
+        assert_eq!(
+            json(r#"{"type":"delete_post","author":2,"post_id":77,"ts":5,"v":1}"#),
+            Ok(Event::DeletePost {
+                author: UserId(2),
+                post_id: PostId(77),
+                ts: Ts(5)
+            })
+        );
+    }
+
+    // Proves fields the event kind does not use are ignored whatever their type, as the README promises.
+    #[test]
+    fn unused_fields_are_ignored_whatever_their_type() {
+        assert_eq!(
+            json(
+                r#"{"type":"follow","follower":1,"followee":2,"ts":3,"author":"x","post_id":[1],"extra":{}}"#
+            ),
+            Ok(Event::Follow {
+                follower: UserId(1),
+                followee: UserId(2),
+                ts: Ts(3)
+            })
+        );
+        assert_eq!(
+            json(r#"{"type":"post","author":1,"post_id":2,"ts":3,"follower":-7,"followee":null}"#),
+            Ok(Event::Post {
+                author: UserId(1),
+                post_id: PostId(2),
+                ts: Ts(3)
+            })
+        );
+    }
+
+    // Proves a dead letter of a huge payload carries a bounded excerpt and the payload's size.
+    #[test]
+    fn dead_letter_payloads_are_excerpts() {
+        let big = "é".repeat(DEAD_LETTER_EXCERPT); // two bytes each
+        let v: serde_json::Value = serde_json::from_slice(&dead_letter_value(
+            "too large",
+            serde_json::json!({"input": "f:1"}),
+            "json",
+            big.as_bytes(),
+        ))
+        .unwrap();
+        assert_eq!(v["payload_bytes"], 2 * DEAD_LETTER_EXCERPT);
+        assert_eq!(v["payload_truncated"], true);
+        let excerpt = v["payload"].as_str().unwrap();
+        assert!(excerpt.len() <= DEAD_LETTER_EXCERPT && excerpt.len() >= DEAD_LETTER_EXCERPT - 1);
+        let small: serde_json::Value = serde_json::from_slice(&dead_letter_value(
+            "r",
+            serde_json::json!({}),
+            "json",
+            b"abc",
+        ))
+        .unwrap();
+        assert_eq!(small["payload"], "abc");
+        assert!(small.get("payload_truncated").is_none());
+    }
+
+    // Proves every event survives both encodings and the marker selects the decoder.
+    #[test]
+    fn round_trips() {
+        let events = [
+            Event::Follow {
+                follower: UserId(1),
+                followee: UserId(u64::MAX),
+                ts: Ts(3),
+            },
+            Event::Unfollow {
+                follower: UserId(9),
+                followee: UserId(8),
+                ts: Ts(0),
+            },
+            Event::Post {
+                author: UserId(4),
+                post_id: PostId(5),
+                ts: Ts(6),
+            },
+            Event::DeletePost {
+                author: UserId(4),
+                post_id: PostId(5),
+                ts: Ts(7),
+            },
+        ];
+        for e in events {
+            assert_eq!(json(&event_to_json(&e)), Ok(e));
+            let bin = event_to_bincode(&e);
+            assert_eq!(decode_event(Format::Bincode.as_u8(), &bin), Ok(e));
+            // The same bytes under the other marker are not silently accepted.
+            assert!(decode_event(Format::Json.as_u8(), &bin).is_err());
+        }
+    }
+
+    // Proves each kind of bad record gets its own clear reason.
+    #[test]
+    fn bad_records_have_reasons() {
+        let cases = [
+            ("not json", "invalid JSON"),
+            (r#"{"type":"like","ts":1}"#, "unknown event type \"like\""),
+            (
+                r#"{"follower":1,"followee":2,"ts":1}"#,
+                "unknown event type \"\"",
+            ),
+            (
+                r#"{"type":"follow","follower":1,"ts":1}"#,
+                "follow: missing field `followee`",
+            ),
+            (
+                r#"{"type":"post","author":1,"post_id":2}"#,
+                "post: missing field `ts`",
+            ),
+            (
+                r#"{"type":"post","author":-1,"post_id":2,"ts":1}"#,
+                "post: field `author` must be a whole number",
+            ),
+            (
+                r#"{"type":"post","author":1.5,"post_id":2,"ts":1}"#,
+                "post: field `author` must be a whole number",
+            ),
+            (
+                r#"{"type":"follow","follower":1,"followee":2,"ts":"1"}"#,
+                "follow: field `ts` must be a whole number",
+            ),
+            (
+                r#"{"type":"post","author":1,"post_id":2,"ts":1,"v":"one"}"#,
+                "event: field `v` must be a whole number",
+            ),
+            (
+                r#"{"type":"post","author":1,"post_id":2,"ts":1,"v":2}"#,
+                "unsupported schema version 2",
+            ),
+            (
+                r#"{"type":"follow","follower":3,"followee":3,"ts":1}"#,
+                "cannot follow or unfollow themself",
+            ),
+            (
+                r#"{"type":"post","author":0,"post_id":2,"ts":1}"#,
+                "field `author` is 0",
+            ),
+        ];
+        for (input, want) in cases {
+            let err = json(input).expect_err(input).to_string();
+            assert!(err.contains(want), "{input}: {err:?} lacks {want:?}");
+        }
+        assert_eq!(decode_event(9, b"{}"), Err(DecodeError::Format(9)));
+        assert!(decode_event(Format::Bincode.as_u8(), &[0xff, 0xff]).is_err());
+    }
+}

@@ -1,0 +1,182 @@
+//! The internal messages between partitions, and the settings the core
+//! decides with.
+
+use crate::core::event::{PostId, Ts, UserId};
+use crate::core::partition::partition_for;
+use crate::core::position::{Offset, Version};
+use serde::{Deserialize, Serialize};
+
+/// Inbox entries kept per user unless configured otherwise: the
+/// materialized cache of the timeline (DESIGN §1).
+pub const DEFAULT_INBOX_CAP: u64 = 800;
+
+/// Internal messages between partitions (the `effects` topic). Each is
+/// addressed to users owned by one partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Effect {
+    /// At the followee's partition: `follower` now follows `author`.
+    FollowerAdded {
+        /// The followee.
+        author: UserId,
+        /// The new follower.
+        follower: UserId,
+        /// Version of the follow event.
+        version: Version,
+        /// Follow time.
+        ts: Ts,
+    },
+    /// At the followee's partition: `follower` no longer follows `author`.
+    FollowerRemoved {
+        /// The followee.
+        author: UserId,
+        /// The former follower.
+        follower: UserId,
+        /// Version of the unfollow event.
+        version: Version,
+    },
+    /// At followers' partition: a new post for each target's inbox.
+    Deliver {
+        /// The post's author.
+        author: UserId,
+        /// The post.
+        post_id: PostId,
+        /// Post time.
+        ts: Ts,
+        /// Followers, each with the edge version the author knows them by.
+        targets: Vec<(UserId, Version)>,
+    },
+    /// At the follower's partition: the author's newest posts after a
+    /// follow. It replaces the follower's inbox entries of the author
+    /// within its range (see `apply_effect`).
+    Backfill {
+        /// The followee.
+        author: UserId,
+        /// The new follower.
+        follower: UserId,
+        /// The follow's version.
+        version: Version,
+        /// Newest first.
+        posts: Vec<(Ts, PostId)>,
+        /// Whether the author has older posts than those sent.
+        truncated: bool,
+    },
+    /// At followers' partition: a deleted post leaves each target's inbox.
+    Retract {
+        /// The post's author.
+        author: UserId,
+        /// The post.
+        post_id: PostId,
+        /// Post time.
+        ts: Ts,
+        /// Followers whose inbox may hold it.
+        targets: Vec<UserId>,
+    },
+}
+
+impl Effect {
+    /// A user the message is addressed to (its key in the `effects` topic).
+    pub fn key_user(&self) -> UserId {
+        match self {
+            Effect::FollowerAdded { author, .. } | Effect::FollowerRemoved { author, .. } => {
+                *author
+            }
+            Effect::Backfill { follower, .. } => *follower,
+            Effect::Deliver { targets, .. } => targets[0].0,
+            Effect::Retract { targets, .. } => targets[0],
+        }
+    }
+
+    /// The position of the receiving partition's own `events` log that must
+    /// be applied before this message can be decided: a delivery or backfill
+    /// names the follow it was sent for by its version (one past that
+    /// follow's offset in the receiver's `events`), and a receiver that has
+    /// not applied that follow yet would wrongly drop it. In live processing this always
+    /// holds already (the follow caused the message); a replay, which
+    /// interleaves the two inputs its own way, must wait for it.
+    pub fn requires_events(&self) -> Offset {
+        match self {
+            Effect::Deliver { targets, .. } => targets
+                .iter()
+                .map(|t| t.1.applied_at())
+                .max()
+                .unwrap_or_default(),
+            Effect::Backfill { version, .. } => version.applied_at(),
+            Effect::FollowerAdded { .. }
+            | Effect::FollowerRemoved { .. }
+            | Effect::Retract { .. } => Offset(0),
+        }
+    }
+
+    /// Short name for metrics and logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Effect::FollowerAdded { .. } => "follower_added",
+            Effect::FollowerRemoved { .. } => "follower_removed",
+            Effect::Deliver { .. } => "deliver",
+            Effect::Backfill { .. } => "backfill",
+            Effect::Retract { .. } => "retract",
+        }
+    }
+}
+
+/// An effect with the partition it goes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Out {
+    /// Destination partition of `effects`.
+    pub partition: u32,
+    /// The message.
+    pub effect: Effect,
+}
+
+/// What applying a message did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Applied {
+    /// Inbox entries written.
+    pub delivered: u64,
+    /// Inbox entries removed (purge, retraction, trim).
+    pub removed: u64,
+    /// Whether state changed at all (false: a duplicate, stale or redundant message).
+    pub changed: bool,
+}
+
+/// The partition's settings the core needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ctx {
+    /// This partition.
+    pub partition: u32,
+    /// Partition count of the data directory.
+    pub partitions: u32,
+    /// Inbox entries kept per user (the materialized cache of the timeline).
+    pub inbox_cap: u64,
+    /// Targets per fan-out message.
+    pub fanout_chunk: usize,
+}
+
+impl Ctx {
+    /// Defaults for `partitions` partitions: inbox 800, chunks of 1024.
+    pub fn new(partition: u32, partitions: u32) -> Ctx {
+        Ctx {
+            partition,
+            partitions,
+            inbox_cap: DEFAULT_INBOX_CAP,
+            fanout_chunk: 1024,
+        }
+    }
+
+    /// Inbox entries tolerated before a trim back to `inbox_cap`.
+    pub(super) fn inbox_trim_at(&self) -> u64 {
+        self.inbox_cap + (self.inbox_cap / 8).max(1)
+    }
+
+    /// Whether this partition owns `user`.
+    pub fn owns(&self, user: UserId) -> bool {
+        partition_for(user, self.partitions) == self.partition
+    }
+
+    pub(super) fn send(&self, out: &mut Vec<Out>, to: UserId, effect: Effect) {
+        out.push(Out {
+            partition: partition_for(to, self.partitions),
+            effect,
+        });
+    }
+}

@@ -1,0 +1,65 @@
+//! The materialized inbox: insertion with a bounded size and a horizon.
+//! Entries past the horizon are never materialized; reads complete a page
+//! past it from the followees' outboxes, so trimming never changes an
+//! answer.
+
+use super::effect::{Applied, Ctx};
+use crate::core::event::UserId;
+use crate::core::keys::TimelineKey;
+use crate::core::kv::{Kv, KvError, Txn};
+use crate::core::views;
+
+/// Adds an entry to `user`'s inbox unless it is already there or lies past
+/// the horizon (where reads use the pull path); trims the inbox when it grows
+/// past the cap, lowering the horizon to what was cut.
+pub(super) fn insert_inbox<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    user: UserId,
+    k: &TimelineKey,
+    applied: &mut Applied,
+) -> Result<(), KvError> {
+    let mut u = views::user(t, user)?;
+    if u.horizon.is_some_and(|h| *k >= h) {
+        return Ok(());
+    }
+    // No read of the key first: a put is idempotent, and `inbox_len` may
+    // over-count a duplicate until the next trim recounts it.
+    t.set_inbox(user, k, true);
+    u.inbox_len += 1;
+    applied.delivered += 1;
+    applied.changed = true;
+    if u.inbox_len >= ctx.inbox_trim_at() {
+        let entries: Vec<TimelineKey> = views::inbox(t, user, None).collect::<Result<_, _>>()?;
+        let cut = entries.get(ctx.inbox_cap as usize..).unwrap_or_default();
+        for c in cut {
+            t.set_inbox(user, c, false);
+        }
+        if let Some(first) = cut.first() {
+            u.horizon = Some(u.horizon.map_or(*first, |h| h.min(*first)));
+        }
+        u.inbox_len = entries.len().min(ctx.inbox_cap as usize) as u64;
+        applied.removed += cut.len() as u64;
+    }
+    t.set_user(user, &u);
+    Ok(())
+}
+
+pub(super) fn lower_horizon<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    user: UserId,
+    to: TimelineKey,
+) -> Result<(), KvError> {
+    let mut u = views::user(t, user)?;
+    let horizon = u.horizon.map_or(to, |h| h.min(to));
+    u.horizon = Some(horizon);
+    // Entries at or past the horizon are never read from the inbox again.
+    let stale: Vec<TimelineKey> =
+        views::inbox(t, user, Some(&horizon)).collect::<Result<_, _>>()?;
+    for k in &stale {
+        t.set_inbox(user, k, false);
+    }
+    u.inbox_len = u.inbox_len.saturating_sub(stale.len() as u64);
+    t.set_user(user, &u);
+    Ok(())
+}

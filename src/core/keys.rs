@@ -1,0 +1,298 @@
+//! Key and value encodings (see `state/README.md` for the byte diagrams).
+//!
+//! Every key is fixed-width big-endian, and "newest first" components are
+//! stored inverted (`!ts`), so each view's order is plain ascending iteration.
+
+use crate::core::event::{PostId, Ts, UserId};
+use crate::core::position::Version;
+
+/// Reads a big-endian u64 at `at`.
+pub fn be(bytes: &[u8], at: usize) -> u64 {
+    u64::from_be_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// Concatenates big-endian u64s into a key.
+pub fn key<const N: usize>(parts: [u64; N]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(8 * N);
+    for p in parts {
+        k.extend_from_slice(&p.to_be_bytes());
+    }
+    k
+}
+
+/// The smallest key strictly greater than every key that starts with `prefix`
+/// (an exclusive iteration upper bound); `None` when no such key exists —
+/// the prefix is empty or all `0xff` (user id `u64::MAX`), so every key
+/// from the prefix on starts with it and a scan runs to the end.
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last != 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// A timeline position: entries sort by (ts desc, post_id desc, author desc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TimelineKey {
+    /// The post's time.
+    pub ts: Ts,
+    /// The post.
+    pub post_id: PostId,
+    /// The post's author.
+    pub author: UserId,
+}
+
+impl TimelineKey {
+    /// Width of the encoded key.
+    pub const LEN: usize = 24;
+
+    /// `!ts | !post_id | !author`: ascending bytes = newest first.
+    pub fn encode(&self) -> [u8; 24] {
+        let mut k = [0u8; 24];
+        k[0..8].copy_from_slice(&(!self.ts.0).to_be_bytes());
+        k[8..16].copy_from_slice(&(!self.post_id.0).to_be_bytes());
+        k[16..24].copy_from_slice(&(!self.author.0).to_be_bytes());
+        k
+    }
+
+    /// Inverse of [`TimelineKey::encode`].
+    pub fn decode(b: &[u8]) -> TimelineKey {
+        TimelineKey {
+            ts: Ts(!be(b, 0)),
+            post_id: PostId(!be(b, 8)),
+            author: UserId(!be(b, 16)),
+        }
+    }
+}
+
+impl PartialOrd for TimelineKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Timeline order: newest first, so `a < b` means `a` comes first in a page.
+impl Ord for TimelineKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.encode().cmp(&other.encode())
+    }
+}
+
+/// `inbox`: `user | !ts | !post_id | !author`.
+pub fn inbox(user: UserId, k: &TimelineKey) -> Vec<u8> {
+    let mut v = Vec::with_capacity(32);
+    v.extend_from_slice(&user.0.to_be_bytes());
+    v.extend_from_slice(&k.encode());
+    v
+}
+
+/// `inbox_by_author`: `user | author | !ts | !post_id`.
+pub fn inbox_by_author(user: UserId, author: UserId, ts: Ts, post_id: PostId) -> Vec<u8> {
+    key([user.0, author.0, !ts.0, !post_id.0])
+}
+
+/// `outbox`: `author | !ts | !post_id`.
+pub fn outbox(author: UserId, ts: Ts, post_id: PostId) -> Vec<u8> {
+    key([author.0, !ts.0, !post_id.0])
+}
+
+/// `recent_followers`: `author | !ts | !follower`.
+pub fn recent_follower(author: UserId, ts: Ts, follower: UserId) -> Vec<u8> {
+    key([author.0, !ts.0, !follower.0])
+}
+
+/// A live or dead edge, with the version of the event that last changed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EdgeVal {
+    /// Whether the edge is live.
+    pub live: bool,
+    /// The version that last changed this edge.
+    pub version: Version,
+    /// Follow time of the follow that made it live (meaningless when dead).
+    pub ts: Ts,
+}
+
+impl EdgeVal {
+    /// `live u8 | version u64 | ts u64`.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(17);
+        v.push(u8::from(self.live));
+        v.extend_from_slice(&self.version.0.to_be_bytes());
+        v.extend_from_slice(&self.ts.0.to_be_bytes());
+        v
+    }
+
+    /// Inverse of [`EdgeVal::encode`].
+    pub fn decode(b: &[u8]) -> Option<EdgeVal> {
+        (b.len() == 17).then(|| EdgeVal {
+            live: b[0] == 1,
+            version: Version(be(b, 1)),
+            ts: Ts(be(b, 9)),
+        })
+    }
+}
+
+/// What an author's partition knows of one of its post ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PostVal {
+    /// Posted and not deleted.
+    Live(Ts),
+    /// Deleted (possibly before its post event arrived): permanent.
+    Deleted(Option<Ts>),
+}
+
+impl PostVal {
+    /// `state u8 (1 live, 2 deleted, 3 deleted unseen) | ts u64`.
+    pub fn encode(&self) -> Vec<u8> {
+        let (tag, ts) = match *self {
+            PostVal::Live(ts) => (1u8, ts.0),
+            PostVal::Deleted(Some(ts)) => (2, ts.0),
+            PostVal::Deleted(None) => (3, 0),
+        };
+        let mut v = vec![tag];
+        v.extend_from_slice(&ts.to_be_bytes());
+        v
+    }
+
+    /// Inverse of [`PostVal::encode`].
+    pub fn decode(b: &[u8]) -> Option<PostVal> {
+        if b.len() != 9 {
+            return None;
+        }
+        let ts = Ts(be(b, 1));
+        match b[0] {
+            1 => Some(PostVal::Live(ts)),
+            2 => Some(PostVal::Deleted(Some(ts))),
+            3 => Some(PostVal::Deleted(None)),
+            _ => None,
+        }
+    }
+}
+
+/// Per-user record: counters and the inbox bookkeeping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UserVal {
+    /// Live followers.
+    pub followers: u64,
+    /// Live followees.
+    pub followees: u64,
+    /// Live posts.
+    pub posts: u64,
+    /// Entries in the materialized inbox (never fewer than there are; a
+    /// duplicate delivery may over-count until the next trim recounts).
+    pub inbox_len: u64,
+    /// Every timeline entry that sorts before the horizon is in the inbox;
+    /// `None`: every timeline entry is.
+    pub horizon: Option<TimelineKey>,
+}
+
+impl UserVal {
+    /// Encoded width.
+    pub const LEN: usize = 8 * 4 + 1 + 24;
+
+    /// `followers | followees | posts | inbox_len | has_horizon u8 | horizon[24]`.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = key([self.followers, self.followees, self.posts, self.inbox_len]);
+        match self.horizon {
+            Some(h) => {
+                v.push(1);
+                v.extend_from_slice(&h.encode());
+            }
+            None => {
+                v.push(0);
+                v.extend_from_slice(&[0; 24]);
+            }
+        }
+        v
+    }
+
+    /// Inverse of [`UserVal::encode`].
+    pub fn decode(b: &[u8]) -> Option<UserVal> {
+        (b.len() == Self::LEN).then(|| UserVal {
+            followers: be(b, 0),
+            followees: be(b, 8),
+            posts: be(b, 16),
+            inbox_len: be(b, 24),
+            horizon: (b[32] == 1).then(|| TimelineKey::decode(&b[33..57])),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        // Proves timeline keys round-trip and byte order is (ts desc, post desc, author desc).
+        #[test]
+        fn timeline_key_order(a in any::<(u64, u64, u64)>(), b in any::<(u64, u64, u64)>()) {
+            let ka = TimelineKey { ts: Ts(a.0), post_id: PostId(a.1), author: UserId(a.2) };
+            let kb = TimelineKey { ts: Ts(b.0), post_id: PostId(b.1), author: UserId(b.2) };
+            prop_assert_eq!(TimelineKey::decode(&ka.encode()), ka);
+            prop_assert_eq!(ka.encode().cmp(&kb.encode()), (b.0, b.1, b.2).cmp(&(a.0, a.1, a.2)));
+            prop_assert_eq!(inbox(UserId(7), &ka).cmp(&inbox(UserId(7), &kb)), ka.cmp(&kb));
+        }
+
+        // Proves outbox and recent-follower keys sort newest first within one user, users ascending.
+        #[test]
+        fn outbox_and_recent_order(u in 1u64..5, v in 1u64..5, t1 in any::<u64>(), t2 in any::<u64>(), p1 in any::<u64>(), p2 in any::<u64>()) {
+            let a = outbox(UserId(u), Ts(t1), PostId(p1));
+            let b = outbox(UserId(v), Ts(t2), PostId(p2));
+            prop_assert_eq!(a.cmp(&b), (u, std::cmp::Reverse(t1), std::cmp::Reverse(p1)).cmp(&(v, std::cmp::Reverse(t2), std::cmp::Reverse(p2))));
+            let a = recent_follower(UserId(u), Ts(t1), UserId(p1));
+            let b = recent_follower(UserId(v), Ts(t2), UserId(p2));
+            prop_assert_eq!(a.cmp(&b), (u, std::cmp::Reverse(t1), std::cmp::Reverse(p1)).cmp(&(v, std::cmp::Reverse(t2), std::cmp::Reverse(p2))));
+        }
+
+        // Proves value records round-trip.
+        #[test]
+        fn values_round_trip(live in any::<bool>(), ver in any::<u64>(), ts in any::<u64>(), c in any::<[u64; 4]>(), h in proptest::option::of(any::<(u64, u64, u64)>())) {
+            let e = EdgeVal { live, version: Version(ver), ts: Ts(ts) };
+            prop_assert_eq!(EdgeVal::decode(&e.encode()), Some(e));
+            for p in [PostVal::Live(Ts(ts)), PostVal::Deleted(Some(Ts(ts))), PostVal::Deleted(None)] {
+                prop_assert_eq!(PostVal::decode(&p.encode()), Some(p));
+            }
+            let u = UserVal { followers: c[0], followees: c[1], posts: c[2], inbox_len: c[3],
+                horizon: h.map(|h| TimelineKey { ts: Ts(h.0), post_id: PostId(h.1), author: UserId(h.2) }) };
+            prop_assert_eq!(UserVal::decode(&u.encode()), Some(u));
+        }
+    }
+
+    // Proves prefix_end bounds exactly the keys with the prefix, all-0xff prefixes (user u64::MAX) included.
+    #[test]
+    fn prefix_end_bounds() {
+        assert_eq!(prefix_end(&[1, 2]), Some(vec![1, 3]));
+        assert_eq!(prefix_end(&[1, 0xff]), Some(vec![2]));
+        assert_eq!(prefix_end(&[0xff, 0xff]), None);
+        assert_eq!(prefix_end(&[]), None);
+        let max = UserId(u64::MAX);
+        let within = |prefix: &[u8], k: &[u8]| {
+            k >= prefix && prefix_end(prefix).is_none_or(|end| k < &end[..])
+        };
+        for user in [UserId(1), UserId(u64::MAX - 1), max] {
+            let p = key([user.0]);
+            for other in [1, u64::MAX - 1, u64::MAX] {
+                let k = inbox_by_author(user, UserId(other), Ts(u64::MAX), PostId(0));
+                assert!(within(&p, &k), "{user} {other}");
+                let k = inbox(
+                    user,
+                    &TimelineKey {
+                        ts: Ts(0),
+                        post_id: PostId(0),
+                        author: max,
+                    },
+                );
+                assert!(within(&p, &k));
+            }
+            // A key of the next user is outside.
+            if let Some(next) = user.0.checked_add(1) {
+                assert!(!within(&p, &key([next, 0])));
+            }
+        }
+    }
+}

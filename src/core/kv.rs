@@ -1,0 +1,339 @@
+//! The key-value surface the core reads through, and the write overlay of one
+//! batch.
+//!
+//! [`Kv`] is what a view of state can do: point reads and bounded range
+//! scans per column family. RocksDB implements it (live or at a snapshot);
+//! [`MemKv`] implements it in memory for the core's tests. [`Txn`] layers one
+//! batch's pending writes over a `Kv`, so later messages of a batch see earlier
+//! ones, and hands the writes to the store to commit in one `WriteBatch`.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+/// A column family: one per view, plus bookkeeping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Cf {
+    /// Partition metadata: layout version, input positions, outbox sequence.
+    Meta,
+    /// Per-user counters and inbox bookkeeping.
+    Users,
+    /// Edges as seen by the follower.
+    Followees,
+    /// Edges as seen by the followee.
+    Followers,
+    /// Live followers by follow time, newest first.
+    RecentFollowers,
+    /// Post ids seen per author (live or tombstoned).
+    Posts,
+    /// Live posts per author, newest first.
+    Outbox,
+    /// Materialized home timeline, newest first.
+    Inbox,
+    /// The inbox indexed by author, for unfollow purges.
+    InboxByAuthor,
+    /// Outgoing records committed but maybe not yet appended to their log.
+    Pending,
+}
+
+impl Cf {
+    /// Every column family, in on-disk order.
+    pub const ALL: [Cf; 10] = [
+        Cf::Meta,
+        Cf::Users,
+        Cf::Followees,
+        Cf::Followers,
+        Cf::RecentFollowers,
+        Cf::Posts,
+        Cf::Outbox,
+        Cf::Inbox,
+        Cf::InboxByAuthor,
+        Cf::Pending,
+    ];
+
+    /// The RocksDB column family name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cf::Meta => "meta",
+            Cf::Users => "users",
+            Cf::Followees => "followees",
+            Cf::Followers => "followers",
+            Cf::RecentFollowers => "recent_followers",
+            Cf::Posts => "posts",
+            Cf::Outbox => "outbox",
+            Cf::Inbox => "inbox",
+            Cf::InboxByAuthor => "inbox_by_author",
+            Cf::Pending => "pending",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Why a read of state failed: a stored value that does not decode, or the
+/// engine behind the [`Kv`] (RocksDB, in the state layer) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KvError {
+    /// A stored value does not decode.
+    #[error("corrupt value in column family {cf} at key {key}: {reason}")]
+    Corrupt {
+        /// Column family name.
+        cf: &'static str,
+        /// The key, in hex.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The storage engine failed (its own error, with where).
+    #[error(transparent)]
+    Backend(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl KvError {
+    /// A corrupt-value error for `key` in `cf`.
+    pub fn corrupt(cf: Cf, key: &[u8], reason: impl Into<String>) -> KvError {
+        KvError::Corrupt {
+            cf: cf.name(),
+            key: key.iter().map(|b| format!("{b:02x}")).collect(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// A key-value pair from a scan.
+pub type Entry = (Vec<u8>, Vec<u8>);
+
+/// A scan: ascending entries of one column family in `[lo, hi)`.
+pub type Scan<'a> = Box<dyn Iterator<Item = Result<Entry, KvError>> + 'a>;
+
+/// Read access to one partition's state.
+pub trait Kv {
+    /// The value at `key`, if any.
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, KvError>;
+    /// Entries with `lo <= key < hi`, ascending; `hi = None` runs to the end
+    /// of the column family.
+    fn scan<'a>(&'a self, cf: Cf, lo: &[u8], hi: Option<&[u8]>) -> Scan<'a>;
+
+    /// Entries that start with `prefix`, from `lo` (which must start with
+    /// `prefix` or sort before every key that does), ascending.
+    fn scan_prefix_from<'a>(&'a self, cf: Cf, lo: &[u8], prefix: &[u8]) -> Scan<'a> {
+        self.scan(cf, lo, super::keys::prefix_end(prefix).as_deref())
+    }
+
+    /// Every entry that starts with `prefix`, ascending.
+    fn scan_prefix<'a>(&'a self, cf: Cf, prefix: &[u8]) -> Scan<'a> {
+        self.scan_prefix_from(cf, prefix, prefix)
+    }
+}
+
+/// Whether `[lo, hi)` holds no key.
+pub(crate) fn empty_range(lo: &[u8], hi: Option<&[u8]>) -> bool {
+    hi.is_some_and(|hi| lo >= hi)
+}
+
+/// `[lo, hi)` as `BTreeMap` bounds.
+fn bounds(lo: &[u8], hi: Option<&[u8]>) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let hi = hi.map_or(Bound::Unbounded, |h| Bound::Excluded(h.to_vec()));
+    (Bound::Included(lo.to_vec()), hi)
+}
+
+/// An in-memory [`Kv`], for tests of the pure core.
+#[derive(Debug, Default, Clone)]
+pub struct MemKv {
+    maps: [BTreeMap<Vec<u8>, Vec<u8>>; 10],
+}
+
+impl MemKv {
+    /// Applies a batch's writes.
+    pub fn apply(&mut self, writes: Writes) {
+        for (i, map) in writes.0.into_iter().enumerate() {
+            for (k, v) in map {
+                match v {
+                    Some(v) => self.maps[i].insert(k, v),
+                    None => self.maps[i].remove(&k),
+                };
+            }
+        }
+    }
+}
+
+impl Kv for MemKv {
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
+        Ok(self.maps[cf.index()].get(key).cloned())
+    }
+
+    fn scan<'a>(&'a self, cf: Cf, lo: &[u8], hi: Option<&[u8]>) -> Scan<'a> {
+        if empty_range(lo, hi) {
+            return Box::new(std::iter::empty());
+        }
+        Box::new(
+            self.maps[cf.index()]
+                .range(bounds(lo, hi))
+                .map(|(k, v)| Ok((k.clone(), v.clone()))),
+        )
+    }
+}
+
+/// One batch's writes per column family: `Some` = put, `None` = delete.
+#[derive(Debug, Default)]
+pub struct Writes(pub [BTreeMap<Vec<u8>, Option<Vec<u8>>>; 10]);
+
+impl Writes {
+    /// The writes of one column family.
+    pub fn cf(&self, cf: Cf) -> &BTreeMap<Vec<u8>, Option<Vec<u8>>> {
+        &self.0[cf.index()]
+    }
+
+    /// Number of puts and deletes.
+    pub fn len(&self) -> usize {
+        self.0.iter().map(BTreeMap::len).sum()
+    }
+
+    /// Whether there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A batch in progress: pending writes over a base view.
+pub struct Txn<'a, K: Kv + ?Sized> {
+    base: &'a K,
+    writes: Writes,
+}
+
+impl<'a, K: Kv + ?Sized> Txn<'a, K> {
+    /// Starts an empty batch over `base`.
+    pub fn new(base: &'a K) -> Self {
+        Txn {
+            base,
+            writes: Writes::default(),
+        }
+    }
+
+    /// Whether `key` has a value.
+    pub fn contains(&self, cf: Cf, key: &[u8]) -> Result<bool, KvError> {
+        match self.writes.0[cf.index()].get(key) {
+            Some(v) => Ok(v.is_some()),
+            None => Ok(self.base.get(cf, key)?.is_some()),
+        }
+    }
+
+    /// Stages a put.
+    pub fn put(&mut self, cf: Cf, key: Vec<u8>, value: Vec<u8>) {
+        self.writes.0[cf.index()].insert(key, Some(value));
+    }
+
+    /// Stages a delete.
+    pub fn delete(&mut self, cf: Cf, key: Vec<u8>) {
+        self.writes.0[cf.index()].insert(key, None);
+    }
+
+    /// The staged writes, for the store to commit.
+    pub fn into_writes(self) -> Writes {
+        self.writes
+    }
+}
+
+impl<K: Kv + ?Sized> Kv for Txn<'_, K> {
+    /// The value at `key`, this batch's writes first.
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
+        match self.writes.0[cf.index()].get(key) {
+            Some(v) => Ok(v.clone()),
+            None => self.base.get(cf, key),
+        }
+    }
+
+    /// Entries in `[lo, hi)` as they will be after this batch, ascending.
+    fn scan<'s>(&'s self, cf: Cf, lo: &[u8], hi: Option<&[u8]>) -> Scan<'s> {
+        let overlay: Vec<Staged<'_>> = if empty_range(lo, hi) {
+            Vec::new()
+        } else {
+            self.writes.0[cf.index()].range(bounds(lo, hi)).collect()
+        };
+        if overlay.is_empty() {
+            return self.base.scan(cf, lo, hi);
+        }
+        Box::new(Merge {
+            base: self.base.scan(cf, lo, hi).peekable(),
+            overlay: overlay.into_iter().peekable(),
+        })
+    }
+}
+
+/// A staged write seen by a scan: key, and `None` for a delete.
+type Staged<'s> = (&'s Vec<u8>, &'s Option<Vec<u8>>);
+
+struct Merge<'s> {
+    base: std::iter::Peekable<Scan<'s>>,
+    overlay: std::iter::Peekable<std::vec::IntoIter<Staged<'s>>>,
+}
+
+impl Iterator for Merge<'_> {
+    type Item = Result<Entry, KvError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let base_key = match self.base.peek() {
+                Some(Ok((k, _))) => Some(k.as_slice()),
+                Some(Err(_)) => return self.base.next(),
+                None => None,
+            };
+            let take_overlay = match (base_key, self.overlay.peek()) {
+                (_, None) => false,
+                (None, Some(_)) => true,
+                (Some(b), Some((o, _))) => o.as_slice() <= b,
+            };
+            if !take_overlay {
+                return self.base.next();
+            }
+            let (k, v) = self.overlay.next()?;
+            if base_key == Some(k.as_slice()) {
+                self.base.next();
+            }
+            if let Some(v) = v {
+                return Some(Ok((k.clone(), v.clone())));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        // Proves a batch's scan equals the scan of the state after the batch is applied.
+        #[test]
+        fn overlay_scan_matches_applied(
+            base in proptest::collection::btree_map(0u8..32, any::<u8>(), 0..20),
+            ops in proptest::collection::vec((0u8..32, proptest::option::of(any::<u8>())), 0..20),
+            lo in 0u8..33, hi in proptest::option::of(0u8..33),
+        ) {
+            let mut kv = MemKv::default();
+            let mut seed = Writes::default();
+            for (k, v) in &base { seed.0[Cf::Inbox.index()].insert(vec![*k], Some(vec![*v])); }
+            kv.apply(seed);
+            let mut txn = Txn::new(&kv);
+            for (k, v) in &ops {
+                match v { Some(v) => txn.put(Cf::Inbox, vec![*k], vec![*v]), None => txn.delete(Cf::Inbox, vec![*k]) }
+            }
+            let merged: Vec<Entry> = txn.scan(Cf::Inbox, &[lo], hi.map(|h| [h]).as_ref().map(|h| &h[..])).map(Result::unwrap).collect();
+            let mut after = kv.clone();
+            let mut replay = Txn::new(&kv);
+            for (k, v) in &ops {
+                match v { Some(v) => replay.put(Cf::Inbox, vec![*k], vec![*v]), None => replay.delete(Cf::Inbox, vec![*k]) }
+            }
+            after.apply(replay.into_writes());
+            for k in 0u8..32 {
+                let want = after.get(Cf::Inbox, &[k]).unwrap();
+                prop_assert_eq!(txn.get(Cf::Inbox, &[k]).unwrap(), want.clone());
+                let in_range = k >= lo && hi.is_none_or(|hi| k < hi);
+                let found = merged.iter().find(|(mk, _)| mk == &vec![k]).map(|(_, v)| v.clone());
+                prop_assert_eq!(found, if in_range { want } else { None });
+            }
+            prop_assert!(merged.windows(2).all(|w| w[0].0 < w[1].0));
+        }
+    }
+}

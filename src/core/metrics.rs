@@ -1,0 +1,259 @@
+//! What the processor measures: the figures of each step ([`StepStats`]),
+//! their running totals ([`Progress`]), and fixed-bucket histograms
+//! rendered as Prometheus text (exposition format 0.0.4).
+
+use crate::core::position::Positions;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// A histogram with fixed upper bounds (`le`), cumulative when rendered.
+#[derive(Debug)]
+pub struct Histogram {
+    bounds: &'static [f64],
+    counts: Vec<AtomicU64>,
+    /// Sum of observations, as f64 bits.
+    sum: AtomicU64,
+}
+
+/// Upper bounds for latencies in seconds: 50 µs to 10 s.
+pub const LATENCY_BUCKETS: &[f64] = &[
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 10.0,
+];
+
+/// Upper bounds for batch sizes in records.
+pub const SIZE_BUCKETS: &[f64] = &[
+    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 2048.0, 4096.0, 16384.0, 65536.0,
+];
+
+impl Histogram {
+    /// An empty histogram over `bounds` (ascending; `+Inf` is implied).
+    pub fn new(bounds: &'static [f64]) -> Histogram {
+        Histogram {
+            bounds,
+            counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
+            sum: AtomicU64::new(0f64.to_bits()),
+        }
+    }
+
+    /// Records one observation.
+    pub fn observe(&self, v: f64) {
+        let i = self.bounds.partition_point(|&b| b < v);
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+        let _ = self
+            .sum
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+                Some((f64::from_bits(bits) + v).to_bits())
+            });
+    }
+
+    /// Observations so far.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Appends the `_bucket`, `_sum` and `_count` lines of `name{labels}`.
+    pub fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let sep = if labels.is_empty() { "" } else { "," };
+        let mut cumulative = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            cumulative += c.load(Ordering::Relaxed);
+            let le = match self.bounds.get(i) {
+                Some(b) => format!("{b}"),
+                None => "+Inf".into(),
+            };
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {cumulative}"
+            );
+        }
+        let braces = |s: &str| {
+            if s.is_empty() {
+                String::new()
+            } else {
+                format!("{{{s}}}")
+            }
+        };
+        let sum = f64::from_bits(self.sum.load(Ordering::Relaxed));
+        let _ = writeln!(out, "{name}_sum{} {sum}", braces(labels));
+        let _ = writeln!(out, "{name}_count{} {cumulative}", braces(labels));
+    }
+}
+
+/// Writes a metric family's `# HELP` and `# TYPE` lines.
+pub fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// Writes one sample line.
+pub fn sample(out: &mut String, name: &str, labels: &str, value: impl std::fmt::Display) {
+    if labels.is_empty() {
+        let _ = writeln!(out, "{name} {value}");
+    } else {
+        let _ = writeln!(out, "{name}{{{labels}}} {value}");
+    }
+}
+
+/// What one step did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StepStats {
+    /// Input events read, by kind: follow, unfollow, post, delete_post.
+    pub events: [u64; 4],
+    /// Effects read.
+    pub effects: u64,
+    /// Records sent to the dead-letter log.
+    pub dead_letters: u64,
+    /// Inbox entries written.
+    pub delivered: u64,
+    /// Inbox entries removed.
+    pub removed: u64,
+    /// Effects emitted.
+    pub emitted: u64,
+    /// Events forwarded to the partition that owns their actor.
+    pub forwarded: u64,
+    /// Forwarded copies already applied (re-shipped after a crash), skipped.
+    pub duplicates: u64,
+    /// Records applied quietly (a previous owner already emitted their outputs).
+    pub replayed: u64,
+    /// Time spent committing the state batch, µs.
+    pub commit_micros: u64,
+}
+
+impl StepStats {
+    /// Counts one event of `kind` read.
+    pub fn count_event(&mut self, kind: crate::core::event::EventKind) {
+        use crate::core::event::EventKind;
+        let i = match kind {
+            EventKind::Follow => 0,
+            EventKind::Unfollow => 1,
+            EventKind::Post => 2,
+            EventKind::DeletePost => 3,
+        };
+        self.events[i] += 1;
+    }
+
+    /// Records read from both inputs.
+    pub fn input(&self) -> u64 {
+        self.events.iter().sum::<u64>()
+            + self.effects
+            + self.dead_letters
+            + self.forwarded
+            + self.duplicates
+    }
+
+    /// Adds another step's figures.
+    pub fn add(&mut self, o: &StepStats) {
+        for i in 0..4 {
+            self.events[i] += o.events[i];
+        }
+        self.effects += o.effects;
+        self.dead_letters += o.dead_letters;
+        self.delivered += o.delivered;
+        self.removed += o.removed;
+        self.emitted += o.emitted;
+        self.forwarded += o.forwarded;
+        self.duplicates += o.duplicates;
+        self.replayed += o.replayed;
+        self.commit_micros += o.commit_micros;
+    }
+
+    /// The figures added since `before` (an earlier copy of a running total).
+    pub fn since(&self, before: &StepStats) -> StepStats {
+        let mut d = *self;
+        for i in 0..4 {
+            d.events[i] -= before.events[i];
+        }
+        d.effects -= before.effects;
+        d.dead_letters -= before.dead_letters;
+        d.delivered -= before.delivered;
+        d.removed -= before.removed;
+        d.emitted -= before.emitted;
+        d.forwarded -= before.forwarded;
+        d.duplicates -= before.duplicates;
+        d.replayed -= before.replayed;
+        d.commit_micros -= before.commit_micros;
+        d
+    }
+}
+
+/// Progress figures, updated as batches commit.
+#[derive(Debug)]
+pub struct Progress {
+    /// Totals since start.
+    pub totals: Mutex<StepStats>,
+    /// Records read per non-empty step.
+    pub batch_records: Histogram,
+    /// Seconds per state commit.
+    pub commit_seconds: Histogram,
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Progress {
+            totals: Mutex::default(),
+            batch_records: Histogram::new(SIZE_BUCKETS),
+            commit_seconds: Histogram::new(LATENCY_BUCKETS),
+        }
+    }
+}
+
+impl Progress {
+    /// Adds one non-empty step.
+    pub fn record(&self, stats: &StepStats) {
+        self.batch_records.observe(stats.input() as f64);
+        self.commit_seconds
+            .observe(stats.commit_micros as f64 / 1e6);
+        self.lock().add(stats);
+    }
+
+    /// The totals so far.
+    pub fn totals(&self) -> StepStats {
+        *self.lock()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, StepStats> {
+        // A panic while adding figures leaves them usable.
+        self.totals.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// How far one partition's state is behind its input logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionLag {
+    /// The partition.
+    pub partition: u32,
+    /// Where each input log ends (the next offsets).
+    pub end: Positions,
+    /// How far the state has applied them.
+    pub at: Positions,
+}
+
+impl PartitionLag {
+    /// Records not yet applied, both inputs.
+    pub fn total(&self) -> u64 {
+        self.at.records_to(self.end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Buckets are cumulative and the count and sum match the observations.
+    #[test]
+    fn histogram_renders_cumulative_buckets() {
+        let h = Histogram::new(&[1.0, 10.0]);
+        for v in [0.5, 1.0, 3.0, 30.0] {
+            h.observe(v);
+        }
+        let mut s = String::new();
+        h.render(&mut s, "x", "a=\"b\"");
+        assert_eq!(
+            s,
+            "x_bucket{a=\"b\",le=\"1\"} 2\nx_bucket{a=\"b\",le=\"10\"} 3\n\
+             x_bucket{a=\"b\",le=\"+Inf\"} 4\nx_sum{a=\"b\"} 34.5\nx_count{a=\"b\"} 4\n"
+        );
+    }
+}

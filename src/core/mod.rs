@@ -1,0 +1,27 @@
+//! The pure core: events and effects, what a message changes
+//! ([`apply_event`], [`apply_effect`]), the key-value port the changes go
+//! through ([`kv::Kv`], [`kv::Txn`], an in-memory [`kv::MemKv`]), the key
+//! layout and typed views over it, the partitioner and the wire codec. No
+//! I/O: nothing here touches a file, a socket, RocksDB or Kafka; the task
+//! (`crate::task`) commits and ships what the core decides.
+
+pub mod apply;
+pub mod codec;
+pub mod effect;
+pub mod event;
+mod inbox;
+pub mod keys;
+pub mod kv;
+pub mod metrics;
+pub mod partition;
+pub mod position;
+pub mod view;
+pub mod views;
+
+pub use apply::{apply_effect, apply_event};
+pub use effect::{Applied, Ctx, Effect, Out, DEFAULT_INBOX_CAP};
+pub use position::{Offset, Positions, Version};
+pub use view::View;
+
+#[cfg(test)]
+mod tests;

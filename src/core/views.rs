@@ -1,0 +1,210 @@
+//! Typed access to the views, over a batch ([`Txn`]) or a read view ([`Kv`]).
+//!
+//! This is the schema in code: the core calls these and never touches bytes.
+
+use super::keys::{self, EdgeVal, PostVal, TimelineKey, UserVal};
+use super::kv::KvError;
+use super::kv::{Cf, Kv, Txn};
+use crate::core::event::{PostId, Ts, UserId};
+
+fn decode<T>(
+    cf: Cf,
+    key: &[u8],
+    v: Option<Vec<u8>>,
+    f: impl Fn(&[u8]) -> Option<T>,
+) -> Result<Option<T>, KvError> {
+    match v {
+        None => Ok(None),
+        Some(v) => f(&v)
+            .map(Some)
+            .ok_or_else(|| KvError::corrupt(cf, key, format!("{} bytes do not decode", v.len()))),
+    }
+}
+
+/// A user's record (zeroes when the user is unknown).
+pub fn user(kv: &(impl Kv + ?Sized), u: UserId) -> Result<UserVal, KvError> {
+    let k = keys::key([u.0]);
+    Ok(decode(Cf::Users, &k, kv.get(Cf::Users, &k)?, UserVal::decode)?.unwrap_or_default())
+}
+
+/// Every user record, by user id.
+pub fn users<'a>(
+    kv: &'a (impl Kv + ?Sized),
+) -> impl Iterator<Item = Result<(UserId, UserVal), KvError>> + 'a {
+    kv.scan(Cf::Users, &[], None).map(|r| {
+        let (k, v) = r?;
+        let u = UserId(keys::be(&k, 0));
+        UserVal::decode(&v)
+            .map(|val| (u, val))
+            .ok_or_else(|| KvError::corrupt(Cf::Users, &k, "user record does not decode"))
+    })
+}
+
+/// An edge record from one side: `Followees` (a→b) or `Followers` (b←a).
+pub fn edge(
+    kv: &(impl Kv + ?Sized),
+    cf: Cf,
+    owner: UserId,
+    other: UserId,
+) -> Result<Option<EdgeVal>, KvError> {
+    let k = keys::key([owner.0, other.0]);
+    decode(cf, &k, kv.get(cf, &k)?, EdgeVal::decode)
+}
+
+/// What the author's partition knows of a post id.
+pub fn post(
+    kv: &(impl Kv + ?Sized),
+    author: UserId,
+    post_id: PostId,
+) -> Result<Option<PostVal>, KvError> {
+    let k = keys::key([author.0, post_id.0]);
+    decode(Cf::Posts, &k, kv.get(Cf::Posts, &k)?, PostVal::decode)
+}
+
+/// Whether `author` has any post record, live or deleted.
+pub fn has_posts(kv: &(impl Kv + ?Sized), author: UserId) -> Result<bool, KvError> {
+    let prefix = keys::key([author.0]);
+    Ok(kv
+        .scan_prefix(Cf::Posts, &prefix)
+        .next()
+        .transpose()?
+        .is_some())
+}
+
+/// Live edges of `owner` in `Followees` or `Followers`, by other-user id, from
+/// `after` (exclusive).
+pub fn live_edges<'a>(
+    kv: &'a (impl Kv + ?Sized),
+    cf: Cf,
+    owner: UserId,
+    after: Option<UserId>,
+) -> impl Iterator<Item = Result<(UserId, EdgeVal), KvError>> + 'a {
+    let prefix = keys::key([owner.0]);
+    // Past the last possible other-user id: nothing (an empty scan).
+    let lo = match after.map(|a| a.0.checked_add(1)) {
+        Some(Some(next)) => Some(keys::key([owner.0, next])),
+        Some(None) => None,
+        None => Some(prefix.clone()),
+    };
+    let scan = match lo {
+        Some(lo) => kv.scan_prefix_from(cf, &lo, &prefix),
+        None => Box::new(std::iter::empty()),
+    };
+    scan.filter_map(move |r| match r {
+        Err(e) => Some(Err(e)),
+        Ok((k, v)) => match EdgeVal::decode(&v) {
+            None => Some(Err(KvError::corrupt(cf, &k, "bad edge value"))),
+            Some(e) if e.live => Some(Ok((UserId(keys::be(&k, 8)), e))),
+            Some(_) => None,
+        },
+    })
+}
+
+/// `author`'s live posts, newest first, starting at `from` (inclusive) if given.
+pub fn outbox<'a>(
+    kv: &'a (impl Kv + ?Sized),
+    author: UserId,
+    from: Option<(Ts, PostId)>,
+) -> impl Iterator<Item = Result<(Ts, PostId), KvError>> + 'a {
+    let lo = match from {
+        Some((ts, p)) => keys::outbox(author, ts, p),
+        None => keys::key([author.0]),
+    };
+    kv.scan_prefix_from(Cf::Outbox, &lo, &keys::key([author.0]))
+        .map(|r| r.map(|(k, _)| (Ts(!keys::be(&k, 8)), PostId(!keys::be(&k, 16)))))
+}
+
+/// `user`'s inbox entries from `from` (inclusive) if given, newest first.
+pub fn inbox<'a>(
+    kv: &'a (impl Kv + ?Sized),
+    user: UserId,
+    from: Option<&TimelineKey>,
+) -> impl Iterator<Item = Result<TimelineKey, KvError>> + 'a {
+    let lo = match from {
+        Some(k) => keys::inbox(user, k),
+        None => keys::key([user.0]),
+    };
+    kv.scan_prefix_from(Cf::Inbox, &lo, &keys::key([user.0]))
+        .map(|r| r.map(|(k, _)| TimelineKey::decode(&k[8..])))
+}
+
+/// `author`'s live followers by follow time, newest first, from `from` (inclusive).
+pub fn recent_followers<'a>(
+    kv: &'a (impl Kv + ?Sized),
+    author: UserId,
+) -> impl Iterator<Item = Result<(UserId, Ts), KvError>> + 'a {
+    kv.scan_prefix(Cf::RecentFollowers, &keys::key([author.0]))
+        .map(|r| r.map(|(k, _)| (UserId(!keys::be(&k, 16)), Ts(!keys::be(&k, 8)))))
+}
+
+impl<K: Kv + ?Sized> Txn<'_, K> {
+    /// Stages a user record.
+    pub fn set_user(&mut self, u: UserId, val: &UserVal) {
+        self.put(Cf::Users, keys::key([u.0]), val.encode());
+    }
+
+    /// Stages an edge record on one side.
+    pub fn set_edge(&mut self, cf: Cf, owner: UserId, other: UserId, val: &EdgeVal) {
+        self.put(cf, keys::key([owner.0, other.0]), val.encode());
+    }
+
+    /// Stages a post record.
+    pub fn set_post(&mut self, author: UserId, post_id: PostId, val: &PostVal) {
+        self.put(Cf::Posts, keys::key([author.0, post_id.0]), val.encode());
+    }
+
+    /// Adds or removes an outbox entry.
+    pub fn set_outbox(&mut self, author: UserId, ts: Ts, post_id: PostId, present: bool) {
+        let k = keys::outbox(author, ts, post_id);
+        if present {
+            self.put(Cf::Outbox, k, Vec::new());
+        } else {
+            self.delete(Cf::Outbox, k);
+        }
+    }
+
+    /// Adds or removes a recent-follower entry.
+    pub fn set_recent(&mut self, author: UserId, ts: Ts, follower: UserId, present: bool) {
+        let k = keys::recent_follower(author, ts, follower);
+        if present {
+            self.put(Cf::RecentFollowers, k, Vec::new());
+        } else {
+            self.delete(Cf::RecentFollowers, k);
+        }
+    }
+
+    /// Whether `user`'s inbox holds `k`.
+    pub fn inbox_has(&self, user: UserId, k: &TimelineKey) -> Result<bool, KvError> {
+        self.contains(Cf::Inbox, &keys::inbox(user, k))
+    }
+
+    /// Adds or removes an inbox entry and its author-index twin.
+    pub fn set_inbox(&mut self, user: UserId, k: &TimelineKey, present: bool) {
+        let main = keys::inbox(user, k);
+        let by_author = keys::inbox_by_author(user, k.author, k.ts, k.post_id);
+        if present {
+            self.put(Cf::Inbox, main, Vec::new());
+            self.put(Cf::InboxByAuthor, by_author, Vec::new());
+        } else {
+            self.delete(Cf::Inbox, main);
+            self.delete(Cf::InboxByAuthor, by_author);
+        }
+    }
+
+    /// `user`'s inbox entries by `author` (via the author index).
+    pub fn inbox_by_author(
+        &self,
+        user: UserId,
+        author: UserId,
+    ) -> Result<Vec<TimelineKey>, KvError> {
+        self.scan_prefix(Cf::InboxByAuthor, &keys::key([user.0, author.0]))
+            .map(|r| {
+                r.map(|(k, _)| TimelineKey {
+                    ts: Ts(!keys::be(&k, 16)),
+                    post_id: PostId(!keys::be(&k, 24)),
+                    author,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,282 @@
+//! Generated social networks with a realistic shape, for the demo and the
+//! benchmarks: power-law followers (a few accounts with 10^4–10^5 followers
+//! at the default sizes), bursts of posts, new follows, unfollows and
+//! deletes. Deterministic for a seed.
+
+use crate::core::event::{Event, PostId, Ts, UserId};
+
+/// SplitMix64: a tiny deterministic generator (same output every run).
+#[derive(Debug, Clone)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[0, 1)`.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform in `1..=n`.
+    pub fn uniform(&mut self, n: u64) -> u64 {
+        1 + self.next_u64() % n.max(1)
+    }
+
+    /// A power-law pick in `1..=n` (P(i) ∝ 1/i): small values are popular.
+    pub fn zipf(&mut self, n: u64) -> u64 {
+        ((n as f64).powf(self.unit()).floor() as u64).clamp(1, n)
+    }
+}
+
+/// A follow graph: who follows whom, as the activity generator sees it.
+#[derive(Debug, Clone, Default)]
+pub struct Graph {
+    /// `followees[u]` for users `1..=users` (index 0 unused).
+    followees: Vec<Vec<u64>>,
+    /// Users by follower count, most followed first.
+    by_followers: Vec<u64>,
+}
+
+impl Graph {
+    /// A graph from follow edges `(follower, followee)`.
+    pub fn from_edges(edges: impl IntoIterator<Item = (u64, u64)>) -> Graph {
+        let mut followees: Vec<Vec<u64>> = vec![Vec::new()];
+        let mut followers: Vec<u64> = vec![0];
+        for (a, b) in edges {
+            let need = a.max(b) as usize + 1;
+            if followees.len() < need {
+                followees.resize(need, Vec::new());
+                followers.resize(need, 0);
+            }
+            followees[a as usize].push(b);
+            followers[b as usize] += 1;
+        }
+        let mut by_followers: Vec<u64> = (1..followers.len() as u64).collect();
+        by_followers.sort_by_key(|&u| (std::cmp::Reverse(followers[u as usize]), u));
+        Graph {
+            followees,
+            by_followers,
+        }
+    }
+
+    /// The highest user id.
+    pub fn users(&self) -> u64 {
+        self.followees.len().saturating_sub(1) as u64
+    }
+
+    /// The most followed user (1 when the graph is empty).
+    pub fn most_followed(&self) -> u64 {
+        self.by_followers.first().copied().unwrap_or(1)
+    }
+}
+
+/// A power-law follow graph: each of `users` users follows up to `follows`
+/// distinct others, chosen with P(i) ∝ 1/i. Returns the follow events in
+/// order, `ts` from `start_ms` one millisecond apart.
+pub fn follows(users: u64, follows: u64, start_ms: u64, rng: &mut Rng) -> Vec<Event> {
+    let mut out = Vec::with_capacity((users * follows) as usize);
+    let mut ts = start_ms;
+    let mut picked = Vec::new();
+    for follower in 1..=users {
+        picked.clear();
+        for _ in 0..follows {
+            let followee = rng.zipf(users);
+            if followee != follower && !picked.contains(&followee) {
+                picked.push(followee);
+                ts += 1;
+                out.push(Event::Follow {
+                    follower: UserId(follower),
+                    followee: UserId(followee),
+                    ts: Ts(ts),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// What happens on the network after its follow graph is built.
+#[derive(Debug, Clone, Copy)]
+pub struct Activity {
+    /// Posts to write (in bursts of 1–5 by one author).
+    pub posts: u64,
+    /// Share of posts by the most followed accounts (power-law over the
+    /// follower ranking); the rest are by uniformly chosen users.
+    pub celebrity_share: f64,
+    /// Unfollows per post.
+    pub unfollow_rate: f64,
+    /// New follows per post.
+    pub follow_rate: f64,
+    /// Deletes (of a recent post) per post.
+    pub delete_rate: f64,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Activity {
+            posts: 100_000,
+            celebrity_share: 0.002,
+            unfollow_rate: 0.05,
+            follow_rate: 0.05,
+            delete_rate: 0.01,
+        }
+    }
+}
+
+/// Posts, follows, unfollows and deletes over `graph`, `ts` from `start_ms`.
+/// Post ids are `first_post_id..`.
+pub fn activity(
+    graph: &mut Graph,
+    a: Activity,
+    start_ms: u64,
+    first_post_id: u64,
+    rng: &mut Rng,
+) -> Vec<Event> {
+    let users = graph.users().max(2);
+    graph.followees.resize(users as usize + 1, Vec::new());
+    let mut out = Vec::new();
+    let mut ts = start_ms;
+    let mut post_id = first_post_id;
+    let mut recent: Vec<(u64, u64)> = Vec::new();
+    let mut written = 0;
+    while written < a.posts {
+        let author = if rng.unit() < a.celebrity_share && !graph.by_followers.is_empty() {
+            graph.by_followers[rng.zipf(graph.by_followers.len() as u64) as usize - 1]
+        } else {
+            rng.uniform(users)
+        };
+        let burst = 1 + rng.next_u64() % 5;
+        for _ in 0..burst.min(a.posts - written) {
+            ts += 1 + rng.next_u64() % 50;
+            out.push(Event::Post {
+                author: UserId(author),
+                post_id: PostId(post_id),
+                ts: Ts(ts),
+            });
+            recent.push((author, post_id));
+            if recent.len() > 1000 {
+                recent.swap_remove((rng.next_u64() % 1000) as usize);
+            }
+            post_id += 1;
+            written += 1;
+        }
+        if rng.unit() < a.delete_rate * burst as f64 && !recent.is_empty() {
+            let (author, id) = recent.swap_remove((rng.next_u64() as usize) % recent.len());
+            ts += 1;
+            out.push(Event::DeletePost {
+                author: UserId(author),
+                post_id: PostId(id),
+                ts: Ts(ts),
+            });
+        }
+        if rng.unit() < a.unfollow_rate * burst as f64 {
+            let u = rng.uniform(users);
+            let list = &mut graph.followees[u as usize];
+            if !list.is_empty() {
+                let followee = list.swap_remove((rng.next_u64() as usize) % list.len());
+                ts += 1;
+                out.push(Event::Unfollow {
+                    follower: UserId(u),
+                    followee: UserId(followee),
+                    ts: Ts(ts),
+                });
+            }
+        }
+        if rng.unit() < a.follow_rate * burst as f64 {
+            let u = rng.uniform(users);
+            let followee = rng.zipf(users);
+            if followee != u && !graph.followees[u as usize].contains(&followee) {
+                graph.followees[u as usize].push(followee);
+                ts += 1;
+                out.push(Event::Follow {
+                    follower: UserId(u),
+                    followee: UserId(followee),
+                    ts: Ts(ts),
+                });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The generated graph is power-law: the top account has far more
+    /// followers than the median one, and nobody follows themselves.
+    #[test]
+    fn follows_are_power_law_and_valid() {
+        let ev = follows(5000, 10, 0, &mut Rng(1));
+        let mut n = vec![0u64; 5001];
+        for e in &ev {
+            assert!(e.validate().is_ok());
+            if let Event::Follow { followee, .. } = e {
+                n[followee.0 as usize] += 1;
+            }
+        }
+        let mut sorted = n[1..].to_vec();
+        sorted.sort_unstable();
+        assert!(
+            n[1] > 100 * sorted[2500].max(1),
+            "top {} median {}",
+            n[1],
+            sorted[2500]
+        );
+    }
+
+    /// Activity writes exactly the posts asked for, only valid events, and
+    /// unfollows only edges that exist.
+    #[test]
+    fn activity_is_valid() {
+        let ev = follows(300, 5, 0, &mut Rng(2));
+        let mut edges: std::collections::HashSet<(u64, u64)> = ev
+            .iter()
+            .filter_map(|e| match e {
+                Event::Follow {
+                    follower, followee, ..
+                } => Some((follower.0, followee.0)),
+                _ => None,
+            })
+            .collect();
+        let mut g = Graph::from_edges(edges.iter().copied());
+        let act = activity(
+            &mut g,
+            Activity {
+                posts: 2000,
+                ..Activity::default()
+            },
+            10,
+            1,
+            &mut Rng(3),
+        );
+        let posts = act
+            .iter()
+            .filter(|e| matches!(e, Event::Post { .. }))
+            .count();
+        assert_eq!(posts, 2000);
+        for e in &act {
+            assert!(e.validate().is_ok());
+            match e {
+                Event::Follow {
+                    follower, followee, ..
+                } => {
+                    assert!(edges.insert((follower.0, followee.0)))
+                }
+                Event::Unfollow {
+                    follower, followee, ..
+                } => {
+                    assert!(edges.remove(&(follower.0, followee.0)))
+                }
+                _ => {}
+            }
+        }
+    }
+}

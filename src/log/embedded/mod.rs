@@ -1,0 +1,295 @@
+//! The embedded log: every partition of every topic of a data directory
+//! in segmented, checksummed files on local disk, with Kafka's offset
+//! semantics (`segment.rs` has the format and the rules for torn tails and
+//! corruption). [`Logs`] gathers the partitions of the three topics of a
+//! data directory, shares one writer per partition between the tasks of a
+//! process, and hands out tailing readers.
+
+mod reader;
+mod repair;
+mod segment;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+pub use reader::{end_offset, PartitionReader};
+pub use repair::{check, truncate_at, Damage, PartitionCheck, Truncated};
+pub use segment::{BODY_FIXED, MAX_RECORD_BYTES};
+pub use writer::PartitionWriter;
+
+use super::{Log, LogError, NewRecord, Record, Sink, Source, Topic};
+use crate::core::position::Offset;
+use crate::log::topics::{TopicSpec, Topics};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+impl Source for PartitionReader {
+    fn read(
+        &mut self,
+        max_records: usize,
+        max_bytes: usize,
+        end: Option<Offset>,
+    ) -> Result<Vec<Record>, LogError> {
+        // Embedded offsets are contiguous: `end - position` records at most.
+        let max = end.map_or(max_records, |e| {
+            max_records.min(e.0.saturating_sub(PartitionReader::position(self)) as usize)
+        });
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        PartitionReader::read(self, max, max_bytes)
+    }
+
+    fn position(&self) -> Offset {
+        Offset(PartitionReader::position(self))
+    }
+}
+
+/// The embedded log's sink: appends go straight to the partition files.
+struct EmbeddedSink {
+    logs: Arc<Logs>,
+    sync: bool,
+}
+
+impl Sink for EmbeddedSink {
+    fn append(
+        &mut self,
+        topic: Topic,
+        partition: u32,
+        records: &[NewRecord<'_>],
+    ) -> Result<(), LogError> {
+        match topic {
+            // Forwarded events: `produce` may hold the partition's writer.
+            Topic::Events => self.logs.append_beside_writer(topic, partition, records)?,
+            _ => self.logs.append(topic, partition, records, self.sync)?,
+        };
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), LogError> {
+        Ok(())
+    }
+}
+
+impl Log for Logs {
+    fn source(
+        &self,
+        topic: Topic,
+        partition: u32,
+        from: Offset,
+    ) -> Result<Box<dyn Source>, LogError> {
+        Ok(Box::new(self.reader(topic, partition, from.0)?))
+    }
+
+    fn sink(self: Arc<Self>, sync: bool) -> Result<Box<dyn Sink>, LogError> {
+        Ok(Box::new(EmbeddedSink { logs: self, sync }))
+    }
+
+    fn end_offset(&self, topic: Topic, partition: u32) -> Result<Offset, LogError> {
+        Logs::end_offset(self, topic, partition).map(Offset)
+    }
+
+    fn partitions(&self, topic: Topic) -> u32 {
+        Logs::partitions(self, topic)
+    }
+}
+
+/// A partition writer shared by the tasks of a process.
+type SharedWriter = Arc<Mutex<PartitionWriter>>;
+
+/// The logs of one data directory.
+pub struct Logs {
+    root: PathBuf,
+    partitions: u32,
+    topics: Topics,
+    /// Writers that hold their partition's lock for the life of this `Logs`.
+    writers: Mutex<HashMap<(Topic, u32), SharedWriter>>,
+    /// Writers of partitions other processes write too (the dead-letter log,
+    /// forwarded events): each takes the lock per append.
+    turns: Mutex<HashMap<(Topic, u32), SharedWriter>>,
+}
+
+/// How long a writer that takes turns waits for another process's append
+/// before it reports the partition locked.
+const TURN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl Logs {
+    /// The logs under `root` of a directory with `partitions` partitions.
+    pub fn new(root: &Path, partitions: u32, topics: Topics) -> Logs {
+        Logs {
+            root: root.to_path_buf(),
+            partitions,
+            topics,
+            writers: Mutex::new(HashMap::new()),
+            turns: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The spec of `topic`.
+    pub fn spec(&self, topic: Topic) -> &TopicSpec {
+        match topic {
+            Topic::Events => &self.topics.events,
+            Topic::Effects => &self.topics.effects,
+            Topic::DeadLetter => &self.topics.dead_letter,
+        }
+    }
+
+    /// Partition count of `topic`.
+    pub fn partitions(&self, topic: Topic) -> u32 {
+        self.spec(topic).partitions_in(self.partitions)
+    }
+
+    /// Directory of one partition.
+    pub fn dir(&self, topic: Topic, partition: u32) -> PathBuf {
+        self.root
+            .join(&self.spec(topic).name)
+            .join(format!("{partition:05}"))
+    }
+
+    fn writer(
+        &self,
+        topic: Topic,
+        partition: u32,
+    ) -> Result<Arc<Mutex<PartitionWriter>>, LogError> {
+        let mut writers = self.writers.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(w) = writers.get(&(topic, partition)) {
+            return Ok(w.clone());
+        }
+        let w = PartitionWriter::open(&self.dir(topic, partition), self.spec(topic).segment_bytes)?;
+        let w = Arc::new(Mutex::new(w));
+        writers.insert((topic, partition), w.clone());
+        Ok(w)
+    }
+
+    /// Locks a writer; one that panicked while locked is lost (see
+    /// [`LogError::WriterLost`]), never used again.
+    fn lock_writer<'w>(
+        &self,
+        w: &'w Mutex<PartitionWriter>,
+        topic: Topic,
+        partition: u32,
+    ) -> Result<MutexGuard<'w, PartitionWriter>, LogError> {
+        w.lock()
+            .map_err(|_| LogError::WriterLost(self.dir(topic, partition)))
+    }
+
+    /// Appends records to one partition; returns the first offset. With
+    /// `sync`, the records are on disk when this returns.
+    ///
+    /// `events` and `effects` partitions keep their writer (and its lock) for
+    /// the life of this `Logs`. The low-volume `dead-letter` log is shared by
+    /// `produce` and the processor: its writer takes the lock per append
+    /// (waiting for the other process's append to finish) and always syncs.
+    pub fn append(
+        &self,
+        topic: Topic,
+        partition: u32,
+        records: &[NewRecord<'_>],
+        sync: bool,
+    ) -> Result<u64, LogError> {
+        if partition >= self.partitions(topic) {
+            return Err(LogError::NoPartition {
+                topic: format!("{topic:?}"),
+                partition,
+                partitions: self.partitions(topic),
+            });
+        }
+        if topic == Topic::DeadLetter {
+            return self.append_in_turn(topic, partition, records);
+        }
+        let w = self.writer(topic, partition)?;
+        let mut w = self.lock_writer(&w, topic, partition)?;
+        let first = w.append(records)?;
+        if sync {
+            w.sync()?;
+        }
+        Ok(first)
+    }
+
+    /// Appends and syncs through this process's turn-taking writer of one
+    /// partition (opened on first use; see [`PartitionWriter::open_shared`]).
+    fn append_in_turn(
+        &self,
+        topic: Topic,
+        partition: u32,
+        records: &[NewRecord<'_>],
+    ) -> Result<u64, LogError> {
+        let w = {
+            let mut turns = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
+            match turns.get(&(topic, partition)) {
+                Some(w) => w.clone(),
+                None => {
+                    let dir = self.dir(topic, partition);
+                    let segment_bytes = self.spec(topic).segment_bytes;
+                    let w = PartitionWriter::open_shared(&dir, segment_bytes, TURN_WAIT)?;
+                    let w = Arc::new(Mutex::new(w));
+                    turns.insert((topic, partition), w.clone());
+                    w
+                }
+            }
+        };
+        let mut w = self.lock_writer(&w, topic, partition)?;
+        w.append(records)
+    }
+
+    /// Appends to a partition another process may be writing (an `events`
+    /// partition a `produce` holds), taking turns with it, waiting as long
+    /// as it takes, and syncs.
+    pub fn append_beside_writer(
+        &self,
+        topic: Topic,
+        partition: u32,
+        records: &[NewRecord<'_>],
+    ) -> Result<u64, LogError> {
+        loop {
+            match self.append_in_turn(topic, partition, records) {
+                Err(LogError::Locked { path }) => tracing::warn!(
+                    log = %path.display(),
+                    "waiting for another writer of this log partition to finish"
+                ),
+                other => return other,
+            }
+        }
+    }
+
+    /// fsyncs every partition this process has written.
+    pub fn sync_all(&self) -> Result<(), LogError> {
+        let writers: Vec<_> = self
+            .writers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(&(topic, p), w)| (topic, p, w.clone()))
+            .collect();
+        for (topic, p, w) in writers {
+            self.lock_writer(&w, topic, p)?.sync()?;
+        }
+        Ok(())
+    }
+
+    /// A reader of one partition from `from`.
+    pub fn reader(
+        &self,
+        topic: Topic,
+        partition: u32,
+        from: u64,
+    ) -> Result<PartitionReader, LogError> {
+        PartitionReader::open(&self.dir(topic, partition), from)
+    }
+
+    /// The offset the next record of one partition will get.
+    pub fn end_offset(&self, topic: Topic, partition: u32) -> Result<u64, LogError> {
+        let held = self
+            .writers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(topic, partition))
+            .cloned();
+        match held {
+            Some(w) => Ok(self.lock_writer(&w, topic, partition)?.next_offset()),
+            None => end_offset(&self.dir(topic, partition)),
+        }
+    }
+}

@@ -1,0 +1,396 @@
+//! Membership in the processors' consumer group.
+//!
+//! The group consumer subscribes to `events` and never reads it (its
+//! partitions are paused): the `events` partitions the group assigns to
+//! this process are the partitions it owns. Rebalances are only *recorded*
+//! by the consumer's callback, which returns at once: [`GroupMember::poll`]
+//! hands them to the control loop, which does the handover (finish the
+//! batches, commit, checkpoint) and only then completes the rebalance with
+//! [`GroupMember::complete`] — librdkafka waits for that call. Nothing in
+//! the callback blocks, locks for long, or can panic.
+//!
+//! Positions are committed with the owner's epoch as metadata, so a store
+//! can tell whether another processor owned its partition since.
+
+use super::{kafka_err, KafkaConfig, REQUEST_TIMEOUT};
+use crate::core::position::Positions;
+use crate::log::LogError;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, RebalanceProtocol};
+use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::types::RDKafkaRespErr;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// What the group did to this member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupEvent {
+    /// These partitions are now this member's.
+    Assigned(Vec<u32>),
+    /// These partitions are taken away; `lost` when the session expired
+    /// (another member may own them already: do not commit).
+    Revoked {
+        /// The partitions.
+        partitions: Vec<u32>,
+        /// Whether the assignment was lost rather than handed over.
+        lost: bool,
+    },
+    /// The rebalance failed; the member's assignment is dropped.
+    Failed(String),
+}
+
+/// A recorded rebalance, to be completed with [`GroupMember::complete`]
+/// once the control loop has done its part.
+pub struct Rebalance {
+    /// What happened.
+    pub event: GroupEvent,
+    tpl: TopicPartitionList,
+}
+
+/// The group consumer's context: records rebalances for the control loop.
+struct Recorder {
+    events_topic: String,
+    pending: Mutex<Vec<Rebalance>>,
+    /// While leaving, rebalances complete in the callback (nothing is
+    /// owned any more, and closing waits for them).
+    leaving: AtomicBool,
+}
+
+impl ClientContext for Recorder {}
+
+impl ConsumerContext for Recorder {
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: RDKafkaRespErr,
+        tpl: &mut TopicPartitionList,
+    ) {
+        let partitions: Vec<u32> = tpl
+            .elements_for_topic(&self.events_topic)
+            .iter()
+            .map(|e| e.partition() as u32)
+            .collect();
+        let event = match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                GroupEvent::Assigned(partitions)
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => GroupEvent::Revoked {
+                partitions,
+                lost: consumer.assignment_lost(),
+            },
+            other => GroupEvent::Failed(RDKafkaErrorCode::from(other).to_string()),
+        };
+        let r = Rebalance {
+            event,
+            tpl: tpl.clone(),
+        };
+        if self.leaving.load(Ordering::SeqCst) {
+            if let Err(e) = apply(consumer, &r) {
+                tracing::warn!(error = %e, "completing a rebalance while leaving the group");
+            }
+            return;
+        }
+        match self.pending.lock() {
+            Ok(mut q) => q.push(r),
+            Err(poisoned) => poisoned.into_inner().push(r),
+        }
+    }
+}
+
+/// Tells librdkafka the application has taken `r` into account.
+fn apply(consumer: &BaseConsumer<Recorder>, r: &Rebalance) -> Result<(), LogError> {
+    let cooperative = matches!(
+        consumer.rebalance_protocol(),
+        RebalanceProtocol::Cooperative
+    );
+    let done = match (&r.event, cooperative) {
+        (GroupEvent::Assigned(_), true) => consumer.incremental_assign(&r.tpl),
+        (GroupEvent::Assigned(_), false) => consumer.assign(&r.tpl),
+        (_, true) => consumer.incremental_unassign(&r.tpl),
+        (_, false) => consumer.unassign(),
+    };
+    done.map_err(kafka_err("completing a rebalance"))?;
+    if let GroupEvent::Assigned(_) = r.event {
+        // Ownership only: the tasks read through their own consumers.
+        consumer
+            .pause(&r.tpl)
+            .map_err(kafka_err("pausing the group consumer's partitions"))?;
+    }
+    Ok(())
+}
+
+/// How this process joins the group.
+#[derive(Debug, Clone)]
+pub struct MemberSettings {
+    /// `client.id` suffix: the member's name.
+    pub member: String,
+    /// `group.instance.id`, for static membership.
+    pub instance_id: Option<String>,
+    /// Cooperative (incremental) rebalancing instead of eager.
+    pub cooperative: bool,
+    /// `session.timeout.ms`.
+    pub session_timeout: Duration,
+}
+
+/// This process's membership in the processors' group.
+pub struct GroupMember {
+    consumer: BaseConsumer<Recorder>,
+    events_topic: String,
+    effects_topic: String,
+}
+
+impl GroupMember {
+    /// Joins the group (subscribes to `events`); partitions arrive through
+    /// [`GroupMember::poll`].
+    pub fn join(cfg: &KafkaConfig, s: &MemberSettings) -> Result<GroupMember, LogError> {
+        let events_topic = cfg.name(crate::log::Topic::Events);
+        let effects_topic = cfg.name(crate::log::Topic::Effects);
+        let mut c = cfg.client_config();
+        c.set("group.id", &cfg.group)
+            .set("client.id", format!("feedlog/{}", s.member))
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest")
+            .set(
+                "session.timeout.ms",
+                s.session_timeout.as_millis().to_string(),
+            )
+            .set(
+                "heartbeat.interval.ms",
+                (s.session_timeout.as_millis() / 4).max(100).to_string(),
+            )
+            .set(
+                "partition.assignment.strategy",
+                if s.cooperative {
+                    "cooperative-sticky"
+                } else {
+                    "range"
+                },
+            );
+        if let Some(id) = &s.instance_id {
+            c.set("group.instance.id", id);
+        }
+        let consumer: BaseConsumer<Recorder> = c
+            .create_with_context(Recorder {
+                events_topic: events_topic.clone(),
+                pending: Mutex::new(Vec::new()),
+                leaving: AtomicBool::new(false),
+            })
+            .map_err(kafka_err("creating the group consumer"))?;
+        consumer
+            .subscribe(&[&events_topic])
+            .map_err(kafka_err(format!("subscribing to {events_topic}")))?;
+        Ok(GroupMember {
+            consumer,
+            events_topic,
+            effects_topic,
+        })
+    }
+
+    /// Serves the group protocol for up to `timeout`; returns the
+    /// rebalances that happened, each to be completed with
+    /// [`GroupMember::complete`] once handled.
+    pub fn poll(&self, timeout: Duration) -> Vec<Rebalance> {
+        if let Some(Err(e)) = self.consumer.poll(timeout) {
+            tracing::warn!(error = %e, "group consumer");
+        }
+        let ctx = self.consumer.context();
+        let mut q = ctx.pending.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::take(&mut *q)
+    }
+
+    /// Completes a rebalance the control loop has handled (a revoke after
+    /// the partitions' tasks stopped and their positions were committed).
+    pub fn complete(&self, r: &Rebalance) -> Result<(), LogError> {
+        apply(&self.consumer, r)
+    }
+
+    /// Whether the last revoke was a loss (session expired).
+    pub fn assignment_lost(&self) -> bool {
+        self.consumer.assignment_lost()
+    }
+
+    /// The group's committed positions of `events[p]` and `effects[p]` (0
+    /// where nothing is committed), and the epoch of the owner that
+    /// committed them ("" when none).
+    pub fn committed(&self, p: u32) -> Result<(Positions, String), LogError> {
+        committed_of(&self.consumer, &self.events_topic, &self.effects_topic, p)
+    }
+
+    /// Commits positions with their owners' epochs: synchronously (a
+    /// handover), or in the background.
+    pub fn commit(
+        &self,
+        positions: &[(u32, Positions, String)],
+        sync: bool,
+    ) -> Result<(), LogError> {
+        let tpl = positions_tpl(&self.events_topic, &self.effects_topic, positions);
+        if tpl.count() == 0 {
+            return Ok(());
+        }
+        let mode = if sync {
+            CommitMode::Sync
+        } else {
+            CommitMode::Async
+        };
+        self.consumer
+            .commit(&tpl, mode)
+            .map_err(kafka_err("committing the group's positions"))
+    }
+
+    /// Leaves the group: rebalances from here on complete at once.
+    pub fn leave(self) {
+        self.consumer
+            .context()
+            .leaving
+            .store(true, Ordering::SeqCst);
+        // Rebalances recorded but not completed: nothing is owned any more.
+        for r in self.poll(Duration::ZERO) {
+            if let Err(e) = self.complete(&r) {
+                tracing::warn!(error = %e, "completing a rebalance while leaving the group");
+            }
+        }
+        self.consumer.unsubscribe();
+    }
+}
+
+fn positions_tpl(
+    events: &str,
+    effects: &str,
+    positions: &[(u32, Positions, String)],
+) -> TopicPartitionList {
+    let mut tpl = TopicPartitionList::new();
+    for (p, at, epoch) in positions {
+        for (topic, offset) in [(events, at.events.0), (effects, at.effects.0)] {
+            let mut e = tpl.add_partition(topic, *p as i32);
+            let _ = e.set_offset(Offset::Offset(offset as i64));
+            e.set_metadata(epoch);
+        }
+    }
+    tpl
+}
+
+fn committed_of<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    events: &str,
+    effects: &str,
+    p: u32,
+) -> Result<(Positions, String), LogError> {
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition(events, p as i32);
+    tpl.add_partition(effects, p as i32);
+    let got = consumer
+        .committed_offsets(tpl, REQUEST_TIMEOUT)
+        .map_err(kafka_err(format!(
+            "reading the group's committed positions of partition {p}"
+        )))?;
+    let at = |topic: &str| {
+        got.find_partition(topic, p as i32)
+            .and_then(|e| e.offset().to_raw())
+            .filter(|o| *o >= 0)
+            .unwrap_or(0) as u64
+    };
+    let epoch = got
+        .find_partition(events, p as i32)
+        .map(|e| e.metadata().to_string())
+        .unwrap_or_default();
+    Ok((Positions::new(at(events), at(effects)), epoch))
+}
+
+/// A client of the group that never joins it: reads and commits positions
+/// from outside (status, reset).
+pub struct GroupClient {
+    consumer: BaseConsumer,
+    cfg: KafkaConfig,
+}
+
+/// Why positions committed from outside the group were refused.
+#[derive(Debug, thiserror::Error)]
+pub enum OutsideCommit {
+    /// The broker still counts members of the group (sessions of processors
+    /// that stopped a moment ago): retry.
+    #[error("the group still has members: {0}")]
+    Busy(String),
+    /// Any other refusal.
+    #[error(transparent)]
+    Failed(LogError),
+}
+
+impl GroupClient {
+    /// A client of `cfg.group`.
+    pub fn new(cfg: &KafkaConfig, what: &str) -> Result<GroupClient, LogError> {
+        let consumer = cfg
+            .client_config()
+            .set("group.id", &cfg.group)
+            .set("enable.auto.commit", "false")
+            .create()
+            .map_err(kafka_err(format!("creating {what}")))?;
+        Ok(GroupClient {
+            consumer,
+            cfg: cfg.clone(),
+        })
+    }
+
+    /// The partition count of `events`.
+    pub fn partitions(&self) -> Result<u32, LogError> {
+        super::topic_partitions(&self.consumer, &self.cfg.name(crate::log::Topic::Events))
+    }
+
+    /// The group's committed positions and epoch of partition `p`.
+    pub fn committed(&self, p: u32) -> Result<(Positions, String), LogError> {
+        let (events, effects) = (
+            self.cfg.name(crate::log::Topic::Events),
+            self.cfg.name(crate::log::Topic::Effects),
+        );
+        committed_of(&self.consumer, &events, &effects, p)
+    }
+
+    /// The client ids of the group's members, as the broker describes the
+    /// group; `None` from a broker that cannot describe groups.
+    pub fn members(&self) -> Result<Option<Vec<String>>, LogError> {
+        match self
+            .consumer
+            .fetch_group_list(Some(&self.cfg.group), REQUEST_TIMEOUT)
+        {
+            Ok(groups) => Ok(Some(
+                groups
+                    .groups()
+                    .iter()
+                    .flat_map(|g| g.members().iter().map(|m| m.client_id().to_string()))
+                    .collect(),
+            )),
+            Err(e) if e.rdkafka_error_code() == Some(RDKafkaErrorCode::UnsupportedFeature) => {
+                Ok(None)
+            }
+            Err(e) => Err(kafka_err(format!("describing group {}", self.cfg.group))(e)),
+        }
+    }
+
+    /// Commits `positions` from outside the group, as Kafka's own
+    /// offset-reset tools do: brokers accept it only while the group has
+    /// no members.
+    pub fn commit(&self, positions: &[(u32, Positions, String)]) -> Result<(), OutsideCommit> {
+        let (events, effects) = (
+            self.cfg.name(crate::log::Topic::Events),
+            self.cfg.name(crate::log::Topic::Effects),
+        );
+        let tpl = positions_tpl(&events, &effects, positions);
+        match self.consumer.commit(&tpl, CommitMode::Sync) {
+            Ok(()) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.rdkafka_error_code(),
+                    Some(
+                        RDKafkaErrorCode::UnknownMemberId
+                            | RDKafkaErrorCode::IllegalGeneration
+                            | RDKafkaErrorCode::RebalanceInProgress
+                    )
+                ) =>
+            {
+                Err(OutsideCommit::Busy(e.to_string()))
+            }
+            Err(e) => Err(OutsideCommit::Failed(kafka_err("committing")(e))),
+        }
+    }
+}

@@ -1,0 +1,314 @@
+//! The `members` topic: each processor of a group announces which
+//! partitions it owns and serves, and where its read API answers; readers
+//! in a cluster and `feedlog status` replay it.
+
+use super::{KafkaConfig, REQUEST_TIMEOUT};
+use crate::log::LogError;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use rdkafka::{Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A partition's place in this processor, for readers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PartitionState {
+    /// Owned, caught up: answers reads.
+    Serving,
+    /// Owned, replaying what previous owners did: 503 for now.
+    Rebuilding,
+}
+
+/// A processor's announcement in the `members` topic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberRecord {
+    /// Its name.
+    pub member: String,
+    /// Where its read API answers, if it serves one.
+    pub api: Option<String>,
+    /// Partitions it owns and serves.
+    pub serving: Vec<u32>,
+    /// Partitions it owns and is still replaying.
+    pub rebuilding: Vec<u32>,
+    /// When it wrote this, ms since the epoch.
+    pub at_ms: u64,
+}
+
+/// Writes this processor's records to `members`.
+pub struct MembersWriter {
+    topic: String,
+    member: String,
+    api: Option<String>,
+    producer: ThreadedProducer<rdkafka::producer::DefaultProducerContext>,
+}
+
+impl MembersWriter {
+    /// A writer of `member`'s records, announcing `api` as its read API.
+    pub fn new(
+        cfg: &KafkaConfig,
+        member: &str,
+        api: Option<String>,
+    ) -> Result<MembersWriter, LogError> {
+        let topic = cfg.members_topic();
+        let producer = cfg
+            .client_config()
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .create()
+            .map_err(|e| LogError::Kafka {
+                what: "creating the members producer".into(),
+                reason: e.to_string(),
+            })?;
+        Ok(MembersWriter {
+            topic,
+            member: member.to_string(),
+            api,
+            producer,
+        })
+    }
+
+    fn send(&self, value: Option<&[u8]>) -> Result<(), LogError> {
+        let mut rec = BaseRecord::to(&self.topic).key(self.member.as_bytes());
+        if let Some(v) = value {
+            rec = rec.payload(v);
+        }
+        self.producer.send(rec).map_err(|(e, _)| LogError::Kafka {
+            what: format!("writing to {}", self.topic),
+            reason: e.to_string(),
+        })?;
+        self.producer
+            .flush(REQUEST_TIMEOUT)
+            .map_err(|e| LogError::Kafka {
+                what: format!("writing to {}", self.topic),
+                reason: e.to_string(),
+            })?;
+        Ok(())
+    }
+
+    /// Announces what this processor owns now.
+    pub fn announce(&self, partitions: &BTreeMap<u32, PartitionState>) -> Result<(), LogError> {
+        let of = |s: PartitionState| {
+            partitions
+                .iter()
+                .filter(|(_, st)| **st == s)
+                .map(|(&p, _)| p)
+                .collect()
+        };
+        let rec = MemberRecord {
+            member: self.member.clone(),
+            api: self.api.clone(),
+            serving: of(PartitionState::Serving),
+            rebuilding: of(PartitionState::Rebuilding),
+            at_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+        };
+        let value = serde_json::to_vec(&rec).map_err(|e| LogError::Kafka {
+            what: format!("encoding a record of {}", self.topic),
+            reason: e.to_string(),
+        })?;
+        self.send(Some(&value))
+    }
+
+    /// Announces that this processor left (a tombstone).
+    pub fn leave(&self) -> Result<(), LogError> {
+        self.send(None)
+    }
+}
+
+/// Who owns what, from the `members` topic: for each partition, the latest
+/// claim (a processor's newer record replaces its older one; of two
+/// processors claiming one partition, the later record wins).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Owners {
+    /// Partition → (member, state, API address).
+    pub partitions: BTreeMap<u32, (String, PartitionState, Option<String>)>,
+    /// Every member with a current record.
+    pub members: BTreeMap<String, MemberRecord>,
+}
+
+/// Folds `members` records, in offset order, into [`Owners`].
+#[derive(Default)]
+struct OwnersBuilder {
+    /// Each member's newest record and its offset.
+    newest: BTreeMap<String, (i64, MemberRecord)>,
+}
+
+impl OwnersBuilder {
+    fn ingest(&mut self, offset: i64, key: &[u8], payload: Option<&[u8]>) {
+        let key = String::from_utf8_lossy(key).into_owned();
+        match payload.filter(|p| !p.is_empty()) {
+            // A member that left.
+            None => {
+                self.newest.remove(&key);
+            }
+            Some(p) => match serde_json::from_slice::<MemberRecord>(p) {
+                Ok(r) => {
+                    self.newest.insert(key, (offset, r));
+                }
+                Err(e) => tracing::warn!(offset, error = %e, "unreadable member record"),
+            },
+        }
+    }
+
+    fn owners(&self) -> Owners {
+        let mut claims: Vec<&(i64, MemberRecord)> = self.newest.values().collect();
+        claims.sort_by_key(|(o, _)| *o);
+        let mut owners = Owners::default();
+        for (_, r) in claims {
+            for (list, state) in [
+                (&r.serving, PartitionState::Serving),
+                (&r.rebuilding, PartitionState::Rebuilding),
+            ] {
+                for &p in list {
+                    owners
+                        .partitions
+                        .insert(p, (r.member.clone(), state, r.api.clone()));
+                }
+            }
+        }
+        owners.members = self
+            .newest
+            .iter()
+            .map(|(m, (_, r))| (m.clone(), r.clone()))
+            .collect();
+        owners
+    }
+}
+
+fn members_consumer(cfg: &KafkaConfig, topic: &str, from: i64) -> Result<BaseConsumer, LogError> {
+    let err = |what: &str| {
+        let what = format!("{what} {topic}");
+        move |e: rdkafka::error::KafkaError| LogError::Kafka {
+            what,
+            reason: e.to_string(),
+        }
+    };
+    let consumer: BaseConsumer = cfg
+        .client_config()
+        .set("group.id", format!("{}.members", cfg.group))
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .map_err(err("creating a reader of"))?;
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Offset(from))
+        .map_err(err("assigning"))?;
+    consumer.assign(&tpl).map_err(err("assigning"))?;
+    Ok(consumer)
+}
+
+/// Replays the `members` topic to its end.
+pub fn read_owners(cfg: &KafkaConfig) -> Result<Owners, LogError> {
+    let topic = cfg.members_topic();
+    let meta: BaseConsumer = cfg
+        .client_config()
+        .set("group.id", format!("{}.members", cfg.group))
+        .create()
+        .map_err(|e| LogError::Kafka {
+            what: format!("creating a reader of {topic}"),
+            reason: e.to_string(),
+        })?;
+    let (lo, _) = meta
+        .fetch_watermarks(&topic, 0, REQUEST_TIMEOUT)
+        .map_err(|e| LogError::Kafka {
+            what: format!("reading the start of {topic}"),
+            reason: e.to_string(),
+        })?;
+    let hi = super::admin::high_watermarks(cfg, &topic, &[0])?[0] as i64;
+    let mut b = OwnersBuilder::default();
+    if hi > lo {
+        let consumer = members_consumer(cfg, &topic, lo)?;
+        let deadline = Instant::now() + REQUEST_TIMEOUT;
+        let mut next = lo;
+        while next < hi {
+            if Instant::now() > deadline {
+                return Err(LogError::Kafka {
+                    what: format!("reading {topic}"),
+                    reason: format!("timed out at offset {next} of {hi}"),
+                });
+            }
+            match consumer.poll(Duration::from_millis(100)) {
+                Some(Ok(m)) => {
+                    next = m.offset() + 1;
+                    b.ingest(m.offset(), m.key().unwrap_or_default(), m.payload());
+                }
+                Some(Err(e)) => tracing::warn!(error = %e, "reading members"),
+                None => {}
+            }
+        }
+    }
+    Ok(b.owners())
+}
+
+/// Who owns what, kept current by a thread that tails `members`.
+pub struct MembersView {
+    owners: Arc<std::sync::RwLock<Owners>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl MembersView {
+    /// Starts tailing `members` from its start.
+    pub fn start(cfg: &KafkaConfig) -> Result<MembersView, LogError> {
+        let consumer = members_consumer(cfg, &cfg.members_topic(), 0)?;
+        let owners = Arc::new(std::sync::RwLock::new(Owners::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (o, st) = (owners.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("feedlog-members".into())
+            .spawn(move || {
+                let mut b = OwnersBuilder::default();
+                while !st.load(Ordering::SeqCst) {
+                    let mut changed = false;
+                    while let Some(r) = consumer.poll(Duration::from_millis(50)) {
+                        match r {
+                            Ok(m) => {
+                                b.ingest(m.offset(), m.key().unwrap_or_default(), m.payload());
+                                changed = true;
+                            }
+                            Err(e) => tracing::warn!(error = %e, "tailing members"),
+                        }
+                        if st.load(Ordering::SeqCst) {
+                            return;
+                        }
+                    }
+                    if changed {
+                        *o.write().unwrap_or_else(|e| e.into_inner()) = b.owners();
+                    }
+                }
+            })
+            .map_err(|e| LogError::Kafka {
+                what: "starting the reader of members".into(),
+                reason: e.to_string(),
+            })?;
+        Ok(MembersView {
+            owners,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The owners as last read.
+    pub fn owners(&self) -> Owners {
+        self.owners
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl Drop for MembersView {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

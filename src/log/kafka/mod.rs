@@ -1,0 +1,311 @@
+//! The Kafka engine of [`Log`] (librdkafka through `rdkafka`).
+//!
+//! - A [`Source`] is one assign-mode consumer of one topic partition,
+//!   started at the position the task stored with its state. It never
+//!   commits and never joins a group: positions live in RocksDB, and the
+//!   group's committed offsets are the processor's business
+//!   (`crate::task::kafka`).
+//! - A [`Sink`] sends through one idempotent producer (`acks=all`,
+//!   `enable.idempotence=true`) shared by the process, and
+//!   [`Sink::flush`] waits for the acknowledgement of every record that
+//!   sink sent. Messages never time out locally: while the brokers are
+//!   away a task waits (and a shutdown interrupts the wait; the outbox
+//!   re-ships on the next start).
+//! - A record's format marker travels in the `feedlog-format` header
+//!   (`json`, `bincode`, `effect`, `dead-letter`, `forwarded`); a record
+//!   without it — any producer's plain JSON — is JSON.
+
+pub mod admin;
+pub mod group;
+pub mod members;
+pub mod mock;
+mod sink;
+mod source;
+
+pub use admin::{
+    apply_topics, high_watermarks, max_message_bytes, produce_events, send_when_room,
+    wanted_topics, TopicOutcome, WantedTopic,
+};
+pub use group::{GroupClient, GroupEvent, GroupMember, MemberSettings, Rebalance};
+pub use members::{MemberRecord, MembersView, MembersWriter, Owners, PartitionState};
+
+use super::{Log, LogError, Sink, Source, Topic};
+use crate::log::topics::Topics;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{Producer, ThreadedProducer};
+use rdkafka::{Offset, TopicPartitionList};
+use sink::{DeliveryReports, KafkaSink};
+use source::KafkaSource;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The header that carries a record's format marker.
+pub const FORMAT_HEADER: &str = "feedlog-format";
+
+/// How long a metadata or watermark request may take.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where and how to reach Kafka.
+#[derive(Debug, Clone)]
+pub struct KafkaConfig {
+    /// `bootstrap.servers`: `host:port[,host:port...]`.
+    pub brokers: String,
+    /// The processors' consumer group.
+    pub group: String,
+    /// Prepended to every topic name of `topics/` (several feedlog
+    /// deployments, or tests, on one cluster).
+    pub topic_prefix: String,
+    /// Extra librdkafka settings for every client (`security.protocol`,
+    /// `sasl.*`, ...).
+    pub client: Vec<(String, String)>,
+    /// The topic specs.
+    pub topics: Topics,
+}
+
+impl KafkaConfig {
+    /// Settings for `brokers` and `group`, the built-in topics, no prefix.
+    pub fn new(brokers: &str, group: &str) -> KafkaConfig {
+        KafkaConfig {
+            brokers: brokers.to_string(),
+            group: group.to_string(),
+            topic_prefix: String::new(),
+            client: Vec::new(),
+            topics: Topics::builtin(),
+        }
+    }
+
+    /// A client configuration with the brokers and the extra settings.
+    pub fn client_config(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &self.brokers);
+        for (k, v) in &self.client {
+            c.set(k, v);
+        }
+        c
+    }
+
+    /// The Kafka name of `topic`.
+    pub fn name(&self, topic: Topic) -> String {
+        let spec = match topic {
+            Topic::Events => &self.topics.events,
+            Topic::Effects => &self.topics.effects,
+            Topic::DeadLetter => &self.topics.dead_letter,
+        };
+        format!("{}{}", self.topic_prefix, spec.name)
+    }
+
+    /// The Kafka name of the `members` topic.
+    pub fn members_topic(&self) -> String {
+        format!("{}{}", self.topic_prefix, self.topics.members.name)
+    }
+}
+
+pub(crate) fn kafka_err(what: impl Into<String>) -> impl FnOnce(KafkaError) -> LogError {
+    let what = what.into();
+    move |e| LogError::Kafka {
+        what,
+        reason: e.to_string(),
+    }
+}
+
+/// Partition counts of a topic, or why it cannot be used.
+pub fn topic_partitions(consumer: &BaseConsumer, name: &str) -> Result<u32, LogError> {
+    let md = consumer
+        .fetch_metadata(Some(name), REQUEST_TIMEOUT)
+        .map_err(kafka_err(format!("reading the metadata of topic {name}")))?;
+    let missing = || LogError::Kafka {
+        what: format!("topic {name}"),
+        reason: "it does not exist (create the topics with `feedlog topics apply --kafka BROKERS`)"
+            .into(),
+    };
+    let t = md
+        .topics()
+        .iter()
+        .find(|t| t.name() == name)
+        .ok_or_else(missing)?;
+    if let Some(e) = t.error() {
+        let code: RDKafkaErrorCode = e.into();
+        return Err(match code {
+            RDKafkaErrorCode::UnknownTopicOrPartition => missing(),
+            code => LogError::Kafka {
+                what: format!("topic {name}"),
+                reason: code.to_string(),
+            },
+        });
+    }
+    match t.partitions().len() {
+        0 => Err(missing()),
+        n => Ok(n as u32),
+    }
+}
+
+/// The Kafka log of one processor.
+pub struct KafkaLog {
+    cfg: KafkaConfig,
+    names: [String; 3],
+    partitions: [u32; 3],
+    producer: Arc<ThreadedProducer<DeliveryReports>>,
+    meta: BaseConsumer,
+    /// Set on shutdown: waits for acknowledgements give up.
+    stop: Arc<AtomicBool>,
+}
+
+impl KafkaLog {
+    /// Connects, checks that the topics exist and that `events` and
+    /// `effects` are co-partitioned. `stop` interrupts waits for
+    /// acknowledgements.
+    pub fn connect(cfg: KafkaConfig, stop: Arc<AtomicBool>) -> Result<KafkaLog, LogError> {
+        let meta: BaseConsumer = cfg
+            .client_config()
+            .set("group.id", format!("{}.meta", cfg.group))
+            .set("enable.auto.commit", "false")
+            .create()
+            .map_err(kafka_err("creating a metadata client"))?;
+        let names = [Topic::Events, Topic::Effects, Topic::DeadLetter].map(|t| cfg.name(t));
+        let mut partitions = [0u32; 3];
+        for (i, name) in names.iter().enumerate() {
+            partitions[i] = topic_partitions(&meta, name)?;
+        }
+        if partitions[0] != partitions[1] {
+            return Err(LogError::Kafka {
+                what: format!("topics {} and {}", names[0], names[1]),
+                reason: format!(
+                    "they must be co-partitioned (same partition count), but have {} and {}",
+                    partitions[0], partitions[1]
+                ),
+            });
+        }
+        let producer: ThreadedProducer<DeliveryReports> = cfg
+            .client_config()
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            // Never give up on a record: a broker outage stalls, not loses.
+            .set("message.timeout.ms", "0")
+            // Room for the largest record the topic specs allow.
+            .set(
+                "message.max.bytes",
+                max_message_bytes(
+                    [
+                        &cfg.topics.events,
+                        &cfg.topics.effects,
+                        &cfg.topics.dead_letter,
+                    ]
+                    .iter()
+                    .map(|t| t.max_record_bytes)
+                    .max()
+                    .unwrap_or_default(),
+                )
+                .to_string(),
+            )
+            .set("linger.ms", "2")
+            .create_with_context(DeliveryReports)
+            .map_err(kafka_err("creating the producer"))?;
+        Ok(KafkaLog {
+            cfg,
+            names,
+            partitions,
+            producer: Arc::new(producer),
+            meta,
+            stop,
+        })
+    }
+
+    /// The settings it was made with.
+    pub fn config(&self) -> &KafkaConfig {
+        &self.cfg
+    }
+
+    fn index(topic: Topic) -> usize {
+        match topic {
+            Topic::Events => 0,
+            Topic::Effects => 1,
+            Topic::DeadLetter => 2,
+        }
+    }
+
+    /// The Kafka name of `topic`.
+    pub fn name(&self, topic: Topic) -> &str {
+        &self.names[KafkaLog::index(topic)]
+    }
+
+    /// The first offset `topic[partition]` still holds (retention).
+    pub fn start_offset(&self, topic: Topic, partition: u32) -> Result<u64, LogError> {
+        Ok(self.watermarks(topic, partition)?.0)
+    }
+
+    fn watermarks(&self, topic: Topic, partition: u32) -> Result<(u64, u64), LogError> {
+        let name = self.name(topic);
+        let (lo, hi) = self
+            .meta
+            .fetch_watermarks(name, partition as i32, REQUEST_TIMEOUT)
+            .map_err(kafka_err(format!("reading the end of {name}[{partition}]")))?;
+        Ok((lo.max(0) as u64, hi.max(0) as u64))
+    }
+}
+
+impl Log for KafkaLog {
+    fn source(
+        &self,
+        topic: Topic,
+        partition: u32,
+        from: super::Offset,
+    ) -> Result<Box<dyn Source>, LogError> {
+        let from = from.0;
+        let name = self.name(topic).to_string();
+        let consumer: BaseConsumer = self
+            .cfg
+            .client_config()
+            .set("group.id", format!("{}.reader", self.cfg.group))
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            // A position the log no longer holds is an error, never a skip.
+            .set("auto.offset.reset", "error")
+            .set("queued.max.messages.kbytes", "8192")
+            .set("fetch.wait.max.ms", "50")
+            .create()
+            .map_err(kafka_err(format!(
+                "creating a reader of {name}[{partition}]"
+            )))?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&name, partition as i32, Offset::Offset(from as i64))
+            .map_err(kafka_err(format!("assigning {name}[{partition}]")))?;
+        consumer
+            .assign(&tpl)
+            .map_err(kafka_err(format!("assigning {name}[{partition}]")))?;
+        Ok(Box::new(KafkaSource {
+            consumer,
+            name,
+            partition,
+            position: from,
+            held: None,
+        }))
+    }
+
+    fn sink(self: Arc<Self>, _sync: bool) -> Result<Box<dyn Sink>, LogError> {
+        Ok(Box::new(KafkaSink {
+            names: self.names.clone(),
+            producer: self.producer.clone(),
+            acks: Arc::default(),
+            stop: self.stop.clone(),
+        }))
+    }
+
+    fn end_offset(&self, topic: Topic, partition: u32) -> Result<super::Offset, LogError> {
+        Ok(super::Offset(self.watermarks(topic, partition)?.1))
+    }
+
+    fn partitions(&self, topic: Topic) -> u32 {
+        self.partitions[KafkaLog::index(topic)]
+    }
+}
+
+impl Drop for KafkaLog {
+    fn drop(&mut self) {
+        // Queued records of an interrupted flush are re-shipped from the
+        // outbox on the next start; give in-flight ones a moment.
+        let _ = self.producer.flush(Duration::from_secs(1));
+    }
+}

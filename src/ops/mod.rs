@@ -1,0 +1,11 @@
+//! Tools over a data directory's state and log: rebuild a state from the
+//! log beside the live one, digest and verify states, swap a rebuilt state
+//! in, reset to a checkpoint or the start.
+
+pub mod control;
+pub mod digest;
+pub mod rebuild;
+pub mod reset;
+pub mod serve;
+pub mod status;
+pub mod swap;

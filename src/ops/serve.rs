@@ -1,0 +1,90 @@
+//! What the read API needs from a running node, wired: the lag and the
+//! dead-letter count from the node's log, the processing figures from its
+//! runner, and in Kafka mode who serves which partition (from `members`).
+//! The API owns the traits ([`Node`], [`Owners`]); this is where they meet
+//! the log and the runners, so the API never touches either.
+
+use crate::api::http::{Api, ApiConfig, Node, Owners};
+use crate::api::query::Reader;
+use crate::core::metrics::{PartitionLag, Progress};
+use crate::log::kafka::{MembersView, PartitionState};
+use crate::log::{Log, LogError, Topic};
+use crate::state::{Partitions, Store};
+use crate::task::embedded::Processor;
+use crate::task::kafka::Cluster;
+use std::sync::Arc;
+
+/// A node whose figures come from its log (embedded or Kafka) and, when
+/// the processor runs in this process, its progress.
+pub struct LogNode {
+    /// The node's log.
+    pub log: Arc<dyn Log>,
+    /// The in-process processor's figures, if any.
+    pub progress: Option<Arc<Progress>>,
+}
+
+impl Node for LogNode {
+    fn lag(&self, stores: &[(u32, Arc<Store>)]) -> Result<Vec<PartitionLag>, String> {
+        crate::task::lag(&*self.log, stores).map_err(|e| e.to_string())
+    }
+
+    fn dead_letters(&self) -> Result<u64, String> {
+        let mut n = 0;
+        for p in 0..self.log.partitions(Topic::DeadLetter) {
+            n += self
+                .log
+                .end_offset(Topic::DeadLetter, p)
+                .map_err(|e| e.to_string())?
+                .0;
+        }
+        Ok(n)
+    }
+
+    fn progress(&self) -> Option<Arc<Progress>> {
+        self.progress.clone()
+    }
+}
+
+/// Who serves which partition, from a live view of `members`.
+pub struct MembersOwners(pub Arc<MembersView>);
+
+impl Owners for MembersOwners {
+    fn serving(&self, p: u32) -> Option<String> {
+        match self.0.owners().partitions.get(&p) {
+            Some((_, PartitionState::Serving, Some(api))) => Some(api.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// A reader over an embedded processor's live stores (it follows a swap).
+pub fn reader_of(processor: &Processor) -> Reader {
+    let set: Arc<dyn Partitions> = processor.store_set().clone();
+    Reader::over(set, None)
+}
+
+/// The read API of an embedded processor running in this process.
+pub fn processor_api(processor: &Processor, cfg: ApiConfig) -> Arc<Api> {
+    let node = LogNode {
+        log: processor.logs().clone(),
+        progress: Some(processor.progress().clone()),
+    };
+    Api::new(reader_of(processor), Arc::new(node), cfg)
+}
+
+/// The read API of a Kafka-mode processor: its serving partitions here,
+/// the others through their owners (found in the `members` topic).
+pub fn cluster_api(cluster: &Cluster, cfg: ApiConfig) -> Result<Arc<Api>, LogError> {
+    let members = Arc::new(MembersView::start(cluster.log().config())?);
+    let reader = Reader::over(cluster.shared().clone(), None);
+    let node = LogNode {
+        log: cluster.log().clone(),
+        progress: Some(cluster.progress().clone()),
+    };
+    Ok(Api::clustered(
+        reader,
+        Arc::new(node),
+        cfg,
+        Some(Arc::new(MembersOwners(members))),
+    ))
+}

@@ -1,0 +1,411 @@
+//! A data directory: its identity file, its logs and its state stores.
+//!
+//! ```text
+//! DIR/feedlog.json                  {"layout":1,"partitions":8}
+//! DIR/log/events/00000/…            embedded log partitions (see log::embedded)
+//! DIR/log/effects/00000/…
+//! DIR/log/dead-letter/00000/…
+//! DIR/state/00000/                  one RocksDB per partition (see state/README.md)
+//! DIR/state.1/00000/                 another state generation (after a swap)
+//! DIR/run.lock                       held by the process that writes the state
+//! DIR/control/                       requests to that process (see crate::control)
+//! ```
+//!
+//! `feedlog.json` names the active state generation (`"state"` when absent)
+//! and the inbox cap it was built with. A swap writes a new `feedlog.json`
+//! (write, fsync, rename): every process that opens the directory afterwards
+//! sees the new generation, and the old one stays on disk until
+//! `feedlog drop-state` removes it.
+
+use crate::log::topics::Topics;
+use crate::log::Logs;
+use crate::state::LAYOUT_VERSION;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Errors opening a data directory.
+#[derive(Debug, thiserror::Error)]
+pub enum DataDirError {
+    /// I/O on the identity file.
+    #[error("i/o error on {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No data directory here.
+    #[error("{0} is not a feedlog data directory (no feedlog.json); create one with `feedlog --data DIR produce`")]
+    Missing(PathBuf),
+    /// The identity file is unreadable or names another layout.
+    #[error("refusing data directory {path}: {reason}")]
+    Refused {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The name of the first state generation.
+pub const FIRST_STATE: &str = "state";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Identity {
+    layout: u32,
+    partitions: u32,
+    /// The active state generation, a directory under the root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    state: Option<String>,
+    /// Inbox entries kept per user, as the active state was built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    inbox_cap: Option<u64>,
+}
+
+/// An opened data directory.
+#[derive(Debug, Clone)]
+pub struct DataDir {
+    root: PathBuf,
+    id: Identity,
+}
+
+/// Whether `name` is a state generation's directory name: `state` or
+/// `state.N`.
+pub fn is_state_name(name: &str) -> bool {
+    name == FIRST_STATE
+        || name
+            .strip_prefix("state.")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+impl DataDir {
+    /// Opens `root`, creating it with `partitions` (or the `events` spec's
+    /// default) when new. `partitions` given for an existing directory must
+    /// match its count.
+    /// A directory that holds logs or state but no `feedlog.json` is refused:
+    /// its identity is lost, and a new one could name another partition count.
+    pub fn create_or_open(root: &Path, partitions: Option<u32>) -> Result<DataDir, DataDirError> {
+        if !root.join("feedlog.json").exists() {
+            if let Some(found) = existing_data(root) {
+                return Err(DataDirError::Refused {
+                    path: root.to_path_buf(),
+                    reason: format!(
+                        "feedlog.json is missing but the directory holds {found}: restore feedlog.json \
+                         (it names the partition count; see `feedlog log check`) rather than create a new identity"
+                    ),
+                });
+            }
+        }
+        if root.join("feedlog.json").exists() {
+            let dir = DataDir::open(root)?;
+            if let Some(n) = partitions {
+                if n != dir.partitions() {
+                    return Err(DataDirError::Refused {
+                        path: root.to_path_buf(),
+                        reason: format!(
+                            "it has {} partitions; --partitions only applies when the directory is created",
+                            dir.partitions()
+                        ),
+                    });
+                }
+            }
+            return Ok(dir);
+        }
+        let partitions = partitions.unwrap_or_else(|| Topics::builtin().default_partitions());
+        if partitions == 0 || partitions > 4096 {
+            return Err(DataDirError::Refused {
+                path: root.to_path_buf(),
+                reason: format!("partition count {partitions} is outside 1..=4096"),
+            });
+        }
+        std::fs::create_dir_all(root).map_err(io(root))?;
+        let dir = DataDir {
+            root: root.to_path_buf(),
+            id: Identity {
+                layout: LAYOUT_VERSION,
+                partitions,
+                state: None,
+                inbox_cap: None,
+            },
+        };
+        dir.write_identity()?;
+        Ok(dir)
+    }
+
+    fn write_identity(&self) -> Result<(), DataDirError> {
+        let bytes = serde_json::to_vec(&self.id).expect("plain struct");
+        crate::state::fsutil::write_atomically(&self.root.join("feedlog.json"), &bytes)
+            .map_err(|(path, source)| DataDirError::Io { path, source })
+    }
+
+    /// Opens an existing data directory.
+    pub fn open(root: &Path) -> Result<DataDir, DataDirError> {
+        let file = root.join("feedlog.json");
+        let bytes = match std::fs::read(&file) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(DataDirError::Missing(root.to_path_buf()))
+            }
+            Err(source) => return Err(DataDirError::Io { path: file, source }),
+        };
+        let refuse = |reason: String| DataDirError::Refused {
+            path: root.to_path_buf(),
+            reason,
+        };
+        let id: Identity = serde_json::from_slice(&bytes)
+            .map_err(|e| refuse(format!("feedlog.json is invalid: {e}")))?;
+        if id.layout != LAYOUT_VERSION {
+            return Err(refuse(format!(
+                "it was written with layout {}, this build reads layout {LAYOUT_VERSION}",
+                id.layout
+            )));
+        }
+        if id.partitions == 0 {
+            return Err(refuse("feedlog.json says 0 partitions".into()));
+        }
+        if let Some(state) = &id.state {
+            if !is_state_name(state) {
+                return Err(refuse(format!(
+                    "feedlog.json names state generation {state:?}, which is not `state` or `state.N`"
+                )));
+            }
+        }
+        let dir = DataDir {
+            root: root.to_path_buf(),
+            id,
+        };
+        dir.check_partition_dirs()?;
+        Ok(dir)
+    }
+
+    /// Refuses a directory whose logs or state hold partitions that
+    /// `feedlog.json` does not count: they would be silently ignored.
+    fn check_partition_dirs(&self) -> Result<(), DataDirError> {
+        let logs = self.logs();
+        let mut places: Vec<(PathBuf, u32)> =
+            [crate::log::Topic::Events, crate::log::Topic::Effects]
+                .into_iter()
+                .map(|t| {
+                    let dir = logs.dir(t, 0);
+                    let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
+                    (parent, logs.partitions(t))
+                })
+                .collect();
+        places.push((self.state_root(), self.partitions()));
+        for (dir, count) in places {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let Some(index) = name
+                    .to_str()
+                    .filter(|n| n.len() == 5)
+                    .and_then(|n| n.parse::<u32>().ok())
+                else {
+                    continue;
+                };
+                if index >= count {
+                    return Err(DataDirError::Refused {
+                        path: self.root.clone(),
+                        reason: format!(
+                            "feedlog.json says {} partitions but {} exists: the directory holds partitions \
+                             it does not count (was feedlog.json replaced?)",
+                            self.partitions(),
+                            entry.path().display()
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Partition count.
+    pub fn partitions(&self) -> u32 {
+        self.id.partitions
+    }
+
+    /// The active state generation's name (`state`, `state.1`, ...).
+    pub fn state_name(&self) -> &str {
+        self.id.state.as_deref().unwrap_or(FIRST_STATE)
+    }
+
+    /// The active state generation's directory.
+    pub fn state_root(&self) -> PathBuf {
+        self.root.join(self.state_name())
+    }
+
+    /// The inbox cap the active state was built with, when recorded.
+    pub fn inbox_cap(&self) -> Option<u64> {
+        self.id.inbox_cap
+    }
+
+    /// Records the inbox cap of the active state.
+    pub fn set_inbox_cap(&mut self, cap: u64) -> Result<(), DataDirError> {
+        self.id.inbox_cap = Some(cap);
+        self.write_identity()
+    }
+
+    /// Makes `name` (a directory under the root) the active state
+    /// generation, built with `inbox_cap`: one atomic rename of
+    /// `feedlog.json`.
+    pub fn set_state(&mut self, name: &str, inbox_cap: u64) -> Result<(), DataDirError> {
+        assert!(is_state_name(name), "not a state generation name: {name}");
+        self.id.state = (name != FIRST_STATE).then(|| name.to_string());
+        self.id.inbox_cap = Some(inbox_cap);
+        self.write_identity()
+    }
+
+    /// The state generations on disk (active or not), by name.
+    pub fn state_generations(&self) -> Result<Vec<String>, DataDirError> {
+        let mut out: Vec<String> = std::fs::read_dir(&self.root)
+            .map_err(io(&self.root))?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().is_dir())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| is_state_name(n))
+            .collect();
+        out.sort_by_key(|n| {
+            n.strip_prefix("state.")
+                .and_then(|x| x.parse::<u64>().ok())
+                .unwrap_or(0)
+        });
+        Ok(out)
+    }
+
+    /// A name for a new state generation: one past the highest on disk.
+    pub fn next_state_name(&self) -> Result<String, DataDirError> {
+        let highest = self
+            .state_generations()?
+            .iter()
+            .filter_map(|n| n.strip_prefix("state.").and_then(|x| x.parse::<u64>().ok()))
+            .max()
+            .unwrap_or(0);
+        Ok(format!("state.{}", highest + 1))
+    }
+
+    /// The directory's logs.
+    pub fn logs(&self) -> Logs {
+        Logs::new(&self.root.join("log"), self.partitions(), Topics::builtin())
+    }
+
+    /// The state store directory of one partition, in the active
+    /// generation.
+    pub fn state_dir(&self, partition: u32) -> PathBuf {
+        self.state_root().join(format!("{partition:05}"))
+    }
+
+    /// Takes `DIR/run.lock`, held while this process writes the state;
+    /// `None` when another process holds it.
+    pub fn try_lock(&self) -> Result<Option<std::fs::File>, DataDirError> {
+        let path = self.root.join("run.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io(&path))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(file)),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(source)) => Err(DataDirError::Io { path, source }),
+        }
+    }
+}
+
+/// What data `root` holds without a `feedlog.json` (logs or a state
+/// generation), if any.
+fn existing_data(root: &Path) -> Option<String> {
+    if root.join("log").is_dir() {
+        return Some("logs (log/)".into());
+    }
+    std::fs::read_dir(root)
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .find(|n| is_state_name(n))
+        .map(|n| format!("state ({n}/)"))
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DataDirError {
+    let path = path.to_path_buf();
+    move |source| DataDirError::Io { path, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves a data directory keeps its partition count and refuses another layout.
+    #[test]
+    fn identity_is_checked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = DataDir::create_or_open(tmp.path(), Some(3)).unwrap();
+        assert_eq!(d.partitions(), 3);
+        assert_eq!(
+            DataDir::create_or_open(tmp.path(), None)
+                .unwrap()
+                .partitions(),
+            3
+        );
+        let err = DataDir::create_or_open(tmp.path(), Some(4))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("it has 3 partitions"), "{err}");
+        std::fs::write(
+            tmp.path().join("feedlog.json"),
+            r#"{"layout":9,"partitions":3}"#,
+        )
+        .unwrap();
+        let err = DataDir::open(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("layout 9"), "{err}");
+        let err = DataDir::open(&tmp.path().join("nope"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not a feedlog data directory"), "{err}");
+    }
+
+    // Proves a feedlog.json that counts fewer partitions than the logs hold is refused, and a lost one is not recreated next to existing logs.
+    #[test]
+    fn identity_must_match_the_logs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = DataDir::create_or_open(tmp.path(), Some(8)).unwrap();
+        let logs = d.logs();
+        logs.append(
+            crate::log::Topic::Events,
+            7,
+            &[crate::log::NewRecord {
+                timestamp_ms: 0,
+                format: 1,
+                key: b"k",
+                value: b"v",
+            }],
+            true,
+        )
+        .unwrap();
+        drop(logs);
+        std::fs::write(
+            tmp.path().join("feedlog.json"),
+            r#"{"layout":1,"partitions":4}"#,
+        )
+        .unwrap();
+        let err = DataDir::open(tmp.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("says 4 partitions") && err.contains("00007"),
+            "{err}"
+        );
+        std::fs::remove_file(tmp.path().join("feedlog.json")).unwrap();
+        let err = DataDir::create_or_open(tmp.path(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("feedlog.json is missing"), "{err}");
+        assert!(!tmp.path().join("feedlog.json").exists());
+    }
+}

@@ -1,0 +1,167 @@
+//! The stores of a data directory as a set: opened together, read as one,
+//! replaced as a whole by a swap while readers read.
+
+use super::cache::BlockCache;
+use super::datadir::DataDir;
+use super::store::{Store, StoreError, StoreOptions};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Why a partition's store cannot be read here now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Unavailable {
+    /// The partition is moving between processors (revoked, or replaying
+    /// before it serves): retry shortly.
+    #[error("partition {partition} is moving between processors; retry shortly")]
+    Moving {
+        /// The partition.
+        partition: u32,
+    },
+    /// Another processor owns the partition (Kafka mode): ask it.
+    #[error("partition {partition} is owned by another processor")]
+    Elsewhere {
+        /// The partition.
+        partition: u32,
+    },
+}
+
+/// The partition stores a reader reads: all of a data directory's, or the
+/// ones a Kafka-mode processor owns right now.
+pub trait Partitions: Send + Sync {
+    /// The partition count.
+    fn count(&self) -> u32;
+    /// The store of partition `p`, when it is here and serving;
+    /// [`Unavailable`] otherwise.
+    fn store(&self, p: u32) -> Result<Arc<Store>, Unavailable>;
+    /// The stores here, by partition.
+    fn local(&self) -> Vec<(u32, Arc<Store>)>;
+    /// For a set that can be replaced while it is read: the set as it is
+    /// now, to read one request from. `None`: this set never changes.
+    fn pinned(&self) -> Option<Arc<dyn Partitions>> {
+        None
+    }
+}
+
+/// Every partition's store, replaceable as a whole while readers read (a
+/// swap to a rebuilt state). A reader pins the set once per request
+/// (`api::query::Reader::current`), so one answer comes from the old stores or from
+/// the new ones, never from both.
+pub struct StoreSet {
+    current: std::sync::RwLock<Arc<Vec<Arc<Store>>>>,
+    count: u32,
+}
+
+impl StoreSet {
+    /// A set over `stores`, indexed by partition.
+    pub fn new(stores: Vec<Arc<Store>>) -> StoreSet {
+        StoreSet {
+            count: stores.len() as u32,
+            current: std::sync::RwLock::new(Arc::new(stores)),
+        }
+    }
+
+    /// The stores now.
+    pub fn get(&self) -> Arc<Vec<Arc<Store>>> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Replaces every store at once; returns the old set (its stores close
+    /// when the last reader of them is done).
+    pub fn replace(&self, stores: Vec<Arc<Store>>) -> Arc<Vec<Arc<Store>>> {
+        assert_eq!(stores.len() as u32, self.count, "same partition count");
+        std::mem::replace(
+            &mut *self.current.write().unwrap_or_else(|e| e.into_inner()),
+            Arc::new(stores),
+        )
+    }
+}
+
+impl Partitions for StoreSet {
+    fn count(&self) -> u32 {
+        self.count
+    }
+
+    fn store(&self, p: u32) -> Result<Arc<Store>, Unavailable> {
+        Ok(self.get()[p as usize].clone())
+    }
+
+    fn local(&self) -> Vec<(u32, Arc<Store>)> {
+        self.get().local()
+    }
+
+    fn pinned(&self) -> Option<Arc<dyn Partitions>> {
+        Some(self.get())
+    }
+}
+
+impl Partitions for Vec<Arc<Store>> {
+    fn count(&self) -> u32 {
+        self.len() as u32
+    }
+
+    fn store(&self, p: u32) -> Result<Arc<Store>, Unavailable> {
+        Ok(self[p as usize].clone())
+    }
+
+    fn local(&self) -> Vec<(u32, Arc<Store>)> {
+        self.iter()
+            .enumerate()
+            .map(|(p, s)| (p as u32, s.clone()))
+            .collect()
+    }
+}
+
+/// Opens (creating if missing) every partition's store under `dir`'s
+/// active state generation.
+pub fn open_stores(
+    dir: &DataDir,
+    cache: &BlockCache,
+    sync: bool,
+) -> Result<Vec<Arc<Store>>, StoreError> {
+    let opts = StoreOptions {
+        sync,
+        ..StoreOptions::default()
+    };
+    (0..dir.partitions())
+        .map(|p| Store::open(&dir.state_dir(p), p, dir.partitions(), cache, &opts).map(Arc::new))
+        .collect()
+}
+
+/// Opens every store read-only, for queries beside a running processor
+/// (they see the state as of the open).
+pub fn open_read_only(dir: &DataDir) -> Result<Vec<Arc<Store>>, StoreError> {
+    let cache = BlockCache::new(64 << 20);
+    (0..dir.partitions())
+        .map(|p| {
+            Store::open_read_only(&dir.state_dir(p), p, dir.partitions(), &cache).map(Arc::new)
+        })
+        .collect()
+}
+
+/// Opens every store of the active state generation as a RocksDB
+/// secondary, for a read API beside a running processor:
+/// [`Store::catch_up`] moves them to the latest committed state. `scratch`
+/// holds the secondaries' own files.
+pub fn open_secondaries(dir: &DataDir, scratch: &Path) -> Result<Vec<Arc<Store>>, StoreError> {
+    let cache = BlockCache::new(64 << 20);
+    let scratch = scratch.join(dir.state_name());
+    std::fs::create_dir_all(&scratch).map_err(|source| StoreError::Refused {
+        path: scratch.clone(),
+        reason: format!("cannot create the secondary's directory: {source}"),
+    })?;
+    (0..dir.partitions())
+        .map(|p| {
+            Store::open_secondary(
+                &dir.state_dir(p),
+                &scratch.join(format!("{p:05}")),
+                p,
+                dir.partitions(),
+                &cache,
+            )
+            .map(Arc::new)
+        })
+        .collect()
+}

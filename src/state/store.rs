@@ -1,0 +1,529 @@
+//! One partition's RocksDB: column families per view, the layout check,
+//! and the atomic commit of a batch's state with its input positions.
+
+use super::cache::BlockCache;
+use super::meta;
+use crate::core::kv::{Cf, Kv, KvError, Scan, Writes};
+use crate::core::position::Positions;
+use rocksdb::{
+    BlockBasedOptions, ColumnFamilyDescriptor, IteratorMode, Options, ReadOptions,
+    SnapshotWithThreadMode, WriteBatch, WriteOptions, DB,
+};
+use std::path::{Path, PathBuf};
+use std::sync::PoisonError;
+
+/// The state layout this build reads and writes (see `state/README.md`).
+pub const LAYOUT_VERSION: u32 = 1;
+
+/// Errors of the state layer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// RocksDB reported an error.
+    #[error("rocksdb error in {path}: {source}")]
+    Rocks {
+        /// The store's directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: rocksdb::Error,
+    },
+    /// A read through the [`Kv`] port failed (a value that does not
+    /// decode, or RocksDB).
+    #[error(transparent)]
+    Kv(#[from] KvError),
+    /// The store was written by another layout or belongs elsewhere.
+    #[error("refusing state store {path}: {reason}")]
+    Refused {
+        /// The store's directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl StoreError {
+    /// A corrupt-value error for `key` in `cf`.
+    pub fn corrupt(cf: Cf, key: &[u8], reason: impl Into<String>) -> StoreError {
+        StoreError::Kv(KvError::corrupt(cf, key, reason))
+    }
+}
+
+impl From<StoreError> for KvError {
+    fn from(e: StoreError) -> KvError {
+        match e {
+            StoreError::Kv(k) => k,
+            other => KvError::Backend(Box::new(other)),
+        }
+    }
+}
+
+/// Tuning for a store.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// fsync the WAL on every commit (durable against power loss).
+    pub sync: bool,
+    /// Memtable size per column family, bytes.
+    pub write_buffer_bytes: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            sync: true,
+            write_buffer_bytes: 16 << 20,
+        }
+    }
+}
+
+/// One partition's RocksDB.
+pub struct Store {
+    db: DB,
+    path: PathBuf,
+    write_opts: WriteOptions,
+    /// For a secondary (which has no snapshots): readers hold it shared
+    /// for a whole read view, [`Store::catch_up`] exclusively, so a view
+    /// never sees two states.
+    follow: Option<std::sync::RwLock<()>>,
+}
+
+fn cf_options(cf: Cf, cache: &BlockCache, opts: &StoreOptions) -> Options {
+    let mut o = Options::default();
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(cache.rocks());
+    if matches!(
+        cf,
+        Cf::Users | Cf::Followees | Cf::Followers | Cf::Posts | Cf::Inbox
+    ) {
+        table.set_bloom_filter(10.0, false);
+    }
+    o.set_block_based_table_factory(&table);
+    o.set_write_buffer_size(opts.write_buffer_bytes);
+    o.set_level_compaction_dynamic_level_bytes(true);
+    o
+}
+
+impl Store {
+    /// Opens (creating if missing) the store of `partition` of `partitions`.
+    /// Refuses a store of another layout version or another partition.
+    pub fn open(
+        path: &Path,
+        partition: u32,
+        partitions: u32,
+        cache: &BlockCache,
+        opts: &StoreOptions,
+    ) -> Result<Store, StoreError> {
+        let mut db_opts = Options::default();
+        db_opts.create_if_missing(true);
+        db_opts.create_missing_column_families(true);
+        db_opts.set_max_background_jobs(2);
+        db_opts.set_max_open_files(256);
+        // Disk before the first event: RocksDB would preallocate each
+        // write-ahead log at 1.1 × the largest memtable (the unused default
+        // column family's is 64 MB) and each MANIFEST at 4 MB, ~75 MB per
+        // partition. Files grow as they are written instead; an empty store
+        // is a few hundred KB.
+        db_opts.set_manifest_preallocation_size(64 << 10);
+        db_opts.set_write_buffer_size(1 << 20);
+        db_opts.set_keep_log_file_num(4);
+        db_opts.set_max_log_file_size(4 << 20);
+        // (No setter for `allow_fallocate` in the Rust binding: through
+        // RocksDB's own options-string parser, which copies the rest.)
+        let db_opts = db_opts
+            .get_options_from_string("allow_fallocate=false")
+            .map_err(|source| StoreError::Rocks {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let cfs = Cf::ALL
+            .iter()
+            .map(|&cf| ColumnFamilyDescriptor::new(cf.name(), cf_options(cf, cache, opts)));
+        let db =
+            DB::open_cf_descriptors(&db_opts, path, cfs).map_err(|source| StoreError::Rocks {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let mut write_opts = WriteOptions::default();
+        write_opts.set_sync(opts.sync);
+        let store = Store {
+            db,
+            path: path.to_path_buf(),
+            write_opts,
+            follow: None,
+        };
+        store.check_identity(partition, partitions, true)?;
+        Ok(store)
+    }
+
+    /// Opens an existing store read-only (beside a running processor): sees
+    /// the state as of the open.
+    pub fn open_read_only(
+        path: &Path,
+        partition: u32,
+        partitions: u32,
+        cache: &BlockCache,
+    ) -> Result<Store, StoreError> {
+        Store::open_existing(path, partition, partitions, cache, None, |cfs| {
+            DB::open_cf_descriptors_read_only(&Options::default(), path, cfs, false)
+        })
+    }
+
+    /// The input positions committed in the store at `path` (events,
+    /// effects), read through a read-only open (a processor may be running);
+    /// `None` when there is no store there.
+    pub fn stored_positions(
+        path: &Path,
+        partition: u32,
+        partitions: u32,
+    ) -> Result<Option<Positions>, StoreError> {
+        if !path.join("CURRENT").exists() {
+            return Ok(None);
+        }
+        let cache = BlockCache::new(1 << 20);
+        let store = Store::open_read_only(path, partition, partitions, &cache)?;
+        Ok(Some(store.positions()?))
+    }
+
+    /// Opens an existing store as a RocksDB secondary beside a running
+    /// processor: sees the state as of the open, and later states after each
+    /// [`Store::catch_up`]. `scratch` holds the secondary's own files.
+    pub fn open_secondary(
+        path: &Path,
+        scratch: &Path,
+        partition: u32,
+        partitions: u32,
+        cache: &BlockCache,
+    ) -> Result<Store, StoreError> {
+        let follow = Some(std::sync::RwLock::new(()));
+        Store::open_existing(path, partition, partitions, cache, follow, |cfs| {
+            let mut db_opts = Options::default();
+            // A secondary must keep every file open (RocksDB's requirement).
+            db_opts.set_max_open_files(-1);
+            DB::open_cf_descriptors_as_secondary(&db_opts, path, scratch, cfs)
+        })
+    }
+
+    /// Opens a store that must exist with `open`, without writing to it,
+    /// and checks its identity.
+    fn open_existing(
+        path: &Path,
+        partition: u32,
+        partitions: u32,
+        cache: &BlockCache,
+        follow: Option<std::sync::RwLock<()>>,
+        open: impl FnOnce(Vec<ColumnFamilyDescriptor>) -> Result<DB, rocksdb::Error>,
+    ) -> Result<Store, StoreError> {
+        if !path.join("CURRENT").exists() {
+            return Err(StoreError::Refused {
+                path: path.to_path_buf(),
+                reason: "no state store here (has `feedlog run` processed this data directory?)"
+                    .into(),
+            });
+        }
+        let opts = StoreOptions::default();
+        let cfs = Cf::ALL
+            .iter()
+            .map(|&cf| ColumnFamilyDescriptor::new(cf.name(), cf_options(cf, cache, &opts)))
+            .collect();
+        let db = open(cfs).map_err(|source| StoreError::Rocks {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let store = Store {
+            db,
+            path: path.to_path_buf(),
+            write_opts: WriteOptions::default(),
+            follow,
+        };
+        store.check_identity(partition, partitions, false)?;
+        Ok(store)
+    }
+
+    /// Moves a store opened by [`Store::open_secondary`] up to the primary's
+    /// latest committed state.
+    pub fn catch_up(&self) -> Result<(), StoreError> {
+        let _exclusive = self
+            .follow
+            .as_ref()
+            .map(|l| l.write().unwrap_or_else(PoisonError::into_inner));
+        self.db
+            .try_catch_up_with_primary()
+            .map_err(|e| self.rocks(e))
+    }
+
+    fn check_identity(
+        &self,
+        partition: u32,
+        partitions: u32,
+        writable: bool,
+    ) -> Result<(), StoreError> {
+        let refuse = |reason: String| StoreError::Refused {
+            path: self.path.clone(),
+            reason,
+        };
+        let read_u32 = |k: &[u8]| -> Result<Option<u32>, StoreError> {
+            match self.get(Cf::Meta, k)? {
+                None => Ok(None),
+                Some(v) => v
+                    .try_into()
+                    .map(|b| Some(u32::from_be_bytes(b)))
+                    .map_err(|_| StoreError::corrupt(Cf::Meta, k, "expected 4 bytes")),
+            }
+        };
+        match read_u32(meta::LAYOUT)? {
+            None if writable => {
+                let mut b = WriteBatch::default();
+                let meta = self.cf(Cf::Meta);
+                b.put_cf(meta, meta::LAYOUT, LAYOUT_VERSION.to_be_bytes());
+                b.put_cf(meta, meta::PARTITION, partition.to_be_bytes());
+                b.put_cf(meta, meta::PARTITIONS, partitions.to_be_bytes());
+                self.write(b)?;
+                return Ok(());
+            }
+            None => return Err(refuse("the store has no layout version".into())),
+            Some(v) if v != LAYOUT_VERSION => {
+                return Err(refuse(format!(
+                "it was written with state layout {v}, this build reads layout {LAYOUT_VERSION} \
+                     (rebuild it from the log into a fresh directory)"
+            )))
+            }
+            Some(_) => {}
+        }
+        let found = (read_u32(meta::PARTITION)?, read_u32(meta::PARTITIONS)?);
+        if found != (Some(partition), Some(partitions)) {
+            return Err(refuse(format!(
+                "it holds partition {:?} of {:?}, expected {partition} of {partitions}",
+                found.0, found.1
+            )));
+        }
+        Ok(())
+    }
+
+    fn cf(&self, cf: Cf) -> &rocksdb::ColumnFamily {
+        self.db
+            .cf_handle(cf.name())
+            .expect("every column family is created at open")
+    }
+
+    fn rocks(&self, source: rocksdb::Error) -> StoreError {
+        StoreError::Rocks {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// Writes a consistent RocksDB checkpoint of this store into `to`
+    /// (which must not exist): table files hard-linked where the file
+    /// system allows, the rest copied. Its `meta` holds the positions of
+    /// exactly the state it holds.
+    pub fn checkpoint(&self, to: &Path) -> Result<(), StoreError> {
+        let err = |source| StoreError::Rocks {
+            path: to.to_path_buf(),
+            source,
+        };
+        rocksdb::checkpoint::Checkpoint::new(&self.db)
+            .and_then(|c| c.create_checkpoint(to))
+            .map_err(err)
+    }
+
+    /// Writes every column family's memtable to table files, so the next
+    /// open has (almost) no write-ahead log to replay.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        let cfs: Vec<&rocksdb::ColumnFamily> = Cf::ALL.iter().map(|&cf| self.cf(cf)).collect();
+        self.db
+            .flush_cfs_opt(&cfs, &rocksdb::FlushOptions::default())
+            .map_err(|source| StoreError::Rocks {
+                path: self.path.clone(),
+                source,
+            })
+    }
+
+    /// The store's directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads a `u64` from the meta column family (0 when absent).
+    pub fn meta_u64(&self, key: &[u8]) -> Result<u64, StoreError> {
+        Ok(meta::meta_u64(self, key)?)
+    }
+
+    /// The input positions committed with the state.
+    pub fn positions(&self) -> Result<Positions, StoreError> {
+        Ok(meta::positions(self)?)
+    }
+
+    /// Commits a batch's writes plus extra raw operations in one atomic
+    /// `WriteBatch`.
+    pub fn commit(
+        &self,
+        writes: &Writes,
+        extra: impl FnOnce(&mut Batch<'_>),
+    ) -> Result<(), StoreError> {
+        let mut batch = WriteBatch::default();
+        for cf in Cf::ALL {
+            let handle = self.cf(cf);
+            for (k, v) in writes.cf(cf) {
+                match v {
+                    Some(v) => batch.put_cf(handle, k, v),
+                    None => batch.delete_cf(handle, k),
+                }
+            }
+        }
+        extra(&mut Batch {
+            store: self,
+            batch: &mut batch,
+        });
+        self.write(batch)
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<(), StoreError> {
+        self.db
+            .write_opt(batch, &self.write_opts)
+            .map_err(|e| self.rocks(e))
+    }
+
+    /// A consistent read view of the whole store: a RocksDB snapshot, or
+    /// on a secondary the state between two catch-ups.
+    pub fn snapshot(&self) -> Snapshot<'_> {
+        match &self.follow {
+            Some(lock) => Snapshot {
+                store: self,
+                snap: None,
+                _frozen: Some(lock.read().unwrap_or_else(PoisonError::into_inner)),
+            },
+            None => Snapshot {
+                store: self,
+                snap: Some(self.db.snapshot()),
+                _frozen: None,
+            },
+        }
+    }
+
+    /// RocksDB's own statistics property (for `inspect` and metrics).
+    pub fn property(&self, name: &str) -> Option<String> {
+        self.db.property_value(name).ok().flatten()
+    }
+
+    fn scan_with<'a>(
+        &'a self,
+        cf: Cf,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        snap: Option<&'a SnapshotWithThreadMode<'a, DB>>,
+    ) -> Scan<'a> {
+        if crate::core::kv::empty_range(lo, hi) {
+            return Box::new(std::iter::empty());
+        }
+        let mut ro = ReadOptions::default();
+        match hi {
+            Some(hi) => ro.set_iterate_range(lo.to_vec()..hi.to_vec()),
+            None => ro.set_iterate_range(lo.to_vec()..),
+        }
+        let it = match snap {
+            Some(s) => s.iterator_cf_opt(self.cf(cf), ro, IteratorMode::Start),
+            None => self
+                .db
+                .iterator_cf_opt(self.cf(cf), ro, IteratorMode::Start),
+        };
+        Box::new(it.map(move |r| match r {
+            Ok((k, v)) => Ok((k.into_vec(), v.into_vec())),
+            Err(e) => Err(KvError::from(self.rocks(e))),
+        }))
+    }
+}
+
+impl Kv for Store {
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
+        Ok(self
+            .db
+            .get_cf(self.cf(cf), key)
+            .map_err(|e| self.rocks(e))?)
+    }
+
+    fn scan<'a>(&'a self, cf: Cf, lo: &[u8], hi: Option<&[u8]>) -> Scan<'a> {
+        self.scan_with(cf, lo, hi, None)
+    }
+}
+
+/// Raw operations added to a commit beside the batch's writes.
+pub struct Batch<'s> {
+    store: &'s Store,
+    batch: &'s mut WriteBatch,
+}
+
+impl Batch<'_> {
+    /// Puts a raw value.
+    pub fn put(&mut self, cf: Cf, key: &[u8], value: &[u8]) {
+        self.batch.put_cf(self.store.cf(cf), key, value);
+    }
+
+    /// Deletes every key in `[from, to)`.
+    pub fn delete_range(&mut self, cf: Cf, from: &[u8], to: &[u8]) {
+        self.batch.delete_range_cf(self.store.cf(cf), from, to);
+    }
+}
+
+/// A read view of one store at one instant.
+pub struct Snapshot<'a> {
+    store: &'a Store,
+    snap: Option<SnapshotWithThreadMode<'a, DB>>,
+    /// On a secondary: holds catch-ups off while the view lives.
+    _frozen: Option<std::sync::RwLockReadGuard<'a, ()>>,
+}
+
+impl Kv for Snapshot<'_> {
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
+        let got = match &self.snap {
+            Some(s) => s.get_cf(self.store.cf(cf), key),
+            None => self.store.db.get_cf(self.store.cf(cf), key),
+        };
+        Ok(got.map_err(|e| self.store.rocks(e))?)
+    }
+
+    fn scan<'b>(&'b self, cf: Cf, lo: &[u8], hi: Option<&[u8]>) -> Scan<'b> {
+        self.store.scan_with(cf, lo, hi, self.snap.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves a store written with another layout version, or for another partition, is refused, not misread.
+    #[test]
+    fn other_layouts_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = BlockCache::new(1 << 20);
+        let opts = StoreOptions {
+            sync: false,
+            ..StoreOptions::default()
+        };
+        {
+            let s = Store::open(tmp.path(), 1, 4, &cache, &opts).unwrap();
+            s.commit(&Writes::default(), |b| {
+                b.put(Cf::Meta, meta::LAYOUT, &2u32.to_be_bytes())
+            })
+            .unwrap();
+        }
+        let err = Store::open(tmp.path(), 1, 4, &cache, &opts)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("written with state layout 2, this build reads layout 1"),
+            "{err}"
+        );
+        {
+            let s = Store::open(&tmp.path().join("b"), 1, 4, &cache, &opts).unwrap();
+            drop(s);
+        }
+        let err = Store::open(&tmp.path().join("b"), 2, 4, &cache, &opts)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("holds partition Some(1) of Some(4), expected 2 of 4"),
+            "{err}"
+        );
+    }
+}

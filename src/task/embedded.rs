@@ -1,0 +1,398 @@
+//! The embedded runner: opens every partition's store of a data directory
+//! and runs one owner per partition, each on its own thread (RocksDB calls
+//! stay off any async executor), until shut down or — with `until_idle` —
+//! until every log is consumed and nothing is in flight.
+
+use super::runner::{drive, Hooks};
+use super::{BatchLimits, PartitionTask, Shutdown, TaskError};
+use crate::core::metrics::{Progress, StepStats};
+use crate::core::position::Positions;
+use crate::core::{Ctx, DEFAULT_INBOX_CAP};
+use crate::log::{Log, Logs};
+use crate::state::datadir::DataDir;
+use crate::state::{BlockCache, Store, StoreSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Settings of a processor.
+#[derive(Debug, Clone)]
+pub struct ProcessorConfig {
+    /// Inbox entries kept per user.
+    pub inbox_cap: u64,
+    /// Targets per fan-out message.
+    pub fanout_chunk: usize,
+    /// Batch limits per step.
+    pub limits: BatchLimits,
+    /// fsync state commits and log appends.
+    pub sync: bool,
+    /// Shared block cache size, bytes.
+    pub cache_bytes: usize,
+}
+
+impl ProcessorConfig {
+    /// The core settings of `partition` of `partitions` under this config.
+    pub fn ctx(&self, partition: u32, partitions: u32) -> Ctx {
+        Ctx {
+            partition,
+            partitions,
+            inbox_cap: self.inbox_cap,
+            fanout_chunk: self.fanout_chunk,
+        }
+    }
+}
+
+impl Default for ProcessorConfig {
+    fn default() -> Self {
+        ProcessorConfig {
+            inbox_cap: DEFAULT_INBOX_CAP,
+            fanout_chunk: 1024,
+            limits: BatchLimits::default(),
+            sync: true,
+            cache_bytes: 128 << 20,
+        }
+    }
+}
+
+/// Errors of the processor.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessorError {
+    /// A partition failed.
+    #[error("partition {partition}: {source}")]
+    Task {
+        /// Which.
+        partition: u32,
+        /// Why.
+        #[source]
+        source: TaskError,
+    },
+    /// A store could not be opened.
+    #[error(transparent)]
+    Store(#[from] crate::state::StoreError),
+}
+
+/// An opened data directory, ready to process.
+pub struct Processor {
+    dir: DataDir,
+    cfg: ProcessorConfig,
+    /// The inbox cap in force (a swap to a state built with another cap
+    /// changes it).
+    inbox_cap: AtomicU64,
+    logs: Arc<Logs>,
+    stores: Arc<StoreSet>,
+    cache: BlockCache,
+    progress: Arc<Progress>,
+    /// Asks [`Processor::run`] to stop its owners and wait (see
+    /// [`Processor::pause`]).
+    pause: AtomicBool,
+    /// Set by [`Processor::run`] while its owners are stopped for a pause.
+    paused: AtomicBool,
+    /// Set when [`Processor::run`] has returned.
+    ended: AtomicBool,
+}
+
+impl Processor {
+    /// Opens (creating if missing) every partition's store.
+    pub fn open(dir: &DataDir, cfg: ProcessorConfig) -> Result<Processor, ProcessorError> {
+        let cache = BlockCache::new(cfg.cache_bytes);
+        let stores = crate::state::set::open_stores(dir, &cache, cfg.sync)?;
+        Ok(Processor {
+            dir: dir.clone(),
+            inbox_cap: AtomicU64::new(cfg.inbox_cap),
+            cfg,
+            logs: Arc::new(dir.logs()),
+            stores: Arc::new(StoreSet::new(stores)),
+            cache,
+            progress: Arc::default(),
+            pause: AtomicBool::new(false),
+            paused: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
+        })
+    }
+
+    /// The live stores, as readers read them: a set a swap replaces
+    /// ([`Processor::replace_stores`]) whole.
+    pub fn store_set(&self) -> &Arc<StoreSet> {
+        &self.stores
+    }
+
+    /// The settings the processor was opened with.
+    pub fn config(&self) -> ProcessorConfig {
+        ProcessorConfig {
+            inbox_cap: self.inbox_cap.load(Ordering::SeqCst),
+            ..self.cfg.clone()
+        }
+    }
+
+    /// The processor's block cache (shared by stores it opens later).
+    pub fn cache(&self) -> &BlockCache {
+        &self.cache
+    }
+
+    /// The stores now, by partition.
+    pub fn stores(&self) -> Arc<Vec<Arc<Store>>> {
+        self.stores.get()
+    }
+
+    /// Stops every owner after its batch (committed and shipped) and waits
+    /// until all are stopped; readers keep reading. `false` when
+    /// [`Processor::run`] is not running (or ended while waiting). Undo
+    /// with [`Processor::resume`].
+    pub fn pause(&self) -> bool {
+        self.pause.store(true, Ordering::SeqCst);
+        loop {
+            if self.paused.load(Ordering::SeqCst) {
+                return true;
+            }
+            if self.ended.load(Ordering::SeqCst) {
+                self.pause.store(false, Ordering::SeqCst);
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Starts the owners again after [`Processor::pause`].
+    pub fn resume(&self) {
+        self.pause.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether [`Processor::run`] has returned.
+    pub fn ended(&self) -> bool {
+        self.ended.load(Ordering::SeqCst)
+    }
+
+    /// Replaces every store at once (while paused) and the inbox cap they
+    /// were built with; readers move to them with their next request.
+    /// `false` (nothing replaced) when the owners are not paused.
+    pub fn replace_stores(&self, stores: Vec<Arc<Store>>, inbox_cap: u64) -> bool {
+        if !self.paused.load(Ordering::SeqCst) {
+            return false;
+        }
+        self.inbox_cap.store(inbox_cap, Ordering::SeqCst);
+        self.stores.replace(stores);
+        true
+    }
+
+    /// Figures since the processor was opened, updated as batches commit.
+    pub fn progress(&self) -> &Arc<Progress> {
+        &self.progress
+    }
+
+    /// The data directory's logs.
+    pub fn logs(&self) -> &Arc<Logs> {
+        &self.logs
+    }
+
+    /// The store of one partition.
+    pub fn store(&self, partition: u32) -> Arc<Store> {
+        self.stores.get()[partition as usize].clone()
+    }
+
+    /// The core settings of one partition.
+    pub fn ctx(&self, partition: u32) -> Ctx {
+        self.config().ctx(partition, self.dir.partitions())
+    }
+
+    /// Opens the owner task of one partition at its stored positions.
+    pub fn task(&self, partition: u32) -> Result<PartitionTask, ProcessorError> {
+        PartitionTask::open(
+            self.ctx(partition),
+            self.cfg.limits,
+            self.cfg.sync,
+            self.store(partition),
+            self.logs.clone() as Arc<dyn Log>,
+        )
+        .map_err(|source| ProcessorError::Task { partition, source })
+    }
+
+    /// The task of `partition` as a processor opens it when it takes the
+    /// partition over in Kafka mode (see [`super::kafka`]): below `emitted`
+    /// (the group's committed positions) it replays quietly, and it
+    /// re-ships its stored outbox only with `reship`.
+    pub fn task_after(
+        &self,
+        partition: u32,
+        emitted: Positions,
+        reship: bool,
+    ) -> Result<PartitionTask, ProcessorError> {
+        PartitionTask::open_after(
+            self.ctx(partition),
+            self.cfg.limits,
+            self.cfg.sync,
+            self.store(partition),
+            self.logs.clone() as Arc<dyn Log>,
+            Some(emitted),
+            reship,
+        )
+        .map_err(|source| ProcessorError::Task { partition, source })
+    }
+
+    /// Runs every partition until `shutdown` is requested, or — with
+    /// `until_idle` — until every log is consumed and no internal message
+    /// is in flight. On shutdown each owner finishes its batch, commits and
+    /// returns the figures of this run (also added to
+    /// [`Processor::progress`]). A [`Processor::pause`] stops the owners
+    /// the same way and starts them again, on the stores then current, at
+    /// [`Processor::resume`].
+    pub fn run(&self, shutdown: &Shutdown, until_idle: bool) -> Result<StepStats, ProcessorError> {
+        self.ended.store(false, Ordering::SeqCst);
+        let mut total = StepStats::default();
+        let result = loop {
+            match self.run_owners(shutdown, until_idle) {
+                Ok(stats) => total.add(&stats),
+                Err(e) => break Err(e),
+            }
+            if !self.pause.load(Ordering::SeqCst) || shutdown.is_requested() {
+                break Ok(total);
+            }
+            self.paused.store(true, Ordering::SeqCst);
+            // A swap holds the processor here; `wait` sleeps between looks.
+            while self.pause.load(Ordering::SeqCst) {
+                if shutdown.wait(Duration::from_millis(1)) {
+                    break;
+                }
+            }
+            self.paused.store(false, Ordering::SeqCst);
+        };
+        self.ended.store(true, Ordering::SeqCst);
+        result
+    }
+
+    /// One run of every owner, until shutdown, idle, failure or a pause.
+    fn run_owners(
+        &self,
+        shutdown: &Shutdown,
+        until_idle: bool,
+    ) -> Result<StepStats, ProcessorError> {
+        let n = self.dir.partitions() as usize;
+        let mut tasks = Vec::with_capacity(n);
+        for p in 0..n {
+            tasks.push(self.task(p as u32)?);
+        }
+        let shared = RunShared {
+            shutdown,
+            pause: &self.pause,
+            progress: &self.progress,
+            this_run: Mutex::default(),
+            epoch: AtomicU64::new(0),
+            idle_at: (0..n).map(|_| AtomicU64::new(BUSY)).collect(),
+            stop: AtomicBool::new(false),
+            failure: Mutex::new(None),
+        };
+        std::thread::scope(|s| {
+            for mut task in tasks {
+                let shared = &shared;
+                let p = task.partition() as usize;
+                let spawned = std::thread::Builder::new()
+                    .name(format!("feedlog-p{p}"))
+                    .spawn_scoped(s, move || {
+                        let mut owner = Owner { p, seen: 0, shared };
+                        if let Err(source) = drive(&mut task, &mut owner) {
+                            tracing::error!(partition = p, error = %source, "partition stopped");
+                            shared.fail(ProcessorError::Task {
+                                partition: p as u32,
+                                source,
+                            });
+                        }
+                    });
+                if let Err(e) = spawned {
+                    shared.fail(ProcessorError::Task {
+                        partition: p as u32,
+                        source: TaskError::Thread(e.to_string()),
+                    });
+                }
+            }
+            while !shared.stopping() {
+                shutdown.wait(Duration::from_millis(2));
+                if until_idle && shared.idle() {
+                    shared.stop.store(true, Ordering::SeqCst);
+                }
+            }
+            shared.stop.store(true, Ordering::SeqCst);
+        });
+        if let Some(e) = shared
+            .failure
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+        {
+            return Err(e);
+        }
+        Ok(shared
+            .this_run
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// An owner that found nothing records the `epoch` it saw before looking;
+/// one that is working records `BUSY`.
+const BUSY: u64 = u64::MAX;
+
+/// What the owner threads of one run share.
+struct RunShared<'a> {
+    shutdown: &'a Shutdown,
+    pause: &'a AtomicBool,
+    progress: &'a Progress,
+    this_run: Mutex<StepStats>,
+    /// Moves after every non-empty step.
+    epoch: AtomicU64,
+    /// Per owner: the epoch it saw before its last empty step, or `BUSY`.
+    idle_at: Vec<AtomicU64>,
+    stop: AtomicBool,
+    failure: Mutex<Option<ProcessorError>>,
+}
+
+impl RunShared<'_> {
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+            || self.shutdown.is_requested()
+            || self.pause.load(Ordering::SeqCst)
+    }
+
+    /// Every owner has seen the current epoch and found nothing: nothing
+    /// moved since each of them last looked.
+    fn idle(&self) -> bool {
+        let e = self.epoch.load(Ordering::SeqCst);
+        self.idle_at.iter().all(|a| a.load(Ordering::SeqCst) == e)
+            && self.epoch.load(Ordering::SeqCst) == e
+    }
+
+    fn fail(&self, e: ProcessorError) {
+        *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// One owner thread's hooks into the step loop.
+struct Owner<'a> {
+    p: usize,
+    seen: u64,
+    shared: &'a RunShared<'a>,
+}
+
+impl Hooks for Owner<'_> {
+    fn stop(&self) -> bool {
+        self.shared.stopping()
+    }
+
+    fn before(&mut self) {
+        self.seen = self.shared.epoch.load(Ordering::SeqCst);
+    }
+
+    fn after(&mut self, _: &mut PartitionTask, stats: &StepStats) -> Result<(), TaskError> {
+        let s = self.shared;
+        if stats.input() == 0 {
+            s.idle_at[self.p].store(self.seen, Ordering::SeqCst);
+        } else {
+            s.idle_at[self.p].store(BUSY, Ordering::SeqCst);
+            s.epoch.fetch_add(1, Ordering::SeqCst);
+            s.progress.record(stats);
+            s.this_run
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .add(stats);
+        }
+        Ok(())
+    }
+}

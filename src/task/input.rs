@@ -1,0 +1,159 @@
+//! One input record through the core: decode it (a record that is not a
+//! valid message becomes a dead letter), forward an event that arrived in
+//! a partition that does not own its actor, skip a forwarded copy already
+//! applied, and apply the rest.
+
+use super::outbox::Pending;
+use crate::core::codec::{self, Format, Forwarded};
+use crate::core::event::Event;
+use crate::core::kv::{Cf, Kv, KvError, Txn};
+use crate::core::metrics::StepStats;
+use crate::core::partition::partition_for;
+use crate::core::{self, Ctx, Effect, Out, Version};
+use crate::log::{Record, Topic};
+use crate::state::meta::{self, meta_u64};
+
+/// A dead-letter record for `rec` read from `topic[partition]`.
+pub(super) fn dead_letter(topic: &str, partition: u32, rec: &Record, reason: &str) -> Pending {
+    let source = serde_json::json!({"topic": topic, "partition": partition, "offset": rec.offset});
+    let format = Format::from_u8(rec.format).map_or("unknown", Format::name);
+    Pending {
+        topic: Topic::DeadLetter,
+        partition: 0,
+        format: Format::DeadLetter,
+        key: format!("{topic}/{partition}/{}", rec.offset).into_bytes(),
+        value: codec::dead_letter_value(reason, source, format, &rec.value),
+    }
+}
+
+/// One input record to apply; an effect comes decoded (or with why it
+/// does not decode).
+pub(super) enum Input {
+    Event(Record),
+    Effect(Record, Result<Effect, String>),
+}
+
+/// Applies one input record; a record that is not a valid message becomes
+/// a dead letter.
+pub(super) fn apply_record<K: Kv + ?Sized>(
+    ctx: &Ctx,
+    txn: &mut Txn<'_, K>,
+    input: Input,
+    out: &mut Vec<Out>,
+    pending: &mut Vec<Pending>,
+    stats: &mut StepStats,
+) -> Result<(), KvError> {
+    let p = ctx.partition;
+    let applied = match input {
+        Input::Effect(rec, decoded) => match decoded {
+            Ok(e) => {
+                stats.effects += 1;
+                core::apply_effect(txn, ctx, &e, out)?
+            }
+            Err(reason) => {
+                stats.dead_letters += 1;
+                pending.push(dead_letter("effects", p, &rec, &reason));
+                return Ok(());
+            }
+        },
+        Input::Event(rec) => {
+            let rec = &rec;
+            // A forwarded event: skip a copy already applied, else unwrap it.
+            let forwarded;
+            let (format, payload, forwarded_from) = if rec.format == Format::Forwarded.as_u8() {
+                match codec::decode_bin::<Forwarded>(&rec.value) {
+                    Ok(f) => {
+                        let mark = meta::forwarded_from(f.from_partition);
+                        if f.from_offset < meta_u64(txn, &mark)? {
+                            stats.duplicates += 1;
+                            return Ok(());
+                        }
+                        txn.put(Cf::Meta, mark, (f.from_offset + 1).to_be_bytes().to_vec());
+                        forwarded = f;
+                        (
+                            forwarded.format,
+                            &forwarded.payload[..],
+                            Some(forwarded.from_partition),
+                        )
+                    }
+                    Err(e) => {
+                        stats.dead_letters += 1;
+                        let reason = format!("invalid forwarded record: {e}");
+                        pending.push(dead_letter("events", p, rec, &reason));
+                        return Ok(());
+                    }
+                }
+            } else {
+                (rec.format, &rec.value[..], None)
+            };
+            match codec::decode_event(format, payload) {
+                Ok(ev) if ctx.owns(ev.actor()) => {
+                    stats.count_event(ev.kind());
+                    core::apply_event(txn, ctx, &ev, Version::of(rec.offset), out)?
+                }
+                Ok(ev) if forwarded_from.is_none() => {
+                    stats.forwarded += 1;
+                    pending.push(forward(ctx, &ev, rec));
+                    return Ok(());
+                }
+                Ok(ev) => {
+                    // Forwarded by a partition that counts partitions differently.
+                    stats.dead_letters += 1;
+                    pending.push(dead_letter(
+                        "events",
+                        p,
+                        rec,
+                        &misrouted(&ev, ctx.partitions),
+                    ));
+                    return Ok(());
+                }
+                Err(e) => {
+                    stats.dead_letters += 1;
+                    pending.push(dead_letter("events", p, rec, &e.to_string()));
+                    return Ok(());
+                }
+            }
+        }
+    };
+    stats.delivered += applied.delivered;
+    stats.removed += applied.removed;
+    Ok(())
+}
+
+pub(super) fn decode_effect(rec: &Record) -> Result<Effect, String> {
+    if rec.format != Format::Effect.as_u8() {
+        return Err(format!(
+            "effects record has format marker {}, expected {}",
+            rec.format,
+            Format::Effect.as_u8()
+        ));
+    }
+    codec::decode_bin::<Effect>(&rec.value).map_err(|e| format!("invalid effect: {e}"))
+}
+
+fn misrouted(ev: &Event, partitions: u32) -> String {
+    format!(
+        "forwarded to partition that does not own actor {} (it belongs to partition {} of {partitions})",
+        ev.actor(),
+        partition_for(ev.actor(), partitions)
+    )
+}
+
+/// An event that arrived in this partition but belongs to another: its
+/// record, unchanged, wrapped with where it came from, for the owner's
+/// `events` partition (where it gets a version from the owner's own log).
+fn forward(ctx: &Ctx, ev: &Event, rec: &Record) -> Pending {
+    let actor = ev.actor();
+    Pending {
+        topic: Topic::Events,
+        partition: partition_for(actor, ctx.partitions),
+        format: Format::Forwarded,
+        key: actor.to_string().into_bytes(),
+        value: codec::encode_bin(&Forwarded {
+            from_partition: ctx.partition,
+            from_offset: rec.offset.0,
+            format: rec.format,
+            payload: rec.value.clone(),
+        }),
+    }
+}

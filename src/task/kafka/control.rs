@@ -1,0 +1,178 @@
+//! The control loop: group membership, handover on rebalance, restarts of failed tasks.
+
+use super::*;
+
+impl Cluster {
+    /// Takes part in the group until `shutdown` is requested — or, with
+    /// `idle`, until it says the whole group is idle twice in a row — then
+    /// finishes every task's batch, commits, announces it has left, and
+    /// leaves the group.
+    pub fn run(
+        &self,
+        shutdown: &Shutdown,
+        idle: Option<IdleCheck<'_>>,
+    ) -> Result<StepStats, ClusterError> {
+        let before = self.progress.totals();
+        let group = GroupMember::join(
+            &self.cfg.kafka,
+            &MemberSettings {
+                member: self.cfg.member.clone(),
+                instance_id: self.cfg.instance_id.clone(),
+                cooperative: self.cfg.cooperative,
+                session_timeout: self.cfg.session_timeout,
+            },
+        )?;
+        let members = MembersWriter::new(&self.cfg.kafka, &self.cfg.member, self.cfg.api.clone())?;
+        let mut announced = u64::MAX;
+        let mut last_commit = Instant::now();
+        let mut last_idle_check = Instant::now();
+        let mut idle_seen = 0;
+        let mut retry_at: BTreeMap<u32, Instant> = BTreeMap::new();
+        let mut last_checkpoint = Instant::now();
+        let mut checkpointing: Option<JoinHandle<()>> = None;
+        while !shutdown.is_requested() {
+            for r in group.poll(Duration::from_millis(100)) {
+                self.handover(&group, &r);
+            }
+            self.start_assigned(&group, &mut retry_at);
+            self.restart_failed(&mut retry_at);
+            if last_commit.elapsed() >= self.cfg.commit_interval {
+                last_commit = Instant::now();
+                let positions = Shared::commit_positions(&lock(&self.shared.owned));
+                if let Err(e) = group.commit(&positions, false) {
+                    tracing::debug!(error = %e, "committing positions");
+                }
+            }
+            if let (Some(cps), Some(every)) = (&self.checkpoints, self.cfg.checkpoint_every) {
+                let busy = checkpointing.as_ref().is_some_and(|t| !t.is_finished());
+                if !busy && last_checkpoint.elapsed() >= every {
+                    last_checkpoint = Instant::now();
+                    checkpointing = self.checkpoint_serving(cps);
+                }
+            }
+            let version = self.shared.version();
+            if version != announced {
+                match members.announce(&self.shared.serving_states()) {
+                    Ok(()) => announced = version,
+                    Err(e) => tracing::warn!(error = %e, "announcing ownership"),
+                }
+            }
+            if let Some(idle) = idle {
+                if last_idle_check.elapsed() >= Duration::from_millis(500) {
+                    last_idle_check = Instant::now();
+                    match idle() {
+                        Ok(true) => idle_seen += 1,
+                        Ok(false) => idle_seen = 0,
+                        Err(e) => tracing::warn!(error = %e, "checking for idleness"),
+                    }
+                    if idle_seen >= 2 {
+                        break;
+                    }
+                }
+            }
+        }
+        // Leave: finish and commit every batch, say so, leave the group.
+        if let Some(t) = checkpointing.take() {
+            let _ = t.join();
+        }
+        let stopped = self.shared.stop_all();
+        if !stopped.is_empty() && !group.assignment_lost() {
+            if let Err(e) = group.commit(&Shared::commit_positions(&stopped), true) {
+                tracing::warn!(error = %e, "committing positions on the way out");
+            }
+            checkpoint_all(self.checkpoints.as_deref(), &stopped);
+        }
+        if let Err(e) = members.leave() {
+            tracing::warn!(error = %e, "announcing departure");
+        }
+        group.leave();
+        Ok(self.progress.totals().since(&before))
+    }
+
+    /// Handles one rebalance, then completes it: a revoke stops the tasks
+    /// (each finishes its batch), commits their positions synchronously
+    /// unless the assignment was lost, and checkpoints them; an assignment
+    /// queues the partitions to start.
+    pub(super) fn handover(&self, group: &GroupMember, r: &crate::log::kafka::Rebalance) {
+        match &r.event {
+            GroupEvent::Revoked { partitions, lost } => {
+                tracing::info!(?partitions, "revoked: finishing their batches");
+                let stopped = self.shared.stop(partitions);
+                if *lost && !stopped.is_empty() {
+                    tracing::warn!(
+                        ?partitions,
+                        "assignment lost (session expired): not committing, another member owns them now"
+                    );
+                } else if !stopped.is_empty() {
+                    let positions = Shared::commit_positions(&stopped);
+                    if let Err(e) = group.commit(&positions, true) {
+                        tracing::warn!(error = %e, "committing the positions of revoked partitions");
+                    }
+                    checkpoint_all(self.checkpoints.as_deref(), &stopped);
+                }
+            }
+            GroupEvent::Assigned(_) => {}
+            GroupEvent::Failed(e) => tracing::error!(error = %e, "rebalance failed"),
+        }
+        if let Err(e) = group.complete(r) {
+            tracing::warn!(error = %e, "completing a rebalance");
+        }
+        if let GroupEvent::Assigned(partitions) = &r.event {
+            tracing::info!(?partitions, "assigned");
+            lock(&self.shared.to_start).extend(partitions.iter().copied());
+            self.shared.changes.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Starts what was assigned and is due (a start that failed is retried
+    /// after a pause).
+    pub(super) fn start_assigned(
+        &self,
+        group: &GroupMember,
+        retry_at: &mut BTreeMap<u32, Instant>,
+    ) {
+        let due: Vec<u32> = lock(&self.shared.to_start)
+            .iter()
+            .copied()
+            .filter(|p| retry_at.get(p).is_none_or(|t| Instant::now() >= *t))
+            .collect();
+        for p in due {
+            lock(&self.shared.to_start).remove(&p);
+            match self.start(group, p) {
+                Ok(()) => {
+                    retry_at.remove(&p);
+                }
+                Err(e) => {
+                    // A refusal needs an operator; anything else (a commit
+                    // refused during a rebalance, a broker hiccup) passes.
+                    let wait = match e {
+                        ClusterError::Refused(_) => Duration::from_secs(5),
+                        _ => Duration::from_secs(1),
+                    };
+                    tracing::error!(partition = p, error = %e, "could not start; retrying in {wait:?}");
+                    retry_at.insert(p, Instant::now() + wait);
+                    lock(&self.shared.to_start).insert(p);
+                }
+            }
+        }
+    }
+
+    /// Restarts tasks that failed (a broker error, say) from their stores.
+    pub(super) fn restart_failed(&self, retry_at: &mut BTreeMap<u32, Instant>) {
+        let failed: Vec<u32> = lock(&self.shared.owned)
+            .iter()
+            .filter(|(_, o)| o.thread.as_ref().is_some_and(|t| t.is_finished()))
+            .map(|(&p, _)| p)
+            .collect();
+        if failed.is_empty() {
+            return;
+        }
+        tracing::warn!(partitions = ?failed, "tasks stopped; restarting them from their stores");
+        self.shared.stop(&failed);
+        let mut to_start = lock(&self.shared.to_start);
+        for p in failed {
+            to_start.insert(p);
+            retry_at.insert(p, Instant::now() + Duration::from_secs(1));
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! The Kafka runner: one processor of a consumer group.
+//!
+//! Ownership is group membership ([`GroupMember`]): the `events` partitions
+//! the group assigns to this process are the partitions it owns. For each,
+//! a task reads `events[p]` and `effects[p]` through its own assign-mode
+//! consumers ([`KafkaLog`]) from the positions it stored with its state —
+//! so `events` and `effects` stay co-partitioned whatever the assignor
+//! (range, or cooperative-sticky).
+//!
+//! Handover, done by the control loop ([`Cluster::run`]) as the group
+//! consumer reports a rebalance, before it completes it:
+//! - **revoke**: the task finishes its step (state committed, outbox
+//!   acknowledged), stops, and its positions are committed to the group —
+//!   synchronously — before the partition is given up; with a checkpoint
+//!   directory, a checkpoint of its store is written for the next owner.
+//! - **assign**: the local store is opened (created when missing) or seeded
+//!   from a checkpoint ([`crate::task::handover`]). The group's committed
+//!   positions say where every previous owner's outputs are acknowledged;
+//!   the task replays from its own positions and emits nothing below them
+//!   (see [`PartitionTask::open_after`]). Until it has caught up, the
+//!   partition is `rebuilding` and readers get 503.
+//!
+//! Group offsets are committed only for positions whose state is durable
+//! and whose outputs are acknowledged: they are the handover watermark and
+//! serve lag monitoring. The processor's own resume point is always its
+//! RocksDB, never the group.
+//!
+//! Each processor publishes what it owns (and where its read API is) to the
+//! compacted `members` topic; readers and `feedlog status` replay it.
+
+mod control;
+mod shared;
+mod tasks;
+
+pub use shared::Shared;
+
+use super::handover::{best, GroupPosition};
+use super::runner::{drive, Hooks};
+use super::{PartitionTask, Shutdown, TaskError};
+use crate::core::metrics::{Progress, StepStats};
+use crate::core::position::Positions;
+use crate::log::kafka::{
+    GroupEvent, GroupMember, KafkaConfig, KafkaLog, MemberSettings, MembersWriter, PartitionState,
+};
+use crate::log::now_ms;
+use crate::log::{Log, LogError, Topic};
+use crate::state::checkpoint::{CheckpointDir, Identity};
+use crate::state::datadir::DataDir;
+use crate::state::{
+    meta, BlockCache, Cf, Kv, Partitions, Store, StoreError, StoreOptions, Unavailable,
+};
+use crate::task::embedded::ProcessorConfig;
+use shared::{checkpoint_all, lock, AppliedPositions, Owned};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Errors of Kafka mode.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// A log (Kafka) call failed.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// A state store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The data directory and the topics disagree.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Settings of one Kafka-mode processor.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// Brokers, group, topics.
+    pub kafka: KafkaConfig,
+    /// This processor's name in the `members` topic and in logs.
+    pub member: String,
+    /// `group.instance.id`: static membership, so a restarted process gets
+    /// its partitions back without a rebalance (within the session timeout).
+    pub instance_id: Option<String>,
+    /// Cooperative (incremental) rebalancing instead of eager.
+    pub cooperative: bool,
+    /// `session.timeout.ms`.
+    pub session_timeout: Duration,
+    /// The read API's address others can reach, announced in `members`.
+    pub api: Option<String>,
+    /// Processing settings (inbox cap, batch limits, sync, cache).
+    pub processor: ProcessorConfig,
+    /// How often positions are committed to the group.
+    pub commit_interval: Duration,
+    /// Fault injection for tests: every this many steps, a task re-reads the
+    /// last few records of both inputs (duplicate delivery). 0: never.
+    pub redeliver_every: u32,
+    /// A checkpoint directory shared by the group's processors (see
+    /// [`crate::state::checkpoint`]): partitions given up are checkpointed
+    /// there, and partitions taken over are seeded from there.
+    pub checkpoints: Option<std::path::PathBuf>,
+    /// With `checkpoints`, also checkpoint every owned, caught-up partition
+    /// this often (so a crashed owner's successor replays only the tail).
+    pub checkpoint_every: Option<Duration>,
+}
+
+impl ClusterConfig {
+    /// Defaults for `kafka`: member name from host and pid, eager
+    /// rebalancing, 10 s session timeout, commits every 500 ms.
+    pub fn new(kafka: KafkaConfig) -> ClusterConfig {
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
+        ClusterConfig {
+            kafka,
+            member: format!("{host}-{}", std::process::id()),
+            instance_id: None,
+            cooperative: false,
+            session_timeout: Duration::from_secs(10),
+            api: None,
+            processor: ProcessorConfig::default(),
+            commit_interval: Duration::from_millis(500),
+            redeliver_every: 0,
+            checkpoints: None,
+            checkpoint_every: None,
+        }
+    }
+}
+
+/// One processor of the group.
+pub struct Cluster {
+    dir: DataDir,
+    cfg: ClusterConfig,
+    log: Arc<KafkaLog>,
+    cache: BlockCache,
+    shared: Arc<Shared>,
+    progress: Arc<Progress>,
+    /// Requested to make every wait for Kafka give up (shutdown).
+    stopping: Shutdown,
+    checkpoints: Option<Arc<CheckpointDir>>,
+}
+
+/// Whether the whole group is idle (every partition consumed to its end
+/// and served), for `run --until-idle`.
+pub type IdleCheck<'a> = &'a dyn Fn() -> Result<bool, LogError>;
+
+impl Cluster {
+    /// Connects to Kafka, checks the topics, and opens (creating when new)
+    /// the data directory that holds this processor's partition stores.
+    pub fn open(data: &std::path::Path, cfg: ClusterConfig) -> Result<Cluster, ClusterError> {
+        let stopping = Shutdown::new();
+        let log = KafkaLog::connect(cfg.kafka.clone(), stopping.flag())?;
+        let partitions = log.partitions(Topic::Events);
+        let refused = |e: crate::state::datadir::DataDirError| ClusterError::Refused(e.to_string());
+        let dir = if data.join("feedlog.json").exists() {
+            let d = DataDir::open(data).map_err(refused)?;
+            if d.partitions() != partitions {
+                return Err(ClusterError::Refused(format!(
+                    "{} holds state for {} partitions, but topic {} has {partitions}",
+                    data.display(),
+                    d.partitions(),
+                    log.name(Topic::Events)
+                )));
+            }
+            d
+        } else {
+            // A new directory takes the topic's partition count.
+            DataDir::create_or_open(data, Some(partitions)).map_err(refused)?
+        };
+        let shared = Arc::new(Shared {
+            owned: Mutex::default(),
+            to_start: Mutex::default(),
+            changes: AtomicU64::new(0),
+            count: partitions,
+        });
+        let checkpoints = cfg.checkpoints.as_ref().map(|root| {
+            Arc::new(CheckpointDir::new(
+                root,
+                Identity {
+                    events_topic: log.name(Topic::Events).to_string(),
+                    partitions,
+                    inbox_cap: cfg.processor.inbox_cap,
+                },
+            ))
+        });
+        Ok(Cluster {
+            dir,
+            cache: BlockCache::new(cfg.processor.cache_bytes),
+            checkpoints,
+            cfg,
+            log: Arc::new(log),
+            shared,
+            progress: Arc::default(),
+            stopping,
+        })
+    }
+
+    /// What readers need: owned partitions and their state.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Figures since the processor was opened.
+    pub fn progress(&self) -> &Arc<Progress> {
+        &self.progress
+    }
+
+    /// The Kafka log.
+    pub fn log(&self) -> &Arc<KafkaLog> {
+        &self.log
+    }
+
+    /// Partition count.
+    pub fn partitions(&self) -> u32 {
+        self.dir.partitions()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stopping.request();
+        self.shared.stop_all();
+    }
+}

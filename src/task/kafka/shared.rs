@@ -1,0 +1,177 @@
+//! What the control loop and the partition tasks share: the partitions owned, their
+//! stores and positions, and how a task is stopped.
+
+use super::*;
+
+/// Where one owned partition's task is.
+pub(super) struct Owned {
+    pub(super) stop: Arc<AtomicBool>,
+    pub(super) thread: Option<JoinHandle<Result<(), TaskError>>>,
+    pub(super) store: Arc<Store>,
+    /// Positions whose state is durable and outputs acknowledged.
+    pub(super) applied: Arc<AppliedPositions>,
+    pub(super) serving: Arc<AtomicBool>,
+    /// The group's committed positions when the task started.
+    pub(super) committed: Positions,
+    /// This ownership's epoch, committed with every position.
+    pub(super) epoch: String,
+}
+
+/// A task's applied positions, shared with the control loop.
+#[derive(Default)]
+pub(super) struct AppliedPositions {
+    pub(super) events: AtomicU64,
+    pub(super) effects: AtomicU64,
+}
+
+impl AppliedPositions {
+    pub(super) fn set(&self, p: Positions) {
+        self.events.store(p.events.0, Ordering::SeqCst);
+        self.effects.store(p.effects.0, Ordering::SeqCst);
+    }
+
+    pub(super) fn get(&self) -> Positions {
+        Positions::new(
+            self.events.load(Ordering::SeqCst),
+            self.effects.load(Ordering::SeqCst),
+        )
+    }
+}
+
+/// State shared by the control loop, the tasks and readers.
+pub struct Shared {
+    pub(super) owned: Mutex<BTreeMap<u32, Owned>>,
+    /// Partitions assigned but not started yet.
+    pub(super) to_start: Mutex<BTreeSet<u32>>,
+    /// Bumped on every change of ownership or serving state.
+    pub(super) changes: AtomicU64,
+    pub(super) count: u32,
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A task thread that panicked leaves the map usable.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Partitions for Shared {
+    fn count(&self) -> u32 {
+        self.count
+    }
+
+    fn store(&self, p: u32) -> Result<Arc<Store>, Unavailable> {
+        match lock(&self.owned).get(&p) {
+            Some(o) if o.serving.load(Ordering::SeqCst) => Ok(o.store.clone()),
+            Some(_) => Err(Unavailable::Moving { partition: p }),
+            None if lock(&self.to_start).contains(&p) => Err(Unavailable::Moving { partition: p }),
+            None => Err(Unavailable::Elsewhere { partition: p }),
+        }
+    }
+
+    fn local(&self) -> Vec<(u32, Arc<Store>)> {
+        self.partitions()
+            .into_iter()
+            .filter(|(_, (_, st))| *st == PartitionState::Serving)
+            .map(|(p, (s, _))| (p, s))
+            .collect()
+    }
+}
+
+impl Shared {
+    /// The stores of owned partitions and their state.
+    pub fn partitions(&self) -> BTreeMap<u32, (Arc<Store>, PartitionState)> {
+        lock(&self.owned)
+            .iter()
+            .map(|(&p, o)| {
+                let state = if o.serving.load(Ordering::SeqCst) {
+                    PartitionState::Serving
+                } else {
+                    PartitionState::Rebuilding
+                };
+                (p, (o.store.clone(), state))
+            })
+            .collect()
+    }
+
+    /// A counter that moves whenever ownership or serving state changes.
+    pub fn version(&self) -> u64 {
+        self.changes.load(Ordering::SeqCst)
+    }
+
+    /// The positions to commit for `owned`, never behind what the group
+    /// had when each task started (a task still replaying below its
+    /// predecessors' positions must not move the group back).
+    pub(super) fn commit_positions(owned: &BTreeMap<u32, Owned>) -> Vec<(u32, Positions, String)> {
+        owned
+            .iter()
+            .map(|(&p, o)| (p, o.applied.get().max(o.committed), o.epoch.clone()))
+            .collect()
+    }
+
+    /// Stops every partition this processor owns (see [`Shared::stop`]).
+    pub(super) fn stop_all(&self) -> BTreeMap<u32, Owned> {
+        let all: Vec<u32> = lock(&self.owned).keys().copied().collect();
+        self.stop(&all)
+    }
+
+    /// Stops the tasks of `partitions`, waiting for each to finish its step;
+    /// returns them with their final positions.
+    pub(super) fn stop(&self, partitions: &[u32]) -> BTreeMap<u32, Owned> {
+        {
+            let mut to_start = lock(&self.to_start);
+            for p in partitions {
+                to_start.remove(p);
+            }
+        }
+        let mut stopped = BTreeMap::new();
+        {
+            let mut owned = lock(&self.owned);
+            for p in partitions {
+                if let Some(o) = owned.remove(p) {
+                    o.stop.store(true, Ordering::SeqCst);
+                    stopped.insert(*p, o);
+                }
+            }
+        }
+        for (p, o) in stopped.iter_mut() {
+            if let Some(t) = o.thread.take() {
+                match t.join() {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        tracing::warn!(partition = p, error = %e, "task ended with an error")
+                    }
+                    Err(_) => tracing::error!(partition = p, "task panicked"),
+                }
+            }
+        }
+        if !stopped.is_empty() {
+            self.changes.fetch_add(1, Ordering::SeqCst);
+        }
+        stopped
+    }
+
+    pub(super) fn serving_states(&self) -> BTreeMap<u32, PartitionState> {
+        self.partitions()
+            .into_iter()
+            .map(|(p, (_, st))| (p, st))
+            .collect()
+    }
+}
+
+/// Checkpoints the partitions just given up (their tasks stopped), so
+/// whoever takes them over replays only what follows — also when the broker
+/// refused the handover commit (see [`crate::task::handover`]).
+pub(super) fn checkpoint_all(dir: Option<&CheckpointDir>, stopped: &BTreeMap<u32, Owned>) {
+    let Some(dir) = dir else { return };
+    for (&p, o) in stopped {
+        let start = Instant::now();
+        match dir.write(p, &o.store, &o.epoch, true) {
+            Ok(c) => tracing::info!(
+                partition = p,
+                positions = %c.positions,
+                ms = start.elapsed().as_millis() as u64,
+                "checkpoint written for the next owner"
+            ),
+            Err(e) => tracing::warn!(partition = p, error = %e, "writing a checkpoint"),
+        }
+    }
+}

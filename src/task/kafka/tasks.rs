@@ -1,0 +1,261 @@
+//! One owned partition: opening its store (local, rebuilt or seeded from a checkpoint),
+//! starting and driving its task, checkpointing it for the next owner.
+
+use super::*;
+
+impl Cluster {
+    pub(super) fn open_store(&self, p: u32) -> Result<Arc<Store>, ClusterError> {
+        let opts = StoreOptions {
+            sync: self.cfg.processor.sync,
+            ..StoreOptions::default()
+        };
+        Ok(Arc::new(Store::open(
+            &self.dir.state_dir(p),
+            p,
+            self.dir.partitions(),
+            &self.cache,
+            &opts,
+        )?))
+    }
+
+    /// Opens partition `p`'s store: the local one, or a rebuild from the
+    /// log when another processor owned the partition since and the store
+    /// is ahead of the group, or a checkpoint further along. Returns the
+    /// store, its positions, and whether another processor intervened.
+    pub(super) fn open_for(
+        &self,
+        p: u32,
+        committed: Positions,
+        group_epoch: &str,
+    ) -> Result<(Arc<Store>, Positions, bool), ClusterError> {
+        let mut store = self.open_store(p)?;
+        let local_epoch = store
+            .get(Cf::Meta, meta::OWNER_EPOCH)
+            .map_err(StoreError::from)?
+            .map(|v| String::from_utf8_lossy(&v).into_owned())
+            .unwrap_or_default();
+        let mut local = store.positions()?;
+        // Did another processor own this partition since this store did?
+        let intervened = group_epoch != local_epoch;
+        if intervened && !committed.covers(local) {
+            // This store applied inputs past the group's positions that its
+            // successor may not have answered, and its own answers to them
+            // may now be stale: neither shipping nor dropping them is safe.
+            tracing::warn!(
+                partition = p,
+                local = %local,
+                committed = %committed,
+                "another processor owned this partition since this store last did, and the store is \
+                 ahead of the group: rebuilding it from the log"
+            );
+            drop(store);
+            let path = self.dir.state_dir(p);
+            std::fs::remove_dir_all(&path).map_err(|e| {
+                ClusterError::Refused(format!("removing {} to rebuild it: {e}", path.display()))
+            })?;
+            store = self.open_store(p)?;
+            local = Positions::START;
+        }
+        // A checkpoint further along than the local store (which may be
+        // empty) saves replaying what it holds.
+        let Some(cps) = &self.checkpoints else {
+            return Ok((store, local, intervened));
+        };
+        let log_start = Positions::new(
+            self.log.start_offset(Topic::Events, p)?,
+            self.log.start_offset(Topic::Effects, p)?,
+        );
+        let group = GroupPosition {
+            committed,
+            epoch: group_epoch,
+        };
+        let Some((from, c)) = best(cps, p, local, group, log_start) else {
+            return Ok((store, local, intervened));
+        };
+        drop(store);
+        CheckpointDir::seed(&from, &self.dir.state_dir(p))?;
+        let store = self.open_store(p)?;
+        tracing::info!(
+            partition = p,
+            checkpoint = %from.display(),
+            at = %c.positions,
+            committed = %committed,
+            "seeded from a checkpoint: replaying only the log after it"
+        );
+        // Within the group's positions, the checkpoint's outbox answered
+        // inputs whose outputs are acknowledged: never re-ship it. Past
+        // them, it is the last owner's own store (see crate::task::handover),
+        // carried on as that owner would.
+        Ok((store, c.positions, c.within(committed)))
+    }
+
+    /// Opens partition `p`'s store and starts its task.
+    pub(super) fn start(&self, group: &GroupMember, p: u32) -> Result<(), ClusterError> {
+        let (committed, group_epoch) = group.committed(p)?;
+        let (store, local, intervened) = self.open_for(p, committed, &group_epoch)?;
+        // Take ownership before answering anything: a new epoch, in the
+        // group and in the store, so that whoever owns the partition next
+        // knows this processor had it.
+        let epoch = format!("{}/{}/{}", self.cfg.member, now_ms(), self.shared.version());
+        group.commit(&[(p, committed, epoch.clone())], true)?;
+        // Then in the store (only once the group has it: a commit refused
+        // during a rebalance leaves both as they were, and the retry finds
+        // the store still current).
+        store.commit(&Default::default(), |b| {
+            b.put(Cf::Meta, meta::OWNER_EPOCH, epoch.as_bytes())
+        })?;
+        for (topic, at) in [
+            (Topic::Events, local.events),
+            (Topic::Effects, local.effects),
+        ] {
+            let start = self.log.start_offset(topic, p)?;
+            if at.0 < start {
+                return Err(ClusterError::Refused(format!(
+                    "partition {p}: {}[{p}] starts at offset {start} (retention), but this store needs offset {at}: \
+                     restore it from a checkpoint, or remove {} to rebuild from the whole log",
+                    self.log.name(topic),
+                    self.dir.state_dir(p).display()
+                )));
+            }
+        }
+        let task = PartitionTask::open_after(
+            self.cfg.processor.ctx(p, self.dir.partitions()),
+            self.cfg.processor.limits,
+            self.cfg.processor.sync,
+            store.clone(),
+            self.log.clone() as Arc<dyn Log>,
+            Some(committed),
+            !intervened,
+        )
+        .map_err(|e| match e {
+            TaskError::Store(s) => ClusterError::Store(s),
+            TaskError::Log(l) => ClusterError::Log(l),
+            other => ClusterError::Refused(other.to_string()),
+        })?;
+        tracing::info!(
+            partition = p,
+            local = %local,
+            committed = %committed,
+            intervened,
+            "starting: replaying quietly up to the committed positions"
+        );
+        self.spawn(p, task, store, local, committed, epoch)
+    }
+
+    /// Runs `task` on a thread of its own and records it as owned.
+    pub(super) fn spawn(
+        &self,
+        p: u32,
+        mut task: PartitionTask,
+        store: Arc<Store>,
+        local: Positions,
+        committed: Positions,
+        epoch: String,
+    ) -> Result<(), ClusterError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let applied = Arc::new(AppliedPositions::default());
+        applied.set(local);
+        let serving = Arc::new(AtomicBool::new(task.caught_up()));
+        let mut owner = KafkaOwner {
+            p,
+            stop: stop.clone(),
+            stopping: self.stopping.clone(),
+            applied: applied.clone(),
+            serving: serving.clone(),
+            shared: self.shared.clone(),
+            progress: self.progress.clone(),
+            redeliver_every: self.cfg.redeliver_every as u64,
+            steps: 0,
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("feedlog-k{p}"))
+            .spawn(move || match drive(&mut task, &mut owner) {
+                Err(TaskError::Log(LogError::Interrupted)) => Ok(()),
+                other => other,
+            })
+            .map_err(|e| ClusterError::Refused(format!("starting partition {p}'s thread: {e}")))?;
+        lock(&self.shared.owned).insert(
+            p,
+            Owned {
+                stop,
+                thread: Some(thread),
+                store,
+                applied,
+                serving,
+                committed,
+                epoch,
+            },
+        );
+        self.shared.changes.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Checkpoints every owned partition that has caught up, on a thread of
+    /// its own (a copy to another file system can take long, and the group
+    /// consumer must keep polling), while the tasks keep running (a RocksDB
+    /// checkpoint is consistent). Such a checkpoint becomes usable once the
+    /// group's positions reach it (the next commit).
+    pub(super) fn checkpoint_serving(&self, cps: &Arc<CheckpointDir>) -> Option<JoinHandle<()>> {
+        let serving: Vec<(u32, Arc<Store>, String)> = lock(&self.shared.owned)
+            .iter()
+            .filter(|(_, o)| o.serving.load(Ordering::SeqCst))
+            .map(|(&p, o)| (p, o.store.clone(), o.epoch.clone()))
+            .collect();
+        let cps = cps.clone();
+        let spawned = std::thread::Builder::new()
+            .name("feedlog-checkpoints".into())
+            .spawn(move || {
+                for (p, store, epoch) in serving {
+                    match cps.write(p, &store, &epoch, false) {
+                        Ok(c) => tracing::debug!(partition = p, positions = %c.positions, "checkpoint written"),
+                        Err(e) => tracing::warn!(partition = p, error = %e, "writing a checkpoint"),
+                    }
+                }
+            });
+        match spawned {
+            Ok(t) => Some(t),
+            Err(e) => {
+                tracing::warn!(error = %e, "starting the checkpoint thread");
+                None
+            }
+        }
+    }
+}
+
+/// One owned partition's hooks into the step loop.
+pub(super) struct KafkaOwner {
+    p: u32,
+    stop: Arc<AtomicBool>,
+    stopping: Shutdown,
+    applied: Arc<AppliedPositions>,
+    serving: Arc<AtomicBool>,
+    shared: Arc<Shared>,
+    progress: Arc<Progress>,
+    redeliver_every: u64,
+    steps: u64,
+}
+
+impl Hooks for KafkaOwner {
+    fn stop(&self) -> bool {
+        self.stop.load(Ordering::SeqCst) || self.stopping.is_requested()
+    }
+
+    fn after(&mut self, task: &mut PartitionTask, stats: &StepStats) -> Result<(), TaskError> {
+        self.applied.set(task.applied());
+        if !self.serving.load(Ordering::SeqCst) && task.caught_up() {
+            self.serving.store(true, Ordering::SeqCst);
+            self.shared.changes.fetch_add(1, Ordering::SeqCst);
+            tracing::info!(partition = self.p, "caught up: serving");
+        }
+        if stats.input() == 0 {
+            return Ok(());
+        }
+        self.progress.record(stats);
+        self.steps += 1;
+        if self.redeliver_every > 0 && self.steps.is_multiple_of(self.redeliver_every) {
+            task.redeliver(Topic::Events, 3)?;
+            task.redeliver(Topic::Effects, 3)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,365 @@
+//! One partition's owner: read → decode → core → commit → ship.
+//!
+//! A step:
+//! 1. reads a bounded batch from `effects[p]` and `events[p]`;
+//! 2. decodes each record (a bad one becomes a dead letter) and applies it
+//!    through the core into one [`Txn`];
+//! 3. commits, in **one** RocksDB `WriteBatch`, the state changes, both input
+//!    positions, and every outgoing record (effects and dead letters) into the
+//!    `pending` column family;
+//! 4. ships the pending records to their logs, and deletes them in the next
+//!    commit.
+
+use super::faults::{CrashPoint, Faults, NoFaults};
+use super::input::{apply_record, decode_effect, Input};
+use super::outbox::{ship, Pending};
+use super::TaskError;
+use crate::core::keys;
+use crate::core::kv::{Cf, Kv, Txn};
+use crate::core::metrics::StepStats;
+use crate::core::position::{Offset, Positions};
+use crate::core::{Ctx, Effect};
+use crate::log::{Log, Record, Sink, Source, Topic};
+use crate::state::meta;
+use crate::state::{Store, StoreError};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Limits of one step.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchLimits {
+    /// Records read per input per step.
+    pub max_records: usize,
+    /// Bytes read per input per step.
+    pub max_bytes: usize,
+}
+
+impl Default for BatchLimits {
+    fn default() -> Self {
+        BatchLimits {
+            max_records: 2048,
+            max_bytes: 4 << 20,
+        }
+    }
+}
+
+/// The owner of one partition.
+pub struct PartitionTask {
+    ctx: Ctx,
+    limits: BatchLimits,
+    store: Arc<Store>,
+    log: Arc<dyn Log>,
+    sink: Box<dyn Sink>,
+    events: Box<dyn Source>,
+    effects: Box<dyn Source>,
+    next_seq: u64,
+    /// Pending records below this sequence number are shipped and not yet
+    /// deleted.
+    shipped_below: Option<u64>,
+    /// Whether this step applies its events before its effects.
+    events_first: bool,
+    /// Records below these positions were answered by a previous owner:
+    /// applied quietly, nothing emitted.
+    quiet_below: Positions,
+    /// Effects read but not applied yet, decoded, in offset order: each
+    /// waits until `events` is applied up to what it requires
+    /// ([`Effect::requires_events`]).
+    waiting: VecDeque<(Record, Result<Effect, String>)>,
+    /// Where `events` is applied up to (next offset).
+    events_applied: Offset,
+    /// Positions before the last [`PartitionTask::redeliver`]: everything
+    /// below them is applied, whatever the readers re-read.
+    applied_below: Positions,
+}
+
+impl PartitionTask {
+    /// Opens the task at its stored positions, first re-shipping whatever the
+    /// previous owner committed but may not have shipped.
+    pub fn open(
+        ctx: Ctx,
+        limits: BatchLimits,
+        sync_logs: bool,
+        store: Arc<Store>,
+        log: Arc<dyn Log>,
+    ) -> Result<PartitionTask, TaskError> {
+        PartitionTask::open_after(ctx, limits, sync_logs, store, log, None, true)
+    }
+
+    /// Opens the task of a partition that other owners may have processed
+    /// since this store last did. `emitted` is where every owner's outputs
+    /// are known to be acknowledged (the consumer group's committed
+    /// positions for `events[p]` and `effects[p]`): the task reads from its
+    /// own stored positions, and below `emitted` it applies records to its
+    /// state but emits nothing — previous owners emitted all of that
+    /// already (a rebuild that does not re-emit). Its unshipped outbox is
+    /// re-shipped only with `reship`; when another owner has had the
+    /// partition since, those records answered inputs the other owner has
+    /// answered too, and a late re-ship could overtake its newer messages.
+    pub fn open_after(
+        ctx: Ctx,
+        limits: BatchLimits,
+        sync_logs: bool,
+        store: Arc<Store>,
+        log: Arc<dyn Log>,
+        emitted: Option<Positions>,
+        reship: bool,
+    ) -> Result<PartitionTask, TaskError> {
+        let p = ctx.partition;
+        let at = store.positions()?;
+        let events = log.source(Topic::Events, p, at.events)?;
+        let effects = log.source(Topic::Effects, p, at.effects)?;
+        let next_seq = store.meta_u64(meta::NEXT_SEQ)?;
+        let sink = log.clone().sink(sync_logs)?;
+        let applied_below = meta::applied(&*store)?.unwrap_or_default();
+        let mut task = PartitionTask {
+            ctx,
+            limits,
+            store,
+            log,
+            sink,
+            events_applied: events.position(),
+            events,
+            effects,
+            next_seq,
+            shipped_below: None,
+            events_first: false,
+            quiet_below: emitted.unwrap_or_default(),
+            waiting: VecDeque::new(),
+            applied_below,
+        };
+        if !reship {
+            task.shipped_below = Some(task.next_seq);
+            task.forget_shipped()?;
+        }
+        let pending: Vec<Pending> = task
+            .store
+            .scan(Cf::Pending, &[], None)
+            .map(|r| {
+                let (k, v) = r?;
+                Pending::decode(&v)
+                    .ok_or_else(|| StoreError::corrupt(Cf::Pending, &k, "bad pending record"))
+            })
+            .collect::<Result<_, _>>()?;
+        if !pending.is_empty() {
+            tracing::info!(
+                partition = p,
+                records = pending.len(),
+                "re-shipping committed records"
+            );
+            ship(&mut *task.sink, &pending, &mut NoFaults)?;
+            task.shipped_below = Some(task.next_seq);
+            task.forget_shipped()?;
+        }
+        Ok(task)
+    }
+
+    /// This task's partition.
+    pub fn partition(&self) -> u32 {
+        self.ctx.partition
+    }
+
+    /// Next offsets to apply in `events[p]` and `effects[p]` (what a
+    /// restart resumes from; a redelivery moves them back, so that a restart
+    /// re-reads everything after the redelivered records too).
+    pub fn positions(&self) -> Positions {
+        let effects = self
+            .waiting
+            .front()
+            .map_or(self.effects.position(), |(r, _)| r.offset);
+        Positions {
+            events: self.events.position(),
+            effects,
+        }
+    }
+
+    /// Positions below which every input is applied and answered: what a
+    /// consumer group may commit. Unlike [`PartitionTask::positions`] they
+    /// never go back on a redelivery, which could pair an `effects`
+    /// position with an `events` position below what those effects
+    /// required (a successor replaying quietly up to such a pair would wait
+    /// forever).
+    pub fn applied(&self) -> Positions {
+        self.positions().max(self.applied_below)
+    }
+
+    /// Whether the quiet replay below the previous owners' positions is over
+    /// (the state has caught up with what they did).
+    pub fn caught_up(&self) -> bool {
+        self.positions().covers(self.quiet_below)
+    }
+
+    /// Moves a reader back by up to `records` records without touching state:
+    /// the next steps see those records again, as after an at-least-once
+    /// redelivery. Versions make the repeats no-ops.
+    pub fn redeliver(&mut self, topic: Topic, records: u64) -> Result<(), TaskError> {
+        let p = self.ctx.partition;
+        let at = self.positions();
+        self.applied_below = self.applied();
+        match topic {
+            Topic::Events => {
+                let to = Offset(at.events.0.saturating_sub(records));
+                self.events = self.log.source(topic, p, to)?;
+                self.events_applied = to;
+            }
+            Topic::Effects => {
+                let to = Offset(at.effects.0.saturating_sub(records));
+                self.waiting.clear();
+                self.effects = self.log.source(topic, p, to)?;
+            }
+            Topic::DeadLetter => {}
+        }
+        Ok(())
+    }
+
+    /// Processes one batch. Zero input in the returned stats means there was
+    /// nothing to read.
+    pub fn step(&mut self, faults: &mut dyn Faults) -> Result<StepStats, TaskError> {
+        let events = self.read_inputs()?;
+        let mut stats = StepStats::default();
+        if self.waiting.is_empty() && events.is_empty() {
+            self.forget_shipped()?;
+            return Ok(stats);
+        }
+        let store = self.store.clone();
+        let mut txn = Txn::new(&*store);
+        let mut pending = Vec::new();
+        self.apply_batch(events, &mut txn, &mut pending, &mut stats)?;
+        if stats.input() == 0 {
+            // Only effects waiting for events not read yet.
+            return Ok(stats);
+        }
+        let writes = txn.into_writes();
+        if faults.crash_at(CrashPoint::BeforeCommit) {
+            return Err(TaskError::Crashed(CrashPoint::BeforeCommit));
+        }
+        stats.commit_micros = self.commit(&writes, &pending)?;
+        if faults.crash_at(CrashPoint::AfterCommit) {
+            return Err(TaskError::Crashed(CrashPoint::AfterCommit));
+        }
+        ship(&mut *self.sink, &pending, faults)?;
+        self.shipped_below = Some(self.next_seq);
+        Ok(stats)
+    }
+
+    /// Reads the next effects into `waiting` and returns the next events.
+    /// Until the quiet replay is over, neither input reads past what
+    /// previous owners answered: every input below both marks is applied
+    /// before any input is answered, so the first answers come from a
+    /// state that holds everything the previous owners had answered
+    /// (answers depend on what was applied before them).
+    fn read_inputs(&mut self) -> Result<Vec<Record>, TaskError> {
+        let end = (!self.caught_up()).then_some(self.quiet_below);
+        let room = self.limits.max_records.saturating_sub(self.waiting.len());
+        if room > 0 {
+            let read = self
+                .effects
+                .read(room, self.limits.max_bytes, end.map(|e| e.effects))?;
+            for rec in read {
+                let effect = decode_effect(&rec);
+                self.waiting.push_back((rec, effect));
+            }
+        }
+        Ok(self.events.read(
+            self.limits.max_records,
+            self.limits.max_bytes,
+            end.map(|e| e.events),
+        )?)
+    }
+
+    /// Applies what is ready of `events` and the waiting effects, in turn;
+    /// outgoing records go to `pending`, except below the quiet marks.
+    fn apply_batch(
+        &mut self,
+        events: Vec<Record>,
+        txn: &mut Txn<'_, Store>,
+        pending: &mut Vec<Pending>,
+        stats: &mut StepStats,
+    ) -> Result<(), TaskError> {
+        // Alternate which input goes first, so no message kind is always
+        // applied ahead of the other (either order is correct), except that
+        // an effect waits for the events it requires.
+        self.events_first = !self.events_first;
+        let mut out = Vec::new();
+        let mut events = events.into_iter().peekable();
+        loop {
+            let effect_ready = self.waiting.front().map(|(_, e)| {
+                e.as_ref().map_or(Offset(0), Effect::requires_events) <= self.events_applied
+            });
+            let events_next =
+                events.peek().is_some() && (self.events_first || effect_ready != Some(true));
+            let input = match (events_next, effect_ready) {
+                (true, _) => match events.next() {
+                    Some(rec) => {
+                        self.events_applied = rec.offset.next();
+                        Input::Event(rec)
+                    }
+                    None => break,
+                },
+                (false, Some(true)) => match self.waiting.pop_front() {
+                    Some((rec, effect)) => Input::Effect(rec, effect),
+                    None => break,
+                },
+                _ => break,
+            };
+            let quiet = match &input {
+                Input::Event(r) => r.offset < self.quiet_below.events,
+                Input::Effect(r, _) => r.offset < self.quiet_below.effects,
+            };
+            let emitted_before = (out.len(), pending.len());
+            apply_record(&self.ctx, txn, input, &mut out, pending, stats)?;
+            if quiet {
+                out.truncate(emitted_before.0);
+                pending.truncate(emitted_before.1);
+                stats.replayed += 1;
+            }
+        }
+        stats.emitted = out.len() as u64;
+        pending.extend(out.into_iter().map(Pending::effect));
+        Ok(())
+    }
+
+    /// Commits the batch's writes, both positions and the outgoing records
+    /// in one `WriteBatch` (forgetting what the last batch shipped); returns
+    /// the commit's time in µs.
+    fn commit(
+        &mut self,
+        writes: &crate::core::kv::Writes,
+        pending: &[Pending],
+    ) -> Result<u64, TaskError> {
+        let first_seq = self.next_seq;
+        let next_seq = first_seq + pending.len() as u64;
+        let at = self.positions();
+        let applied = self.applied();
+        let shipped_below = self.shipped_below;
+        let start = std::time::Instant::now();
+        self.store.commit(writes, |b| {
+            b.put(Cf::Meta, meta::POS_EVENTS, &at.events.0.to_be_bytes());
+            b.put(Cf::Meta, meta::POS_EFFECTS, &at.effects.0.to_be_bytes());
+            b.put(Cf::Meta, meta::APPLIED, &meta::applied_value(applied));
+            b.put(Cf::Meta, meta::NEXT_SEQ, &next_seq.to_be_bytes());
+            for (i, rec) in pending.iter().enumerate() {
+                b.put(
+                    Cf::Pending,
+                    &keys::key([first_seq + i as u64]),
+                    &rec.encode(),
+                );
+            }
+            if let Some(below) = shipped_below {
+                b.delete_range(Cf::Pending, &keys::key([0]), &keys::key([below]));
+            }
+        })?;
+        self.next_seq = next_seq;
+        self.shipped_below = None;
+        Ok(start.elapsed().as_micros() as u64)
+    }
+
+    /// Deletes shipped pending records now (when no batch will carry it).
+    fn forget_shipped(&mut self) -> Result<(), TaskError> {
+        if let Some(below) = self.shipped_below.take() {
+            self.store.commit(&Default::default(), |b| {
+                b.delete_range(Cf::Pending, &keys::key([0]), &keys::key([below]));
+            })?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,71 @@
+//! The read API served in-process over a processed data directory.
+
+use super::http::Client;
+use feedlog::api::http::ApiConfig;
+use feedlog::ingest::produce::Producer;
+use feedlog::state::datadir::DataDir;
+use feedlog::task::embedded::{Processor, ProcessorConfig};
+use std::path::Path;
+
+/// The API served on an ephemeral loopback port until dropped.
+pub struct Server {
+    pub client: Client,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    pub fn start(processor: &Processor, cfg: ApiConfig) -> Server {
+        let api = feedlog::ops::serve::processor_api(processor, cfg);
+        let (rt, listener, addr) = super::http::ephemeral_listener();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            rt.block_on(feedlog::api::http::serve(listener, api, async {
+                let _ = rx.await;
+            }))
+            .unwrap();
+        });
+        Server {
+            client: Client { addr },
+            stop: Some(tx),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        let _ = self.thread.take().unwrap().join();
+    }
+}
+
+/// A processed data directory over `log`, with a small inbox so timeline
+/// pages run through the pull path too.
+pub fn processed(dir: &Path, log: &str, partitions: u32) -> Processor {
+    let data = DataDir::create_or_open(dir, Some(partitions)).unwrap();
+    let mut producer = Producer::new(&data);
+    producer.json_lines(log.as_bytes(), "log").unwrap();
+    producer.finish().unwrap();
+    let processor = Processor::open(
+        &data,
+        ProcessorConfig {
+            inbox_cap: 5,
+            fanout_chunk: 3,
+            sync: false,
+            ..ProcessorConfig::default()
+        },
+    )
+    .unwrap();
+    processor
+        .run(&feedlog::task::Shutdown::new(), true)
+        .unwrap();
+    processor
+}
+
+pub fn wide_limits() -> ApiConfig {
+    ApiConfig {
+        max_limit: 1000,
+        ..ApiConfig::default()
+    }
+}

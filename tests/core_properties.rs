@@ -1,0 +1,294 @@
+//! The contract on the pure core alone: partitions simulated on the
+//! in-memory `MemKv` (no RocksDB, no log), thousands of cases per run. Any
+//! partition count, inbox size and fan-out chunk; any interleaving of each
+//! partition's two inputs that respects causality; effects re-shipped
+//! (duplicated suffixes of a partition's outbox, as after a crash). At
+//! quiescence every view of every user equals the oracle.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::oracle::Oracle;
+use feedlog::core::event::{Event, PostId, Ts, UserId};
+use feedlog::core::keys::TimelineKey;
+use feedlog::core::kv::{Cf, MemKv, Txn};
+use feedlog::core::partition::partition_for;
+use feedlog::core::{apply_effect, apply_event, views, Ctx, Effect, Offset, Out, Version};
+use proptest::prelude::*;
+use std::collections::BTreeSet;
+
+const USERS: u64 = 8;
+
+fn event() -> impl Strategy<Value = Event> {
+    let user = || (1..=USERS).prop_map(UserId);
+    let ts = || (0u64..30).prop_map(Ts);
+    let post = || (1u64..=12).prop_map(PostId);
+    prop_oneof![
+        4 => (user(), user(), ts()).prop_filter_map("no self-follow", |(a, b, ts)| {
+            (a != b).then_some(Event::Follow { follower: a, followee: b, ts })
+        }),
+        1 => (user(), user(), ts()).prop_filter_map("no self-unfollow", |(a, b, ts)| {
+            (a != b).then_some(Event::Unfollow { follower: a, followee: b, ts })
+        }),
+        4 => (user(), post(), ts()).prop_map(|(author, post_id, ts)| Event::Post { author, post_id, ts }),
+        1 => (user(), post(), ts()).prop_map(|(author, post_id, ts)| Event::DeletePost { author, post_id, ts }),
+    ]
+}
+
+/// What the scheduler does next: step partition `p`'s events (kind 0) or
+/// effects (kind 1), or re-ship the last `n` messages partition `p` sent
+/// (kind 2).
+#[derive(Debug, Clone, Copy)]
+struct Choice {
+    p: u32,
+    kind: u8,
+    n: usize,
+}
+
+fn choice() -> impl Strategy<Value = Choice> {
+    (
+        0u32..8,
+        prop_oneof![4 => Just(0u8), 4 => Just(1u8), 1 => Just(2u8)],
+        1usize..6,
+    )
+        .prop_map(|(p, kind, n)| Choice { p, kind, n })
+}
+
+/// One simulated partition: its state and its two input logs.
+struct Partition {
+    kv: MemKv,
+    ctx: Ctx,
+    events: Vec<Event>,
+    events_at: usize,
+    effects: Vec<Effect>,
+    effects_at: usize,
+    /// Every message this partition sent, in order (its outbox's history).
+    sent: Vec<Out>,
+}
+
+struct Sim {
+    parts: Vec<Partition>,
+}
+
+impl Sim {
+    fn new(events: &[Event], partitions: u32, inbox_cap: u64, fanout_chunk: usize) -> Sim {
+        let mut parts: Vec<Partition> = (0..partitions)
+            .map(|p| Partition {
+                kv: MemKv::default(),
+                ctx: Ctx {
+                    partition: p,
+                    partitions,
+                    inbox_cap,
+                    fanout_chunk,
+                },
+                events: Vec::new(),
+                events_at: 0,
+                effects: Vec::new(),
+                effects_at: 0,
+                sent: Vec::new(),
+            })
+            .collect();
+        for e in events {
+            parts[partition_for(e.actor(), partitions) as usize]
+                .events
+                .push(*e);
+        }
+        Sim { parts }
+    }
+
+    fn deliver(&mut self, outs: &[Out]) {
+        for o in outs {
+            self.parts[o.partition as usize]
+                .effects
+                .push(o.effect.clone());
+        }
+    }
+
+    /// Applies partition `p`'s next event; false when it has none.
+    fn step_event(&mut self, p: usize) -> bool {
+        let part = &mut self.parts[p];
+        let Some(e) = part.events.get(part.events_at).cloned() else {
+            return false;
+        };
+        let version = Version::of(Offset(part.events_at as u64));
+        let mut out = Vec::new();
+        let mut t = Txn::new(&part.kv);
+        apply_event(&mut t, &part.ctx, &e, version, &mut out).unwrap();
+        let w = t.into_writes();
+        part.kv.apply(w);
+        part.events_at += 1;
+        part.sent.extend(out.iter().cloned());
+        self.deliver(&out);
+        true
+    }
+
+    /// Applies partition `p`'s next message; false when it has none.
+    fn step_effect(&mut self, p: usize) -> bool {
+        let part = &mut self.parts[p];
+        let Some(e) = part.effects.get(part.effects_at).cloned() else {
+            return false;
+        };
+        // Causality: a message never names an event its receiver has not
+        // applied (the follow it was sent for caused it).
+        assert!(
+            e.requires_events().0 <= part.events_at as u64,
+            "partition {p} got {e:?} before applying events up to {}",
+            e.requires_events()
+        );
+        let mut out = Vec::new();
+        let mut t = Txn::new(&part.kv);
+        apply_effect(&mut t, &part.ctx, &e, &mut out).unwrap();
+        let w = t.into_writes();
+        part.kv.apply(w);
+        part.effects_at += 1;
+        part.sent.extend(out.iter().cloned());
+        self.deliver(&out);
+        true
+    }
+
+    /// Re-sends the last `n` messages partition `p` sent, in order.
+    fn reship(&mut self, p: usize, n: usize) {
+        let sent = &self.parts[p].sent;
+        let again = sent[sent.len().saturating_sub(n)..].to_vec();
+        self.deliver(&again);
+    }
+
+    fn run(&mut self, choices: &[Choice]) {
+        let n = self.parts.len() as u32;
+        for c in choices {
+            let p = (c.p % n) as usize;
+            match c.kind {
+                0 => self.step_event(p),
+                1 => self.step_effect(p),
+                _ => {
+                    self.reship(p, c.n);
+                    true
+                }
+            };
+        }
+        // Quiescence: drain everything, effects first, then events.
+        loop {
+            let mut moved = false;
+            for p in 0..self.parts.len() {
+                while self.step_effect(p) {
+                    moved = true;
+                }
+                moved |= self.step_event(p);
+            }
+            if !moved {
+                break;
+            }
+        }
+    }
+
+    fn kv_of(&self, u: u64) -> &MemKv {
+        let n = self.parts.len() as u32;
+        &self.parts[partition_for(UserId(u), n) as usize].kv
+    }
+
+    /// Every view of every user against the oracle; the first difference.
+    fn check(&self, oracle: &Oracle) -> Result<(), String> {
+        for u in 1..=USERS {
+            let kv = self.kv_of(u);
+            let user = views::user(kv, UserId(u)).unwrap();
+            let (followers, followees, posts) = oracle.counters(u);
+            let got = (user.followers, user.followees, user.posts);
+            if got != (followers, followees, posts) {
+                return Err(format!(
+                    "counters of {u}: {got:?}, want {:?}",
+                    (followers, followees, posts)
+                ));
+            }
+            for (cf, want) in [
+                (Cf::Followers, oracle.followers(u)),
+                (Cf::Followees, oracle.followees(u)),
+            ] {
+                let got: Vec<(u64, u64)> = views::live_edges(kv, cf, UserId(u), None)
+                    .map(|r| r.map(|(o, e)| (o.0, e.ts.0)).unwrap())
+                    .collect();
+                if got != want {
+                    return Err(format!("{cf:?} of {u}: {got:?}, want {want:?}"));
+                }
+            }
+            let got: Vec<(u64, u64)> = views::recent_followers(kv, UserId(u))
+                .map(|r| r.map(|(f, ts)| (f.0, ts.0)).unwrap())
+                .take(100)
+                .collect();
+            let want = oracle.recent_followers(u, 100);
+            if got != want {
+                return Err(format!("recent followers of {u}: {got:?}, want {want:?}"));
+            }
+            let got: Vec<(u64, u64)> = views::outbox(kv, UserId(u), None)
+                .map(|r| r.map(|(ts, p)| (p.0, ts.0)).unwrap())
+                .collect();
+            let want = oracle.outbox(u);
+            if got != want {
+                return Err(format!("outbox of {u}: {got:?}, want {want:?}"));
+            }
+            let got = self.timeline(u);
+            let want = oracle.timeline(u);
+            if got != want {
+                return Err(format!("timeline of {u}: {got:?}, want {want:?}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The timeline as the reader serves it: the inbox, and past its
+    /// horizon the current followees' outboxes; (post_id, author, ts).
+    fn timeline(&self, u: u64) -> Vec<(u64, u64, u64)> {
+        let kv = self.kv_of(u);
+        let mut keys: BTreeSet<TimelineKey> = views::inbox(kv, UserId(u), None)
+            .map(|r| r.unwrap())
+            .collect();
+        if let Some(h) = views::user(kv, UserId(u)).unwrap().horizon {
+            for r in views::live_edges(kv, Cf::Followees, UserId(u), None) {
+                let (author, _) = r.unwrap();
+                for r in views::outbox(self.kv_of(author.0), author, Some((h.ts, h.post_id))) {
+                    let (ts, post_id) = r.unwrap();
+                    let k = TimelineKey {
+                        ts,
+                        post_id,
+                        author,
+                    };
+                    if k >= h {
+                        keys.insert(k);
+                    }
+                }
+            }
+        }
+        keys.into_iter()
+            .map(|k| (k.post_id.0, k.author.0, k.ts.0))
+            .collect()
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 10_000,
+        max_shrink_iters: 20_000,
+        ..ProptestConfig::default()
+    })]
+
+    // Proves every view of every user equals the oracle on the pure core, for any partition count, inbox size, fan-out chunk, causal interleaving and re-shipped effects.
+    #[test]
+    fn the_core_equals_the_oracle(
+        events in prop::collection::vec(event(), 0..70),
+        choices in prop::collection::vec(choice(), 0..200),
+        partitions in 1u32..=4,
+        inbox_cap in 1u64..=5,
+        fanout_chunk in 1usize..=3,
+    ) {
+        let mut oracle = Oracle::default();
+        for e in &events {
+            oracle.apply(e);
+        }
+        let mut sim = Sim::new(&events, partitions, inbox_cap, fanout_chunk);
+        sim.run(&choices);
+        if let Err(diff) = sim.check(&oracle) {
+            return Err(TestCaseError::fail(diff));
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! feedlog as a library: the whole loop (a data directory, events in, a
+//! processor until idle, then reads in process and over HTTP) through the
+//! items at the crate's root only — the API an embedding application uses.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{check_all, generated_log, oracle_of};
+use feedlog::{
+    processor_api, reader_of, serve, ApiConfig, DataDir, Processor, ProcessorConfig, Producer,
+    Shutdown,
+};
+
+// Proves the root API alone produces, processes and serves a network whose every view equals the oracle, and that a Shutdown stops a running processor.
+#[test]
+fn the_root_api_runs_the_whole_loop() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = DataDir::create_or_open(tmp.path(), Some(3)).unwrap();
+    let log = generated_log(40, 2000);
+    let mut producer = Producer::new(&data);
+    producer.json_lines(log.as_bytes(), "generated").unwrap();
+    let summary = producer.finish().unwrap();
+    assert_eq!(summary.dead_lettered, 0, "{summary:?}");
+
+    let processor = Processor::open(&data, ProcessorConfig::default()).unwrap();
+    processor.run(&Shutdown::new(), true).unwrap();
+    let (oracle, max_user) = oracle_of(&log);
+    check_all(&reader_of(&processor), &oracle, max_user, 10).unwrap();
+
+    // Served over HTTP by the same processor.
+    let cfg = ApiConfig {
+        max_limit: 1000,
+        ..ApiConfig::default()
+    };
+    let api = processor_api(&processor, cfg);
+    let (rt, listener, addr) = common::http::ephemeral_listener();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = std::thread::spawn(move || {
+        rt.block_on(serve(listener, api, async {
+            let _ = rx.await;
+        }))
+    });
+    let client = common::http::Client { addr };
+    check_all(&client, &oracle, max_user, 10).unwrap();
+    let _ = tx.send(());
+    server.join().unwrap().unwrap();
+
+    // Run without an end (waiting for more events), it stops when asked.
+    let stop = Shutdown::new();
+    std::thread::scope(|s| {
+        let running = s.spawn(|| processor.run(&stop, false));
+        stop.request();
+        running.join().unwrap().unwrap();
+    });
+}
