@@ -3,7 +3,7 @@
 # (RocksDB's bindings are generated with bindgen); with --tests also kcat, the
 # independent Kafka client of the interop test (which skips with a message
 # when kcat cannot be installed). Idempotent and quiet when everything is
-# there.
+# there. With --bench, also the benchmarks' tools (see the end).
 set -euo pipefail
 # apt_install PKG WHY: installs a Debian package as root or with sudo;
 # returns 1 when neither is possible.
@@ -41,4 +41,16 @@ done
 if [ "${1:-}" = --tests ] && ! command -v kcat >/dev/null 2>&1; then
   apt_install kcat "the independent Kafka client of the interop test" ||
     echo "setup: kcat is not installed and cannot be; the Kafka interop test will skip" >&2
+fi
+# --bench: the benchmarks' outside tools: wrk (the HTTP load generator of
+# `bench http` and `bench redis`), redis-server and redis-benchmark (the
+# Redis design `bench redis` compares against). Each bench names what it
+# lacks when one is missing.
+if [ "${1:-}" = --bench ]; then
+  command -v wrk >/dev/null 2>&1 || apt_install wrk "the HTTP load generator of the benches" ||
+    echo "setup: wrk is not installed and cannot be; bench http cannot run" >&2
+  command -v redis-server >/dev/null 2>&1 || apt_install redis-server "the Redis design of bench redis" ||
+    echo "setup: redis-server is not installed and cannot be; bench redis will skip" >&2
+  command -v redis-benchmark >/dev/null 2>&1 || apt_install redis-tools "redis-benchmark, the page load of bench redis" ||
+    echo "setup: redis-tools is not installed and cannot be; bench redis will skip its page runs" >&2
 fi

@@ -241,13 +241,13 @@ pub enum Command {
         /// Partitions.
         #[arg(long, default_value_t = 8)]
         partitions: u32,
-        /// http: server threads, load-generator threads and raw reader threads.
+        /// http, redis: server threads, load-generator threads and raw reader threads.
         #[arg(long, default_value_t = 2)]
         threads: usize,
-        /// http: open connections of the load generator.
+        /// http, redis: open connections of the load generator.
         #[arg(long, default_value_t = 16)]
         connections: usize,
-        /// http: seconds each page run is measured.
+        /// http, redis: seconds each page run is measured.
         #[arg(long, default_value_t = 20)]
         seconds: u64,
     },
@@ -373,4 +373,9 @@ pub enum BenchKind {
     /// Rebuild of the state in --data from its log vs raw reads of the log
     /// and raw RocksDB puts of the rebuilt records.
     Rebuild,
+    /// feedlog against the Redis sorted-set design on the same events (the
+    /// log in --data when it exists, else the generated workload): inbox
+    /// entries/s end to end, timeline pages/s and p50/p99 (wrk against
+    /// redis-benchmark ZREVRANGE at the same concurrency).
+    Redis,
 }

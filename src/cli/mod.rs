@@ -154,6 +154,14 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 BenchKind::Fanout => bench::fanout(users, follows, posts, partitions)?,
                 BenchKind::Http => bench::http(data, threads, connections, seconds)?,
                 BenchKind::Rebuild => bench::rebuild(data)?,
+                BenchKind::Redis => bench::redis(&bench::RedisBench {
+                    data,
+                    generated: (users, follows, posts),
+                    partitions,
+                    threads,
+                    connections,
+                    secs: seconds,
+                })?,
                 BenchKind::Kafka => {
                     bench::kafka(settings.kafka.clone(), users, follows, posts, partitions)?
                 }

@@ -6,11 +6,13 @@ mod fanout;
 mod http;
 mod kafka;
 mod rebuild;
+mod redis;
 
 pub use fanout::fanout;
 pub use http::http;
 pub use kafka::kafka;
 pub use rebuild::rebuild;
+pub use redis::{redis, RedisBench};
 
 use anyhow::Result;
 use feedlog::core::event::{Event, PostId, Ts, UserId};

@@ -1,0 +1,676 @@
+//! `bench redis`: feedlog against the founding documents' design — Redis
+//! sorted-set inboxes, fan-out on write — on the same events, in one run.
+//!
+//! The Redis side replays the events in time order as that design's worker
+//! would, by mass insertion over one pipelined connection: a post is a
+//! `ZADD` into the author's outbox and into every follower's inbox, each
+//! inbox trimmed to the cap with `ZREMRANGEBYRANK`; a follow is an `SADD` to
+//! the followee's followers and one multi-member `ZADD` of the followee's
+//! newest posts (the backfill); an unfollow is an `SREM` and a `ZREM` of the
+//! followee's posts; a delete is a `ZREM` from the outbox and from every
+//! follower's inbox. The worker keeps who follows whom and the outboxes in
+//! its own memory, so no command waits for a reply: the design at its
+//! fastest. Redis keeps everything in memory with persistence off; feedlog
+//! commits every batch durably.
+
+use super::http::{readers, through_http, which, Load};
+use super::{workload, Cleanup};
+use anyhow::{bail, Context, Result};
+use feedlog::api::query::Reader;
+use feedlog::core::codec::{decode_event, Format};
+use feedlog::core::event::{Event, UserId};
+use feedlog::core::position::Offset;
+use feedlog::core::DEFAULT_INBOX_CAP;
+use feedlog::ingest::generate::Rng;
+use feedlog::ingest::produce::Producer;
+use feedlog::log::{Log, Topic};
+use feedlog::state::datadir::DataDir;
+use feedlog::task::embedded::{Processor, ProcessorConfig};
+use feedlog::task::Shutdown;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// What `bench redis` compares, and on what.
+pub struct RedisBench<'a> {
+    /// A data directory whose `events` log holds the workload; when it does
+    /// not exist, the generated workload below is used.
+    pub data: &'a Path,
+    /// Generated workload: users, follows per user, posts.
+    pub generated: (u64, u64, u64),
+    /// Partitions of the generated workload's log.
+    pub partitions: u32,
+    /// Server threads and load-generator threads of the read runs.
+    pub threads: usize,
+    /// Concurrent connections of the read runs.
+    pub connections: usize,
+    /// Seconds per read run.
+    pub secs: u64,
+}
+
+// Long: one benchmark read top to bottom (the workload, feedlog's write
+// path, Redis's, the pages of both, the report), sharing its locals.
+/// Inbox entries/s end to end, timeline pages/s and page latency: feedlog
+/// (embedded log, durable) against the Redis design on the same events.
+pub fn redis(b: &RedisBench<'_>) -> Result<()> {
+    let Some(server_bin) = which("redis-server") else {
+        eprintln!(
+            "bench redis: skipped: redis-server is not installed \
+             (Debian/Ubuntu: apt-get install redis-server redis-tools; scripts/setup.sh --bench installs it)"
+        );
+        return Ok(());
+    };
+    let tmp = std::env::temp_dir().join(format!("feedlog-bench-redis-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp)?;
+    let _cleanup = Cleanup(tmp.clone());
+
+    let (by_partition, partitions, cap) = if b.data.join("feedlog.json").exists() {
+        let dir = DataDir::open(b.data)?;
+        eprintln!("workload: the events log of {}", b.data.display());
+        let cap = dir.inbox_cap().unwrap_or(DEFAULT_INBOX_CAP);
+        (logged_events(&dir)?, dir.partitions(), cap)
+    } else {
+        let (users, follows, posts) = b.generated;
+        eprintln!(
+            "workload: generated ({users} users, {follows} follows each, {posts} posts; \
+             {} has no data directory)",
+            b.data.display()
+        );
+        let (mut events, more) = workload(users, follows, posts, &mut Rng(42));
+        events.extend(more);
+        let mut by_partition = vec![Vec::new(); b.partitions as usize];
+        for e in events {
+            let p = feedlog::core::partition::partition_for(e.actor(), b.partitions);
+            by_partition[p as usize].push(e);
+        }
+        (by_partition, b.partitions, DEFAULT_INBOX_CAP)
+    };
+    let total: usize = by_partition.iter().map(Vec::len).sum();
+    anyhow::ensure!(total > 0, "the workload has no events");
+
+    // feedlog: the same events in a fresh data directory, processed until
+    // idle (timed), durably as `run` does by default.
+    let mut dir = DataDir::create_or_open(&tmp.join("feedlog"), Some(partitions))?;
+    dir.set_inbox_cap(cap)?;
+    let mut producer = Producer::new(&dir);
+    for e in by_partition.iter().flatten() {
+        producer.event(e, Format::Bincode)?;
+    }
+    producer.finish()?;
+    let cfg = ProcessorConfig {
+        inbox_cap: cap,
+        ..ProcessorConfig::default()
+    };
+    let processor = Processor::open(&dir, cfg.clone())?;
+    eprintln!(
+        "feedlog: processing {total} events ({partitions} partitions, sync={})",
+        cfg.sync
+    );
+    let start = Instant::now();
+    let totals = processor.run(&Shutdown::new(), true)?;
+    let feed_secs = start.elapsed().as_secs_f64();
+    drop(processor);
+
+    // Redis: the design's worker replays the same events in time order.
+    let server = RedisServer::start(&server_bin, &tmp)?;
+    let mut events: Vec<&Event> = by_partition.iter().flatten().collect();
+    events.sort_by_key(|e| e.ts());
+    eprintln!("redis: mass insertion of the same {total} events");
+    let (entries, commands, redis_secs) = server.replay(&events, cap)?;
+    let memory = server.used_memory().unwrap_or_default();
+
+    let reader = Reader::open(&dir)?;
+    let users = readers(&reader)?;
+    let same = server.first_pages_agree(&reader, &users)?;
+
+    println!(
+        "workload: {total} events, {partitions} partitions, inbox cap {cap}; \
+         {entries} inbox entries (posts fanned out and follow backfills)"
+    );
+    println!(
+        "feedlog (embedded log, sync={}): {feed_secs:.2}s = {:.0} entries/s ({} deliveries counted by the processor)",
+        cfg.sync,
+        entries as f64 / feed_secs,
+        totals.delivered
+    );
+    println!(
+        "redis (in memory, no persistence; {commands} commands by mass insertion): {redis_secs:.2}s = {:.0} entries/s, {memory}",
+        entries as f64 / redis_secs
+    );
+    println!(
+        "ratio feedlog/redis inbox entries/s: {:.2}",
+        redis_secs / feed_secs
+    );
+    println!(
+        "first pages of 20 equal in both for {same} of {} readers",
+        users.len()
+    );
+
+    // Pages: the same readers' first pages at the same concurrency.
+    let (Some(wrk), Some(bench_bin)) = (which("wrk"), which("redis-benchmark")) else {
+        eprintln!(
+            "bench redis: the page runs are skipped: they need wrk and redis-benchmark \
+             (Debian/Ubuntu: apt-get install wrk redis-tools; scripts/setup.sh --bench installs them)"
+        );
+        return Ok(());
+    };
+    anyhow::ensure!(!users.is_empty(), "the workload has no readers");
+    let (threads, connections, secs) = (b.threads, b.connections, b.secs);
+    let http = through_http(&wrk, &dir, reader, &users, threads, connections, secs)?;
+    server.name_pages(&users)?;
+    let zrev = server.pages_under_load(&bench_bin, users.len(), threads, connections, secs)?;
+    println!(
+        "timeline pages of 20, {} readers, {connections} connections, {threads} threads, {secs}s:",
+        users.len()
+    );
+    println!("  feedlog HTTP (wrk):               {}", http.line());
+    println!("  redis ZREVRANGE (redis-benchmark): {}", zrev.line());
+    println!(
+        "ratio feedlog/redis pages/s: {:.2}; p50 {:.2}; p99 {:.2} (latency ratios: redis/feedlog)",
+        http.per_sec / zrev.per_sec,
+        zrev.p50_ms / http.p50_ms,
+        zrev.p99_ms / http.p99_ms
+    );
+    Ok(())
+}
+
+/// Every event in the `events` log of `dir`, per partition in log order.
+fn logged_events(dir: &DataDir) -> Result<Vec<Vec<Event>>> {
+    let logs = dir.logs();
+    let mut undecodable = 0u64;
+    let mut out = Vec::new();
+    for p in 0..dir.partitions() {
+        let end = logs.end_offset(Topic::Events, p)?;
+        let mut source = logs.source(Topic::Events, p, Offset(0))?;
+        let mut events = Vec::new();
+        loop {
+            let records = source.read(10_000, 16 << 20, Some(Offset(end)))?;
+            if records.is_empty() {
+                break;
+            }
+            for r in records {
+                match decode_event(r.format, &r.value) {
+                    Ok(e) => events.push(e),
+                    Err(_) => undecodable += 1,
+                }
+            }
+        }
+        out.push(events);
+    }
+    if undecodable > 0 {
+        eprintln!("{undecodable} records of the log are not events (both sides skip them)");
+    }
+    Ok(out)
+}
+
+/// A `redis-server` on a free loopback port, stopped on drop.
+struct RedisServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl RedisServer {
+    fn start(bin: &Path, dir: &Path) -> Result<RedisServer> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let child = std::process::Command::new(bin)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let mut server = RedisServer { child, port };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(mut c) = server.connect() {
+                if c.integer_or_status(&[b"PING"]).is_ok() {
+                    return Ok(server);
+                }
+            }
+            if let Some(status) = server.child.try_wait()? {
+                bail!("redis-server exited at start-up ({status})");
+            }
+            if Instant::now() > deadline {
+                bail!("redis-server did not answer on port {port} within 10 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn connect(&self) -> Result<Conn> {
+        let stream = TcpStream::connect(("127.0.0.1", self.port))?;
+        stream.set_nodelay(true)?;
+        Ok(Conn {
+            reader: BufReader::with_capacity(1 << 16, stream.try_clone()?),
+            writer: std::io::BufWriter::with_capacity(1 << 16, stream),
+            line: Vec::new(),
+        })
+    }
+
+    /// Replays `events` as the design's worker; inbox entries written,
+    /// commands sent, and seconds until Redis acknowledged the last one.
+    fn replay(&self, events: &[&Event], cap: u64) -> Result<(u64, u64, f64)> {
+        let mut conn = self.connect()?;
+        let mut writer = conn.writer.get_ref().try_clone()?;
+        let sent = AtomicU64::new(u64::MAX);
+        let start = Instant::now();
+        let (entries, commands) = std::thread::scope(|s| -> Result<(u64, u64)> {
+            let worker = s.spawn(|| -> Result<(u64, u64)> {
+                let mut w = Worker::new(cap);
+                let mut out = Resp::default();
+                for e in events {
+                    w.apply(e, &mut out);
+                    if out.buf.len() >= 1 << 16 {
+                        writer.write_all(&out.buf)?;
+                        out.buf.clear();
+                    }
+                }
+                writer.write_all(&out.buf)?;
+                sent.store(out.commands, Ordering::SeqCst);
+                Ok((w.entries, out.commands))
+            });
+            let mut acknowledged = 0u64;
+            let mut first_error = None;
+            while acknowledged != sent.load(Ordering::SeqCst) {
+                if worker.is_finished() && sent.load(Ordering::SeqCst) == u64::MAX {
+                    break; // the worker failed; its error is below
+                }
+                if let Err(e) = conn.reply_line() {
+                    first_error.get_or_insert(e);
+                    if conn.line.is_empty() {
+                        break; // the connection is gone
+                    }
+                }
+                acknowledged += 1;
+            }
+            let done = worker
+                .join()
+                .map_err(|_| anyhow::anyhow!("the replay worker panicked"))??;
+            if let Some(e) = first_error {
+                return Err(e.context("redis refused a command of the replay"));
+            }
+            Ok(done)
+        })?;
+        Ok((entries, commands, start.elapsed().as_secs_f64()))
+    }
+
+    fn used_memory(&self) -> Result<String> {
+        let mut c = self.connect()?;
+        c.send(&[b"INFO", b"memory"])?;
+        let info = c.bulk()?;
+        let text = String::from_utf8_lossy(&info);
+        let human = text
+            .lines()
+            .find_map(|l| l.strip_prefix("used_memory_human:"))
+            .unwrap_or("?");
+        Ok(format!("{} in memory", human.trim()))
+    }
+
+    /// For how many readers the first page (20 entries, newest first) is
+    /// the same in both: a check that both did the same work.
+    fn first_pages_agree(&self, reader: &Reader, users: &[u64]) -> Result<usize> {
+        let mut c = self.connect()?;
+        let mut same = 0;
+        for chunk in users.chunks(1000) {
+            for u in chunk {
+                let key = format!("i:{u}");
+                c.queue(&[b"ZREVRANGE", key.as_bytes(), b"0", b"19", b"WITHSCORES"]);
+            }
+            c.flush()?;
+            for &u in chunk {
+                let items = c.array()?;
+                let mut theirs: Vec<(u64, u64)> = items
+                    .chunks(2)
+                    .map(|m| Ok((number(&m[1])?, number(&m[0])?)))
+                    .collect::<Result<_>>()?;
+                let mut ours: Vec<(u64, u64)> = reader
+                    .timeline(UserId(u), 20, None)?
+                    .items
+                    .iter()
+                    .map(|i| (i.ts, i.post_id))
+                    .collect();
+                theirs.sort_unstable();
+                ours.sort_unstable();
+                same += usize::from(theirs == ours);
+            }
+        }
+        Ok(same)
+    }
+
+    /// Copies reader `i`'s inbox to `p:{i:012}`, the key redis-benchmark's
+    /// `__rand_int__` names.
+    fn name_pages(&self, users: &[u64]) -> Result<()> {
+        let mut c = self.connect()?;
+        for (i, u) in users.iter().enumerate() {
+            let (from, to) = (format!("i:{u}"), format!("p:{i:012}"));
+            c.queue(&[b"COPY", from.as_bytes(), to.as_bytes(), b"REPLACE"]);
+        }
+        c.flush()?;
+        for _ in users {
+            c.reply_line()?;
+        }
+        Ok(())
+    }
+
+    /// `ZREVRANGE p:<random reader> 0 19 WITHSCORES` from redis-benchmark
+    /// for about `secs` seconds (a short run first sizes the long one).
+    fn pages_under_load(
+        &self,
+        bin: &Path,
+        readers: usize,
+        threads: usize,
+        connections: usize,
+        secs: u64,
+    ) -> Result<Load> {
+        let run = |n: u64| -> Result<Load> {
+            let out = std::process::Command::new(bin)
+                .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+                .args([
+                    "-c",
+                    &connections.to_string(),
+                    "--threads",
+                    &threads.to_string(),
+                ])
+                .args(["-n", &n.to_string(), "-r", &readers.to_string(), "--csv"])
+                .args(["ZREVRANGE", "p:__rand_int__", "0", "19", "WITHSCORES"])
+                .output()
+                .context("running redis-benchmark")?;
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            anyhow::ensure!(
+                out.status.success(),
+                "redis-benchmark failed:\n{text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            parse_benchmark_csv(&text)
+                .with_context(|| format!("reading redis-benchmark's report:\n{text}"))
+        };
+        let probe = run(20_000)?;
+        run(((probe.per_sec * secs as f64) as u64).max(20_000))
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `rps`, `p50_latency_ms` and `p99_latency_ms` of `redis-benchmark --csv`.
+fn parse_benchmark_csv(text: &str) -> Option<Load> {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let split = |l: &str| -> Vec<String> {
+        l.split(',')
+            .map(|f| f.trim().trim_matches('"').to_string())
+            .collect()
+    };
+    let header = split(lines.next()?);
+    let row = split(lines.next()?);
+    let field = |name: &str| -> Option<f64> {
+        let i = header.iter().position(|h| h == name)?;
+        row.get(i)?.parse().ok()
+    };
+    Some(Load {
+        per_sec: field("rps")?,
+        p50_ms: field("p50_latency_ms")?,
+        p99_ms: field("p99_latency_ms")?,
+    })
+}
+
+fn number(bytes: &[u8]) -> Result<u64> {
+    let text = std::str::from_utf8(bytes)?;
+    text.parse()
+        .with_context(|| format!("not a number from redis: {text:?}"))
+}
+
+/// One RESP connection: commands queued into a buffer, replies read in
+/// order.
+struct Conn {
+    reader: BufReader<TcpStream>,
+    writer: std::io::BufWriter<TcpStream>,
+    line: Vec<u8>,
+}
+
+impl Conn {
+    fn queue(&mut self, args: &[&[u8]]) {
+        let mut r = Resp::default();
+        r.command(args.len());
+        for a in args {
+            r.bytes(a);
+        }
+        // A BufWriter's write only fails on a failed flush, which `flush`
+        // reports again.
+        let _ = self.writer.write_all(&r.buf);
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        self.writer.flush().context("writing to redis")
+    }
+
+    fn send(&mut self, args: &[&[u8]]) -> Result<()> {
+        self.queue(args);
+        self.flush()
+    }
+
+    /// Sends one command and reads its one-line reply.
+    fn integer_or_status(&mut self, args: &[&[u8]]) -> Result<()> {
+        self.send(args)?;
+        self.reply_line()
+    }
+
+    /// Reads one line into `self.line` (empty at end of stream); an error
+    /// reply is an error.
+    fn reply_line(&mut self) -> Result<()> {
+        self.line.clear();
+        self.reader.read_until(b'\n', &mut self.line)?;
+        match self.line.first() {
+            None => bail!("redis closed the connection"),
+            Some(b'-') => bail!("redis: {}", String::from_utf8_lossy(&self.line).trim_end()),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// The length in a `*N` or `$N` header line.
+    fn header(&mut self, kind: u8) -> Result<i64> {
+        self.reply_line()?;
+        let line = String::from_utf8_lossy(&self.line).trim_end().to_string();
+        match line.strip_prefix(kind as char) {
+            Some(n) => n
+                .parse()
+                .with_context(|| format!("a bad redis reply: {line:?}")),
+            None => bail!(
+                "expected a '{}' reply from redis, got {line:?}",
+                kind as char
+            ),
+        }
+    }
+
+    fn bulk(&mut self) -> Result<Vec<u8>> {
+        let len = self.header(b'$')?;
+        let mut value = vec![0; usize::try_from(len).unwrap_or(0) + 2];
+        std::io::Read::read_exact(&mut self.reader, &mut value)?;
+        value.truncate(value.len() - 2);
+        Ok(value)
+    }
+
+    fn array(&mut self) -> Result<Vec<Vec<u8>>> {
+        let n = self.header(b'*')?;
+        (0..n).map(|_| self.bulk()).collect()
+    }
+}
+
+/// RESP-encoded commands.
+#[derive(Default)]
+struct Resp {
+    buf: Vec<u8>,
+    commands: u64,
+}
+
+impl Resp {
+    fn command(&mut self, args: usize) {
+        self.commands += 1;
+        let _ = write!(self.buf, "*{args}\r\n");
+    }
+
+    fn bytes(&mut self, a: &[u8]) {
+        let _ = write!(self.buf, "${}\r\n", a.len());
+        self.buf.extend_from_slice(a);
+        self.buf.extend_from_slice(b"\r\n");
+    }
+
+    fn key(&mut self, prefix: char, id: u64) {
+        self.bytes(format!("{prefix}:{id}").as_bytes());
+    }
+
+    fn number(&mut self, n: u64) {
+        self.bytes(n.to_string().as_bytes());
+    }
+
+    /// `ZREMRANGEBYRANK i:{user} 0 -(cap+1)`: keeps the newest `cap`.
+    fn trim(&mut self, user: u64, cap: u64) {
+        self.command(4);
+        self.bytes(b"ZREMRANGEBYRANK");
+        self.key('i', user);
+        self.bytes(b"0");
+        self.bytes(format!("-{}", cap + 1).as_bytes());
+    }
+
+    /// `ZREM key member…`, at most 1,000 members per command.
+    fn zrem(&mut self, prefix: char, id: u64, members: &[u64]) {
+        for chunk in members.chunks(1000) {
+            self.command(2 + chunk.len());
+            self.bytes(b"ZREM");
+            self.key(prefix, id);
+            for m in chunk {
+                self.number(*m);
+            }
+        }
+    }
+}
+
+/// The design's fan-out worker: what it keeps in memory, and the commands
+/// each event becomes.
+struct Worker {
+    cap: u64,
+    /// Followers of each user.
+    followers: HashMap<u64, HashSet<u64>>,
+    /// Each post's time while live, `None` once deleted (a post id is never
+    /// used again, as in feedlog).
+    posts: HashMap<(u64, u64), Option<u64>>,
+    /// Each author's live posts, `(ts, post)`.
+    outboxes: HashMap<u64, BTreeSet<(u64, u64)>>,
+    /// Inbox entries written (members of inbox `ZADD`s).
+    entries: u64,
+}
+
+impl Worker {
+    fn new(cap: u64) -> Worker {
+        Worker {
+            cap,
+            followers: HashMap::new(),
+            posts: HashMap::new(),
+            outboxes: HashMap::new(),
+            entries: 0,
+        }
+    }
+
+    fn apply(&mut self, e: &Event, out: &mut Resp) {
+        match *e {
+            Event::Follow {
+                follower, followee, ..
+            } => {
+                let (a, b) = (follower.0, followee.0);
+                if a == b || !self.followers.entry(b).or_default().insert(a) {
+                    return;
+                }
+                out.command(3);
+                out.bytes(b"SADD");
+                out.key('f', b);
+                out.number(a);
+                let newest: Vec<(u64, u64)> = self
+                    .outboxes
+                    .get(&b)
+                    .map(|o| o.iter().rev().take(self.cap as usize).copied().collect())
+                    .unwrap_or_default();
+                if newest.is_empty() {
+                    return;
+                }
+                out.command(2 + 2 * newest.len());
+                out.bytes(b"ZADD");
+                out.key('i', a);
+                for (ts, post) in &newest {
+                    out.number(*ts);
+                    out.number(*post);
+                }
+                out.trim(a, self.cap);
+                self.entries += newest.len() as u64;
+            }
+            Event::Unfollow {
+                follower, followee, ..
+            } => {
+                let (a, b) = (follower.0, followee.0);
+                if !self.followers.get_mut(&b).is_some_and(|f| f.remove(&a)) {
+                    return;
+                }
+                out.command(3);
+                out.bytes(b"SREM");
+                out.key('f', b);
+                out.number(a);
+                let posts: Vec<u64> = self
+                    .outboxes
+                    .get(&b)
+                    .map(|o| o.iter().map(|&(_, p)| p).collect())
+                    .unwrap_or_default();
+                out.zrem('i', a, &posts);
+            }
+            Event::Post {
+                author,
+                post_id,
+                ts,
+            } => {
+                let (author, post, ts) = (author.0, post_id.0, ts.0);
+                if self.posts.contains_key(&(author, post)) {
+                    return;
+                }
+                self.posts.insert((author, post), Some(ts));
+                self.outboxes.entry(author).or_default().insert((ts, post));
+                out.command(4);
+                out.bytes(b"ZADD");
+                out.key('o', author);
+                out.number(ts);
+                out.number(post);
+                for &f in self.followers.get(&author).into_iter().flatten() {
+                    out.command(4);
+                    out.bytes(b"ZADD");
+                    out.key('i', f);
+                    out.number(ts);
+                    out.number(post);
+                    out.trim(f, self.cap);
+                    self.entries += 1;
+                }
+            }
+            Event::DeletePost {
+                author, post_id, ..
+            } => {
+                let (author, post) = (author.0, post_id.0);
+                let Some(ts) = self.posts.insert((author, post), None).flatten() else {
+                    return;
+                };
+                if let Some(o) = self.outboxes.get_mut(&author) {
+                    o.remove(&(ts, post));
+                }
+                out.zrem('o', author, &[post]);
+                for &f in self.followers.get(&author).into_iter().flatten() {
+                    out.zrem('i', f, &[post]);
+                }
+            }
+        }
+    }
+}
