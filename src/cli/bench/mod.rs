@@ -7,6 +7,7 @@ mod http;
 mod kafka;
 mod rebuild;
 mod redis;
+mod resp;
 
 pub use fanout::fanout;
 pub use http::http;
