@@ -110,7 +110,7 @@ pub enum Command {
     Backfill {
         /// The view: timeline (or inbox) for --inbox-cap; any view after its
         /// code changed.
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = view_arg)]
         view: View,
         /// Inbox entries kept per user (default: as the live state).
         #[arg(long)]
@@ -378,4 +378,13 @@ pub enum BenchKind {
     /// entries/s end to end, timeline pages/s and p50/p99 (wrk against
     /// redis-benchmark ZREVRANGE at the same concurrency).
     Redis,
+}
+
+/// `--view`: any spelling [`View::parse`] takes (clap's derive stays out of
+/// the core).
+fn view_arg(name: &str) -> Result<View, String> {
+    View::parse(name).ok_or_else(|| {
+        let names: Vec<&str> = View::ALL.iter().map(|v| v.as_str()).collect();
+        format!("unknown view {name:?} (one of: {})", names.join(", "))
+    })
 }

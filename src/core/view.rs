@@ -1,23 +1,12 @@
 //! The views readers read, by name: one enum for the CLI (`query VIEW`,
-//! `backfill --view`), the API routes, JSON queries and digests.
+//! `backfill --view`), JSON queries and digests (the API has one route
+//! per view).
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// A view of the contract (DESIGN §1).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    clap::ValueEnum,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum View {
     /// A user's follower, followee and post counts.
@@ -27,13 +16,11 @@ pub enum View {
     /// The users a user follows, by id, with follow time.
     Followees,
     /// A user's newest followers by follow time.
-    #[value(alias = "recent_followers")]
     #[serde(alias = "recent-followers")]
     RecentFollowers,
     /// A user's own live posts, newest first.
     Posts,
     /// A user's home timeline: the live posts of the users they follow.
-    #[value(alias = "inbox")]
     Timeline,
 }
 

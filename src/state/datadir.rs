@@ -8,7 +8,7 @@
 //! DIR/state/00000/                  one RocksDB per partition (see state/README.md)
 //! DIR/state.1/00000/                 another state generation (after a swap)
 //! DIR/run.lock                       held by the process that writes the state
-//! DIR/control/                       requests to that process (see crate::control)
+//! DIR/control/                       requests to that process (see crate::ops::control)
 //! ```
 //!
 //! `feedlog.json` names the active state generation (`"state"` when absent)
