@@ -125,9 +125,24 @@ pub fn open_stores(
         sync,
         ..StoreOptions::default()
     };
-    (0..dir.partitions())
-        .map(|p| Store::open(&dir.state_dir(p), p, dir.partitions(), cache, &opts).map(Arc::new))
-        .collect()
+    // One thread per store: an open replays the store's write-ahead log and
+    // may flush what it recovers, work the stores do independently.
+    let n = dir.partitions();
+    std::thread::scope(|s| {
+        let opening: Vec<_> = (0..n)
+            .map(|p| {
+                let (path, opts) = (dir.state_dir(p), &opts);
+                s.spawn(move || Store::open(&path, p, n, cache, opts).map(Arc::new))
+            })
+            .collect();
+        opening
+            .into_iter()
+            .map(|t| {
+                t.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
 }
 
 /// Opens every store read-only, for queries beside a running processor

@@ -278,15 +278,10 @@ impl SegmentCursor {
         while self.buf.len() - self.pos < n {
             self.buf.drain(..self.pos);
             self.pos = 0;
-            let have = self.buf.len();
-            self.buf.resize(have + (n - have).max(READ_CHUNK), 0);
-            let got = loop {
-                match self.file.read(&mut self.buf[have..]) {
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    got => break got,
-                }
-            };
-            self.buf.truncate(have + got.as_ref().map_or(0, |g| *g));
+            // Into the buffer's spare capacity (never zero-filled first);
+            // `read_to_end` retries interrupted reads itself.
+            let want = (n - self.buf.len()).max(READ_CHUNK) as u64;
+            let got = (&mut self.file).take(want).read_to_end(&mut self.buf);
             if got.map_err(io_err(&self.path))? == 0 {
                 return Ok(false);
             }
@@ -321,10 +316,16 @@ impl SegmentCursor {
     /// mistaken for corruption. An invalid record is then classified: a torn tail only
     /// past the durability watermark with no valid record after it (see the module docs).
     pub(super) fn next(&mut self, expected: u64) -> Result<Step, LogError> {
-        let step = match self.decode(expected)? {
+        self.next_with(expected, true)
+    }
+
+    /// [`SegmentCursor::next`], checking the record as fully but copying
+    /// its key and value out only with `keep` (skipping leaves them empty).
+    fn next_with(&mut self, expected: u64, keep: bool) -> Result<Step, LogError> {
+        let step = match self.decode(expected, keep)? {
             Step::Stop(Stop::Corrupt(_)) => {
                 self.rewind()?;
-                self.decode(expected)?
+                self.decode(expected, keep)?
             }
             step => step,
         };
@@ -378,7 +379,7 @@ impl SegmentCursor {
         stop(Stop::Torn, reason)
     }
 
-    pub(super) fn decode(&mut self, expected: u64) -> Result<Step, LogError> {
+    pub(super) fn decode(&mut self, expected: u64, keep: bool) -> Result<Step, LogError> {
         if !self.fill_to(HEADER)? {
             if self.buf.len() == self.pos {
                 return Ok(Step::Stop(Stop::End));
@@ -412,7 +413,10 @@ impl SegmentCursor {
         }
         let (key, value) = body[BODY_FIXED..].split_at(key_len);
         let (timestamp_ms, format) = (be_u64(&body[8..]), body[16]);
-        let (key, value) = (key.to_vec(), value.to_vec());
+        let (key, value) = match keep {
+            true => (key.to_vec(), value.to_vec()),
+            false => (Vec::new(), Vec::new()),
+        };
         Ok(Step::Record(
             Record {
                 offset: crate::core::position::Offset(offset),
@@ -433,7 +437,7 @@ impl SegmentCursor {
         target: u64,
     ) -> Result<(u64, Option<Stop>), LogError> {
         while at < target {
-            match self.next(at)? {
+            match self.next_with(at, false)? {
                 Step::Record(_, len) => {
                     self.advance(len);
                     at += 1;
