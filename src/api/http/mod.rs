@@ -145,7 +145,7 @@ pub const PUBLIC_ROUTES: &[&str] = &["/healthz", "/readyz", "/openapi.json"];
 
 /// What the API needs from whatever processes the log: it never reads a
 /// log or a runner itself. The embedded runner and the Kafka runner each
-/// have one (in `crate::ops::status`).
+/// have one (in `crate::ops::serve`).
 pub trait Node: Send + Sync {
     /// How far each of `stores` (by partition) is behind its input logs.
     fn lag(&self, stores: &[(u32, Arc<Store>)]) -> Result<Vec<PartitionLag>, String>;
@@ -249,23 +249,7 @@ pub fn router(api: Arc<Api>) -> Router {
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             api.clone(),
-            layers::forward,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            api.clone(),
-            layers::authenticate,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            api.clone(),
-            layers::bound,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            api.clone(),
-            layers::cors,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            api.clone(),
-            layers::observe,
+            layers::around,
         ))
         .with_state(api)
 }

@@ -344,47 +344,39 @@ impl Reader {
         limit: usize,
         cursor: Option<&str>,
     ) -> Result<Page<PostItem>, QueryError> {
-        check_user(user)?;
-        check_limit(limit)?;
-        let after = match cursor {
-            Some(c) => Some(TimelineKey::decode(&decode_cursor(
-                c,
-                CursorView::Timeline,
-                user,
-                TimelineKey::LEN,
-            )?)),
-            None => None,
-        };
-        let want = limit + 1;
+        let after = timeline_after(user, limit, cursor)?;
         let store = self.store_of(user)?;
         let snap = store.snapshot();
-        let u = views::user(&snap, user)?;
-        // The materialized inbox: every entry sorts before the horizon.
-        let mut keys: Vec<TimelineKey> = views::inbox(&snap, user, after.as_ref())
-            .filter(|r| !matches!((r, after), (Ok(k), Some(a)) if *k == a))
-            .take(want)
-            .collect::<Result<_, _>>()?;
-        // Past the horizon: the pull path.
-        if let (true, Some(h)) = (keys.len() < want, u.horizon) {
-            let from = match after {
-                Some(a) if a > h => a,
-                _ => h,
-            };
-            self.pull(&snap, user, from, after, want, &mut keys)?;
+        let (mut keys, past_horizon) = inbox_part(&snap, user, after, limit + 1)?;
+        if let Some(from) = past_horizon {
+            self.pull(&snap, user, from, after, limit + 1, &mut keys)?;
         }
-        let next_cursor = (keys.len() > limit).then(|| {
-            keys.truncate(limit);
-            encode_cursor(CursorView::Timeline, user, &keys[limit - 1].encode())
-        });
-        let items = keys
-            .into_iter()
-            .map(|k| PostItem {
-                post_id: k.post_id.0,
-                author: k.author.0,
-                ts: k.ts.0,
-            })
-            .collect();
-        Ok(Page { items, next_cursor })
+        Ok(timeline_page(user, limit, keys))
+    }
+
+    /// The same page as [`Reader::timeline`] when the materialized inbox
+    /// alone holds it; `None` when the page reaches past the inbox's horizon
+    /// and needs the pull path. A short read: a snapshot, a point read and
+    /// one seek, whatever the user's followee count.
+    pub fn timeline_if_materialized(
+        &self,
+        user: UserId,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Option<Page<PostItem>>, QueryError> {
+        let after = timeline_after(user, limit, cursor)?;
+        let store = self.store_of(user)?;
+        let snap = store.snapshot();
+        match inbox_part(&snap, user, after, limit + 1)? {
+            (keys, None) => Ok(Some(timeline_page(user, limit, keys))),
+            (_, Some(_)) => Ok(None),
+        }
+    }
+
+    /// Whether the stores are RocksDB secondaries (whose reads wait while
+    /// [`Reader::refresh`] catches up).
+    pub fn is_following(&self) -> bool {
+        self.secondary
     }
 
     /// Completes a timeline page past the inbox's horizon: merges the current
@@ -484,4 +476,66 @@ impl Reader {
         }
         Ok(())
     }
+}
+
+/// Checks a timeline request; the key its cursor continues after.
+fn timeline_after(
+    user: UserId,
+    limit: usize,
+    cursor: Option<&str>,
+) -> Result<Option<TimelineKey>, QueryError> {
+    check_user(user)?;
+    check_limit(limit)?;
+    Ok(match cursor {
+        Some(c) => Some(TimelineKey::decode(&decode_cursor(
+            c,
+            CursorView::Timeline,
+            user,
+            TimelineKey::LEN,
+        )?)),
+        None => None,
+    })
+}
+
+/// Up to `want` entries of the materialized inbox after `after`, and where
+/// the pull path must go on from (`Some`) when they fall short of `want`
+/// and the inbox has a horizon (every entry sorts before it).
+fn inbox_part(
+    snap: &Snapshot<'_>,
+    user: UserId,
+    after: Option<TimelineKey>,
+    want: usize,
+) -> Result<(Vec<TimelineKey>, Option<TimelineKey>), QueryError> {
+    let keys: Vec<TimelineKey> = views::inbox(snap, user, after.as_ref())
+        .filter(|r| !matches!((r, after), (Ok(k), Some(a)) if *k == a))
+        .take(want)
+        .collect::<Result<_, _>>()?;
+    if keys.len() == want {
+        // A full page from the inbox: its entries are exact up to the
+        // horizon, which they all sort before; the user record is not read.
+        return Ok((keys, None));
+    }
+    let past_horizon = views::user(snap, user)?.horizon.map(|h| match after {
+        Some(a) if a > h => a,
+        _ => h,
+    });
+    Ok((keys, past_horizon))
+}
+
+/// The page of `limit` from `keys` (at most `limit + 1`: one more means a
+/// next page, whose cursor is the last key shown).
+fn timeline_page(user: UserId, limit: usize, mut keys: Vec<TimelineKey>) -> Page<PostItem> {
+    let next_cursor = (keys.len() > limit).then(|| {
+        keys.truncate(limit);
+        encode_cursor(CursorView::Timeline, user, &keys[limit - 1].encode())
+    });
+    let items = keys
+        .into_iter()
+        .map(|k| PostItem {
+            post_id: k.post_id.0,
+            author: k.author.0,
+            ts: k.ts.0,
+        })
+        .collect();
+    Page { items, next_cursor }
 }
