@@ -7,6 +7,11 @@ mod cli;
 
 use clap::Parser;
 
+/// mimalloc keeps freed memory for reuse where glibc's malloc trims it and
+/// faults it in again (see Cargo.toml).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
