@@ -18,7 +18,7 @@
 //! use feedlog::{DataDir, Processor, ProcessorConfig, Producer, Shutdown, UserId};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let data = DataDir::create_or_open("data".as_ref(), Some(4))?;
-//! let mut producer = Producer::new(&data);
+//! let mut producer = Producer::new(&data)?;
 //! producer.json_lines(&b"{\"type\":\"follow\",\"follower\":2,\"followee\":1,\"ts\":1}\n"[..], "stdin")?;
 //! producer.finish()?;
 //! let processor = Processor::open(&data, ProcessorConfig::default())?;

@@ -329,3 +329,95 @@ fn sigkill_mid_run_then_restart() {
     let reader = feedlog::api::query::Reader::open(&DataDir::open(&data).unwrap()).unwrap();
     common::check_all(&reader, &oracle, max_user, 25).unwrap();
 }
+
+/// Rewrites the partition count in `data`'s feedlog.json.
+fn set_partitions(data: &Path, from: u32, to: u32) {
+    let file = data.join("feedlog.json");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let edited = text.replace(
+        &format!("\"partitions\":{from}"),
+        &format!("\"partitions\":{to}"),
+    );
+    assert_ne!(text, edited, "{text}");
+    std::fs::write(&file, edited).unwrap();
+}
+
+// Regression: a feedlog.json that counted more partitions than the logs was accepted: produce wrote into partitions no run could read, and a later unfollow missed its follow. Now every command refuses it, naming both counts, and writes nothing.
+#[test]
+fn feedlog_json_counting_more_partitions_than_the_logs_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("d");
+    let follow = br#"{"type":"follow","follower":2,"followee":1,"ts":1}"#;
+    let (code, _, err) = feedlog(&data, &["produce", "--partitions", "2"], Some(follow));
+    assert_eq!(code, 0, "{err}");
+    set_partitions(&data, 2, 4);
+    let unfollow = br#"{"type":"unfollow","follower":2,"followee":1,"ts":2}"#;
+    for (args, stdin) in [
+        (&["produce"][..], Some(&unfollow[..])),
+        (&["run", "--until-idle"][..], None),
+        (&["query", "followees", "2"][..], None),
+    ] {
+        let (code, _, err) = feedlog(&data, args, stdin);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(
+            err.contains("says 4 partitions") && err.contains("holds 2 partition logs"),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(!data.join("log/events/00002").exists());
+    set_partitions(&data, 4, 2);
+    let (code, _, err) = feedlog(&data, &["produce"], Some(unfollow));
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = feedlog(&data, &["run", "--until-idle"], None);
+    assert_eq!(code, 0, "{err}");
+    let (_, out, _) = feedlog(&data, &["query", "followees", "2"], None);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["items"],
+        serde_json::json!([])
+    );
+}
+
+// Regression: a state store of another partition count was refused as "partition Some(0) of Some(2)". The refusal now prints plain numbers.
+#[test]
+fn state_store_refusal_prints_plain_numbers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("d");
+    let (code, _, err) = feedlog(&data, &["produce", "--partitions", "2"], Some(b""));
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = feedlog(&data, &["run", "--until-idle"], None);
+    assert_eq!(code, 0, "{err}");
+    // No events yet, so no partition logs: only the stores know the count.
+    set_partitions(&data, 2, 3);
+    let (code, _, err) = feedlog(&data, &["run", "--until-idle"], None);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("it holds partition ")
+            && err.contains(" of 2, expected ")
+            && !err.contains("Some("),
+        "{err}"
+    );
+}
+
+// Regression: `dead-letters | head` ended with "error: Broken pipe" and exit 1. A reader that stops reading now ends the command quietly with exit 0.
+#[test]
+fn dead_letters_into_a_closed_pipe_ends_quietly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("d");
+    // More output than a pipe buffers, so the command must meet the closed pipe.
+    let bad: String = (0..3000).map(|i| format!("not json {i}\n")).collect();
+    let (code, _, err) = feedlog(&data, &["produce"], Some(bad.as_bytes()));
+    assert_eq!(code, 0, "{err}");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_feedlog"))
+        .arg("--data")
+        .arg(&data)
+        .arg("dead-letters")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("error"), "{err}");
+}

@@ -323,7 +323,7 @@ fn run_case_with(
         // A producer per chunk, dropped before processing: a forwarded event
         // is appended to its owner's `events` partition, whose writer a live
         // producer holds.
-        let mut producer = Producer::new(&dir);
+        let mut producer = Producer::new(&dir).unwrap();
         for op in ops {
             let (event, bin) = match op {
                 Op::Event(e, b) => (ids(*e), *b),

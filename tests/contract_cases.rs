@@ -41,7 +41,7 @@ fn stale_forwarded_copy_is_skipped() {
         followee: b,
         ts: Ts(11),
     };
-    let mut producer = Producer::new(&dir);
+    let mut producer = Producer::new(&dir).unwrap();
     for (offset, e) in [(0, &follow), (1, &unfollow), (0, &follow)] {
         let value = codec::encode_bin(&forwarded(offset, e));
         producer
@@ -99,7 +99,7 @@ fn rebuild_applies_a_delivery_after_its_follow() {
         ..ProcessorConfig::default()
     };
     let run = |events: &[Event]| {
-        let mut producer = Producer::new(&dir);
+        let mut producer = Producer::new(&dir).unwrap();
         for e in events {
             producer.event(e, Format::Json).unwrap();
         }

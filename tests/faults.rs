@@ -296,6 +296,43 @@ fn corrupted_dead_letter_log_is_refused_never_cut() {
     );
 }
 
+// Regression: with a damaged dead-letter log, a produce of good, bad and good lines appended the good ones and then failed on the bad one, losing its dead letter. Now the dead-letter log is checked first: the whole produce is refused and the events log does not grow.
+#[test]
+fn damaged_dead_letter_log_refuses_the_whole_produce() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("d");
+    let mut input: String = (0..500)
+        .map(|i| format!("{{\"type\":\"nope\",\"n\":{i}}}\n"))
+        .collect();
+    input += "{\"type\":\"post\",\"author\":1,\"post_id\":1,\"ts\":1}\n";
+    let out = ok(
+        &data,
+        &["produce", "--partitions", "2"],
+        Some(input.as_bytes()),
+    );
+    assert!(out.contains("accepted 1 events"), "{out}");
+    let segment = data.join("log/dead-letter/00000/00000000000000000000.log");
+    flip_byte_in_the_middle(&segment);
+    let events = synced_ends(&data);
+    let mixed = concat!(
+        "{\"type\":\"post\",\"author\":1,\"post_id\":2,\"ts\":2}\n",
+        "not json\n",
+        "{\"type\":\"post\",\"author\":2,\"post_id\":3,\"ts\":3}\n",
+    );
+    for stdin in [
+        mixed,
+        "{\"type\":\"post\",\"author\":1,\"post_id\":4,\"ts\":4}\n",
+    ] {
+        let (code, _, err) = feedlog(&data, &["produce"], Some(stdin.as_bytes()));
+        assert_eq!(code, 1, "{err}");
+        assert!(
+            err.contains("corrupt log segment") && err.contains("dead-letter"),
+            "{err}"
+        );
+        assert_eq!(synced_ends(&data), events, "no event was appended");
+    }
+}
+
 // Regression: a 20 MB line aborted produce halfway. It goes to the dead-letter log as an excerpt with its size and file:line, and the lines around it are accepted.
 #[test]
 fn oversize_line_is_a_dead_letter_and_produce_goes_on() {

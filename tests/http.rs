@@ -174,7 +174,7 @@ fn bad_inputs_get_clear_errors_never_500() {
 
 fn append(dir: &Path, lines: &str) {
     let data = DataDir::open(dir).unwrap();
-    let mut producer = Producer::new(&data);
+    let mut producer = Producer::new(&data).unwrap();
     producer.json_lines(lines.as_bytes(), "test").unwrap();
     producer.finish().unwrap();
 }
@@ -483,4 +483,45 @@ fn readiness_checks_the_log_holds_the_state() {
             .contains("corrupt log segment"),
         "{body}"
     );
+}
+
+// Regression: while one partition's log was corrupt, /metrics answered 500 for the whole scrape. Now it renders everything else, leaves out that partition's lag and reports it as feedlog_log_readable 0.
+#[test]
+fn metrics_report_a_corrupt_log_and_keep_the_rest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let processor = processed(tmp.path(), &generated_log(40, 1500), 2);
+    let server = Server::start(&processor, ApiConfig::default());
+    let dir = DataDir::open(tmp.path()).unwrap();
+    let segment = (dir.logs().dir(feedlog::log::Topic::Events, 1)).join("00000000000000000000.log");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let at = bytes.len() / 3;
+    bytes[at] ^= 1;
+    std::fs::write(&segment, bytes).unwrap();
+    let r = server.client.get("/metrics");
+    let text = String::from_utf8(r.body).unwrap();
+    assert_eq!(r.status, 200, "{text}");
+    strict_exposition_format(&text);
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+    let gauges = |name: &str| -> Vec<(String, f64)> {
+        let samples = scrape.samples.iter().filter(|s| s.metric == name);
+        samples
+            .map(|s| match s.value {
+                prometheus_parse::Value::Gauge(v) => {
+                    (s.labels.get("partition").unwrap_or("").to_string(), v)
+                }
+                ref other => panic!("{name} is {other:?}"),
+            })
+            .collect()
+    };
+    assert_eq!(
+        gauges("feedlog_log_readable"),
+        vec![("0".to_string(), 1.0), ("1".to_string(), 0.0)]
+    );
+    let lag = gauges("feedlog_lag_records");
+    assert_eq!(lag, vec![("0".to_string(), 0.0); 2], "partition 0 only");
+    assert_eq!(
+        gauges("feedlog_dead_letter_log_readable"),
+        vec![(String::new(), 1.0)]
+    );
+    assert_eq!(gauges("feedlog_rocksdb_estimated_keys").len(), 2, "{text}");
 }

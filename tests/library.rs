@@ -19,7 +19,7 @@ fn the_root_api_runs_the_whole_loop() {
     let tmp = tempfile::tempdir().unwrap();
     let data = DataDir::create_or_open(tmp.path(), Some(3)).unwrap();
     let log = generated_log(40, 2000);
-    let mut producer = Producer::new(&data);
+    let mut producer = Producer::new(&data).unwrap();
     producer.json_lines(log.as_bytes(), "generated").unwrap();
     let summary = producer.finish().unwrap();
     assert_eq!(summary.dead_lettered, 0, "{summary:?}");

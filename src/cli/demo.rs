@@ -60,7 +60,7 @@ const START_MS: u64 = 1_700_000_000_000;
 /// Loads the network and its activity into a new data directory.
 fn load(data: &Path, a: &DemoArgs) -> Result<()> {
     let dir = DataDir::create_or_open(data, Some(a.partitions))?;
-    let mut producer = Producer::new(&dir);
+    let mut producer = Producer::new(&dir)?;
     let mut rng = Rng(a.seed);
     let real = a.shared_data.join("soc-Epinions1.txt.gz");
     let file = match a.source.as_str() {

@@ -35,7 +35,7 @@ pub fn produce(
         }
     }
     let dir = DataDir::create_or_open(data, partitions)?;
-    let mut producer = Producer::new(&dir);
+    let mut producer = Producer::new(&dir)?;
     if let Some(max) = max_record_bytes {
         producer = producer.with_max_record_bytes(max);
     }
@@ -60,7 +60,7 @@ pub fn import(
     // The input first: a command that fails on its arguments creates nothing.
     std::fs::metadata(file).with_context(|| format!("opening {}", file.display()))?;
     let dir = DataDir::create_or_open(data, partitions)?;
-    let mut producer = Producer::new(&dir);
+    let mut producer = Producer::new(&dir)?;
     let format = match format {
         ImportFormat::SnapEdges => SnapFormat::Edges,
         ImportFormat::SnapTemporal => SnapFormat::Temporal,

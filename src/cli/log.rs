@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 use feedlog::log::embedded::{self, PartitionCheck};
 use feedlog::log::kafka::{KafkaConfig, KafkaLog};
 use feedlog::log::Offset;
-use feedlog::log::{Log, Topic};
+use feedlog::log::{Log, Record, Topic};
 use feedlog::state::datadir::DataDir;
 use feedlog::state::Store;
 use feedlog::task::Shutdown;
@@ -241,7 +241,8 @@ pub fn dead_letters_of(
 
 /// `dead-letters`: prints every record of the dead-letter log from `from`
 /// (reason, source, an excerpt of the payload), and with `follow` the new
-/// ones as they arrive, until `cancel`.
+/// ones as they arrive, until `cancel`. A reader that stops reading (`| head`)
+/// ends the command quietly, with exit 0.
 pub fn dead_letters(
     log: &dyn Log,
     from: u64,
@@ -249,7 +250,6 @@ pub fn dead_letters(
     json: bool,
     shutdown: &Shutdown,
 ) -> Result<i32> {
-    use std::io::Write;
     let stdout = std::io::stdout();
     let mut out = std::io::LineWriter::new(stdout.lock());
     let mut count = 0u64;
@@ -266,40 +266,10 @@ pub fn dead_letters(
             }
             for r in batch {
                 count += 1;
-                let value: serde_json::Value = serde_json::from_slice(&r.value).unwrap_or_else(
-                    |_| serde_json::json!({ "payload": String::from_utf8_lossy(&r.value) }),
-                );
-                if json {
-                    let mut v = value;
-                    v["offset"] = r.offset.0.into();
-                    v["key"] = String::from_utf8_lossy(&r.key).into();
-                    v["ts"] = r.timestamp_ms.into();
-                    writeln!(out, "{v}")?;
-                    continue;
+                match print_dead_letter(&mut out, &r, json) {
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(0),
+                    other => other?,
                 }
-                let payload = value["payload"]
-                    .as_str()
-                    .map(str::to_string)
-                    .or_else(|| value["payload_hex"].as_str().map(|h| format!("hex {h}")))
-                    .unwrap_or_default();
-                let excerpt: String = payload.chars().take(120).collect();
-                let more = if payload.chars().count() > 120 || value["payload_truncated"] == true {
-                    format!(
-                        "… ({} bytes)",
-                        value["payload_bytes"]
-                            .as_u64()
-                            .unwrap_or(payload.len() as u64)
-                    )
-                } else {
-                    String::new()
-                };
-                writeln!(
-                    out,
-                    "#{} {}  reason: {}  payload: {excerpt}{more}",
-                    r.offset,
-                    value["source"],
-                    value["reason"].as_str().unwrap_or("?")
-                )?;
             }
         }
     }
@@ -307,4 +277,41 @@ pub fn dead_letters(
         eprintln!("{count} dead letter(s)");
     }
     Ok(0)
+}
+
+/// One dead letter: its stored JSON with the record's offset, key and time
+/// (`json`), or a line with its source, reason and a payload excerpt.
+fn print_dead_letter(out: &mut impl std::io::Write, r: &Record, json: bool) -> std::io::Result<()> {
+    let value: serde_json::Value = serde_json::from_slice(&r.value)
+        .unwrap_or_else(|_| serde_json::json!({ "payload": String::from_utf8_lossy(&r.value) }));
+    if json {
+        let mut v = value;
+        v["offset"] = r.offset.0.into();
+        v["key"] = String::from_utf8_lossy(&r.key).into();
+        v["ts"] = r.timestamp_ms.into();
+        return writeln!(out, "{v}");
+    }
+    let payload = value["payload"]
+        .as_str()
+        .map(str::to_string)
+        .or_else(|| value["payload_hex"].as_str().map(|h| format!("hex {h}")))
+        .unwrap_or_default();
+    let excerpt: String = payload.chars().take(120).collect();
+    let more = if payload.chars().count() > 120 || value["payload_truncated"] == true {
+        format!(
+            "… ({} bytes)",
+            value["payload_bytes"]
+                .as_u64()
+                .unwrap_or(payload.len() as u64)
+        )
+    } else {
+        String::new()
+    };
+    writeln!(
+        out,
+        "#{} {}  reason: {}  payload: {excerpt}{more}",
+        r.offset,
+        value["source"],
+        value["reason"].as_str().unwrap_or("?")
+    )
 }

@@ -116,13 +116,16 @@ pub enum DecodeError {
     },
     /// A field the event kind needs has the wrong JSON type or range.
     #[error(
-        "{kind}: field `{field}` must be a whole number from 0 to 18446744073709551615, got {got}"
+        "{kind}: field `{field}` must be a whole number from {lowest} to 18446744073709551615, got {got}"
     )]
     BadField {
         /// The event kind.
         kind: &'static str,
         /// The field.
         field: &'static str,
+        /// The lowest valid value: 1 for ids and the schema version, 0 for
+        /// a timestamp.
+        lowest: u64,
         /// What it held, as JSON.
         got: String,
     },
@@ -161,6 +164,8 @@ fn number(
         Some(other) => Err(DecodeError::BadField {
             kind,
             field,
+            // Ids start at 1 (`InvalidEvent::ZeroId`); a timestamp at 0.
+            lowest: u64::from(field != "ts"),
             got: other.to_string(),
         }),
     }
@@ -190,6 +195,7 @@ fn decode_json(value: &[u8]) -> Result<Event, DecodeError> {
                 return Err(DecodeError::BadField {
                     kind: "event",
                     field: "v",
+                    lowest: 1,
                     got: v.to_string(),
                 })
             }
@@ -514,5 +520,22 @@ mod tests {
         }
         assert_eq!(decode_event(9, b"{}"), Err(DecodeError::Format(9)));
         assert!(decode_event(Format::Bincode.as_u8(), &[0xff, 0xff]).is_err());
+    }
+
+    // Regression: a negative id's reason said "a whole number from 0", but 0 is refused too. Ids now say from 1; a timestamp, which may be 0, still says from 0.
+    #[test]
+    fn bad_field_reason_names_the_lowest_valid_value() {
+        let reason = |input: &str| {
+            decode_event(Format::Json.as_u8(), input.as_bytes())
+                .expect_err(input)
+                .to_string()
+        };
+        let id = reason(r#"{"type":"follow","follower":-3,"followee":2,"ts":1}"#);
+        assert!(
+            id.contains("`follower` must be a whole number from 1 to 18446744073709551615, got -3"),
+            "{id}"
+        );
+        let ts = reason(r#"{"type":"post","author":1,"post_id":2,"ts":-1}"#);
+        assert!(ts.contains("`ts` must be a whole number from 0 to"), "{ts}");
     }
 }

@@ -60,10 +60,13 @@ const FLUSH_AT: usize = 8192;
 
 impl Producer {
     /// A producer for `dir` (takes the `events` partitions' writer locks as it
-    /// first writes to each).
-    pub fn new(dir: &DataDir) -> Producer {
+    /// first writes to each). Opens the dead-letter log's writer first: a
+    /// damaged dead-letter log refuses the whole produce before any event is
+    /// written, rather than after the good records of a batch.
+    pub fn new(dir: &DataDir) -> Result<Producer, ProduceError> {
         let logs = dir.logs();
-        Producer {
+        logs.open_dead_letter(0)?;
+        Ok(Producer {
             max_record_bytes: logs.spec(Topic::Events).max_record_bytes,
             logs,
             partitions: dir.partitions(),
@@ -71,7 +74,7 @@ impl Producer {
             dead: Vec::new(),
             buffered: 0,
             summary: ProduceSummary::default(),
-        }
+        })
     }
 
     /// Sets the record limit (see `topics/events.toml`), at most the log
@@ -229,19 +232,21 @@ impl Producer {
         Ok(())
     }
 
+    /// Writes the queues out: the dead letters first, so that a failing
+    /// dead-letter log stops the batch before its events are appended.
     fn flush(&mut self, sync: bool) -> Result<(), ProduceError> {
         let ts = now_ms();
+        if !self.dead.is_empty() {
+            self.logs
+                .append(Topic::DeadLetter, 0, &to_records(&self.dead, ts), sync)?;
+            self.dead.clear();
+        }
         for (p, buf) in self.buffers.iter_mut().enumerate() {
             if !buf.is_empty() {
                 self.logs
                     .append(Topic::Events, p as u32, &to_records(buf, ts), sync)?;
                 buf.clear();
             }
-        }
-        if !self.dead.is_empty() {
-            self.logs
-                .append(Topic::DeadLetter, 0, &to_records(&self.dead, ts), sync)?;
-            self.dead.clear();
         }
         if sync {
             self.logs.sync_all()?;

@@ -12,7 +12,7 @@ pub mod embedded;
 pub mod kafka;
 pub mod topics;
 
-pub use embedded::{Logs, PartitionReader, PartitionWriter};
+pub use embedded::{Logs, PartitionReader, PartitionWriter, PARTITIONS_MARKER};
 
 pub use crate::core::position::Offset;
 

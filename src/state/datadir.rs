@@ -16,6 +16,10 @@
 //! (write, fsync, rename): every process that opens the directory afterwards
 //! sees the new generation, and the old one stays on disk until
 //! `feedlog drop-state` removes it.
+//!
+//! A log is made with every partition `feedlog.json` counts (see
+//! `log::embedded::Logs`), so the partition directories say the count too:
+//! a `feedlog.json` that counts fewer or more than a log holds is refused.
 
 use crate::log::topics::Topics;
 use crate::log::Logs;
@@ -180,32 +184,38 @@ impl DataDir {
     }
 
     /// Refuses a directory whose logs or state hold partitions that
-    /// `feedlog.json` does not count: they would be silently ignored.
+    /// `feedlog.json` does not count (they would be silently ignored), and
+    /// one whose logs hold fewer partitions than it counts (a log is made
+    /// with all its partitions at once; events would go to partitions no
+    /// state knows, and the log would be split by another partitioner).
     fn check_partition_dirs(&self) -> Result<(), DataDirError> {
         let logs = self.logs();
-        let mut places: Vec<(PathBuf, u32)> =
+        // (directory, partitions it should hold, whether it is a log)
+        let mut places: Vec<(PathBuf, u32, bool)> =
             [crate::log::Topic::Events, crate::log::Topic::Effects]
                 .into_iter()
                 .map(|t| {
                     let dir = logs.dir(t, 0);
                     let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
-                    (parent, logs.partitions(t))
+                    (parent, logs.partitions(t), true)
                 })
                 .collect();
-        places.push((self.state_root(), self.partitions()));
-        for (dir, count) in places {
+        places.push((self.state_root(), self.partitions(), false));
+        for (dir, count, is_log) in places {
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };
+            let mut held = 0u32;
             for entry in entries.flatten() {
                 let name = entry.file_name();
                 let Some(index) = name
                     .to_str()
-                    .filter(|n| n.len() == 5)
+                    .filter(|n| n.len() == 5 && n.bytes().all(|b| b.is_ascii_digit()))
                     .and_then(|n| n.parse::<u32>().ok())
                 else {
                     continue;
                 };
+                held += 1;
                 if index >= count {
                     return Err(DataDirError::Refused {
                         path: self.root.clone(),
@@ -217,6 +227,18 @@ impl DataDir {
                         ),
                     });
                 }
+            }
+            // Only a log made whole (it has the marker) says its count: an
+            // older one made each partition's directory on its first write.
+            if is_log && held < count && dir.join(crate::log::PARTITIONS_MARKER).exists() {
+                return Err(DataDirError::Refused {
+                    path: self.root.clone(),
+                    reason: format!(
+                        "feedlog.json says {count} partitions but {} holds {held} partition logs: it counts \
+                         partitions the log was not made with (was feedlog.json replaced?)",
+                        dir.display()
+                    ),
+                });
             }
         }
         Ok(())
@@ -398,7 +420,7 @@ mod tests {
         .unwrap();
         let err = DataDir::open(tmp.path()).unwrap_err().to_string();
         assert!(
-            err.contains("says 4 partitions") && err.contains("00007"),
+            err.contains("says 4 partitions") && err.contains("log/events/0000"),
             "{err}"
         );
         std::fs::remove_file(tmp.path().join("feedlog.json")).unwrap();
@@ -407,5 +429,71 @@ mod tests {
             .to_string();
         assert!(err.contains("feedlog.json is missing"), "{err}");
         assert!(!tmp.path().join("feedlog.json").exists());
+    }
+
+    // Regression: a feedlog.json that counted more partitions than the logs hold was accepted and silently repartitioned the log. Now it is refused naming both counts; a directory without logs still opens.
+    #[test]
+    fn identity_must_not_count_more_partitions_than_the_logs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = DataDir::create_or_open(tmp.path(), Some(4)).unwrap();
+        let count = |n: u32| {
+            let json = format!(r#"{{"layout":1,"partitions":{n}}}"#);
+            std::fs::write(tmp.path().join("feedlog.json"), json).unwrap();
+        };
+        // No logs yet: the count is not checked against anything.
+        count(16);
+        assert_eq!(DataDir::open(tmp.path()).unwrap().partitions(), 16);
+        count(4);
+        let logs = d.logs();
+        let record = crate::log::NewRecord {
+            timestamp_ms: 0,
+            format: 1,
+            key: b"k",
+            value: b"v",
+        };
+        logs.append(crate::log::Topic::Events, 1, &[record], true)
+            .unwrap();
+        drop(logs);
+        // The first append made every partition of the log.
+        for p in 0..4 {
+            assert!(d.logs().dir(crate::log::Topic::Events, p).is_dir(), "{p}");
+        }
+        count(8);
+        let err = DataDir::open(tmp.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("says 8 partitions") && err.contains("holds 4 partition logs"),
+            "{err}"
+        );
+        let err = DataDir::create_or_open(tmp.path(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("holds 4 partition logs"), "{err}");
+        count(4);
+        assert_eq!(DataDir::open(tmp.path()).unwrap().partitions(), 4);
+    }
+
+    // Proves a log made before the partitions marker (each partition's directory made on its first write) still opens with partitions it never wrote, while one with the marker does not.
+    #[test]
+    fn logs_without_the_marker_may_lack_unwritten_partitions() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = DataDir::create_or_open(tmp.path(), Some(4)).unwrap();
+        let record = crate::log::NewRecord {
+            timestamp_ms: 0,
+            format: 1,
+            key: b"k",
+            value: b"v",
+        };
+        d.logs()
+            .append(crate::log::Topic::Events, 2, &[record], true)
+            .unwrap();
+        let events = d.logs().dir(crate::log::Topic::Events, 0);
+        let events = events.parent().unwrap();
+        assert!(events.join(crate::log::PARTITIONS_MARKER).exists());
+        for p in [0, 1, 3] {
+            std::fs::remove_dir(events.join(format!("{p:05}"))).unwrap();
+        }
+        assert!(DataDir::open(tmp.path()).is_err(), "the marker says 4");
+        std::fs::remove_file(events.join(crate::log::PARTITIONS_MARKER)).unwrap();
+        assert_eq!(DataDir::open(tmp.path()).unwrap().partitions(), 4);
     }
 }

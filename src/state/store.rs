@@ -290,9 +290,11 @@ impl Store {
         }
         let found = (read_u32(meta::PARTITION)?, read_u32(meta::PARTITIONS)?);
         if found != (Some(partition), Some(partitions)) {
+            let shown = |v: Option<u32>| v.map_or("(unrecorded)".to_string(), |v| v.to_string());
             return Err(refuse(format!(
-                "it holds partition {:?} of {:?}, expected {partition} of {partitions}",
-                found.0, found.1
+                "it holds partition {} of {}, expected {partition} of {partitions}",
+                shown(found.0),
+                shown(found.1)
             )));
         }
         Ok(())
@@ -522,7 +524,7 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(
-            err.contains("holds partition Some(1) of Some(4), expected 2 of 4"),
+            err.contains("holds partition 1 of 4, expected 2 of 4"),
             "{err}"
         );
     }

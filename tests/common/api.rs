@@ -44,7 +44,7 @@ impl Drop for Server {
 /// pages run through the pull path too.
 pub fn processed(dir: &Path, log: &str, partitions: u32) -> Processor {
     let data = DataDir::create_or_open(dir, Some(partitions)).unwrap();
-    let mut producer = Producer::new(&data);
+    let mut producer = Producer::new(&data).unwrap();
     producer.json_lines(log.as_bytes(), "log").unwrap();
     producer.finish().unwrap();
     let processor = Processor::open(

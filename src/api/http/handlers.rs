@@ -402,7 +402,7 @@ pub(super) async fn metrics_route(State(api): State<Arc<Api>>) -> Result<Respons
     let a = api.clone();
     let text = tokio::task::spawn_blocking(move || render_metrics(&a))
         .await
-        .map_err(ApiError::internal)??;
+        .map_err(ApiError::internal)?;
     Ok((
         [(
             header::CONTENT_TYPE,

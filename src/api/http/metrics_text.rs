@@ -1,6 +1,5 @@
 //! `/metrics`: every figure as Prometheus text.
 
-use super::errors::ApiError;
 use super::{Api, ROUTES};
 use crate::core::metrics;
 use std::sync::atomic::Ordering;
@@ -35,8 +34,11 @@ const ROCKS_PROPERTIES: &[(&str, &str, &str)] = &[
 
 // Long: one metric family after another, in the order /metrics prints them;
 // each is a few lines and reads best in that order.
-/// The Prometheus text of every metric.
-pub fn render_metrics(api: &Api) -> Result<String, ApiError> {
+/// The Prometheus text of every metric. A log that cannot be read (a
+/// corrupt segment) never fails the whole scrape: it is reported by
+/// `feedlog_log_readable` and `feedlog_dead_letter_log_readable`, and the
+/// figures read from it are left out.
+pub fn render_metrics(api: &Api) -> String {
     let mut out = String::new();
     let o = &mut out;
     metrics::header(
@@ -113,36 +115,7 @@ pub fn render_metrics(api: &Api) -> Result<String, ApiError> {
         );
         p.commit_seconds.render(o, name, "");
     }
-    let lags = api.lag()?;
-    let name = "feedlog_lag_records";
-    metrics::header(
-        o,
-        name,
-        "gauge",
-        "Records in the partition's input log not yet applied to its state.",
-    );
-    for l in &lags {
-        for (topic, v) in [
-            ("events", l.at.events.records_to(l.end.events)),
-            ("effects", l.at.effects.records_to(l.end.effects)),
-        ] {
-            metrics::sample(
-                o,
-                name,
-                &format!("topic=\"{topic}\",partition=\"{}\"", l.partition),
-                v,
-            );
-        }
-    }
-    let name = "feedlog_dead_letter_log_records";
-    metrics::header(
-        o,
-        name,
-        "gauge",
-        "Records in the dead-letter log (from produce and processing).",
-    );
-    let dead = api.node.dead_letters().map_err(ApiError::internal)?;
-    metrics::sample(o, name, "", dead);
+    render_logs(o, api);
     for (prop, name, help) in ROCKS_PROPERTIES {
         metrics::header(o, name, "gauge", help);
         for (p, s) in api.reader.stores() {
@@ -170,5 +143,63 @@ pub fn render_metrics(api: &Api) -> Result<String, ApiError> {
             c.load(Ordering::Relaxed),
         );
     }
-    Ok(out)
+    out
+}
+
+/// The lag of each partition, whether its logs read, and the records in
+/// the dead-letter log. A partition whose input logs (or stored positions)
+/// cannot be read gets `feedlog_log_readable 0` and no lag samples.
+fn render_logs(o: &mut String, api: &Api) {
+    let stores = api.reader.stores();
+    let lags: Vec<_> = stores
+        .iter()
+        .map(|s| (s.0, api.node.lag(std::slice::from_ref(s))))
+        .collect();
+    let name = "feedlog_lag_records";
+    metrics::header(
+        o,
+        name,
+        "gauge",
+        "Records in the partition's input log not yet applied to its state.",
+    );
+    for lag in lags.iter().filter_map(|(_, l)| l.as_ref().ok()).flatten() {
+        for (topic, v) in [
+            ("events", lag.at.events.records_to(lag.end.events)),
+            ("effects", lag.at.effects.records_to(lag.end.effects)),
+        ] {
+            let labels = format!("topic=\"{topic}\",partition=\"{}\"", lag.partition);
+            metrics::sample(o, name, &labels, v);
+        }
+    }
+    let name = "feedlog_log_readable";
+    metrics::header(
+        o,
+        name,
+        "gauge",
+        "1 when the partition's input logs (events, effects) and its stored positions read, \
+         0 when not (a corrupt segment: see /readyz and `feedlog log check`; its lag is left out).",
+    );
+    for (p, lag) in &lags {
+        let readable = u64::from(lag.is_ok());
+        metrics::sample(o, name, &format!("partition=\"{p}\""), readable);
+    }
+    let dead = api.node.dead_letters();
+    let name = "feedlog_dead_letter_log_readable";
+    metrics::header(
+        o,
+        name,
+        "gauge",
+        "1 when the dead-letter log reads, 0 when not (its record count is left out).",
+    );
+    metrics::sample(o, name, "", u64::from(dead.is_ok()));
+    let name = "feedlog_dead_letter_log_records";
+    metrics::header(
+        o,
+        name,
+        "gauge",
+        "Records in the dead-letter log (from produce and processing).",
+    );
+    if let Ok(n) = dead {
+        metrics::sample(o, name, "", n);
+    }
 }

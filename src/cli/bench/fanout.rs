@@ -21,7 +21,7 @@ pub fn fanout(users: u64, follows: u64, posts: u64, partitions: u32) -> Result<(
     let mut rng = Rng(42);
     eprintln!("setup: {users} users, {follows} follows each (power-law), {partitions} partitions");
     let (follow_events, post_events) = workload(users, follows, posts, &mut rng);
-    let mut producer = Producer::new(&dir);
+    let mut producer = Producer::new(&dir)?;
     for e in &follow_events {
         producer.event(e, Format::Bincode)?;
     }

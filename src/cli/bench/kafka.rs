@@ -45,7 +45,7 @@ pub fn kafka(
 
     // The embedded log, same events, same processor settings.
     let dir = DataDir::create_or_open(&tmp.join("embedded"), Some(partitions))?;
-    let mut producer = Producer::new(&dir);
+    let mut producer = Producer::new(&dir)?;
     for e in &events {
         producer.event(e, Format::Bincode)?;
     }

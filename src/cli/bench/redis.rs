@@ -96,7 +96,7 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     // idle (timed), durably as `run` does by default.
     let mut dir = DataDir::create_or_open(&tmp.join("feedlog"), Some(partitions))?;
     dir.set_inbox_cap(cap)?;
-    let mut producer = Producer::new(&dir);
+    let mut producer = Producer::new(&dir)?;
     for e in by_partition.iter().flatten() {
         producer.event(e, Format::Bincode)?;
     }

@@ -21,7 +21,9 @@ pub use writer::PartitionWriter;
 use super::{Log, LogError, NewRecord, Record, Sink, Source, Topic};
 use crate::core::position::Offset;
 use crate::log::topics::{TopicSpec, Topics};
+use segment::io_err;
 use std::collections::HashMap;
+use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -97,6 +99,12 @@ impl Log for Logs {
 }
 
 /// A partition writer shared by the tasks of a process.
+/// In a topic's directory: the log was made with all its partitions at
+/// once, so the partition directories say the count (holds the count).
+/// Logs made before it have each partition's directory from its first
+/// write, and say nothing about partitions never written.
+pub const PARTITIONS_MARKER: &str = ".partitions";
+
 type SharedWriter = Arc<Mutex<PartitionWriter>>;
 
 /// The logs of one data directory.
@@ -157,10 +165,59 @@ impl Logs {
         if let Some(w) = writers.get(&(topic, partition)) {
             return Ok(w.clone());
         }
+        self.create_partitions(topic, partition)?;
         let w = PartitionWriter::open(&self.dir(topic, partition), self.spec(topic).segment_bytes)?;
         let w = Arc::new(Mutex::new(w));
         writers.insert((topic, partition), w.clone());
         Ok(w)
+    }
+
+    /// Makes every partition directory of `topic` the first time one is
+    /// needed, all in one rename: a log on disk holds every partition the
+    /// directory counts, so a `feedlog.json` that counts more is noticed
+    /// (see `state::datadir`). Partitions still missing from an existing
+    /// topic directory are made one by one.
+    fn create_partitions(&self, topic: Topic, partition: u32) -> Result<(), LogError> {
+        if self.dir(topic, partition).is_dir() {
+            return Ok(());
+        }
+        let topic_dir = self.root.join(&self.spec(topic).name);
+        if !topic_dir.exists() {
+            fs::create_dir_all(&self.root).map_err(io_err(&self.root))?;
+            let tmp = self.root.join(format!(
+                ".{}.new-{}",
+                self.spec(topic).name,
+                std::process::id()
+            ));
+            let _ = fs::remove_dir_all(&tmp);
+            for p in 0..self.partitions(topic) {
+                let dir = tmp.join(format!("{p:05}"));
+                fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+            }
+            let marker = tmp.join(PARTITIONS_MARKER);
+            fs::write(&marker, format!("{}\n", self.partitions(topic))).map_err(io_err(&marker))?;
+            let renamed = File::open(&tmp)
+                .and_then(|d| d.sync_all())
+                .and_then(|()| fs::rename(&tmp, &topic_dir));
+            match renamed {
+                Ok(()) => File::open(&self.root)
+                    .and_then(|d| d.sync_all())
+                    .map_err(io_err(&self.root))?,
+                // Another process made the topic's directory first.
+                Err(_) if topic_dir.is_dir() => {
+                    let _ = fs::remove_dir_all(&tmp);
+                }
+                Err(e) => {
+                    let _ = fs::remove_dir_all(&tmp);
+                    return Err(io_err(&topic_dir)(e));
+                }
+            }
+        }
+        for p in 0..self.partitions(topic) {
+            let dir = self.dir(topic, p);
+            fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        }
+        Ok(())
     }
 
     /// Locks a writer; one that panicked while locked is lost (see
@@ -216,22 +273,40 @@ impl Logs {
         partition: u32,
         records: &[NewRecord<'_>],
     ) -> Result<u64, LogError> {
-        let w = {
-            let mut turns = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
-            match turns.get(&(topic, partition)) {
-                Some(w) => w.clone(),
-                None => {
-                    let dir = self.dir(topic, partition);
-                    let segment_bytes = self.spec(topic).segment_bytes;
-                    let w = PartitionWriter::open_shared(&dir, segment_bytes, TURN_WAIT)?;
-                    let w = Arc::new(Mutex::new(w));
-                    turns.insert((topic, partition), w.clone());
-                    w
-                }
-            }
-        };
+        let w = self.turn_writer(topic, partition)?;
         let mut w = self.lock_writer(&w, topic, partition)?;
         w.append(records)
+    }
+
+    /// This process's turn-taking writer of one partition, opened (and its
+    /// last segment checked) on first use.
+    fn turn_writer(&self, topic: Topic, partition: u32) -> Result<SharedWriter, LogError> {
+        let mut turns = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(w) = turns.get(&(topic, partition)) {
+            return Ok(w.clone());
+        }
+        self.create_partitions(topic, partition)?;
+        let dir = self.dir(topic, partition);
+        let segment_bytes = self.spec(topic).segment_bytes;
+        let w = PartitionWriter::open_shared(&dir, segment_bytes, TURN_WAIT)?;
+        let w = Arc::new(Mutex::new(w));
+        turns.insert((topic, partition), w.clone());
+        Ok(w)
+    }
+
+    /// Opens the turn-taking writer of one partition of the dead-letter log
+    /// now rather than at the first append: a damaged log is an error before
+    /// the caller writes anything anywhere else.
+    pub fn open_dead_letter(&self, partition: u32) -> Result<(), LogError> {
+        let topic = Topic::DeadLetter;
+        if partition >= self.partitions(topic) {
+            return Err(LogError::NoPartition {
+                topic: format!("{topic:?}"),
+                partition,
+                partitions: self.partitions(topic),
+            });
+        }
+        self.turn_writer(topic, partition).map(drop)
     }
 
     /// Appends to a partition another process may be writing (an `events`
