@@ -168,6 +168,7 @@ pub fn run(data: &Path, a: &DemoArgs, listen: &str, exit: bool, api: ApiConfig) 
     tour(&processor, server.addr, totals, secs)?;
     if exit {
         server.stop();
+        processor.flush()?;
         return Ok(0);
     }
     println!(
@@ -178,6 +179,7 @@ pub fn run(data: &Path, a: &DemoArgs, listen: &str, exit: bool, api: ApiConfig) 
     // shell) while serving.
     processor.run(&shutdown, false)?;
     server.stop();
+    processor.flush()?;
     Ok(0)
 }
 

@@ -72,11 +72,7 @@ pub fn run_embedded(
         s.stop();
     }
     result?;
-    // A clean stop flushes the memtables, so the next start has no
-    // write-ahead log to replay and opens at once.
-    for store in processor.stores().iter() {
-        store.flush()?;
-    }
+    processor.flush()?;
     Ok(0)
 }
 

@@ -134,6 +134,12 @@ impl Processor {
         self.stores.get()
     }
 
+    /// Flushes every store's memtables: after a clean stop, so the next
+    /// open has no write-ahead log to replay and starts at once.
+    pub fn flush(&self) -> Result<(), crate::state::StoreError> {
+        self.stores.get().iter().try_for_each(|s| s.flush())
+    }
+
     /// Stops every owner after its batch (committed and shipped) and waits
     /// until all are stopped; readers keep reading. `false` when
     /// [`Processor::run`] is not running (or ended while waiting). Undo
