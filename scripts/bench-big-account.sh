@@ -16,7 +16,7 @@ FOLLOWERS=${FOLLOWERS:-1000000}
 [ ! -e "$DATA" ] || { echo "$DATA exists: give a new directory" >&2; exit 2; }
 secs() { # secs CMD...: runs CMD quietly, prints its wall time in seconds
     s=$(date +%s.%N)
-    "$@" >/dev/null 2>&1
+    "$@" >/dev/null 2>&1 || { echo "failed: $*" >&2; exit 1; }
     e=$(date +%s.%N)
     awk -v s="$s" -v e="$e" 'BEGIN { printf "%.2f", e - s }'
 }

@@ -377,7 +377,7 @@ fn feedlog_json_counting_more_partitions_than_the_logs_is_refused() {
     );
 }
 
-// Regression: a state store of another partition count was refused as "partition Some(0) of Some(2)". The refusal now prints plain numbers.
+// Regression: a state store of another partition count was refused as "partition Some(0) of Some(2)", and the refused run created the missing store. The refusal now prints plain numbers and changes nothing.
 #[test]
 fn state_store_refusal_prints_plain_numbers() {
     let tmp = tempfile::tempdir().unwrap();
@@ -396,6 +396,15 @@ fn state_store_refusal_prints_plain_numbers() {
             && !err.contains("Some("),
         "{err}"
     );
+    // The refusal left the directory as it was: no store for partition 2,
+    // so restoring the count makes it usable again.
+    assert!(
+        !data.join("state/00002").exists(),
+        "a refused run made a store"
+    );
+    set_partitions(&data, 3, 2);
+    let (code, _, err) = feedlog(&data, &["run", "--until-idle"], None);
+    assert_eq!(code, 0, "{err}");
 }
 
 // Regression: `dead-letters | head` ended with "error: Broken pipe" and exit 1. A reader that stops reading now ends the command quietly with exit 0.

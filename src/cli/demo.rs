@@ -168,7 +168,7 @@ pub fn run(data: &Path, a: &DemoArgs, listen: &str, exit: bool, api: ApiConfig) 
     tour(&processor, server.addr, totals, secs)?;
     if exit {
         server.stop();
-        processor.flush()?;
+        processor.flush();
         return Ok(0);
     }
     println!(
@@ -179,7 +179,7 @@ pub fn run(data: &Path, a: &DemoArgs, listen: &str, exit: bool, api: ApiConfig) 
     // shell) while serving.
     processor.run(&shutdown, false)?;
     server.stop();
-    processor.flush()?;
+    processor.flush();
     Ok(0)
 }
 

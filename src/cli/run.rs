@@ -72,7 +72,7 @@ pub fn run_embedded(
         s.stop();
     }
     result?;
-    processor.flush()?;
+    processor.flush();
     Ok(0)
 }
 

@@ -125,24 +125,35 @@ pub fn open_stores(
         sync,
         ..StoreOptions::default()
     };
-    // One thread per store: an open replays the store's write-ahead log and
-    // may flush what it recovers, work the stores do independently.
+    // The stores that exist open first, one thread each (an open replays
+    // the store's write-ahead log and may flush what it recovers, work the
+    // stores do independently); missing ones are created only once every
+    // existing one opened, so a refused directory is left as it was.
     let n = dir.partitions();
-    std::thread::scope(|s| {
-        let opening: Vec<_> = (0..n)
-            .map(|p| {
-                let (path, opts) = (dir.state_dir(p), &opts);
-                s.spawn(move || Store::open(&path, p, n, cache, opts).map(Arc::new))
-            })
-            .collect();
-        opening
-            .into_iter()
-            .map(|t| {
-                t.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
-    })
+    let open = |parts: Vec<u32>| -> Result<Vec<(u32, Arc<Store>)>, StoreError> {
+        std::thread::scope(|s| {
+            let opening: Vec<_> = parts
+                .into_iter()
+                .map(|p| {
+                    let (path, opts) = (dir.state_dir(p), &opts);
+                    s.spawn(move || Store::open(&path, p, n, cache, opts).map(|s| (p, Arc::new(s))))
+                })
+                .collect();
+            opening
+                .into_iter()
+                .map(|t| {
+                    t.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        })
+    };
+    let (existing, missing): (Vec<u32>, Vec<u32>) =
+        (0..n).partition(|&p| dir.state_dir(p).join("CURRENT").exists());
+    let mut stores = open(existing)?;
+    stores.extend(open(missing)?);
+    stores.sort_by_key(|(p, _)| *p);
+    Ok(stores.into_iter().map(|(_, s)| s).collect())
 }
 
 /// Opens every store read-only, for queries beside a running processor

@@ -98,14 +98,17 @@ impl Log for Logs {
     }
 }
 
-/// A partition writer shared by the tasks of a process.
 /// In a topic's directory: the log was made with all its partitions at
 /// once, so the partition directories say the count (holds the count).
 /// Logs made before it have each partition's directory from its first
 /// write, and say nothing about partitions never written.
 pub const PARTITIONS_MARKER: &str = ".partitions";
 
+/// A partition writer shared by the tasks of a process.
 type SharedWriter = Arc<Mutex<PartitionWriter>>;
+
+/// Tells apart the temporary directories one process makes.
+static TEMP_DIRS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The logs of one data directory.
 pub struct Logs {
@@ -184,12 +187,18 @@ impl Logs {
         let topic_dir = self.root.join(&self.spec(topic).name);
         if !topic_dir.exists() {
             fs::create_dir_all(&self.root).map_err(io_err(&self.root))?;
+            // A name no other maker uses (processes in containers may share
+            // a pid), made with `create_dir`, which fails rather than share.
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
             let tmp = self.root.join(format!(
-                ".{}.new-{}",
+                ".{}.new-{}-{nanos}-{}",
                 self.spec(topic).name,
-                std::process::id()
+                std::process::id(),
+                TEMP_DIRS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             ));
-            let _ = fs::remove_dir_all(&tmp);
+            fs::create_dir(&tmp).map_err(io_err(&tmp))?;
             for p in 0..self.partitions(topic) {
                 let dir = tmp.join(format!("{p:05}"));
                 fs::create_dir_all(&dir).map_err(io_err(&dir))?;
