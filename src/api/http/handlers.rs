@@ -106,10 +106,20 @@ async fn paged<T: Serialize + Send + 'static>(
     q: Params,
     view: PageFn<T>,
 ) -> Result<Response, ApiError> {
-    let (user, p) = (user_id(id)?, params(q, &["limit", "cursor"])?);
-    let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
-    let page = read(&api, move |r| view(r, user, l, p.cursor.as_deref())).await?;
+    let (user, l, cursor) = page_request(&api, id, q)?;
+    let page = read(&api, move |r| view(r, user, l, cursor.as_deref())).await?;
     Ok(Json(page).into_response())
+}
+
+/// A paged route's user, page size and cursor, checked.
+fn page_request(
+    api: &Api,
+    id: &str,
+    q: Params,
+) -> Result<(UserId, usize, Option<String>), ApiError> {
+    let (user, p) = (user_id(id)?, params(q, &["limit", "cursor"])?);
+    let l = limit(api, &p, crate::api::query::DEFAULT_LIMIT)?;
+    Ok((user, l, p.cursor))
 }
 
 /// The largest page read inline on the async worker (see [`timeline`]).
@@ -126,15 +136,14 @@ pub(super) async fn timeline(
     Path(id): Path<String>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    let (user, p) = (user_id(&id)?, params(q, &["limit", "cursor"])?);
-    let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
+    let (user, l, cursor) = page_request(&api, &id, q)?;
     if l <= INLINE_LIMIT && !api.reader.is_following() {
         let reader = api.reader.current();
-        if let Some(page) = reader.timeline_if_materialized(user, l, p.cursor.as_deref())? {
+        if let Some(page) = reader.timeline_if_materialized(user, l, cursor.as_deref())? {
             return Ok(json_page(&page));
         }
     }
-    let page = read(&api, move |r| r.timeline(user, l, p.cursor.as_deref())).await?;
+    let page = read(&api, move |r| r.timeline(user, l, cursor.as_deref())).await?;
     Ok(json_page(&page))
 }
 

@@ -255,13 +255,7 @@ impl Logs {
         records: &[NewRecord<'_>],
         sync: bool,
     ) -> Result<u64, LogError> {
-        if partition >= self.partitions(topic) {
-            return Err(LogError::NoPartition {
-                topic: format!("{topic:?}"),
-                partition,
-                partitions: self.partitions(topic),
-            });
-        }
+        self.check_partition(topic, partition)?;
         if topic == Topic::DeadLetter {
             return self.append_in_turn(topic, partition, records);
         }
@@ -303,11 +297,8 @@ impl Logs {
         Ok(w)
     }
 
-    /// Opens the turn-taking writer of one partition of the dead-letter log
-    /// now rather than at the first append: a damaged log is an error before
-    /// the caller writes anything anywhere else.
-    pub fn open_dead_letter(&self, partition: u32) -> Result<(), LogError> {
-        let topic = Topic::DeadLetter;
+    /// [`LogError::NoPartition`] unless `topic` has `partition`.
+    fn check_partition(&self, topic: Topic, partition: u32) -> Result<(), LogError> {
         if partition >= self.partitions(topic) {
             return Err(LogError::NoPartition {
                 topic: format!("{topic:?}"),
@@ -315,6 +306,15 @@ impl Logs {
                 partitions: self.partitions(topic),
             });
         }
+        Ok(())
+    }
+
+    /// Opens the turn-taking writer of one partition of the dead-letter log
+    /// now rather than at the first append: a damaged log is an error before
+    /// the caller writes anything anywhere else.
+    pub fn open_dead_letter(&self, partition: u32) -> Result<(), LogError> {
+        let topic = Topic::DeadLetter;
+        self.check_partition(topic, partition)?;
         self.turn_writer(topic, partition).map(drop)
     }
 
