@@ -297,6 +297,8 @@ fn run_case_with(
         limits: BatchLimits {
             max_records: batch,
             max_bytes: 1 << 20,
+            // Small enough that steps often stop applying effects early.
+            max_writes: 4 * batch,
         },
         sync: false,
         cache_bytes: 1 << 20,

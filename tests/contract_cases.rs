@@ -93,6 +93,7 @@ fn rebuild_applies_a_delivery_after_its_follow() {
         limits: BatchLimits {
             max_records: 4,
             max_bytes: 1 << 20,
+            ..BatchLimits::default()
         },
         sync: false,
         cache_bytes: 1 << 20,

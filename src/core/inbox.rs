@@ -30,7 +30,10 @@ pub(super) fn insert_inbox<K: Kv + ?Sized>(
     applied.delivered += 1;
     applied.changed = true;
     if u.inbox_len >= ctx.inbox_trim_at() {
-        let entries: Vec<TimelineKey> = views::inbox(t, user, None).collect::<Result<_, _>>()?;
+        // No entry lies at or past the horizon (none is added there, and
+        // lowering it removes those): the scan ends at it.
+        let entries: Vec<TimelineKey> =
+            views::inbox_before(t, user, None, u.horizon.as_ref()).collect::<Result<_, _>>()?;
         let cut = entries.get(ctx.inbox_cap as usize..).unwrap_or_default();
         for c in cut {
             t.set_inbox(user, c, false);
@@ -52,10 +55,11 @@ pub(super) fn lower_horizon<K: Kv + ?Sized>(
 ) -> Result<(), KvError> {
     let mut u = views::user(t, user)?;
     let horizon = u.horizon.map_or(to, |h| h.min(to));
+    // Entries at or past the horizon are never read from the inbox again;
+    // none lies past the old one.
+    let stale: Vec<TimelineKey> = views::inbox_before(t, user, Some(&horizon), u.horizon.as_ref())
+        .collect::<Result<_, _>>()?;
     u.horizon = Some(horizon);
-    // Entries at or past the horizon are never read from the inbox again.
-    let stale: Vec<TimelineKey> =
-        views::inbox(t, user, Some(&horizon)).collect::<Result<_, _>>()?;
     for k in &stale {
         t.set_inbox(user, k, false);
     }

@@ -111,6 +111,7 @@ pub type Scan<'a> = Box<dyn Iterator<Item = Result<Entry, KvError>> + 'a>;
 pub trait Kv {
     /// The value at `key`, if any.
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, KvError>;
+
     /// Entries with `lo <= key < hi`, ascending; `hi = None` runs to the end
     /// of the column family.
     fn scan<'a>(&'a self, cf: Cf, lo: &[u8], hi: Option<&[u8]>) -> Scan<'a>;
@@ -133,9 +134,9 @@ pub(crate) fn empty_range(lo: &[u8], hi: Option<&[u8]>) -> bool {
 }
 
 /// `[lo, hi)` as `BTreeMap` bounds.
-fn bounds(lo: &[u8], hi: Option<&[u8]>) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
-    let hi = hi.map_or(Bound::Unbounded, |h| Bound::Excluded(h.to_vec()));
-    (Bound::Included(lo.to_vec()), hi)
+fn bounds<'b>(lo: &'b [u8], hi: Option<&'b [u8]>) -> (Bound<&'b [u8]>, Bound<&'b [u8]>) {
+    let hi = hi.map_or(Bound::Unbounded, Bound::Excluded);
+    (Bound::Included(lo), hi)
 }
 
 /// An in-memory [`Kv`], for tests of the pure core.
@@ -150,8 +151,8 @@ impl MemKv {
         for (i, map) in writes.0.into_iter().enumerate() {
             for (k, v) in map {
                 match v {
-                    Some(v) => self.maps[i].insert(k, v),
-                    None => self.maps[i].remove(&k),
+                    Some(v) => self.maps[i].insert(k.to_vec(), v),
+                    None => self.maps[i].remove(k.as_slice()),
                 };
             }
         }
@@ -169,19 +170,108 @@ impl Kv for MemKv {
         }
         Box::new(
             self.maps[cf.index()]
-                .range(bounds(lo, hi))
+                .range::<[u8], _>(bounds(lo, hi))
                 .map(|(k, v)| Ok((k.clone(), v.clone()))),
         )
     }
 }
 
+/// Bytes a [`Key`] holds without a heap allocation: every key of the
+/// views (two to four ids) fits.
+const KEY_INLINE: usize = 32;
+
+/// A staged write's key: short keys are held inline, so the batch's ordered
+/// overlay compares them without following a pointer per comparison.
+#[derive(Clone)]
+pub enum Key {
+    /// Up to [`KEY_INLINE`] bytes: the first `len` of `buf`.
+    Inline {
+        /// Bytes used.
+        len: u8,
+        /// The bytes, zero-padded.
+        buf: [u8; KEY_INLINE],
+    },
+    /// A longer key.
+    Heap(Box<[u8]>),
+}
+
+impl Key {
+    /// The key's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            Key::Inline { len, buf } => &buf[..*len as usize],
+            Key::Heap(b) => b,
+        }
+    }
+}
+
+impl From<&[u8]> for Key {
+    fn from(b: &[u8]) -> Key {
+        if b.len() <= KEY_INLINE {
+            let mut buf = [0; KEY_INLINE];
+            buf[..b.len()].copy_from_slice(b);
+            Key::Inline {
+                len: b.len() as u8,
+                buf,
+            }
+        } else {
+            Key::Heap(b.into())
+        }
+    }
+}
+
+impl std::ops::Deref for Key {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl AsRef<[u8]> for Key {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for Key {
+    fn borrow(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for Key {}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Key) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Key {
+    fn cmp(&self, other: &Key) -> std::cmp::Ordering {
+        self.as_slice().cmp(other.as_slice())
+    }
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:02x?}", self.as_slice())
+    }
+}
+
 /// One batch's writes per column family: `Some` = put, `None` = delete.
 #[derive(Debug, Default)]
-pub struct Writes(pub [BTreeMap<Vec<u8>, Option<Vec<u8>>>; 10]);
+pub struct Writes(pub [BTreeMap<Key, Option<Vec<u8>>>; 10]);
 
 impl Writes {
     /// The writes of one column family.
-    pub fn cf(&self, cf: Cf) -> &BTreeMap<Vec<u8>, Option<Vec<u8>>> {
+    pub fn cf(&self, cf: Cf) -> &BTreeMap<Key, Option<Vec<u8>>> {
         &self.0[cf.index()]
     }
 
@@ -221,12 +311,17 @@ impl<'a, K: Kv + ?Sized> Txn<'a, K> {
 
     /// Stages a put.
     pub fn put(&mut self, cf: Cf, key: Vec<u8>, value: Vec<u8>) {
-        self.writes.0[cf.index()].insert(key, Some(value));
+        self.writes.0[cf.index()].insert(Key::from(&key[..]), Some(value));
     }
 
     /// Stages a delete.
     pub fn delete(&mut self, cf: Cf, key: Vec<u8>) {
-        self.writes.0[cf.index()].insert(key, None);
+        self.writes.0[cf.index()].insert(Key::from(&key[..]), None);
+    }
+
+    /// Number of staged puts and deletes.
+    pub fn staged(&self) -> usize {
+        self.writes.len()
     }
 
     /// The staged writes, for the store to commit.
@@ -249,7 +344,9 @@ impl<K: Kv + ?Sized> Kv for Txn<'_, K> {
         let overlay: Vec<Staged<'_>> = if empty_range(lo, hi) {
             Vec::new()
         } else {
-            self.writes.0[cf.index()].range(bounds(lo, hi)).collect()
+            self.writes.0[cf.index()]
+                .range::<[u8], _>(bounds(lo, hi))
+                .collect()
         };
         if overlay.is_empty() {
             return self.base.scan(cf, lo, hi);
@@ -262,7 +359,7 @@ impl<K: Kv + ?Sized> Kv for Txn<'_, K> {
 }
 
 /// A staged write seen by a scan: key, and `None` for a delete.
-type Staged<'s> = (&'s Vec<u8>, &'s Option<Vec<u8>>);
+type Staged<'s> = (&'s Key, &'s Option<Vec<u8>>);
 
 struct Merge<'s> {
     base: std::iter::Peekable<Scan<'s>>,
@@ -292,7 +389,7 @@ impl Iterator for Merge<'_> {
                 self.base.next();
             }
             if let Some(v) = v {
-                return Some(Ok((k.clone(), v.clone())));
+                return Some(Ok((k.to_vec(), v.clone())));
             }
         }
     }
@@ -313,7 +410,7 @@ mod tests {
         ) {
             let mut kv = MemKv::default();
             let mut seed = Writes::default();
-            for (k, v) in &base { seed.0[Cf::Inbox.index()].insert(vec![*k], Some(vec![*v])); }
+            for (k, v) in &base { seed.0[Cf::Inbox.index()].insert(Key::from(&[*k][..]), Some(vec![*v])); }
             kv.apply(seed);
             let mut txn = Txn::new(&kv);
             for (k, v) in &ops {

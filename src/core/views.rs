@@ -120,12 +120,28 @@ pub fn inbox<'a>(
     user: UserId,
     from: Option<&TimelineKey>,
 ) -> impl Iterator<Item = Result<TimelineKey, KvError>> + 'a {
+    inbox_before(kv, user, from, None)
+}
+
+/// `user`'s inbox entries from `from` (inclusive) up to `until`
+/// (exclusive), newest first. With `until` at the horizon, a scan stops
+/// before the deletes of earlier trims, which all lie at or past it.
+pub fn inbox_before<'a>(
+    kv: &'a (impl Kv + ?Sized),
+    user: UserId,
+    from: Option<&TimelineKey>,
+    until: Option<&TimelineKey>,
+) -> impl Iterator<Item = Result<TimelineKey, KvError>> + 'a {
+    let prefix = keys::key([user.0]);
     let lo = match from {
         Some(k) => keys::inbox(user, k),
-        None => keys::key([user.0]),
+        None => prefix.clone(),
     };
-    kv.scan_prefix_from(Cf::Inbox, &lo, &keys::key([user.0]))
-        .map(|r| r.map(|(k, _)| TimelineKey::decode(&k[8..])))
+    let scan = match until {
+        Some(k) => kv.scan(Cf::Inbox, &lo, Some(&keys::inbox(user, k))),
+        None => kv.scan_prefix_from(Cf::Inbox, &lo, &prefix),
+    };
+    scan.map(|r| r.map(|(k, _)| TimelineKey::decode(&k[8..])))
 }
 
 /// `author`'s live followers by follow time, newest first, from `from` (inclusive).

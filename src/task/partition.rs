@@ -32,6 +32,11 @@ pub struct BatchLimits {
     pub max_records: usize,
     /// Bytes read per input per step.
     pub max_bytes: usize,
+    /// Writes staged per step: once a step's batch holds this many, the
+    /// effects not applied yet wait for the next step (the events read are
+    /// always applied). A smaller batch keeps its in-memory overlay, which
+    /// every read of the step searches, small.
+    pub max_writes: usize,
 }
 
 impl Default for BatchLimits {
@@ -39,6 +44,7 @@ impl Default for BatchLimits {
         BatchLimits {
             max_records: 2048,
             max_bytes: 4 << 20,
+            max_writes: 1 << 16,
         }
     }
 }
@@ -285,8 +291,11 @@ impl PartitionTask {
             let effect_ready = self.waiting.front().map(|(_, e)| {
                 e.as_ref().map_or(Offset(0), Effect::requires_events) <= self.events_applied
             });
-            let events_next =
-                events.peek().is_some() && (self.events_first || effect_ready != Some(true));
+            // Past the batch's write budget, the events read are applied
+            // and the effects wait (they stay in `waiting`).
+            let full = txn.staged() >= self.limits.max_writes.max(1);
+            let events_next = events.peek().is_some()
+                && (self.events_first || full || effect_ready != Some(true));
             let input = match (events_next, effect_ready) {
                 (true, _) => match events.next() {
                     Some(rec) => {
@@ -295,6 +304,7 @@ impl PartitionTask {
                     }
                     None => break,
                 },
+                (false, Some(true)) if full => break,
                 (false, Some(true)) => match self.waiting.pop_front() {
                     Some((rec, effect)) => Input::Effect(rec, effect),
                     None => break,
