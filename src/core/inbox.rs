@@ -1,7 +1,9 @@
 //! The materialized inbox: insertion with a bounded size and a horizon.
 //! Entries past the horizon are never materialized; reads complete a page
 //! past it from the followees' outboxes, so trimming never changes an
-//! answer.
+//! answer. A horizon is only ever lowered, never removed or raised: a
+//! reader that finds none knows there was none at any earlier point
+//! (`tests/core_properties.rs` checks it after every step).
 
 use super::effect::{Applied, Ctx};
 use crate::core::event::UserId;

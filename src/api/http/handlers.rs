@@ -126,8 +126,9 @@ fn page_request(
 const INLINE_LIMIT: usize = 100;
 
 /// A timeline page. When the materialized inbox holds the whole page (the
-/// common case) it is read inline: a snapshot, a point read and one seek,
-/// cheaper than the hand-off to the blocking pool and back. A page that
+/// common case) it is read inline: one seek, and a point read when the
+/// inbox is short of the page, cheaper than the hand-off to the blocking
+/// pool and back. A page that
 /// needs the pull path (its cost grows with the followee count), a large
 /// page, and every read of RocksDB secondaries (which wait while `serve`
 /// catches up) go to the blocking pool.

@@ -358,8 +358,8 @@ impl Reader {
     /// alone holds it; `None` when the page reaches past the inbox's horizon
     /// and needs the pull path. A short read, whatever the user's followee
     /// count: one seek when the inbox fills the page (its entries are exact
-    /// up to the horizon, which they all sort before), else a snapshot, a
-    /// seek and a point read.
+    /// up to the horizon, which they all sort before), else that seek and a
+    /// point read.
     pub fn timeline_if_materialized(
         &self,
         user: UserId,
@@ -379,14 +379,15 @@ impl Reader {
             }
             page.len() < want
         })?;
-        if page.len() == want {
+        // Short of the page, the inbox is the whole rest of the timeline
+        // when the user has no horizon. The record is read after the scan,
+        // not from the scan's view, and that is enough: a store never
+        // removes or raises a horizon (the core only ever lowers it), so
+        // none now means none when the scan read.
+        if page.len() == want || views::user(&*store, user)?.horizon.is_none() {
             return Ok(Some(timeline_page(user, limit, page)));
         }
-        let snap = store.snapshot();
-        match inbox_part(&snap, user, after, want)? {
-            (keys, None) => Ok(Some(timeline_page(user, limit, keys))),
-            (_, Some(_)) => Ok(None),
-        }
+        Ok(None)
     }
 
     /// Whether the stores are RocksDB secondaries (whose reads wait while
