@@ -3,7 +3,9 @@
 //! A step:
 //! 1. reads a bounded batch from `effects[p]` and `events[p]`;
 //! 2. decodes each record (a bad one becomes a dead letter) and applies it
-//!    through the core into one [`Txn`];
+//!    through the core into one [`Txn`]: every event read, and effects until
+//!    the batch holds [`BatchLimits::max_writes`] writes (the others wait
+//!    for the next step);
 //! 3. commits, in **one** RocksDB `WriteBatch`, the state changes, both input
 //!    positions, and every outgoing record (effects and dead letters) into the
 //!    `pending` column family;
