@@ -178,7 +178,7 @@ impl Kv for MemKv {
 
 /// Bytes a [`Key`] holds without a heap allocation: every key of the
 /// views (two to four ids) fits.
-const KEY_INLINE: usize = 32;
+pub const KEY_INLINE: usize = 32;
 
 /// A staged write's key: short keys are held inline, so the batch's ordered
 /// overlay compares them without following a pointer per comparison.

@@ -154,7 +154,10 @@ pub fn recent_followers<'a>(
 }
 
 impl<K: Kv + ?Sized> Txn<'_, K> {
-    /// Stages a user record.
+    /// Stages a user record. The core is the only writer of user records,
+    /// and it only ever lowers a horizon: the API's inline timeline read
+    /// relies on that (`api::query::Reader::timeline_if_materialized`), so
+    /// a tool that edits user records in a live store must keep it.
     pub fn set_user(&mut self, u: UserId, val: &UserVal) {
         self.put(Cf::Users, keys::key([u.0]), val.encode());
     }
