@@ -132,16 +132,18 @@ pub fn inbox_before<'a>(
     from: Option<&TimelineKey>,
     until: Option<&TimelineKey>,
 ) -> impl Iterator<Item = Result<TimelineKey, KvError>> + 'a {
+    let (lo, end) = inbox_range(user, from);
+    let hi = until.map_or(end, |k| Some(keys::inbox(user, k)));
+    kv.scan(Cf::Inbox, &lo, hi.as_deref())
+        .map(|r| r.map(|(k, _)| TimelineKey::decode(&k[8..])))
+}
+
+/// The keys of `user`'s inbox from `from` (inclusive) if given, as
+/// `[lo, hi)` (`hi = None`: to the end of the column family).
+pub fn inbox_range(user: UserId, from: Option<&TimelineKey>) -> (Vec<u8>, Option<Vec<u8>>) {
     let prefix = keys::key([user.0]);
-    let lo = match from {
-        Some(k) => keys::inbox(user, k),
-        None => prefix.clone(),
-    };
-    let scan = match until {
-        Some(k) => kv.scan(Cf::Inbox, &lo, Some(&keys::inbox(user, k))),
-        None => kv.scan_prefix_from(Cf::Inbox, &lo, &prefix),
-    };
-    scan.map(|r| r.map(|(k, _)| TimelineKey::decode(&k[8..])))
+    let lo = from.map_or_else(|| prefix.clone(), |k| keys::inbox(user, k));
+    (lo, keys::prefix_end(&prefix))
 }
 
 /// `author`'s live followers by follow time, newest first, from `from` (inclusive).

@@ -6,7 +6,7 @@
 //! outboxes (the pull path), so a page always equals the pull-model result.
 
 use crate::core::event::{PostId, Ts, UserId};
-use crate::core::keys::{self, TimelineKey};
+use crate::core::keys::TimelineKey;
 use crate::core::partition::partition_for;
 use crate::core::views::{self, live_edges};
 use crate::state::datadir::DataDir;
@@ -369,10 +369,9 @@ impl Reader {
         let after = timeline_after(user, limit, cursor)?;
         let store = self.store_of(user)?;
         let want = limit + 1;
-        let prefix = keys::key([user.0]);
-        let lo = after.map_or_else(|| prefix.clone(), |a| keys::inbox(user, &a));
+        let (lo, hi) = views::inbox_range(user, after.as_ref());
         let mut page = Vec::with_capacity(want);
-        store.for_each_key(Cf::Inbox, &lo, keys::prefix_end(&prefix).as_deref(), |k| {
+        store.for_each_key(Cf::Inbox, &lo, hi.as_deref(), |k| {
             let entry = TimelineKey::decode(&k[8..]);
             if Some(entry) != after {
                 page.push(entry);
