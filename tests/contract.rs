@@ -299,6 +299,8 @@ fn run_case_with(
             max_bytes: 1 << 20,
             // Small enough that steps often stop applying effects early.
             max_writes: 4 * batch,
+            // Small enough that the read cache is often full and cleared.
+            cached_reads: 16,
         },
         sync: false,
         cache_bytes: 1 << 20,

@@ -259,6 +259,13 @@ impl Ord for Key {
     }
 }
 
+impl std::hash::Hash for Key {
+    /// As the bytes hash, so a map keyed by `Key` is searched by `&[u8]`.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_slice().hash(state);
+    }
+}
+
 impl std::fmt::Debug for Key {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{:02x?}", self.as_slice())

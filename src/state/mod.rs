@@ -1,7 +1,8 @@
 //! State: one RocksDB per partition ([`Store`]), the data directory that
 //! holds the stores and the logs ([`datadir`]), the positions kept with the
 //! state ([`meta`]), the replaceable set of a directory's stores
-//! ([`StoreSet`]), and checkpoints ([`checkpoint`]).
+//! ([`StoreSet`]), checkpoints ([`checkpoint`]), and the partition task's
+//! cache of its hottest point reads ([`ReadCache`]).
 //!
 //! The on-disk layout is documented, with byte diagrams, in `state/README.md`
 //! at the repository root; [`LAYOUT_VERSION`] names it. A store written with
@@ -13,11 +14,13 @@ pub mod checkpoint;
 pub mod datadir;
 pub mod fsutil;
 pub mod meta;
+pub mod reads;
 pub mod set;
 mod store;
 
 pub use cache::BlockCache;
 pub use meta::meta_u64;
+pub use reads::ReadCache;
 pub use set::{Partitions, StoreSet, Unavailable};
 pub use store::{Batch, Snapshot, Store, StoreError, StoreOptions, LAYOUT_VERSION};
 

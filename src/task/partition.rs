@@ -23,7 +23,8 @@ use crate::core::position::{Offset, Positions};
 use crate::core::{Ctx, Effect};
 use crate::log::{Log, Record, Sink, Source, Topic};
 use crate::state::meta;
-use crate::state::{Store, StoreError};
+use crate::state::reads::Cached;
+use crate::state::{ReadCache, Store, StoreError};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -39,6 +40,10 @@ pub struct BatchLimits {
     /// always applied). A smaller batch keeps its in-memory overlay, which
     /// every read of the step searches, small.
     pub max_writes: usize,
+    /// Point reads of users and edges the task keeps in memory across
+    /// steps ([`ReadCache`]), in entries (about 100 bytes each); `0` turns
+    /// the cache off.
+    pub cached_reads: usize,
 }
 
 impl Default for BatchLimits {
@@ -47,6 +52,7 @@ impl Default for BatchLimits {
             max_records: 2048,
             max_bytes: 4 << 20,
             max_writes: 1 << 16,
+            cached_reads: 1 << 16,
         }
     }
 }
@@ -56,6 +62,9 @@ pub struct PartitionTask {
     ctx: Ctx,
     limits: BatchLimits,
     store: Arc<Store>,
+    /// The committed values of the hottest point reads (taken out of the
+    /// task while a step runs).
+    reads: ReadCache,
     log: Arc<dyn Log>,
     sink: Box<dyn Sink>,
     events: Box<dyn Source>,
@@ -121,6 +130,7 @@ impl PartitionTask {
         let applied_below = meta::applied(&*store)?.unwrap_or_default();
         let mut task = PartitionTask {
             ctx,
+            reads: ReadCache::new(limits.cached_reads),
             limits,
             store,
             log,
@@ -222,6 +232,17 @@ impl PartitionTask {
     /// Processes one batch. Zero input in the returned stats means there was
     /// nothing to read.
     pub fn step(&mut self, faults: &mut dyn Faults) -> Result<StepStats, TaskError> {
+        let reads = std::mem::replace(&mut self.reads, ReadCache::new(0));
+        let stepped = self.step_with(&reads, faults);
+        self.reads = reads;
+        stepped
+    }
+
+    fn step_with(
+        &mut self,
+        reads: &ReadCache,
+        faults: &mut dyn Faults,
+    ) -> Result<StepStats, TaskError> {
         let events = self.read_inputs()?;
         let mut stats = StepStats::default();
         if self.waiting.is_empty() && events.is_empty() {
@@ -229,7 +250,8 @@ impl PartitionTask {
             return Ok(stats);
         }
         let store = self.store.clone();
-        let mut txn = Txn::new(&*store);
+        let base = reads.over(&store);
+        let mut txn = Txn::new(&base);
         let mut pending = Vec::new();
         self.apply_batch(events, &mut txn, &mut pending, &mut stats)?;
         if stats.input() == 0 {
@@ -241,6 +263,7 @@ impl PartitionTask {
             return Err(TaskError::Crashed(CrashPoint::BeforeCommit));
         }
         stats.commit_micros = self.commit(&writes, &pending)?;
+        reads.committed(&writes);
         if faults.crash_at(CrashPoint::AfterCommit) {
             return Err(TaskError::Crashed(CrashPoint::AfterCommit));
         }
@@ -279,7 +302,7 @@ impl PartitionTask {
     fn apply_batch(
         &mut self,
         events: Vec<Record>,
-        txn: &mut Txn<'_, Store>,
+        txn: &mut Txn<'_, Cached<'_>>,
         pending: &mut Vec<Pending>,
         stats: &mut StepStats,
     ) -> Result<(), TaskError> {

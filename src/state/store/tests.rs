@@ -82,3 +82,66 @@ fn for_each_key_matches_the_scan() {
         assert_eq!(first, want.iter().take(3).cloned().collect::<Vec<_>>());
     }
 }
+
+// Proves scans of the hashed column families see exactly the keys in `[lo, hi)` whether a range stays in one user's keys or crosses users, from memtables and table files alike.
+#[test]
+fn hashed_column_families_scan_in_key_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = BlockCache::new(1 << 20);
+    let opts = StoreOptions {
+        sync: false,
+        ..StoreOptions::default()
+    };
+    let s = Store::open(tmp.path(), 0, 1, &cache, &opts).unwrap();
+    let key = |a: u64, b: u64| crate::core::keys::key([a, b]);
+    let mut all = Vec::new();
+    for (round, users) in [(0u64, 0u64..300), (1, 150..450)] {
+        let mut txn = crate::core::kv::Txn::new(&s);
+        for u in users {
+            for other in [1, u, u64::MAX - round] {
+                txn.put(Cf::Followees, key(u, other), vec![round as u8]);
+                all.push(key(u, other));
+            }
+        }
+        s.commit(&txn.into_writes(), |_| {}).unwrap();
+        if round == 0 {
+            s.flush().unwrap();
+        }
+    }
+    all.sort();
+    all.dedup();
+    let scanned = |lo: &[u8], hi: Option<&[u8]>| -> Vec<Vec<u8>> {
+        let keys: Vec<Vec<u8>> = s
+            .scan(Cf::Followees, lo, hi)
+            .map(|r| r.unwrap().0)
+            .collect();
+        let mut raw = Vec::new();
+        s.for_each_key(Cf::Followees, lo, hi, |k| {
+            raw.push(k.to_vec());
+            true
+        })
+        .unwrap();
+        assert_eq!(keys, raw);
+        keys
+    };
+    let want = |lo: &[u8], hi: Option<&[u8]>| -> Vec<Vec<u8>> {
+        all.iter()
+            .filter(|k| &k[..] >= lo && hi.is_none_or(|hi| &k[..] < hi))
+            .cloned()
+            .collect()
+    };
+    let ranges: Vec<(Vec<u8>, Option<Vec<u8>>)> = vec![
+        (Vec::new(), None),
+        (key(10, 0), Some(key(400, 0))),
+        (
+            crate::core::keys::key([200]),
+            Some(crate::core::keys::key([201])),
+        ),
+        (key(200, 2), Some(crate::core::keys::key([201]))),
+        (key(449, 2), None),
+    ];
+    for (lo, hi) in &ranges {
+        assert_eq!(scanned(lo, hi.as_deref()), want(lo, hi.as_deref()));
+    }
+    assert_eq!(scanned(&[], None).len(), all.len());
+}

@@ -1,0 +1,124 @@
+//! The committed values of a partition's hottest point reads, kept in
+//! memory by the partition's only writer.
+//!
+//! A delivery reads the follower's edge (is the delivery still wanted?) and
+//! the follower's user record (the inbox's length and horizon); a follow
+//! reads both sides' edges and users. Those are RocksDB point reads that
+//! search memtables and table files, most of a replay's CPU. A [`ReadCache`]
+//! remembers what such reads returned and what the task's own commits
+//! wrote, so the next read of the same key is a hash lookup.
+//!
+//! It is exact because the partition task is the only writer of its store
+//! while it lives (every replacement of a state builds new stores and new
+//! tasks): a value enters the cache either read from the store or written
+//! by a commit that succeeded, and every committed write of a cached column
+//! family updates its entry. The contract tests (`tests/contract.rs`) run
+//! the task with this cache over real stores.
+
+use std::cell::RefCell;
+
+use rustc_hash::FxHashMap;
+
+use super::Store;
+use crate::core::kv::{Cf, Key, Kv, KvError, Scan, Writes, KEY_INLINE};
+
+/// Column families whose point reads are cached.
+const CACHED: [Cf; 3] = [Cf::Users, Cf::Followees, Cf::Followers];
+
+/// The cache's key for `key` of `cf`: the column family's place in
+/// [`CACHED`], then the key (`None`: not a cached column family).
+fn cache_key(cf: Cf, key: &[u8]) -> Option<Key> {
+    let slot = CACHED.iter().position(|&c| c == cf)? as u8;
+    let len = key.len() + 1;
+    if len > KEY_INLINE {
+        return Some(Key::Heap([&[slot], key].concat().into()));
+    }
+    let mut buf = [0; KEY_INLINE];
+    buf[0] = slot;
+    buf[1..len].copy_from_slice(key);
+    Some(Key::Inline {
+        len: len as u8,
+        buf,
+    })
+}
+
+/// Committed values by key (`None`: known absent) of the [`CACHED`] column
+/// families, at most `capacity` entries (cleared when full, so it follows
+/// what the log touches now).
+pub struct ReadCache {
+    map: RefCell<FxHashMap<Key, Option<Vec<u8>>>>,
+    capacity: usize,
+}
+
+impl ReadCache {
+    /// An empty cache of at most `capacity` entries (`0`: nothing cached).
+    pub fn new(capacity: usize) -> ReadCache {
+        ReadCache {
+            map: RefCell::default(),
+            capacity,
+        }
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.map.borrow().len()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Records the writes of a batch that was just committed: every cached
+    /// key it wrote takes its new value.
+    pub fn committed(&self, writes: &Writes) {
+        if self.capacity == 0 {
+            return;
+        }
+        for cf in CACHED {
+            for (k, v) in writes.cf(cf) {
+                if let Some(k) = cache_key(cf, k) {
+                    self.insert(k, v.clone());
+                }
+            }
+        }
+    }
+
+    /// A read view of `store` through this cache.
+    pub fn over<'a>(&'a self, store: &'a Store) -> Cached<'a> {
+        Cached { store, cache: self }
+    }
+
+    fn insert(&self, k: Key, v: Option<Vec<u8>>) {
+        let mut map = self.map.borrow_mut();
+        if map.len() >= self.capacity && !map.contains_key(&k) {
+            map.clear();
+        }
+        map.insert(k, v);
+    }
+}
+
+/// A store's live state, point reads of the cached column families
+/// answered from a [`ReadCache`] first.
+pub struct Cached<'a> {
+    store: &'a Store,
+    cache: &'a ReadCache,
+}
+
+impl Kv for Cached<'_> {
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
+        let Some(k) = cache_key(cf, key).filter(|_| self.cache.capacity > 0) else {
+            return self.store.get(cf, key);
+        };
+        if let Some(v) = self.cache.map.borrow().get(&k) {
+            return Ok(v.clone());
+        }
+        let v = self.store.get(cf, key)?;
+        self.cache.insert(k, v.clone());
+        Ok(v)
+    }
+
+    fn scan<'b>(&'b self, cf: Cf, lo: &[u8], hi: Option<&[u8]>) -> Scan<'b> {
+        self.store.scan(cf, lo, hi)
+    }
+}
