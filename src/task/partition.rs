@@ -5,10 +5,12 @@
 //! 2. decodes each record (a bad one becomes a dead letter) and applies it
 //!    through the core into one [`Txn`]: every event read, and effects until
 //!    the batch holds [`BatchLimits::max_writes`] writes (the others wait
-//!    for the next step);
+//!    for the next step). The `Txn` reads the store through the task's
+//!    [`ReadCache`];
 //! 3. commits, in **one** RocksDB `WriteBatch`, the state changes, both input
 //!    positions, and every outgoing record (effects and dead letters) into the
-//!    `pending` column family;
+//!    `pending` column family, then records the committed writes in the
+//!    read cache;
 //! 4. ships the pending records to their logs, and deletes them in the next
 //!    commit.
 
