@@ -49,8 +49,15 @@ fn cache_key(cf: Cf, key: &[u8]) -> Option<Key> {
 /// the users and edges the log touches now stay).
 pub struct ReadCache {
     map: RefCell<FxHashMap<Key, Cell>>,
+    /// Keys missed once since the last sweep, by a bit of their hash: a
+    /// key is added at its second miss, so a fan-out that touches each
+    /// follower once (a big account's post) does not churn the cache.
+    missed: RefCell<Vec<u64>>,
     capacity: usize,
 }
+
+/// Bits in [`ReadCache::missed`].
+const MISSED_BITS: usize = 1 << 20;
 
 /// A cached value, and whether it was read since the last sweep.
 struct Cell {
@@ -63,6 +70,11 @@ impl ReadCache {
     pub fn new(capacity: usize) -> ReadCache {
         ReadCache {
             map: RefCell::default(),
+            missed: RefCell::new(if capacity == 0 {
+                Vec::new()
+            } else {
+                vec![0; MISSED_BITS / 64]
+            }),
             capacity,
         }
     }
@@ -78,15 +90,17 @@ impl ReadCache {
     }
 
     /// Records the writes of a batch that was just committed: every cached
-    /// key it wrote takes its new value.
+    /// key it wrote takes its new value (keys not cached stay out: a read
+    /// brings them in).
     pub fn committed(&self, writes: &Writes) {
         if self.capacity == 0 {
             return;
         }
+        let mut map = self.map.borrow_mut();
         for cf in CACHED {
             for (k, v) in writes.cf(cf) {
-                if let Some(k) = cache_key(cf, k) {
-                    self.insert(k, v.clone());
+                if let Some(c) = cache_key(cf, k).and_then(|k| map.get_mut(&k)) {
+                    c.value.clone_from(v);
                 }
             }
         }
@@ -97,13 +111,23 @@ impl ReadCache {
         Cached { store, cache: self }
     }
 
+    /// Whether `k`, just missed, was missed before since the last sweep
+    /// (and remembers this miss).
+    fn missed_before(&self, k: &Key) -> bool {
+        use std::hash::BuildHasher;
+        let bit = rustc_hash::FxBuildHasher.hash_one(k) as usize % MISSED_BITS;
+        let mut missed = self.missed.borrow_mut();
+        let (word, mask) = (bit / 64, 1u64 << (bit % 64));
+        let before = missed[word] & mask != 0;
+        missed[word] |= mask;
+        before
+    }
+
+    /// Adds a value just read from the store (its key is not cached).
     fn insert(&self, k: Key, value: Option<Vec<u8>>) {
         let mut map = self.map.borrow_mut();
-        if let Some(c) = map.get_mut(&k) {
-            c.value = value;
-            return;
-        }
         if map.len() >= self.capacity {
+            self.missed.borrow_mut().fill(0);
             map.retain(|_, c| c.read.replace(false));
             if map.len() >= self.capacity / 2 {
                 // Most of it is hot: start over rather than sweep again soon.
@@ -132,7 +156,9 @@ impl Kv for Cached<'_> {
             return Ok(c.value.clone());
         }
         let v = self.store.get(cf, key)?;
-        self.cache.insert(k, v.clone());
+        if self.cache.missed_before(&k) {
+            self.cache.insert(k, v.clone());
+        }
         Ok(v)
     }
 

@@ -99,46 +99,7 @@ fn cf_options(cf: Cf, cache: &BlockCache, opts: &StoreOptions) -> Options {
     o.set_block_based_table_factory(&table);
     o.set_write_buffer_size(opts.write_buffer_bytes);
     o.set_level_compaction_dynamic_level_bytes(true);
-    if hashed(cf) {
-        // Point reads of these column families (a user record, an edge's
-        // version) are most of a delivery's reads, and a skiplist memtable
-        // searches O(log n) cache lines per read. A hash of the key's first
-        // user id finds a bucket holding that user's keys only.
-        o.set_prefix_extractor(rocksdb::SliceTransform::create_fixed_prefix(USER_PREFIX));
-        o.set_memtable_factory(rocksdb::MemtableFactory::HashSkipList {
-            bucket_count: 1 << 16,
-            height: 4,
-            branching_factor: 4,
-        });
-    }
     o
-}
-
-/// Bytes of a key that name its user: the hashed memtables' prefix.
-const USER_PREFIX: usize = 8;
-
-/// Whether `cf`'s memtable is hashed by [`USER_PREFIX`]: a scan confined to
-/// one user's keys seeks in that user's bucket, any other scan needs a
-/// total-order iterator (see [`read_options`]).
-fn hashed(cf: Cf) -> bool {
-    matches!(cf, Cf::Users | Cf::Followees | Cf::Followers)
-}
-
-/// Read options of a scan of `[lo, hi)` in `cf`.
-fn read_options(cf: Cf, lo: &[u8], hi: Option<&[u8]>) -> ReadOptions {
-    let mut ro = ReadOptions::default();
-    match hi {
-        Some(hi) => ro.set_iterate_range(lo.to_vec()..hi.to_vec()),
-        None => ro.set_iterate_range(lo.to_vec()..),
-    }
-    let one_user = lo.len() >= USER_PREFIX
-        && hi.is_some_and(|hi| {
-            crate::core::keys::prefix_end(&lo[..USER_PREFIX]).is_some_and(|end| hi <= &end[..])
-        });
-    if hashed(cf) && !one_user {
-        ro.set_total_order_seek(true);
-    }
-    ro
 }
 
 impl Store {
@@ -156,9 +117,6 @@ impl Store {
         db_opts.create_missing_column_families(true);
         db_opts.set_max_background_jobs(2);
         db_opts.set_max_open_files(256);
-        // Required by the hashed memtables (see `hashed`); a store has one
-        // writer anyway. The read-only and secondary opens below set it too.
-        db_opts.set_allow_concurrent_memtable_write(false);
         // Disk before the first event: RocksDB would preallocate each
         // write-ahead log at 1.1 × the largest memtable (the unused default
         // column family's is 64 MB) and each MANIFEST at 4 MB, ~75 MB per
@@ -211,9 +169,7 @@ impl Store {
         cache: &BlockCache,
     ) -> Result<Store, StoreError> {
         Store::open_existing(path, partition, partitions, cache, None, |cfs| {
-            let mut db_opts = Options::default();
-            db_opts.set_allow_concurrent_memtable_write(false);
-            DB::open_cf_descriptors_read_only(&db_opts, path, cfs, false)
+            DB::open_cf_descriptors_read_only(&Options::default(), path, cfs, false)
         })
     }
 
@@ -248,7 +204,6 @@ impl Store {
             let mut db_opts = Options::default();
             // A secondary must keep every file open (RocksDB's requirement).
             db_opts.set_max_open_files(-1);
-            db_opts.set_allow_concurrent_memtable_write(false);
             DB::open_cf_descriptors_as_secondary(&db_opts, path, scratch, cfs)
         })
     }
@@ -470,7 +425,10 @@ impl Store {
             .follow
             .as_ref()
             .map(|lock| lock.read().unwrap_or_else(PoisonError::into_inner));
-        let ro = read_options(cf, lo, hi);
+        let mut ro = ReadOptions::default();
+        if let Some(hi) = hi {
+            ro.set_iterate_upper_bound(hi.to_vec());
+        }
         let mut it = self.db.raw_iterator_cf_opt(self.cf(cf), ro);
         it.seek(lo);
         while let Some(k) = it.key() {
@@ -497,7 +455,11 @@ impl Store {
         if crate::core::kv::empty_range(lo, hi) {
             return Box::new(std::iter::empty());
         }
-        let ro = read_options(cf, lo, hi);
+        let mut ro = ReadOptions::default();
+        match hi {
+            Some(hi) => ro.set_iterate_range(lo.to_vec()..hi.to_vec()),
+            None => ro.set_iterate_range(lo.to_vec()..),
+        }
         let it = match snap {
             Some(s) => s.iterator_cf_opt(self.cf(cf), ro, IteratorMode::Start),
             None => self
