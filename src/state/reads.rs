@@ -5,14 +5,13 @@
 //! the follower's user record (the inbox's length and horizon); a follow
 //! reads both sides' edges and users. Those are RocksDB point reads that
 //! search memtables and table files, most of a replay's CPU. A [`ReadCache`]
-//! remembers what such reads returned and what the task's own commits
-//! wrote, so the next read of the same key is a hash lookup.
+//! remembers what such reads returned, kept up to date by the task's own
+//! commits, so the next read of the same key is a hash lookup.
 //!
 //! It is exact because the partition task is the only writer of its store
 //! while it lives (every replacement of a state builds new stores and new
-//! tasks): a value enters the cache either read from the store or written
-//! by a commit that succeeded, and every committed write of a cached column
-//! family updates its entry. The contract tests (`tests/contract.rs`) run
+//! tasks): a value enters the cache only as read from the store, and every
+//! write of a cached key that the task commits updates its entry. The contract tests (`tests/contract.rs`) run
 //! the task with a cache small enough to be swept all the time; one that
 //! missed a commit's writes fails them.
 
@@ -48,7 +47,7 @@ fn cache_key(cf: Cf, key: &[u8]) -> Option<Key> {
 /// the entries read since the last sweep and drops the others (a clock:
 /// the users and edges the log touches now stay).
 pub struct ReadCache {
-    map: RefCell<FxHashMap<Key, Cell>>,
+    map: RefCell<FxHashMap<Key, Entry>>,
     /// Keys missed once since the last sweep, by a bit of their hash: a
     /// key is added at its second miss, so a fan-out that touches each
     /// follower once (a big account's post) does not churn the cache.
@@ -60,7 +59,7 @@ pub struct ReadCache {
 const MISSED_BITS: usize = 1 << 20;
 
 /// A cached value, and whether it was read since the last sweep.
-struct Cell {
+struct Entry {
     value: Option<Vec<u8>>,
     read: std::cell::Cell<bool>,
 }
@@ -135,7 +134,7 @@ impl ReadCache {
             }
         }
         let read = std::cell::Cell::new(false);
-        map.insert(k, Cell { value, read });
+        map.insert(k, Entry { value, read });
     }
 }
 
