@@ -78,7 +78,8 @@ fn rebuild_equals_live_and_a_killed_rebuild_resumes_to_the_same_digest() {
     assert!(out.contains("identical"), "{out}");
 
     // Killed at its first progress line (records replayed and committed),
-    // then run again.
+    // then run again. Progress every 0.1 s, so such a line comes well
+    // before the end however fast the rebuild is (checked below).
     let b = tmp.path().join("b");
     let mut child = Command::new(env!("CARGO_BIN_EXE_feedlog"))
         .arg("--data")
@@ -89,6 +90,8 @@ fn rebuild_equals_live_and_a_killed_rebuild_resumes_to_the_same_digest() {
             b.to_str().unwrap(),
             "--inbox-cap",
             "50",
+            "--progress",
+            "0.1",
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -97,8 +100,14 @@ fn rebuild_equals_live_and_a_killed_rebuild_resumes_to_the_same_digest() {
     let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
     let progress = std::io::BufRead::lines(stderr)
         .map(|l| l.unwrap())
-        .find(|l| l.contains(" records ("))
-        .expect("a progress line before the rebuild ends");
+        // "  0.3s  DONE/TOTAL records (...)": the first with DONE > 0.
+        .find(|l| {
+            l.contains(" records (")
+                && l.split_whitespace()
+                    .nth(1)
+                    .is_some_and(|d| !d.starts_with("0/"))
+        })
+        .expect("a progress line with records replayed before the rebuild ends");
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     assert!(

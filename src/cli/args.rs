@@ -89,6 +89,9 @@ pub enum Command {
         /// Do not fsync commits.
         #[arg(long)]
         no_sync: bool,
+        /// Seconds between progress lines.
+        #[arg(long, value_name = "SECS", default_value_t = 2.0, value_parser = progress_secs)]
+        progress: f64,
     },
     /// Write a consistent checkpoint of every partition's state, with its
     /// positions, into a new directory (asks the running processor, if
@@ -387,4 +390,12 @@ fn view_arg(name: &str) -> Result<View, String> {
         let names: Vec<&str> = View::ALL.iter().map(|v| v.as_str()).collect();
         format!("unknown view {name:?} (one of: {})", names.join(", "))
     })
+}
+
+/// A progress interval: a positive number of seconds.
+fn progress_secs(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.01 => Ok(v),
+        _ => Err(format!("{s:?} is not a number of seconds of at least 0.01")),
+    }
 }

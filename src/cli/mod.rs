@@ -83,10 +83,12 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             from_checkpoint,
             inbox_cap,
             no_sync,
+            progress,
         } => {
             embedded("rebuild")?;
             let cfg = replay_config(data, inbox_cap, no_sync)?;
-            state::rebuild(data, &into, from_checkpoint.as_deref(), cfg)
+            let every = std::time::Duration::from_secs_f64(progress);
+            state::rebuild(data, &into, from_checkpoint.as_deref(), cfg, every)
         }
         Command::Checkpoint { into } => {
             embedded("checkpoint")?;

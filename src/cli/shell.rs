@@ -147,13 +147,18 @@ impl ApiServer {
 
 /// Runs `work`, calling `tick` every 2 s on another thread until it ends.
 pub fn every_2s<R: Send>(tick: impl Fn() + Sync, work: impl FnOnce() -> R) -> R {
+    every(Duration::from_secs(2), tick, work)
+}
+
+/// Runs `work`, calling `tick` every `interval` until it returns.
+pub fn every<R: Send>(interval: Duration, tick: impl Fn() + Sync, work: impl FnOnce() -> R) -> R {
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
         s.spawn(|| {
             let mut last = Instant::now();
             while !done.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(100));
-                if last.elapsed() >= Duration::from_secs(2) {
+                std::thread::sleep(interval.min(Duration::from_millis(100)));
+                if last.elapsed() >= interval {
                     last = Instant::now();
                     tick();
                 }

@@ -1,7 +1,7 @@
 //! `feedlog rebuild`, `verify`, `checkpoint`, `swap`, `backfill`, `reset`,
 //! `states` and `drop-state`.
 
-use super::shell::{every_2s, shutdown_on_signal};
+use super::shell::{every, shutdown_on_signal};
 use anyhow::{bail, Context, Result};
 use feedlog::core::position::Positions;
 use feedlog::core::View;
@@ -23,6 +23,7 @@ pub fn rebuild(
     into: &Path,
     from_checkpoint: Option<&Path>,
     cfg: ProcessorConfig,
+    progress_every: std::time::Duration,
 ) -> Result<i32> {
     let r = Rebuild::open(live, into, from_checkpoint, cfg).context("preparing the rebuild")?;
     let total = rebuild::behind(&r.started_at, &r.plan.target);
@@ -52,7 +53,8 @@ pub fn rebuild(
             })
             .sum()
     };
-    let stats = every_2s(
+    let stats = every(
+        progress_every,
         || {
             let done = done_records();
             let secs = start.elapsed().as_secs_f64();
@@ -257,7 +259,7 @@ pub fn backfill(data: &Path, view: View, cfg: ProcessorConfig) -> Result<i32> {
         cfg.inbox_cap,
         into.display()
     );
-    let code = rebuild(data, &into, None, cfg)?;
+    let code = rebuild(data, &into, None, cfg, std::time::Duration::from_secs(2))?;
     if code != 0 {
         return Ok(code);
     }
