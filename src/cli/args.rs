@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use feedlog::api::http::ApiConfig;
 use feedlog::core::View;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// `feedlog`: its global flags and one command.
 #[derive(Parser)]
@@ -90,8 +91,8 @@ pub enum Command {
         #[arg(long)]
         no_sync: bool,
         /// Seconds between progress lines.
-        #[arg(long, value_name = "SECS", default_value_t = 2.0, value_parser = progress_secs)]
-        progress: f64,
+        #[arg(long, value_name = "SECS", default_value = "2", value_parser = progress_secs)]
+        progress: Duration,
     },
     /// Write a consistent checkpoint of every partition's state, with its
     /// positions, into a new directory (asks the running processor, if
@@ -392,10 +393,10 @@ fn view_arg(name: &str) -> Result<View, String> {
     })
 }
 
-/// A progress interval: a positive number of seconds.
-fn progress_secs(s: &str) -> Result<f64, String> {
+/// A progress interval: a number of seconds, at least 0.01.
+fn progress_secs(s: &str) -> Result<Duration, String> {
     match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.01 => Ok(v),
+        Ok(v) if v.is_finite() && v >= 0.01 => Ok(Duration::from_secs_f64(v)),
         _ => Err(format!("{s:?} is not a number of seconds of at least 0.01")),
     }
 }

@@ -87,8 +87,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         } => {
             embedded("rebuild")?;
             let cfg = replay_config(data, inbox_cap, no_sync)?;
-            let every = std::time::Duration::from_secs_f64(progress);
-            state::rebuild(data, &into, from_checkpoint.as_deref(), cfg, every)
+            state::rebuild(data, &into, from_checkpoint.as_deref(), cfg, progress)
         }
         Command::Checkpoint { into } => {
             embedded("checkpoint")?;

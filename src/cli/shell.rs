@@ -145,9 +145,13 @@ impl ApiServer {
     }
 }
 
-/// Runs `work`, calling `tick` every 2 s on another thread until it ends.
+/// How often long-running commands print a progress line.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+/// Runs `work`, calling `tick` every [`PROGRESS_EVERY`] on another thread
+/// until it ends.
 pub fn every_2s<R: Send>(tick: impl Fn() + Sync, work: impl FnOnce() -> R) -> R {
-    every(Duration::from_secs(2), tick, work)
+    every(PROGRESS_EVERY, tick, work)
 }
 
 /// Runs `work`, calling `tick` every `interval` until it returns.

@@ -1,7 +1,7 @@
 //! `feedlog rebuild`, `verify`, `checkpoint`, `swap`, `backfill`, `reset`,
 //! `states` and `drop-state`.
 
-use super::shell::{every, shutdown_on_signal};
+use super::shell::{every, shutdown_on_signal, PROGRESS_EVERY};
 use anyhow::{bail, Context, Result};
 use feedlog::core::position::Positions;
 use feedlog::core::View;
@@ -259,7 +259,7 @@ pub fn backfill(data: &Path, view: View, cfg: ProcessorConfig) -> Result<i32> {
         cfg.inbox_cap,
         into.display()
     );
-    let code = rebuild(data, &into, None, cfg, std::time::Duration::from_secs(2))?;
+    let code = rebuild(data, &into, None, cfg, PROGRESS_EVERY)?;
     if code != 0 {
         return Ok(code);
     }
