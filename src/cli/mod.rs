@@ -18,6 +18,7 @@ use args::{BenchKind, Cli, Command, LogAction, TopicsAction};
 use feedlog::core::DEFAULT_INBOX_CAP;
 use feedlog::state::datadir::DataDir;
 use feedlog::task::embedded::ProcessorConfig;
+use feedlog::task::BatchLimits;
 use std::path::Path;
 
 // Long: the table of commands, one short arm each; splitting it would
@@ -179,6 +180,7 @@ fn replay_config(data: &Path, inbox_cap: Option<u64>, no_sync: bool) -> Result<P
     Ok(ProcessorConfig {
         inbox_cap: inbox_cap.or(built).unwrap_or(DEFAULT_INBOX_CAP),
         sync: !no_sync,
+        limits: BatchLimits::replay(),
         ..ProcessorConfig::default()
     })
 }

@@ -28,7 +28,11 @@ pub fn rebuild(data: &std::path::Path) -> Result<()> {
     })?;
     let tmp = std::env::temp_dir().join(format!("feedlog-bench-{}", std::process::id()));
     let _cleanup = Cleanup(tmp.clone());
-    let cfg = ProcessorConfig::default();
+    // As `feedlog rebuild --into` runs it.
+    let cfg = ProcessorConfig {
+        limits: feedlog::task::BatchLimits::replay(),
+        ..ProcessorConfig::default()
+    };
 
     // Raw: every record of both inputs of every partition, read and dropped.
     let logs = dir.logs();
