@@ -7,6 +7,9 @@
 //! batch's pending writes over a `Kv`, so later messages of a batch see earlier
 //! ones, and hands the writes to the store to commit in one `WriteBatch`.
 
+use super::keys::{self, UserVal};
+use rustc_hash::FxHashMap;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
@@ -297,6 +300,12 @@ impl Writes {
 pub struct Txn<'a, K: Kv + ?Sized> {
     base: &'a K,
     writes: Writes,
+    /// User records set in this batch, by user id, kept decoded: every
+    /// delivery reads and rewrites its follower's record, many times per
+    /// batch, so they are encoded once, by [`Txn::into_writes`]. A user
+    /// here has no newer write in `writes` (a raw write of a user record
+    /// removes it from here).
+    users: FxHashMap<u64, UserVal>,
 }
 
 impl<'a, K: Kv + ?Sized> Txn<'a, K> {
@@ -305,11 +314,44 @@ impl<'a, K: Kv + ?Sized> Txn<'a, K> {
         Txn {
             base,
             writes: Writes::default(),
+            users: FxHashMap::default(),
+        }
+    }
+
+    /// The user record set in this batch for `key` of `cf`, if any.
+    fn staged_user(&self, cf: Cf, key: &[u8]) -> Option<&UserVal> {
+        if cf != Cf::Users || key.len() != 8 || self.users.is_empty() {
+            return None;
+        }
+        self.users.get(&keys::be(key, 0))
+    }
+
+    /// `user`'s record as it will be after this batch (zeroes when the user
+    /// is unknown).
+    pub fn user(&self, user: u64) -> Result<UserVal, KvError> {
+        match self.users.get(&user) {
+            Some(u) => Ok(*u),
+            None => super::views::user(self, super::event::UserId(user)),
+        }
+    }
+
+    /// Stages `user`'s record (encoded when the batch is handed over).
+    pub fn put_user(&mut self, user: u64, val: UserVal) {
+        self.users.insert(user, val);
+    }
+
+    /// A raw write of `key` in `cf` supersedes a decoded user record.
+    fn forget_user(&mut self, cf: Cf, key: &[u8]) {
+        if cf == Cf::Users && key.len() == 8 {
+            self.users.remove(&keys::be(key, 0));
         }
     }
 
     /// Whether `key` has a value.
     pub fn contains(&self, cf: Cf, key: &[u8]) -> Result<bool, KvError> {
+        if self.staged_user(cf, key).is_some() {
+            return Ok(true);
+        }
         match self.writes.0[cf.index()].get(key) {
             Some(v) => Ok(v.is_some()),
             None => Ok(self.base.get(cf, key)?.is_some()),
@@ -318,21 +360,27 @@ impl<'a, K: Kv + ?Sized> Txn<'a, K> {
 
     /// Stages a put.
     pub fn put(&mut self, cf: Cf, key: Vec<u8>, value: Vec<u8>) {
+        self.forget_user(cf, &key);
         self.writes.0[cf.index()].insert(Key::from(&key[..]), Some(value));
     }
 
     /// Stages a delete.
     pub fn delete(&mut self, cf: Cf, key: Vec<u8>) {
+        self.forget_user(cf, &key);
         self.writes.0[cf.index()].insert(Key::from(&key[..]), None);
     }
 
     /// Number of staged puts and deletes.
     pub fn staged(&self) -> usize {
-        self.writes.len()
+        self.writes.len() + self.users.len()
     }
 
     /// The staged writes, for the store to commit.
-    pub fn into_writes(self) -> Writes {
+    pub fn into_writes(mut self) -> Writes {
+        let users = &mut self.writes.0[Cf::Users.index()];
+        for (u, val) in self.users {
+            users.insert(Key::from(&keys::key([u])[..]), Some(val.encode()));
+        }
         self.writes
     }
 }
@@ -340,6 +388,9 @@ impl<'a, K: Kv + ?Sized> Txn<'a, K> {
 impl<K: Kv + ?Sized> Kv for Txn<'_, K> {
     /// The value at `key`, this batch's writes first.
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
+        if let Some(u) = self.staged_user(cf, key) {
+            return Ok(Some(u.encode()));
+        }
         match self.writes.0[cf.index()].get(key) {
             Some(v) => Ok(v.clone()),
             None => self.base.get(cf, key),
@@ -348,13 +399,31 @@ impl<K: Kv + ?Sized> Kv for Txn<'_, K> {
 
     /// Entries in `[lo, hi)` as they will be after this batch, ascending.
     fn scan<'s>(&'s self, cf: Cf, lo: &[u8], hi: Option<&[u8]>) -> Scan<'s> {
-        let overlay: Vec<Staged<'_>> = if empty_range(lo, hi) {
+        let mut overlay: Vec<Staged<'_>> = if empty_range(lo, hi) {
             Vec::new()
         } else {
             self.writes.0[cf.index()]
                 .range::<[u8], _>(bounds(lo, hi))
+                .map(|(k, v)| (Cow::Borrowed(k), Cow::Borrowed(v)))
                 .collect()
         };
+        if cf == Cf::Users && !self.users.is_empty() && !empty_range(lo, hi) {
+            // Decoded user records in range replace what `writes` holds.
+            let mut staged: BTreeMap<Key, Cow<'_, Option<Vec<u8>>>> = overlay
+                .drain(..)
+                .map(|(k, v)| (k.into_owned(), v))
+                .collect();
+            for (u, val) in &self.users {
+                let k = keys::key([*u]);
+                if k.as_slice() >= lo && hi.is_none_or(|hi| k.as_slice() < hi) {
+                    staged.insert(Key::from(&k[..]), Cow::Owned(Some(val.encode())));
+                }
+            }
+            overlay = staged
+                .into_iter()
+                .map(|(k, v)| (Cow::Owned(k), v))
+                .collect();
+        }
         if overlay.is_empty() {
             return self.base.scan(cf, lo, hi);
         }
@@ -366,7 +435,7 @@ impl<K: Kv + ?Sized> Kv for Txn<'_, K> {
 }
 
 /// A staged write seen by a scan: key, and `None` for a delete.
-type Staged<'s> = (&'s Key, &'s Option<Vec<u8>>);
+type Staged<'s> = (Cow<'s, Key>, Cow<'s, Option<Vec<u8>>>);
 
 struct Merge<'s> {
     base: std::iter::Peekable<Scan<'s>>,
@@ -395,7 +464,7 @@ impl Iterator for Merge<'_> {
             if base_key == Some(k.as_slice()) {
                 self.base.next();
             }
-            if let Some(v) = v {
+            if let Some(v) = v.as_ref() {
                 return Some(Ok((k.to_vec(), v.clone())));
             }
         }
@@ -438,6 +507,49 @@ mod tests {
                 prop_assert_eq!(found, if in_range { want } else { None });
             }
             prop_assert!(merged.windows(2).all(|w| w[0].0 < w[1].0));
+        }
+
+        // Proves decoded user records staged in a batch read, scan and commit exactly as the encoded writes they stand for, mixed with raw writes of the same keys.
+        #[test]
+        fn staged_users_match_encoded_writes(
+            base in proptest::collection::btree_map(0u64..8, (any::<u64>(), any::<u64>()), 0..8),
+            ops in proptest::collection::vec((0u64..8, 0u8..3, any::<u64>(), any::<u64>()), 0..24),
+            lo in 0u64..9, hi in proptest::option::of(0u64..9),
+        ) {
+            let val = |a: u64, b: u64| UserVal { followers: a, inbox_len: b, ..UserVal::default() };
+            let key = |u: u64| keys::key([u]);
+            let mut model: BTreeMap<Vec<u8>, Vec<u8>> =
+                base.iter().map(|(u, (a, b))| (key(*u), val(*a, *b).encode())).collect();
+            let mut kv = MemKv::default();
+            for (k, v) in &model {
+                kv.maps[Cf::Users.index()].insert(k.clone(), v.clone());
+            }
+            let mut txn = Txn::new(&kv);
+            for (u, op, a, b) in &ops {
+                match op {
+                    0 => { txn.put_user(*u, val(*a, *b)); model.insert(key(*u), val(*a, *b).encode()); }
+                    1 => { txn.put(Cf::Users, key(*u), val(*b, *a).encode()); model.insert(key(*u), val(*b, *a).encode()); }
+                    _ => { txn.delete(Cf::Users, key(*u)); model.remove(&key(*u)); }
+                }
+            }
+            for u in 0u64..8 {
+                let want = model.get(&key(u)).cloned();
+                prop_assert_eq!(txn.get(Cf::Users, &key(u)).unwrap(), want.clone());
+                prop_assert_eq!(txn.contains(Cf::Users, &key(u)).unwrap(), want.is_some());
+                let decoded = want.as_deref().map_or(Some(UserVal::default()), UserVal::decode);
+                prop_assert_eq!(Some(txn.user(u).unwrap()), decoded);
+            }
+            let (lo, hi) = (key(lo), hi.map(key));
+            let scanned: Vec<Entry> = txn.scan(Cf::Users, &lo, hi.as_deref()).map(Result::unwrap).collect();
+            let expected: Vec<Entry> = model
+                .iter()
+                .filter(|(k, _)| **k >= lo && hi.as_ref().is_none_or(|hi| *k < hi))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            prop_assert_eq!(scanned, expected);
+            let mut after = kv.clone();
+            after.apply(txn.into_writes());
+            prop_assert_eq!(&after.maps[Cf::Users.index()], &model);
         }
     }
 }
