@@ -25,6 +25,7 @@ impl Cluster {
         let members = MembersWriter::new(&self.cfg.kafka, &self.cfg.member, self.cfg.api.clone())?;
         let mut announced = u64::MAX;
         let mut last_commit = Instant::now();
+        let (mut last_seen, mut last_committed) = (Vec::new(), Vec::new());
         let mut last_idle_check = Instant::now();
         let mut idle_seen = 0;
         let mut retry_at: BTreeMap<u32, Instant> = BTreeMap::new();
@@ -36,13 +37,20 @@ impl Cluster {
             }
             self.start_assigned(&group, &mut retry_at);
             self.restart_failed(&mut retry_at);
-            if last_commit.elapsed() >= self.cfg.commit_interval {
+            // Every interval while positions move; and at once when they
+            // stop moving (unchanged since the last turn of this loop, about
+            // 100 ms), so the group's lag and `status` see the end of a burst
+            // promptly instead of up to an interval later.
+            let positions = Shared::commit_positions(&lock(&self.shared.owned));
+            let settled = positions == last_seen && positions != last_committed;
+            if settled || last_commit.elapsed() >= self.cfg.commit_interval {
                 last_commit = Instant::now();
-                let positions = Shared::commit_positions(&lock(&self.shared.owned));
-                if let Err(e) = group.commit(&positions, false) {
-                    tracing::debug!(error = %e, "committing positions");
+                match group.commit(&positions, false) {
+                    Ok(()) => last_committed.clone_from(&positions),
+                    Err(e) => tracing::debug!(error = %e, "committing positions"),
                 }
             }
+            last_seen = positions;
             if let (Some(cps), Some(every)) = (&self.checkpoints, self.cfg.checkpoint_every) {
                 let busy = checkpointing.as_ref().is_some_and(|t| !t.is_finished());
                 if !busy && last_checkpoint.elapsed() >= every {

@@ -89,7 +89,8 @@ pub struct ClusterConfig {
     pub api: Option<String>,
     /// Processing settings (inbox cap, batch limits, sync, cache).
     pub processor: ProcessorConfig,
-    /// How often positions are committed to the group.
+    /// How often positions are committed to the group while they move
+    /// (they are also committed as soon as they stop moving).
     pub commit_interval: Duration,
     /// Fault injection for tests: every this many steps, a task re-reads the
     /// last few records of both inputs (duplicate delivery). 0: never.
