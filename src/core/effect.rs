@@ -163,12 +163,13 @@ impl Ctx {
         }
     }
 
-    /// Inbox entries tolerated before a trim back to `inbox_cap`: a quarter
-    /// over it, so a trim (a scan of the whole inbox) is paid once per
-    /// `inbox_cap / 4` deliveries (an eighth: 0.55 of raw puts under heavy
-    /// trimming, a quarter: 0.63; BENCHMARKS.md).
+    /// Inbox entries tolerated before a trim back to `inbox_cap`: an
+    /// eighth over it. A quarter made heavy trimming faster (0.59 -> 0.65 of
+    /// raw puts) but timeline pages of a large state slower (the Epinions
+    /// demo: 23-31k against 33k pages/s), so it stays an eighth
+    /// (BENCHMARKS.md, fan-out section).
     pub(super) fn inbox_trim_at(&self) -> u64 {
-        self.inbox_cap + (self.inbox_cap / 4).max(1)
+        self.inbox_cap + (self.inbox_cap / 8).max(1)
     }
 
     /// Whether this partition owns `user`.
