@@ -45,7 +45,7 @@ pub fn apply_event<K: Kv + ?Sized>(
                     ts,
                 },
             );
-            let mut u = t.user(follower.0)?;
+            let mut u = t.user(follower)?;
             u.followees += 1;
             t.set_user(follower, &u);
             let effect = Effect::FollowerAdded {
@@ -73,7 +73,7 @@ pub fn apply_event<K: Kv + ?Sized>(
                     ..edge
                 },
             );
-            let mut u = t.user(follower.0)?;
+            let mut u = t.user(follower)?;
             u.followees -= 1;
             let purged = t.inbox_by_author(follower, followee)?;
             for k in &purged {
@@ -102,7 +102,7 @@ pub fn apply_event<K: Kv + ?Sized>(
             }
             t.set_post(author, post_id, &PostVal::Live(ts));
             t.set_outbox(author, ts, post_id, true);
-            let mut u = t.user(author.0)?;
+            let mut u = t.user(author)?;
             u.posts += 1;
             t.set_user(author, &u);
             fan_out(t, ctx, author, out, |targets| Effect::Deliver {
@@ -120,7 +120,7 @@ pub fn apply_event<K: Kv + ?Sized>(
             Some(PostVal::Live(ts)) => {
                 t.set_post(author, post_id, &PostVal::Deleted(Some(ts)));
                 t.set_outbox(author, ts, post_id, false);
-                let mut u = t.user(author.0)?;
+                let mut u = t.user(author)?;
                 u.posts -= 1;
                 t.set_user(author, &u);
                 fan_out(t, ctx, author, out, |targets: Vec<(UserId, Version)>| {
@@ -241,7 +241,7 @@ pub fn apply_effect<K: Kv + ?Sized>(
             for &user in targets {
                 if ctx.owns(user) && t.inbox_has(user, &k)? {
                     t.set_inbox(user, &k, false);
-                    let mut u = t.user(user.0)?;
+                    let mut u = t.user(user)?;
                     u.inbox_len = u.inbox_len.saturating_sub(1);
                     t.set_user(user, &u);
                     applied.removed += 1;
@@ -267,7 +267,7 @@ fn follower_added<K: Kv + ?Sized>(
     if old.is_some_and(|e| e.version >= version) {
         return Ok(());
     }
-    let mut u = t.user(author.0)?;
+    let mut u = t.user(author)?;
     match old {
         Some(e) if e.live => t.set_recent(author, e.ts, follower, false),
         _ => u.followers += 1,
@@ -322,7 +322,7 @@ fn follower_removed<K: Kv + ?Sized>(
     }
     let ts = match old {
         Some(e) if e.live => {
-            let mut u = t.user(author.0)?;
+            let mut u = t.user(author)?;
             u.followers -= 1;
             t.set_user(author, &u);
             t.set_recent(author, e.ts, follower, false);
@@ -367,7 +367,7 @@ fn backfill<K: Kv + ?Sized>(
     // re-read from an earlier position) is followed by the same deliveries
     // again, which restore theirs.
     let newest_cut = if truncated { posts.last() } else { None };
-    let mut u = t.user(follower.0)?;
+    let mut u = t.user(follower)?;
     let mut gone = 0;
     for k in t.inbox_by_author(follower, author)? {
         let listed = posts.iter().any(|&(ts, p)| ts == k.ts && p == k.post_id);

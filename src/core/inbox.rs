@@ -21,7 +21,7 @@ pub(super) fn insert_inbox<K: Kv + ?Sized>(
     k: &TimelineKey,
     applied: &mut Applied,
 ) -> Result<(), KvError> {
-    let mut u = t.user(user.0)?;
+    let mut u = t.user(user)?;
     if u.horizon.is_some_and(|h| *k >= h) {
         return Ok(());
     }
@@ -55,7 +55,7 @@ pub(super) fn lower_horizon<K: Kv + ?Sized>(
     user: UserId,
     to: TimelineKey,
 ) -> Result<(), KvError> {
-    let mut u = t.user(user.0)?;
+    let mut u = t.user(user)?;
     let horizon = u.horizon.map_or(to, |h| h.min(to));
     // Entries at or past the horizon are never read from the inbox again;
     // none lies past the old one.

@@ -7,6 +7,7 @@
 //! batch's pending writes over a `Kv`, so later messages of a batch see earlier
 //! ones, and hands the writes to the store to commit in one `WriteBatch`.
 
+use super::event::UserId;
 use super::keys::{self, UserVal};
 use rustc_hash::FxHashMap;
 use std::borrow::Cow;
@@ -328,16 +329,16 @@ impl<'a, K: Kv + ?Sized> Txn<'a, K> {
 
     /// `user`'s record as it will be after this batch (zeroes when the user
     /// is unknown).
-    pub fn user(&self, user: u64) -> Result<UserVal, KvError> {
-        match self.users.get(&user) {
+    pub fn user(&self, user: UserId) -> Result<UserVal, KvError> {
+        match self.users.get(&user.0) {
             Some(u) => Ok(*u),
-            None => super::views::user(self, super::event::UserId(user)),
+            None => super::views::user(self, user),
         }
     }
 
     /// Stages `user`'s record (encoded when the batch is handed over).
-    pub fn put_user(&mut self, user: u64, val: UserVal) {
-        self.users.insert(user, val);
+    pub fn put_user(&mut self, user: UserId, val: UserVal) {
+        self.users.insert(user.0, val);
     }
 
     /// A raw write of `key` in `cf` supersedes a decoded user record.
@@ -527,7 +528,7 @@ mod tests {
             let mut txn = Txn::new(&kv);
             for (u, op, a, b) in &ops {
                 match op {
-                    0 => { txn.put_user(*u, val(*a, *b)); model.insert(key(*u), val(*a, *b).encode()); }
+                    0 => { txn.put_user(UserId(*u), val(*a, *b)); model.insert(key(*u), val(*a, *b).encode()); }
                     1 => { txn.put(Cf::Users, key(*u), val(*b, *a).encode()); model.insert(key(*u), val(*b, *a).encode()); }
                     _ => { txn.delete(Cf::Users, key(*u)); model.remove(&key(*u)); }
                 }
@@ -537,7 +538,7 @@ mod tests {
                 prop_assert_eq!(txn.get(Cf::Users, &key(u)).unwrap(), want.clone());
                 prop_assert_eq!(txn.contains(Cf::Users, &key(u)).unwrap(), want.is_some());
                 let decoded = want.as_deref().map_or(Some(UserVal::default()), UserVal::decode);
-                prop_assert_eq!(Some(txn.user(u).unwrap()), decoded);
+                prop_assert_eq!(Some(txn.user(UserId(u)).unwrap()), decoded);
             }
             let (lo, hi) = (key(lo), hi.map(key));
             let scanned: Vec<Entry> = txn.scan(Cf::Users, &lo, hi.as_deref()).map(Result::unwrap).collect();

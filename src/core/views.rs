@@ -161,7 +161,7 @@ impl<K: Kv + ?Sized> Txn<'_, K> {
     /// relies on that (`api::query::Reader::timeline_if_materialized`), so
     /// a tool that edits user records in a live store must keep it.
     pub fn set_user(&mut self, u: UserId, val: &UserVal) {
-        self.put_user(u.0, *val);
+        self.put_user(u, *val);
     }
 
     /// Stages an edge record on one side.
