@@ -34,16 +34,22 @@ pub(super) fn insert_inbox<K: Kv + ?Sized>(
     if u.inbox_len >= ctx.inbox_trim_at() {
         // No entry lies at or past the horizon (none is added there, and
         // lowering it removes those): the scan ends at it.
-        let entries: Vec<TimelineKey> =
-            views::inbox_before(t, user, None, u.horizon.as_ref()).collect::<Result<_, _>>()?;
-        let cut = entries.get(ctx.inbox_cap as usize..).unwrap_or_default();
-        for c in cut {
+        let (mut kept, mut cut) = (0, Vec::new());
+        views::for_each_inbox(t, user, u.horizon.as_ref(), |k| {
+            if kept < ctx.inbox_cap {
+                kept += 1;
+            } else {
+                cut.push(k);
+            }
+            true
+        })?;
+        for c in &cut {
             t.set_inbox(user, c, false);
         }
         if let Some(first) = cut.first() {
             u.horizon = Some(u.horizon.map_or(*first, |h| h.min(*first)));
         }
-        u.inbox_len = entries.len().min(ctx.inbox_cap as usize) as u64;
+        u.inbox_len = kept;
         applied.removed += cut.len() as u64;
     }
     t.set_user(user, &u);

@@ -130,6 +130,24 @@ pub trait Kv {
     fn scan_prefix<'a>(&'a self, cf: Cf, prefix: &[u8]) -> Scan<'a> {
         self.scan_prefix_from(cf, prefix, prefix)
     }
+
+    /// Calls `f` with each key in `[lo, hi)`, ascending, until it returns
+    /// `false`: the keys of [`Kv::scan`], lent instead of copied (a store
+    /// overrides it to read them in place).
+    fn for_each_key(
+        &self,
+        cf: Cf,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        f: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<(), KvError> {
+        for r in self.scan(cf, lo, hi) {
+            if !f(&r?.0) {
+                break;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Whether `[lo, hi)` holds no key.
@@ -398,6 +416,73 @@ impl<K: Kv + ?Sized> Kv for Txn<'_, K> {
         }
     }
 
+    /// Keys in `[lo, hi)` as they will be after this batch, ascending: the
+    /// staged writes merged into the base's keys as they are lent.
+    fn for_each_key(
+        &self,
+        cf: Cf,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        f: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<(), KvError> {
+        if empty_range(lo, hi) {
+            return Ok(());
+        }
+        if cf == Cf::Users && !self.users.is_empty() {
+            // Decoded user records: merged by `scan`.
+            for r in self.scan(cf, lo, hi) {
+                if !f(&r?.0) {
+                    break;
+                }
+            }
+            return Ok(());
+        }
+        let mut staged = self.writes.0[cf.index()]
+            .range::<[u8], _>(bounds(lo, hi))
+            .peekable();
+        if staged.peek().is_none() {
+            return self.base.for_each_key(cf, lo, hi, f);
+        }
+        let mut stopped = false;
+        self.base.for_each_key(cf, lo, hi, &mut |b| {
+            // Staged keys before `b` first; a staged write of `b` itself
+            // replaces it (a put lends it once, a delete hides it).
+            while let Some((k, v)) = staged.peek() {
+                match k.as_slice().cmp(b) {
+                    std::cmp::Ordering::Greater => break,
+                    std::cmp::Ordering::Equal => {
+                        let put = v.is_some();
+                        staged.next();
+                        if !put {
+                            return true;
+                        }
+                        stopped = !f(b);
+                        return !stopped;
+                    }
+                    std::cmp::Ordering::Less => {
+                        let put = v.is_some();
+                        let k = k.as_slice();
+                        staged.next();
+                        if put && !f(k) {
+                            stopped = true;
+                            return false;
+                        }
+                    }
+                }
+            }
+            stopped = !f(b);
+            !stopped
+        })?;
+        if !stopped {
+            for (k, v) in staged {
+                if v.is_some() && !f(k) {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Entries in `[lo, hi)` as they will be after this batch, ascending.
     fn scan<'s>(&'s self, cf: Cf, lo: &[u8], hi: Option<&[u8]>) -> Scan<'s> {
         let mut overlay: Vec<Staged<'_>> = if empty_range(lo, hi) {
@@ -508,6 +593,16 @@ mod tests {
                 prop_assert_eq!(found, if in_range { want } else { None });
             }
             prop_assert!(merged.windows(2).all(|w| w[0].0 < w[1].0));
+            // The lent keys are the scan's keys, also when the caller stops early.
+            let keys: Vec<Vec<u8>> = merged.iter().map(|(k, _)| k.clone()).collect();
+            for stop in 0..=keys.len() {
+                let mut lent = Vec::new();
+                txn.for_each_key(Cf::Inbox, &[lo], hi.map(|h| [h]).as_ref().map(|h| &h[..]), &mut |k| {
+                    lent.push(k.to_vec());
+                    lent.len() < stop
+                }).unwrap();
+                prop_assert_eq!(&lent[..], &keys[..stop.max(1).min(keys.len())]);
+            }
         }
 
         // Proves decoded user records staged in a batch read, scan and commit exactly as the encoded writes they stand for, mixed with raw writes of the same keys.

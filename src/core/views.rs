@@ -138,6 +138,22 @@ pub fn inbox_before<'a>(
         .map(|r| r.map(|(k, _)| TimelineKey::decode(&k[8..])))
 }
 
+/// Calls `f` with `user`'s inbox entries up to `until` (exclusive), newest
+/// first, until it returns `false`; the keys are decoded in place, not
+/// copied (a trim walks a whole inbox).
+pub fn for_each_inbox(
+    kv: &(impl Kv + ?Sized),
+    user: UserId,
+    until: Option<&TimelineKey>,
+    mut f: impl FnMut(TimelineKey) -> bool,
+) -> Result<(), KvError> {
+    let (lo, end) = inbox_range(user, None);
+    let hi = until.map_or(end, |k| Some(keys::inbox(user, k)));
+    kv.for_each_key(Cf::Inbox, &lo, hi.as_deref(), &mut |k| {
+        f(TimelineKey::decode(&k[8..]))
+    })
+}
+
 /// The keys of `user`'s inbox from `from` (inclusive) if given, as
 /// `[lo, hi)` (`hi = None`: to the end of the column family).
 pub fn inbox_range(user: UserId, from: Option<&TimelineKey>) -> (Vec<u8>, Option<Vec<u8>>) {

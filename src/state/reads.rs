@@ -164,6 +164,16 @@ impl Kv for Cached<'_> {
     fn scan<'b>(&'b self, cf: Cf, lo: &[u8], hi: Option<&[u8]>) -> Scan<'b> {
         self.store.scan(cf, lo, hi)
     }
+
+    fn for_each_key(
+        &self,
+        cf: Cf,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        f: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<(), KvError> {
+        Kv::for_each_key(self.store, cf, lo, hi, f)
+    }
 }
 
 #[cfg(test)]

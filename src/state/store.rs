@@ -484,6 +484,16 @@ impl Kv for Store {
     fn scan<'a>(&'a self, cf: Cf, lo: &[u8], hi: Option<&[u8]>) -> Scan<'a> {
         self.scan_with(cf, lo, hi, None)
     }
+
+    fn for_each_key(
+        &self,
+        cf: Cf,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        f: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<(), KvError> {
+        Ok(Store::for_each_key(self, cf, lo, hi, f)?)
+    }
 }
 
 /// Raw operations added to a commit beside the batch's writes.
