@@ -141,13 +141,18 @@ pub trait Kv {
         hi: Option<&[u8]>,
         f: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<(), KvError> {
-        for r in self.scan(cf, lo, hi) {
-            if !f(&r?.0) {
-                break;
-            }
-        }
-        Ok(())
+        lend_keys(self.scan(cf, lo, hi), f)
     }
+}
+
+/// Calls `f` with the keys of `scan` until it returns `false`.
+fn lend_keys(scan: Scan<'_>, f: &mut dyn FnMut(&[u8]) -> bool) -> Result<(), KvError> {
+    for r in scan {
+        if !f(&r?.0) {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// Whether `[lo, hi)` holds no key.
@@ -430,12 +435,7 @@ impl<K: Kv + ?Sized> Kv for Txn<'_, K> {
         }
         if cf == Cf::Users && !self.users.is_empty() {
             // Decoded user records: merged by `scan`.
-            for r in self.scan(cf, lo, hi) {
-                if !f(&r?.0) {
-                    break;
-                }
-            }
-            return Ok(());
+            return lend_keys(self.scan(cf, lo, hi), f);
         }
         let mut staged = self.writes.0[cf.index()]
             .range::<[u8], _>(bounds(lo, hi))

@@ -103,20 +103,25 @@ pub fn kafka(
                 }
                 t
             };
+            // Every processor still runs, and `since` is under `limit_secs` old.
+            let running = |since: Instant, limit_secs: u64, what: &str| -> Result<()> {
+                anyhow::ensure!(
+                    !handles.iter().any(|h| h.is_finished()),
+                    "a processor stopped"
+                );
+                anyhow::ensure!(
+                    since.elapsed() < Duration::from_secs(limit_secs),
+                    "the group was not {what} after {limit_secs} s"
+                );
+                Ok(())
+            };
             let measured = (|| -> Result<(f64, f64, f64)> {
                 // Not timed: the group forms and settles (every processor
                 // owns partitions, all serving, nothing to do).
                 let settle = Instant::now();
                 loop {
                     std::thread::sleep(Duration::from_millis(250));
-                    anyhow::ensure!(
-                        !handles.iter().any(|h| h.is_finished()),
-                        "a processor stopped"
-                    );
-                    anyhow::ensure!(
-                        settle.elapsed() < Duration::from_secs(120),
-                        "the group did not settle in 120 s"
-                    );
+                    running(settle, 120, "settled")?;
                     let Ok(st) = status(&kafka) else {
                         continue;
                     };
@@ -146,28 +151,14 @@ pub fn kafka(
                     {
                         break start.elapsed().as_secs_f64();
                     }
-                    anyhow::ensure!(
-                        !handles.iter().any(|h| h.is_finished()),
-                        "a processor stopped"
-                    );
-                    anyhow::ensure!(
-                        start.elapsed() < Duration::from_secs(3600),
-                        "not done after an hour"
-                    );
+                    running(start, 3600, "done")?;
                     std::thread::sleep(Duration::from_millis(5));
                 };
                 // Then, not in the figure: the group's committed positions
                 // reach the ends of the logs (what `status` calls idle).
                 loop {
                     std::thread::sleep(Duration::from_millis(100));
-                    anyhow::ensure!(
-                        !handles.iter().any(|h| h.is_finished()),
-                        "a processor stopped"
-                    );
-                    anyhow::ensure!(
-                        start.elapsed() < Duration::from_secs(3600),
-                        "not idle after an hour"
-                    );
+                    running(start, 3600, "idle")?;
                     // Idle twice in a row: an outbox between its commit
                     // and its append is not mistaken for the end.
                     if status(&kafka).is_ok_and(|st| st.idle) {
