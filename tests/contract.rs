@@ -365,6 +365,8 @@ fn run_case_with(
                     for _ in 0..n {
                         h.step(p % partitions);
                     }
+                    let reader = feedlog::ops::serve::reader_of(h.processor.as_ref().unwrap());
+                    common::keep_first_pages(&reader, (1..=users).chain(oracle.users()), 2);
                 }
                 Action::Crash(p, c) => {
                     let point = [

@@ -298,7 +298,7 @@ fn max_inbox_len(dir: &Path) -> u64 {
     let cache = feedlog::state::BlockCache::new(1 << 20);
     (0..d.partitions())
         .flat_map(|p| {
-            let s = Store::open_read_only(&d.state_dir(p), p, d.partitions(), &cache).unwrap();
+            let s = Store::open_read_only(&d.state_dir(p), p, d.partitions(), &cache, 0).unwrap();
             s.scan(Cf::Users, &[], None)
                 .map(|r| UserVal::decode(&r.unwrap().1).unwrap().inbox_len)
                 .collect::<Vec<_>>()

@@ -204,7 +204,7 @@ pub fn first_difference(
 
 /// Opens every store of a data directory read-only.
 pub fn open_stores(dir: &Path) -> Result<Vec<Arc<Store>>, ReplayError> {
-    Ok(crate::state::set::open_read_only(&DataDir::open(dir)?)?)
+    Ok(crate::state::set::open_read_only(&DataDir::open(dir)?, 0)?)
 }
 
 fn hex(bytes: &[u8]) -> String {

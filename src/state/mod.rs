@@ -1,8 +1,9 @@
 //! State: one RocksDB per partition ([`Store`]), the data directory that
 //! holds the stores and the logs ([`datadir`]), the positions kept with the
 //! state ([`meta`]), the replaceable set of a directory's stores
-//! ([`StoreSet`]), checkpoints ([`checkpoint`]), and the partition task's
-//! cache of its hottest point reads ([`ReadCache`]).
+//! ([`StoreSet`]), checkpoints ([`checkpoint`]), the partition task's
+//! cache of its hottest point reads ([`ReadCache`]), and the first timeline
+//! pages kept beside each store for readers ([`PageCache`]).
 //!
 //! The on-disk layout is documented, with byte diagrams, in `state/README.md`
 //! at the repository root; [`LAYOUT_VERSION`] names it. A store written with
@@ -14,12 +15,14 @@ pub mod checkpoint;
 pub mod datadir;
 pub mod fsutil;
 pub mod meta;
+pub mod pages;
 pub mod reads;
 pub mod set;
 mod store;
 
 pub use cache::BlockCache;
 pub use meta::meta_u64;
+pub use pages::PageCache;
 pub use reads::ReadCache;
 pub use set::{Partitions, StoreSet, Unavailable};
 pub use store::{Batch, Snapshot, Store, StoreError, StoreOptions, LAYOUT_VERSION};

@@ -157,12 +157,17 @@ pub fn open_stores(
 }
 
 /// Opens every store read-only, for queries beside a running processor
-/// (they see the state as of the open).
-pub fn open_read_only(dir: &DataDir) -> Result<Vec<Arc<Store>>, StoreError> {
+/// (they see the state as of the open), with `page_cache_bytes` of first
+/// timeline pages kept for them all.
+pub fn open_read_only(
+    dir: &DataDir,
+    page_cache_bytes: usize,
+) -> Result<Vec<Arc<Store>>, StoreError> {
     let cache = BlockCache::new(64 << 20);
-    (0..dir.partitions())
+    let n = dir.partitions();
+    (0..n)
         .map(|p| {
-            Store::open_read_only(&dir.state_dir(p), p, dir.partitions(), &cache).map(Arc::new)
+            Store::open_read_only(&dir.state_dir(p), p, n, &cache, page_cache_bytes).map(Arc::new)
         })
         .collect()
 }

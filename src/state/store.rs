@@ -3,6 +3,7 @@
 
 use super::cache::BlockCache;
 use super::meta;
+use super::pages::PageCache;
 use crate::core::kv::{Cf, Kv, KvError, Scan, Writes};
 use crate::core::position::Positions;
 use rocksdb::{
@@ -64,6 +65,9 @@ pub struct StoreOptions {
     pub sync: bool,
     /// Memtable size per column family, bytes.
     pub write_buffer_bytes: usize,
+    /// Bytes of encoded first timeline pages kept beside the stores of a
+    /// process, all partitions together (see [`PageCache`]; `0`: none).
+    pub page_cache_bytes: usize,
 }
 
 impl Default for StoreOptions {
@@ -71,6 +75,7 @@ impl Default for StoreOptions {
         StoreOptions {
             sync: true,
             write_buffer_bytes: 16 << 20,
+            page_cache_bytes: 64 << 20,
         }
     }
 }
@@ -84,6 +89,7 @@ pub struct Store {
     /// for a whole read view, [`Store::catch_up`] exclusively, so a view
     /// never sees two states.
     follow: Option<std::sync::RwLock<()>>,
+    pages: PageCache,
 }
 
 fn cf_options(cf: Cf, cache: &BlockCache, opts: &StoreOptions) -> Options {
@@ -100,6 +106,13 @@ fn cf_options(cf: Cf, cache: &BlockCache, opts: &StoreOptions) -> Options {
     o.set_write_buffer_size(opts.write_buffer_bytes);
     o.set_level_compaction_dynamic_level_bytes(true);
     o
+}
+
+/// How [`Store::open_existing`] opens: as a secondary (no page cache), or
+/// read-only.
+enum Follow {
+    Yes,
+    No { page_cache_bytes: usize },
 }
 
 impl Store {
@@ -155,20 +168,24 @@ impl Store {
             path: path.to_path_buf(),
             write_opts,
             follow: None,
+            pages: PageCache::new(opts.page_cache_bytes / partitions.max(1) as usize),
         };
         store.check_identity(partition, partitions, true)?;
         Ok(store)
     }
 
     /// Opens an existing store read-only (beside a running processor): sees
-    /// the state as of the open.
+    /// the state as of the open. `page_cache_bytes` is for the stores of
+    /// the process together, as in [`StoreOptions`].
     pub fn open_read_only(
         path: &Path,
         partition: u32,
         partitions: u32,
         cache: &BlockCache,
+        page_cache_bytes: usize,
     ) -> Result<Store, StoreError> {
-        Store::open_existing(path, partition, partitions, cache, None, |cfs| {
+        let follow = Follow::No { page_cache_bytes };
+        Store::open_existing(path, partition, partitions, cache, follow, |cfs| {
             DB::open_cf_descriptors_read_only(&Options::default(), path, cfs, false)
         })
     }
@@ -185,7 +202,7 @@ impl Store {
             return Ok(None);
         }
         let cache = BlockCache::new(1 << 20);
-        let store = Store::open_read_only(path, partition, partitions, &cache)?;
+        let store = Store::open_read_only(path, partition, partitions, &cache, 0)?;
         Ok(Some(store.positions()?))
     }
 
@@ -199,8 +216,7 @@ impl Store {
         partitions: u32,
         cache: &BlockCache,
     ) -> Result<Store, StoreError> {
-        let follow = Some(std::sync::RwLock::new(()));
-        Store::open_existing(path, partition, partitions, cache, follow, |cfs| {
+        Store::open_existing(path, partition, partitions, cache, Follow::Yes, |cfs| {
             let mut db_opts = Options::default();
             // A secondary must keep every file open (RocksDB's requirement).
             db_opts.set_max_open_files(-1);
@@ -215,7 +231,7 @@ impl Store {
         partition: u32,
         partitions: u32,
         cache: &BlockCache,
-        follow: Option<std::sync::RwLock<()>>,
+        follow: Follow,
         open: impl FnOnce(Vec<ColumnFamilyDescriptor>) -> Result<DB, rocksdb::Error>,
     ) -> Result<Store, StoreError> {
         if !path.join("CURRENT").exists() {
@@ -226,6 +242,13 @@ impl Store {
             });
         }
         let opts = StoreOptions::default();
+        // A secondary's data changes at each catch-up, without a commit.
+        let (follow, pages) = match follow {
+            Follow::Yes => (Some(std::sync::RwLock::new(())), 0),
+            Follow::No { page_cache_bytes } => {
+                (None, page_cache_bytes / partitions.max(1) as usize)
+            }
+        };
         let cfs = Cf::ALL
             .iter()
             .map(|&cf| ColumnFamilyDescriptor::new(cf.name(), cf_options(cf, cache, &opts)))
@@ -239,6 +262,7 @@ impl Store {
             path: path.to_path_buf(),
             write_opts: WriteOptions::default(),
             follow,
+            pages: PageCache::new(pages),
         };
         store.check_identity(partition, partitions, false)?;
         Ok(store)
@@ -377,11 +401,21 @@ impl Store {
                 }
             }
         }
-        extra(&mut Batch {
+        let mut raw = Batch {
             store: self,
             batch: &mut batch,
-        });
-        self.write(batch)
+            pages_touched: false,
+        };
+        extra(&mut raw);
+        let everything = raw.pages_touched;
+        self.write(batch)?;
+        self.pages.committed(writes, everything);
+        Ok(())
+    }
+
+    /// The first timeline pages kept beside this store.
+    pub fn pages(&self) -> &PageCache {
+        &self.pages
     }
 
     fn write(&self, batch: WriteBatch) -> Result<(), StoreError> {
@@ -500,17 +534,25 @@ impl Kv for Store {
 pub struct Batch<'s> {
     store: &'s Store,
     batch: &'s mut WriteBatch,
+    /// A raw write may change a timeline page: the commit drops them all.
+    pages_touched: bool,
 }
 
 impl Batch<'_> {
     /// Puts a raw value.
     pub fn put(&mut self, cf: Cf, key: &[u8], value: &[u8]) {
+        self.touch(cf);
         self.batch.put_cf(self.store.cf(cf), key, value);
     }
 
     /// Deletes every key in `[from, to)`.
     pub fn delete_range(&mut self, cf: Cf, from: &[u8], to: &[u8]) {
+        self.touch(cf);
         self.batch.delete_range_cf(self.store.cf(cf), from, to);
+    }
+
+    fn touch(&mut self, cf: Cf) {
+        self.pages_touched |= matches!(cf, Cf::Inbox | Cf::Users);
     }
 }
 

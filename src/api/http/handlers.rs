@@ -11,6 +11,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use bytes::Bytes;
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -128,10 +129,11 @@ const INLINE_LIMIT: usize = 100;
 /// A timeline page. When the materialized inbox holds the whole page (the
 /// common case) it is read inline: one seek, and a point read when the
 /// inbox is short of the page, cheaper than the hand-off to the blocking
-/// pool and back. A page that
-/// needs the pull path (its cost grows with the followee count), a large
-/// page, and every read of RocksDB secondaries (which wait while `serve`
-/// catches up) go to the blocking pool.
+/// pool and back. A first page is answered from the page cache kept beside
+/// the store when no commit has changed it since it was last read. A page
+/// that needs the pull path (its cost grows with the followee count), a
+/// large page, and every read of RocksDB secondaries (which wait while
+/// `serve` catches up) go to the blocking pool.
 pub(super) async fn timeline(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
@@ -140,7 +142,12 @@ pub(super) async fn timeline(
     let (user, l, cursor) = page_request(&api, &id, q)?;
     if l <= INLINE_LIMIT && !api.reader.is_following() {
         let reader = api.reader.current();
-        if let Some(page) = reader.timeline_if_materialized(user, l, cursor.as_deref())? {
+        if cursor.is_none() {
+            let encode = |page: &Page<_>| encode_page(page).ok().map(Bytes::from);
+            if let Some(body) = reader.first_page_encoded(user, l, encode)? {
+                return Ok(json_response(body));
+            }
+        } else if let Some(page) = reader.timeline_if_materialized(user, l, cursor.as_deref())? {
             return Ok(json_page(&page));
         }
     }
@@ -148,20 +155,30 @@ pub(super) async fn timeline(
     Ok(json_page(&page))
 }
 
-/// A page as JSON, encoded into a buffer sized for it up front.
-fn json_page<T: Serialize>(page: &Page<T>) -> Response {
+/// A page as JSON, into a buffer sized for it up front.
+fn encode_page<T: Serialize>(page: &Page<T>) -> serde_json::Result<Vec<u8>> {
     let mut body = Vec::with_capacity(64 + 64 * page.items.len());
-    match serde_json::to_writer(&mut body, page) {
-        Ok(()) => (
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )],
-            body,
-        )
-            .into_response(),
+    serde_json::to_writer(&mut body, page)?;
+    Ok(body)
+}
+
+/// A page as a JSON response.
+fn json_page<T: Serialize>(page: &Page<T>) -> Response {
+    match encode_page(page) {
+        Ok(body) => json_response(Bytes::from(body)),
         Err(e) => ApiError::internal(e).into_response(),
     }
+}
+
+fn json_response(body: Bytes) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
 }
 
 pub(super) async fn posts(

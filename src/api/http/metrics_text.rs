@@ -124,6 +124,7 @@ pub fn render_metrics(api: &Api) -> String {
             }
         }
     }
+    render_page_cache(o, api);
     let name = "feedlog_http_request_duration_seconds";
     metrics::header(o, name, "histogram", "Request latency, by route.");
     for (i, h) in api.requests.iter().enumerate() {
@@ -144,6 +145,40 @@ pub fn render_metrics(api: &Api) -> String {
         );
     }
     out
+}
+
+/// The first pages kept beside each store: answered from it, read, bytes.
+fn render_page_cache(o: &mut String, api: &Api) {
+    let stores = api.reader.stores();
+    let figures = |s: &crate::state::Store| {
+        let (hits, misses) = s.pages().hits_and_misses();
+        [hits, misses, s.pages().bytes() as u64]
+    };
+    for (i, (name, kind, help)) in [
+        (
+            "feedlog_page_cache_hits_total",
+            "counter",
+            "First timeline pages answered from the page cache.",
+        ),
+        (
+            "feedlog_page_cache_misses_total",
+            "counter",
+            "First timeline pages read from the store (then kept, unless a commit landed meanwhile).",
+        ),
+        (
+            "feedlog_page_cache_bytes",
+            "gauge",
+            "Bytes of first timeline pages kept.",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        metrics::header(o, name, kind, help);
+        for (p, s) in &stores {
+            metrics::sample(o, name, &format!("partition=\"{p}\""), figures(s)[i]);
+        }
+    }
 }
 
 /// The lag of each partition, whether its logs read, and the records in

@@ -79,7 +79,15 @@ impl Reader {
     /// A reader of `dir`'s state, opened read-only (beside a running
     /// processor it sees the state as of the open).
     pub fn open(dir: &DataDir) -> Result<Reader, StoreError> {
-        Ok(Reader::new(crate::state::set::open_read_only(dir)?))
+        let pages = crate::state::StoreOptions::default().page_cache_bytes;
+        Reader::open_with_page_cache(dir, pages)
+    }
+
+    /// As [`Reader::open`], keeping `bytes` of first timeline pages
+    /// ([`crate::state::PageCache`]; `0`: every page is read from the
+    /// stores).
+    pub fn open_with_page_cache(dir: &DataDir, bytes: usize) -> Result<Reader, StoreError> {
+        Ok(Reader::new(crate::state::set::open_read_only(dir, bytes)?))
     }
 
     /// A reader over `parts`, reading outboxes it does not hold through
@@ -387,6 +395,36 @@ impl Reader {
             return Ok(Some(timeline_page(user, limit, page)));
         }
         Ok(None)
+    }
+
+    /// The first page of `limit` entries of `user`'s timeline, encoded by
+    /// `encode`, when the materialized inbox holds it (as
+    /// [`Reader::timeline_if_materialized`]; `None` too when `encode`
+    /// fails): kept beside the user's store ([`crate::state::PageCache`])
+    /// and answered from there until a commit changes the user's inbox or
+    /// record.
+    pub fn first_page_encoded(
+        &self,
+        user: UserId,
+        limit: usize,
+        encode: impl FnOnce(&Page<PostItem>) -> Option<bytes::Bytes>,
+    ) -> Result<Option<bytes::Bytes>, QueryError> {
+        check_user(user)?;
+        check_limit(limit)?;
+        let store = self.store_of(user)?;
+        let pages = store.pages();
+        if let Some(body) = pages.get(user.0, limit) {
+            return Ok(Some(body));
+        }
+        let epoch = pages.epoch();
+        let Some(page) = self.timeline_if_materialized(user, limit, None)? else {
+            return Ok(None);
+        };
+        let Some(body) = encode(&page) else {
+            return Ok(None);
+        };
+        pages.keep(epoch, user.0, limit, body.clone());
+        Ok(Some(body))
     }
 
     /// Whether the stores are RocksDB secondaries (whose reads wait while

@@ -49,14 +49,24 @@ pub fn http(data: &std::path::Path, threads: usize, connections: usize, secs: u6
         "{} has no users who follow anyone",
         data.display()
     );
-    let http = through_http(&wrk, &dir, reader, &users, threads, connections, secs)?;
+    let load = |reader| through_http(&wrk, &dir, reader, &users, threads, connections, secs);
+    let http = load(reader)?;
+    let cold = load(Reader::open_with_page_cache(&dir, 0)?)?;
     // Raw RocksDB: the same users, seek to their inbox and read 20 entries.
     let raw = raw_seeks(&dir, &users, threads, secs)?;
     println!("timeline pages of 20 through HTTP ({threads} server threads, wrk -t{threads} -c{connections}, {secs}s):");
     println!("  {}", http.line());
+    println!(
+        "  without the page cache (every page read from RocksDB): {}",
+        cold.line()
+    );
     println!("raw RocksDB seek + 20 reads of the same inbox keys ({threads} threads, {secs}s):");
     println!("  {}", raw.line());
-    println!("ratio HTTP/raw pages/s: {:.3}", http.per_sec / raw.per_sec);
+    println!(
+        "ratio HTTP/raw pages/s: {:.3}; without the page cache {:.3}",
+        http.per_sec / raw.per_sec,
+        cold.per_sec / raw.per_sec
+    );
     Ok(())
 }
 

@@ -1,0 +1,305 @@
+//! First timeline pages as the read API sends them, kept in memory beside
+//! a store and dropped by the commit that changes them.
+//!
+//! Most reads of a timeline ask for its first page, again and again
+//! between two changes of it. Reading that page costs a RocksDB iterator
+//! over the memtable and every level, then the JSON encoding; a
+//! [`PageCache`] answers the next read of the same page with the bytes
+//! already encoded.
+//!
+//! It is exact:
+//! - an entry is a page read from its store and encoded, nothing else;
+//! - [`Store::commit`](super::Store::commit) drops the entries of every user
+//!   whose inbox or user record the commit writes (a page that the inbox
+//!   fills depends on nothing else; one that it does not fill, on the user
+//!   having no horizon, which is in the user record), once the commit is in
+//!   RocksDB;
+//! - a page read while a commit was landing is not kept: [`PageCache::keep`]
+//!   takes the [`PageCache::epoch`] read before the page was, and refuses
+//!   the page if any commit has landed since.
+//!
+//! A store whose data changes without a commit (a RocksDB secondary, which
+//! catches up with its primary) has no page cache. The contract tests read
+//! first pages through the cache between processing steps and compare what
+//! it keeps with the final views.
+
+use bytes::Bytes;
+use rustc_hash::FxHashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use crate::core::kv::{Cf, Writes};
+
+/// Bytes counted for an entry on top of its body (map slot, vector, body
+/// header).
+const ENTRY_OVERHEAD: usize = 96;
+
+/// Encoded first pages by user and page size, at most `budget` bytes.
+pub struct PageCache {
+    inner: Mutex<Inner>,
+    budget: usize,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Commits landed (or clears) so far.
+    epoch: u64,
+    bytes: usize,
+    users: FxHashMap<u64, Vec<Kept>>,
+}
+
+struct Kept {
+    limit: usize,
+    body: Bytes,
+    /// Read since the last sweep.
+    read: bool,
+}
+
+impl PageCache {
+    /// An empty cache of at most `budget` bytes (`0`: nothing is kept).
+    pub fn new(budget: usize) -> PageCache {
+        PageCache {
+            inner: Mutex::default(),
+            budget,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether pages are kept at all.
+    pub fn is_on(&self) -> bool {
+        self.budget > 0
+    }
+
+    /// The kept first page of `limit` entries of `user`'s timeline.
+    pub fn get(&self, user: u64, limit: usize) -> Option<Bytes> {
+        if !self.is_on() {
+            return None;
+        }
+        let mut inner = self.lock();
+        let found = inner
+            .users
+            .get_mut(&user)
+            .and_then(|kept| kept.iter_mut().find(|k| k.limit == limit))
+            .map(|k| {
+                k.read = true;
+                k.body.clone()
+            });
+        drop(inner);
+        let counter = if found.is_some() {
+            &self.hits
+        } else {
+            &self.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
+    }
+
+    /// The current epoch: read it before reading a page to [`keep`](Self::keep).
+    pub fn epoch(&self) -> u64 {
+        self.lock().epoch
+    }
+
+    /// Keeps `body`, the first page of `limit` entries of `user`, read
+    /// after [`epoch`](Self::epoch) returned `epoch`; refused (`false`)
+    /// when a commit has landed since.
+    pub fn keep(&self, epoch: u64, user: u64, limit: usize, body: Bytes) -> bool {
+        let size = body.len() + ENTRY_OVERHEAD;
+        if !self.is_on() || size > self.budget / 4 {
+            return false;
+        }
+        let mut inner = self.lock();
+        if inner.epoch != epoch {
+            return false;
+        }
+        if inner.bytes + size > self.budget {
+            inner.sweep(self.budget);
+        }
+        let kept = inner.users.entry(user).or_default();
+        let old = match kept.iter().position(|k| k.limit == limit) {
+            Some(i) => kept.swap_remove(i).body.len() + ENTRY_OVERHEAD,
+            None => 0,
+        };
+        kept.push(Kept {
+            limit,
+            body,
+            read: false,
+        });
+        inner.bytes = inner.bytes + size - old;
+        true
+    }
+
+    /// Records a commit that just landed: drops the pages of every user
+    /// whose inbox or user record it wrote; `everything`: of every user.
+    pub fn committed(&self, writes: &Writes, everything: bool) {
+        if !self.is_on() {
+            return;
+        }
+        let mut inner = self.lock();
+        inner.epoch += 1;
+        if inner.users.is_empty() {
+            return;
+        }
+        if everything {
+            inner.clear();
+            return;
+        }
+        let mut last = None;
+        for cf in [Cf::Inbox, Cf::Users] {
+            for k in writes.cf(cf).keys() {
+                let user = user_of(k);
+                if last != Some(user) {
+                    last = Some(user);
+                    inner.drop_user(user);
+                }
+            }
+        }
+    }
+
+    /// Pages answered from the cache and pages read, since the start.
+    pub fn hits_and_misses(&self) -> (u64, u64) {
+        (
+            self.hits.load(Ordering::Relaxed),
+            self.misses.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Bytes held (bodies plus a fixed overhead per entry).
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
+    }
+}
+
+impl Inner {
+    fn drop_user(&mut self, user: u64) {
+        if let Some(kept) = self.users.remove(&user) {
+            let freed: usize = kept.iter().map(|k| k.body.len() + ENTRY_OVERHEAD).sum();
+            self.bytes -= freed;
+        }
+    }
+
+    fn clear(&mut self) {
+        self.users.clear();
+        self.bytes = 0;
+    }
+
+    /// Keeps the pages read since the last sweep; when they alone fill
+    /// half the budget, starts over (rather than sweep again soon).
+    fn sweep(&mut self, budget: usize) {
+        let mut bytes = 0;
+        self.users.retain(|_, kept| {
+            kept.retain_mut(|k| std::mem::replace(&mut k.read, false));
+            bytes += kept
+                .iter()
+                .map(|k| k.body.len() + ENTRY_OVERHEAD)
+                .sum::<usize>();
+            !kept.is_empty()
+        });
+        self.bytes = bytes;
+        if self.bytes > budget / 2 {
+            self.clear();
+        }
+    }
+}
+
+/// The user a key of the inbox or users column family belongs to (its
+/// first 8 bytes, big-endian).
+fn user_of(key: &[u8]) -> u64 {
+    let mut b = [0; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::kv::{MemKv, Txn};
+
+    fn body(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    /// Writes of one key of `cf` for `user`.
+    fn writes(cf: Cf, user: u64) -> Writes {
+        let mem = MemKv::default();
+        let mut t = Txn::new(&mem);
+        let mut key = user.to_be_bytes().to_vec();
+        key.extend_from_slice(&[1, 2, 3]);
+        t.put(cf, key, vec![0]);
+        t.into_writes()
+    }
+
+    /// A page read before a commit landed is refused; one read after is kept.
+    #[test]
+    fn keeps_only_pages_read_after_the_last_commit() {
+        let c = PageCache::new(1 << 20);
+        let before = c.epoch();
+        c.committed(&Writes::default(), false);
+        assert!(!c.keep(before, 7, 20, body("old")));
+        assert_eq!(c.get(7, 20), None);
+        assert!(c.keep(c.epoch(), 7, 20, body("new")));
+        assert_eq!(c.get(7, 20), Some(body("new")));
+    }
+
+    /// A commit drops the pages of the users whose inbox or record it
+    /// writes, and only theirs.
+    #[test]
+    fn commits_drop_the_users_they_write() {
+        for cf in [Cf::Inbox, Cf::Users] {
+            let c = PageCache::new(1 << 20);
+            for user in [6, 7, 8] {
+                assert!(c.keep(c.epoch(), user, 20, body("p")));
+            }
+            assert!(c.keep(c.epoch(), 7, 5, body("q")));
+            c.committed(&writes(cf, 7), false);
+            assert_eq!(c.get(7, 20), None, "{cf:?}");
+            assert_eq!(c.get(7, 5), None, "{cf:?}");
+            assert_eq!(c.get(6, 20), Some(body("p")));
+            assert_eq!(c.get(8, 20), Some(body("p")));
+            c.committed(&writes(Cf::Outbox, 6), false);
+            assert_eq!(
+                c.get(6, 20),
+                Some(body("p")),
+                "outbox writes change no page"
+            );
+            c.committed(&Writes::default(), true);
+            assert_eq!(
+                c.get(8, 20),
+                None,
+                "a commit of raw writes drops everything"
+            );
+            assert_eq!(c.bytes(), 0);
+        }
+    }
+
+    /// Past its budget the cache keeps the pages read since the last sweep.
+    #[test]
+    fn a_full_cache_keeps_what_was_read() {
+        let size = 10 + ENTRY_OVERHEAD;
+        let c = PageCache::new(10 * size);
+        for user in 1..=10 {
+            assert!(c.keep(c.epoch(), user, 20, body("0123456789")));
+        }
+        assert!(c.get(3, 20).is_some());
+        assert!(c.keep(c.epoch(), 11, 20, body("0123456789")));
+        assert!(c.get(3, 20).is_some(), "read since the sweep: kept");
+        assert!(c.get(11, 20).is_some(), "the new page");
+        assert!(c.get(4, 20).is_none(), "not read: swept");
+        assert_eq!(c.bytes(), 2 * size);
+    }
+
+    /// A cache of no bytes keeps nothing.
+    #[test]
+    fn off_keeps_nothing() {
+        let c = PageCache::new(0);
+        assert!(!c.keep(c.epoch(), 1, 20, body("p")));
+        assert_eq!(c.get(1, 20), None);
+    }
+}
