@@ -94,6 +94,10 @@ fn at_edges(e: Event) -> Event {
             post_id: p(post_id),
             ts: t(ts),
         },
+        Event::Seen { user, ts } => Event::Seen {
+            user: u(user),
+            ts: t(ts),
+        },
     }
 }
 
@@ -133,8 +137,9 @@ fn event(users: u64) -> impl Strategy<Value = Event> {
             .prop_map(|(a, b, t)| Event::Unfollow { follower: UserId(a), followee: UserId(b), ts: Ts(t) }),
         4 => (user(), 1u64..=20, ts.clone())
             .prop_map(|(a, p, t)| Event::Post { author: UserId(a), post_id: PostId(p), ts: Ts(t) }),
-        1 => (user(), 1u64..=20, ts)
+        1 => (user(), 1u64..=20, ts.clone())
             .prop_map(|(a, p, t)| Event::DeletePost { author: UserId(a), post_id: PostId(p), ts: Ts(t) }),
+        1 => (user(), ts).prop_map(|(a, t)| Event::Seen { user: UserId(a), ts: Ts(t) }),
     ]
 }
 

@@ -56,6 +56,7 @@ fn event() -> impl Strategy<Value = Event> {
         }),
         4 => (user(), post(), ts()).prop_map(|(author, post_id, ts)| Event::Post { author, post_id, ts }),
         1 => (user(), post(), ts()).prop_map(|(author, post_id, ts)| Event::DeletePost { author, post_id, ts }),
+        1 => (user(), ts()).prop_map(|(user, ts)| Event::Seen { user, ts }),
     ]
 }
 

@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use feedlog::api::http::ApiConfig;
 use feedlog::api::query::Reader;
 use feedlog::core::codec::Format;
+use feedlog::core::event::EventKind;
 use feedlog::core::metrics::StepStats;
 use feedlog::ingest::generate::{self, Activity, Graph, Rng};
 use feedlog::ingest::import::SnapFormat;
@@ -121,14 +122,12 @@ fn load(data: &Path, a: &DemoArgs) -> Result<()> {
         ..Activity::default()
     };
     let events = generate::activity(&mut graph, activity, START_MS + follows + 1000, 1, &mut rng);
-    let mut kinds = [0u64; 4];
+    let mut kinds = [0u64; 5];
     for e in &events {
-        kinds[match e {
-            Event::Follow { .. } => 0,
-            Event::Unfollow { .. } => 1,
-            Event::Post { .. } => 2,
-            Event::DeletePost { .. } => 3,
-        }] += 1;
+        kinds[EventKind::ALL
+            .iter()
+            .position(|&k| k == e.kind())
+            .unwrap_or(0)] += 1;
         producer.event(e, Format::Bincode)?;
     }
     let s = producer.finish()?;

@@ -247,9 +247,9 @@ pub fn run(
     let secs = start.elapsed().as_secs_f64();
     let events: u64 = totals.events.iter().sum();
     println!(
-        "processed {events} events (follow {}, unfollow {}, post {}, delete_post {}) and {} effects in {secs:.1}s \
+        "processed {events} events ({}) and {} effects in {secs:.1}s \
          ({:.0} events/s); {} inbox deliveries ({:.0}/s); {} forwarded; {} replayed after handovers; {} dead letters",
-        totals.events[0], totals.events[1], totals.events[2], totals.events[3], totals.effects,
+        totals.events_by_kind(), totals.effects,
         events as f64 / secs.max(1e-9), totals.delivered, totals.delivered as f64 / secs.max(1e-9),
         totals.forwarded, totals.replayed, totals.dead_letters
     );

@@ -133,6 +133,8 @@ pub fn apply_event<K: Kv + ?Sized>(
                 })?;
             }
         },
+        // Activity changes no view (DESIGN §3): counted, nothing stored.
+        Event::Seen { .. } => return Ok(applied),
     }
     applied.changed = true;
     Ok(applied)

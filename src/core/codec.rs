@@ -104,7 +104,7 @@ pub enum DecodeError {
     #[error("invalid bincode: {0}")]
     Bincode(String),
     /// `type` is missing or names no event kind.
-    #[error("unknown event type {0:?} (expected follow, unfollow, post or delete_post)")]
+    #[error("unknown event type {0:?} (expected follow, unfollow, post, delete_post or seen)")]
     UnknownType(String),
     /// A field the event kind needs is absent.
     #[error("{kind}: missing field `{field}`")]
@@ -148,6 +148,7 @@ struct RawEvent {
     followee: Option<serde_json::Value>,
     author: Option<serde_json::Value>,
     post_id: Option<serde_json::Value>,
+    user: Option<serde_json::Value>,
     ts: Option<serde_json::Value>,
     v: Option<serde_json::Value>,
 }
@@ -211,10 +212,15 @@ fn decode_json(value: &[u8]) -> Result<Event, DecodeError> {
         "unfollow" => ("unfollow", true),
         "post" => ("post", false),
         "delete_post" => ("delete_post", false),
+        "seen" => ("seen", false),
         other => return Err(DecodeError::UnknownType(other.to_string())),
     };
     let field = |v: Option<serde_json::Value>, field: &'static str| number(v, kind, field);
     let ts = Ts(field(raw.ts, "ts")?);
+    if kind == "seen" {
+        let user = UserId(field(raw.user, "user")?);
+        return Ok(Event::Seen { user, ts });
+    }
     Ok(if need_edge {
         let follower = UserId(field(raw.follower, "follower")?);
         let followee = UserId(field(raw.followee, "followee")?);
@@ -279,6 +285,7 @@ pub fn event_to_json(event: &Event) -> String {
             post_id,
             ts,
         } => format!(r#"{{"type":"delete_post","author":{author},"post_id":{post_id},"ts":{ts}}}"#),
+        Event::Seen { user, ts } => format!(r#"{{"type":"seen","user":{user},"ts":{ts}}}"#),
     }
 }
 
@@ -363,7 +370,7 @@ mod tests {
         decode_event(Format::Json.as_u8(), s.as_bytes())
     }
 
-    // Proves the four JSON shapes of the README decode, with and without "v".
+    // Proves the five JSON shapes of the README decode, with and without "v".
     #[test]
     fn json_shapes_decode() {
         assert_eq!(
@@ -382,6 +389,21 @@ mod tests {
                 ts: Ts(5)
             })
         );
+        assert_eq!(
+            json(r#"{"type":"seen","user":3,"ts":1700000000000}"#),
+            Ok(Event::Seen {
+                user: UserId(3),
+                ts: Ts(1700000000000)
+            })
+        );
+        assert!(matches!(
+            json(r#"{"type":"seen","author":3,"ts":1}"#),
+            Err(DecodeError::MissingField { field: "user", .. })
+        ));
+        assert!(matches!(
+            json(r#"{"type":"seen","user":0,"ts":1}"#),
+            Err(DecodeError::Invalid(_))
+        ));
     }
 
     // Proves fields the event kind does not use are ignored whatever their type, as the README promises.
@@ -456,6 +478,10 @@ mod tests {
                 author: UserId(4),
                 post_id: PostId(5),
                 ts: Ts(7),
+            },
+            Event::Seen {
+                user: UserId(u64::MAX),
+                ts: Ts(8),
             },
         ];
         for e in events {

@@ -77,6 +77,14 @@ pub enum Event {
         /// Producer time.
         ts: Ts,
     },
+    /// `user` was active (opened the app): activity for hybrid fan-out's
+    /// inactive readers (DESIGN §3). Changes no view.
+    Seen {
+        /// The acting user.
+        user: UserId,
+        /// Producer time.
+        ts: Ts,
+    },
 }
 
 impl Event {
@@ -85,6 +93,7 @@ impl Event {
         match *self {
             Event::Follow { follower, .. } | Event::Unfollow { follower, .. } => follower,
             Event::Post { author, .. } | Event::DeletePost { author, .. } => author,
+            Event::Seen { user, .. } => user,
         }
     }
 
@@ -94,17 +103,20 @@ impl Event {
             Event::Follow { ts, .. }
             | Event::Unfollow { ts, .. }
             | Event::Post { ts, .. }
-            | Event::DeletePost { ts, .. } => ts,
+            | Event::DeletePost { ts, .. }
+            | Event::Seen { ts, .. } => ts,
         }
     }
 
-    /// The kind as spelled in JSON (`follow`, `unfollow`, `post`, `delete_post`).
+    /// The kind as spelled in JSON (`follow`, `unfollow`, `post`,
+    /// `delete_post`, `seen`).
     pub fn kind(&self) -> EventKind {
         match self {
             Event::Follow { .. } => EventKind::Follow,
             Event::Unfollow { .. } => EventKind::Unfollow,
             Event::Post { .. } => EventKind::Post,
             Event::DeletePost { .. } => EventKind::DeletePost,
+            Event::Seen { .. } => EventKind::Seen,
         }
     }
 
@@ -141,12 +153,17 @@ impl Event {
                     return Err(InvalidEvent::ZeroId { field: "post_id" });
                 }
             }
+            Event::Seen { user, .. } => {
+                if user.0 == 0 {
+                    return Err(InvalidEvent::ZeroId { field: "user" });
+                }
+            }
         }
         Ok(())
     }
 }
 
-/// The four event kinds.
+/// The event kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventKind {
     /// `follow`
@@ -157,6 +174,20 @@ pub enum EventKind {
     Post,
     /// `delete_post`
     DeletePost,
+    /// `seen`
+    Seen,
+}
+
+impl EventKind {
+    /// Every kind, in the order [`crate::core::metrics::StepStats::events`]
+    /// counts them.
+    pub const ALL: [EventKind; 5] = [
+        EventKind::Follow,
+        EventKind::Unfollow,
+        EventKind::Post,
+        EventKind::DeletePost,
+        EventKind::Seen,
+    ];
 }
 
 impl EventKind {
@@ -167,6 +198,7 @@ impl EventKind {
             EventKind::Unfollow => "unfollow",
             EventKind::Post => "post",
             EventKind::DeletePost => "delete_post",
+            EventKind::Seen => "seen",
         }
     }
 }
@@ -218,6 +250,14 @@ mod tests {
         assert_eq!(
             zero.validate(),
             Err(InvalidEvent::ZeroId { field: "post_id" })
+        );
+        let nobody = Event::Seen {
+            user: UserId(0),
+            ts: Ts(5),
+        };
+        assert_eq!(
+            nobody.validate(),
+            Err(InvalidEvent::ZeroId { field: "user" })
         );
     }
 }

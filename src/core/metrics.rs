@@ -99,8 +99,9 @@ pub fn sample(out: &mut String, name: &str, labels: &str, value: impl std::fmt::
 /// What one step did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StepStats {
-    /// Input events read, by kind: follow, unfollow, post, delete_post.
-    pub events: [u64; 4],
+    /// Input events read, by kind: follow, unfollow, post, delete_post,
+    /// seen (the order of [`crate::core::event::EventKind::ALL`]).
+    pub events: [u64; 5],
     /// Effects read.
     pub effects: u64,
     /// Records sent to the dead-letter log.
@@ -125,13 +126,19 @@ impl StepStats {
     /// Counts one event of `kind` read.
     pub fn count_event(&mut self, kind: crate::core::event::EventKind) {
         use crate::core::event::EventKind;
-        let i = match kind {
-            EventKind::Follow => 0,
-            EventKind::Unfollow => 1,
-            EventKind::Post => 2,
-            EventKind::DeletePost => 3,
-        };
+        let i = EventKind::ALL.iter().position(|&k| k == kind).unwrap_or(0);
         self.events[i] += 1;
+    }
+
+    /// The events read by kind, as `follow N, unfollow N, post N,
+    /// delete_post N, seen N`.
+    pub fn events_by_kind(&self) -> String {
+        crate::core::event::EventKind::ALL
+            .iter()
+            .zip(self.events)
+            .map(|(k, n)| format!("{} {n}", k.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// Records read from both inputs.

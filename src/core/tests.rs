@@ -339,3 +339,20 @@ fn inbox_trims_and_sets_horizon() {
     };
     assert_eq!(effect(&mut kv, &old).0.delivered, 0);
 }
+
+// Proves a `seen` event changes no state and sends nothing, for a known user and an unknown one.
+#[test]
+fn seen_changes_nothing() {
+    let mut kv = MemKv::default();
+    settle(&mut kv, follow(A, B, 10), 1);
+    settle(&mut kv, post(B, 7, 20), 2);
+    for user in [A, C] {
+        let mut t = Txn::new(&kv);
+        let mut out = Vec::new();
+        let seen = Event::Seen { user, ts: Ts(30) };
+        let a = apply_event(&mut t, &ctx(), &seen, Version(3), &mut out).unwrap();
+        assert!(!a.changed, "{user}");
+        assert!(out.is_empty(), "{user}");
+        assert_eq!(t.staged(), 0, "{user}");
+    }
+}

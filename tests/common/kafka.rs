@@ -14,7 +14,7 @@ use feedlog::state::{meta, Store};
 use feedlog::task::embedded::ProcessorConfig;
 use feedlog::task::kafka::{Cluster, ClusterConfig};
 use feedlog::task::Shutdown;
-use feedlog::{Event, UserId};
+use feedlog::UserId;
 use rdkafka::config::ClientConfig;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::mocking::MockCluster;
@@ -316,19 +316,7 @@ impl Broker {
 }
 
 pub fn max_user(log: &str) -> u64 {
-    log.lines()
-        .filter_map(|l| codec::decode_event(Format::Json.as_u8(), l.as_bytes()).ok())
-        .map(|e| match e {
-            Event::Follow {
-                follower, followee, ..
-            }
-            | Event::Unfollow {
-                follower, followee, ..
-            } => follower.0.max(followee.0),
-            Event::Post { author, .. } | Event::DeletePost { author, .. } => author.0,
-        })
-        .max()
-        .unwrap_or(1)
+    super::oracle_of(log).1.max(1)
 }
 
 /// `feedlog --kafka BROKERS --group G --topic-prefix P ARGS`, with the data directory.

@@ -269,23 +269,12 @@ pub fn collect_pages<T>(
 /// highest user id it names.
 pub fn oracle_of(input: &str) -> (Oracle, u64) {
     let mut o = Oracle::default();
-    let mut max_user = 0;
     for line in input.lines().filter(|l| !l.trim().is_empty()) {
         if let Ok(e) = codec::decode_event(Format::Json.as_u8(), line.as_bytes()) {
             o.apply(&e);
-            max_user = max_user.max(match e {
-                feedlog::Event::Follow {
-                    follower, followee, ..
-                }
-                | feedlog::Event::Unfollow {
-                    follower, followee, ..
-                } => follower.0.max(followee.0),
-                feedlog::Event::Post { author, .. } | feedlog::Event::DeletePost { author, .. } => {
-                    author.0
-                }
-            });
         }
     }
+    let max_user = o.users().max().unwrap_or(0);
     (o, max_user)
 }
 

@@ -34,6 +34,9 @@ impl Oracle {
             Event::Post { author, .. } | Event::DeletePost { author, .. } => {
                 self.named.insert(author.0);
             }
+            Event::Seen { user, .. } => {
+                self.named.insert(user.0);
+            }
         }
         match *event {
             Event::Follow {
@@ -62,6 +65,8 @@ impl Oracle {
             } => {
                 self.posts.insert((author.0, post_id.0), PostState::Deleted);
             }
+            // Activity changes no view.
+            Event::Seen { .. } => {}
         }
     }
 

@@ -57,10 +57,8 @@ pub fn render_metrics(api: &Api) -> String {
         let t = p.totals();
         let name = "feedlog_events_applied_total";
         metrics::header(o, name, "counter", "Input events applied, by kind.");
-        for (i, kind) in ["follow", "unfollow", "post", "delete_post"]
-            .iter()
-            .enumerate()
-        {
+        for (i, kind) in crate::core::event::EventKind::ALL.iter().enumerate() {
+            let kind = kind.as_str();
             metrics::sample(o, name, &format!("kind=\"{kind}\""), t.events[i]);
         }
         for (name, help, v) in [

@@ -580,6 +580,8 @@ impl Worker {
                     out.zrem('i', f, &[post]);
                 }
             }
+            // Activity: the push design has nothing to do for it.
+            Event::Seen { .. } => {}
         }
     }
 }
