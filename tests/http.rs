@@ -240,7 +240,10 @@ fn timeline_stream_delivers_posts_made_after_subscription() {
 #[test]
 fn metrics_parse_and_readiness_follows_lag() {
     let tmp = tempfile::tempdir().unwrap();
-    let log = generated_log(40, 1500);
+    let mut log = generated_log(40, 1500);
+    for u in 1..=7 {
+        log.push_str(&format!("{{\"type\":\"seen\",\"user\":{u},\"ts\":{u}}}\n"));
+    }
     let processor = processed(tmp.path(), &log, 2);
     let server = Server::start(
         &processor,
@@ -261,6 +264,11 @@ fn metrics_parse_and_readiness_follows_lag() {
     assert_eq!(c.get("/healthz").status, 200);
     for _ in 0..3 {
         assert_eq!(c.get("/v1/users/1/timeline").status, 200);
+    }
+    // A user with no timeline: a materialized (empty) first page, kept at
+    // the first read and answered from the page cache at the second.
+    for _ in 0..2 {
+        assert_eq!(c.get("/v1/users/4000000/timeline").status, 200);
     }
 
     let r = c.get("/metrics");
@@ -287,7 +295,7 @@ fn metrics_parse_and_readiness_follows_lag() {
             .filter(|l| l.contains(&format!("\"type\":\"{kind}\"")))
             .count() as f64
     };
-    for kind in ["follow", "unfollow", "post", "delete_post"] {
+    for kind in feedlog::core::event::EventKind::ALL.map(|k| k.as_str()) {
         assert_eq!(
             value("feedlog_events_applied_total", Some(("kind", kind))),
             count(kind),
@@ -304,6 +312,22 @@ fn metrics_parse_and_readiness_follows_lag() {
         .iter()
         .all(|s| matches!(s.value, prometheus_parse::Value::Gauge(v) if v == 0.0)));
     assert!(value("feedlog_deliveries_total", None) > 0.0);
+    let page_cache = |name: &str| -> f64 {
+        scrape
+            .samples
+            .iter()
+            .filter(|s| s.metric == name)
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v) => v,
+                ref other => panic!("{name} is {other:?}"),
+            })
+            .sum()
+    };
+    assert!(page_cache("feedlog_page_cache_hits_total") >= 1.0, "{text}");
+    assert!(
+        page_cache("feedlog_page_cache_misses_total") >= 2.0,
+        "{text}"
+    );
     let timeline_requests = scrape
         .samples
         .iter()
@@ -314,11 +338,7 @@ fn metrics_parse_and_readiness_follows_lag() {
         .expect("a latency histogram for the timeline route");
     match &timeline_requests.value {
         prometheus_parse::Value::Histogram(buckets) => {
-            assert_eq!(
-                buckets.last().unwrap().count,
-                3.0,
-                "three timeline requests"
-            );
+            assert_eq!(buckets.last().unwrap().count, 5.0, "five timeline requests");
         }
         other => panic!("not a histogram: {other:?}"),
     }

@@ -367,20 +367,23 @@ pub enum ImportFormat {
 pub enum BenchKind {
     /// Fan-out inbox writes/s through the processor vs raw RocksDB puts.
     Fanout,
-    /// Timeline pages/s and latency through the HTTP API (wrk) vs raw
-    /// RocksDB seek + 20 reads, on the state in --data.
+    /// Timeline pages/s and latency through the HTTP API (wrk), with the
+    /// page cache and without, vs raw RocksDB seek + 20 reads, on the
+    /// state in --data.
     Http,
     /// Events/s and deliveries/s through Kafka with one and two processors
-    /// vs the embedded log, same workload (--kafka BROKERS, else an
-    /// in-process mock broker).
+    /// vs the embedded log (processing a produced log, and producing while
+    /// it runs), same workload (--kafka BROKERS, else an in-process mock
+    /// broker).
     Kafka,
     /// Rebuild of the state in --data from its log vs raw reads of the log
     /// and raw RocksDB puts of the rebuilt records.
     Rebuild,
     /// feedlog against the Redis sorted-set design on the same events (the
     /// log in --data when it exists, else the generated workload): inbox
-    /// entries/s end to end, timeline pages/s and p50/p99 (wrk against
-    /// redis-benchmark ZREVRANGE at the same concurrency).
+    /// entries/s end to end, timeline pages/s and p50/p99 with the page
+    /// cache and without (wrk against redis-benchmark ZREVRANGE at the
+    /// same concurrency).
     Redis,
 }
 

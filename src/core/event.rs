@@ -1,6 +1,6 @@
 //! Events and the newtypes they are made of.
 //!
-//! An [`Event`] is what upstream apps write to the `events` topic: one of four
+//! An [`Event`] is what upstream apps write to the `events` topic: one of five
 //! kinds, each with a producer timestamp. Ids are never bare `u64`s past the
 //! codec: a [`UserId`] cannot be passed where a [`PostId`] is expected.
 

@@ -152,8 +152,8 @@ impl StepStats {
 
     /// Adds another step's figures.
     pub fn add(&mut self, o: &StepStats) {
-        for i in 0..4 {
-            self.events[i] += o.events[i];
+        for (n, o) in self.events.iter_mut().zip(o.events) {
+            *n += o;
         }
         self.effects += o.effects;
         self.dead_letters += o.dead_letters;
@@ -169,8 +169,8 @@ impl StepStats {
     /// The figures added since `before` (an earlier copy of a running total).
     pub fn since(&self, before: &StepStats) -> StepStats {
         let mut d = *self;
-        for i in 0..4 {
-            d.events[i] -= before.events[i];
+        for (n, b) in d.events.iter_mut().zip(before.events) {
+            *n -= b;
         }
         d.effects -= before.effects;
         d.dead_letters -= before.dead_letters;

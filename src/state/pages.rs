@@ -9,14 +9,16 @@
 //!
 //! It is exact:
 //! - an entry is a page read from its store and encoded, nothing else;
-//! - [`Store::commit`](super::Store::commit) drops the entries of every user
-//!   whose inbox or user record the commit writes (a page that the inbox
-//!   fills depends on nothing else; one that it does not fill, on the user
-//!   having no horizon, which is in the user record), once the commit is in
-//!   RocksDB;
-//! - a page read while a commit was landing is not kept: [`PageCache::keep`]
-//!   takes the [`PageCache::epoch`] read before the page was, and refuses
-//!   the page if any commit has landed since.
+//! - [`Store::commit`](super::Store::commit) opens a [`Landing`] before it
+//!   writes to RocksDB, which drops the entries of every user whose inbox
+//!   or user record the commit writes (a page that the inbox fills depends
+//!   on nothing else; one that it does not fill, on the user having no
+//!   horizon, which is in the user record), so no kept page is older than
+//!   what RocksDB answers;
+//! - a page read while a commit may be landing is not kept:
+//!   [`PageCache::keep`] refuses while a landing is open, and when the
+//!   [`PageCache::epoch`] read before the page was read has moved (each
+//!   landing moves it when it closes, after the write).
 //!
 //! A store whose data changes without a commit (a RocksDB secondary, which
 //! catches up with its primary) has no page cache. The contract tests read
@@ -44,10 +46,27 @@ pub struct PageCache {
 
 #[derive(Default)]
 struct Inner {
-    /// Commits landed (or clears) so far.
+    /// Landings closed so far.
     epoch: u64,
+    /// Landings open now.
+    landing: usize,
     bytes: usize,
     users: FxHashMap<u64, Vec<Kept>>,
+}
+
+/// A commit on its way into RocksDB (see [`PageCache::landing`]); closing
+/// it (dropping it, after the write, whether the write succeeded or not)
+/// moves the epoch.
+pub struct Landing<'a>(Option<&'a PageCache>);
+
+impl Drop for Landing<'_> {
+    fn drop(&mut self) {
+        if let Some(cache) = self.0 {
+            let mut inner = cache.lock();
+            inner.epoch += 1;
+            inner.landing -= 1;
+        }
+    }
 }
 
 struct Kept {
@@ -108,14 +127,15 @@ impl PageCache {
 
     /// Keeps `body`, the first page of `limit` entries of `user`, read
     /// after [`epoch`](Self::epoch) returned `epoch`; refused (`false`)
-    /// when a commit has landed since.
+    /// while a commit is landing or when one has landed since, and for a
+    /// page over a quarter of the budget.
     pub fn keep(&self, epoch: u64, user: u64, limit: usize, body: Bytes) -> bool {
         let size = body.len() + ENTRY_OVERHEAD;
         if !self.is_on() || size > self.budget / 4 {
             return false;
         }
         let mut inner = self.lock();
-        if inner.epoch != epoch {
+        if inner.epoch != epoch || inner.landing > 0 {
             return false;
         }
         if inner.bytes + size > self.budget {
@@ -135,31 +155,33 @@ impl PageCache {
         true
     }
 
-    /// Records a commit that just landed: drops the pages of every user
-    /// whose inbox or user record it wrote; `everything`: of every user.
-    pub fn committed(&self, writes: &Writes, everything: bool) {
+    /// Opens the landing of a commit of `writes`, before they are written:
+    /// drops the pages of every user whose inbox or user record they write
+    /// (`everything`: of every user), and refuses new pages until the
+    /// landing is dropped, after the write.
+    pub fn landing(&self, writes: &Writes, everything: bool) -> Landing<'_> {
         if !self.is_on() {
-            return;
+            return Landing(None);
         }
-        let mut inner = self.lock();
-        inner.epoch += 1;
-        if inner.users.is_empty() {
-            return;
-        }
-        if everything {
-            inner.clear();
-            return;
-        }
-        let mut last = None;
-        for cf in [Cf::Inbox, Cf::Users] {
-            for k in writes.cf(cf).keys() {
-                let user = user_of(k);
-                if last != Some(user) {
-                    last = Some(user);
+        let empty = {
+            let mut inner = self.lock();
+            inner.landing += 1;
+            inner.users.is_empty()
+        };
+        // Nothing can be kept from here on, so the users are listed
+        // without holding the lock that readers take.
+        if !empty {
+            if everything {
+                self.lock().clear();
+            } else {
+                let users = touched_users(writes);
+                let mut inner = self.lock();
+                for user in users {
                     inner.drop_user(user);
                 }
             }
         }
+        Landing(Some(self))
     }
 
     /// Pages answered from the cache and pages read, since the start.
@@ -208,6 +230,22 @@ impl Inner {
     }
 }
 
+/// The users whose inbox or user record `writes` change, each once.
+fn touched_users(writes: &Writes) -> Vec<u64> {
+    let mut users = Vec::new();
+    for cf in [Cf::Inbox, Cf::Users] {
+        let mut last = None;
+        for k in writes.cf(cf).keys() {
+            let user = user_of(k);
+            if last != Some(user) {
+                last = Some(user);
+                users.push(user);
+            }
+        }
+    }
+    users
+}
+
 /// The user a key of the inbox or users column family belongs to (its
 /// first 8 bytes, big-endian).
 fn user_of(key: &[u8]) -> u64 {
@@ -236,12 +274,33 @@ mod tests {
         t.into_writes()
     }
 
+    /// While a commit lands its users' pages are gone and no page is kept;
+    /// a page read before it landed is refused, one read after is kept.
+    #[test]
+    fn nothing_is_kept_while_a_commit_lands() {
+        let c = PageCache::new(1 << 20);
+        assert!(c.keep(c.epoch(), 7, 20, body("old")));
+        let w = writes(Cf::Users, 7);
+        let landing = c.landing(&w, false);
+        assert_eq!(c.get(7, 20), None, "dropped before the write");
+        assert!(
+            !c.keep(c.epoch(), 7, 20, body("mid")),
+            "refused while landing"
+        );
+        assert!(!c.keep(c.epoch(), 8, 20, body("mid")), "for every user");
+        let before = c.epoch();
+        drop(landing);
+        assert!(!c.keep(before, 7, 20, body("mid")), "read before it closed");
+        assert!(c.keep(c.epoch(), 7, 20, body("new")));
+        assert_eq!(c.get(7, 20), Some(body("new")));
+    }
+
     /// A page read before a commit landed is refused; one read after is kept.
     #[test]
     fn keeps_only_pages_read_after_the_last_commit() {
         let c = PageCache::new(1 << 20);
         let before = c.epoch();
-        c.committed(&Writes::default(), false);
+        drop(c.landing(&Writes::default(), false));
         assert!(!c.keep(before, 7, 20, body("old")));
         assert_eq!(c.get(7, 20), None);
         assert!(c.keep(c.epoch(), 7, 20, body("new")));
@@ -258,18 +317,18 @@ mod tests {
                 assert!(c.keep(c.epoch(), user, 20, body("p")));
             }
             assert!(c.keep(c.epoch(), 7, 5, body("q")));
-            c.committed(&writes(cf, 7), false);
+            drop(c.landing(&writes(cf, 7), false));
             assert_eq!(c.get(7, 20), None, "{cf:?}");
             assert_eq!(c.get(7, 5), None, "{cf:?}");
             assert_eq!(c.get(6, 20), Some(body("p")));
             assert_eq!(c.get(8, 20), Some(body("p")));
-            c.committed(&writes(Cf::Outbox, 6), false);
+            drop(c.landing(&writes(Cf::Outbox, 6), false));
             assert_eq!(
                 c.get(6, 20),
                 Some(body("p")),
                 "outbox writes change no page"
             );
-            c.committed(&Writes::default(), true);
+            drop(c.landing(&Writes::default(), true));
             assert_eq!(
                 c.get(8, 20),
                 None,

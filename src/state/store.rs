@@ -407,10 +407,8 @@ impl Store {
             pages_touched: false,
         };
         extra(&mut raw);
-        let everything = raw.pages_touched;
-        self.write(batch)?;
-        self.pages.committed(writes, everything);
-        Ok(())
+        let _landing = self.pages.landing(writes, raw.pages_touched);
+        self.write(batch)
     }
 
     /// The first timeline pages kept beside this store.

@@ -143,7 +143,12 @@ pub(super) async fn timeline(
     if l <= INLINE_LIMIT && !api.reader.is_following() {
         let reader = api.reader.current();
         if cursor.is_none() {
-            let encode = |page: &Page<_>| encode_page(page).ok().map(Bytes::from);
+            // Kept as long as it lives: no spare capacity.
+            let encode = |page: &Page<_>| {
+                let mut body = encode_page(page).ok()?;
+                body.shrink_to_fit();
+                Some(Bytes::from(body))
+            };
             if let Some(body) = reader.first_page_encoded(user, l, encode)? {
                 return Ok(json_response(body));
             }

@@ -161,7 +161,7 @@ fn render_page_cache(o: &mut String, api: &Api) {
         (
             "feedlog_page_cache_misses_total",
             "counter",
-            "First timeline pages read from the store (then kept, unless a commit landed meanwhile).",
+            "First timeline pages not in the page cache: read from the store, and kept when the inbox holds them and no commit landed meanwhile.",
         ),
         (
             "feedlog_page_cache_bytes",

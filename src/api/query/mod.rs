@@ -374,8 +374,19 @@ impl Reader {
         limit: usize,
         cursor: Option<&str>,
     ) -> Result<Option<Page<PostItem>>, QueryError> {
-        let after = timeline_after(user, limit, cursor)?;
         let store = self.store_of(user)?;
+        self.materialized(&store, user, limit, cursor)
+    }
+
+    /// [`Reader::timeline_if_materialized`] in `store`, the user's.
+    fn materialized(
+        &self,
+        store: &Store,
+        user: UserId,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Option<Page<PostItem>>, QueryError> {
+        let after = timeline_after(user, limit, cursor)?;
         let want = limit + 1;
         let (lo, hi) = views::inbox_range(user, after.as_ref());
         let mut page = Vec::with_capacity(want);
@@ -391,7 +402,7 @@ impl Reader {
         // not from the scan's view, and that is enough: a store never
         // removes or raises a horizon (the core only ever lowers it), so
         // none now means none when the scan read.
-        if page.len() == want || views::user(&*store, user)?.horizon.is_none() {
+        if page.len() == want || views::user(store, user)?.horizon.is_none() {
             return Ok(Some(timeline_page(user, limit, page)));
         }
         Ok(None)
@@ -417,7 +428,7 @@ impl Reader {
             return Ok(Some(body));
         }
         let epoch = pages.epoch();
-        let Some(page) = self.timeline_if_materialized(user, limit, None)? else {
+        let Some(page) = self.materialized(&store, user, limit, None)? else {
             return Ok(None);
         };
         let Some(body) = encode(&page) else {

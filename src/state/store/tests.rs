@@ -82,3 +82,36 @@ fn for_each_key_matches_the_scan() {
         assert_eq!(first, want.iter().take(3).cloned().collect::<Vec<_>>());
     }
 }
+
+// Proves a commit drops the kept pages of the users it writes before its write lands, and a raw write to the inbox or users column family drops them all.
+#[test]
+fn commits_drop_kept_pages() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = BlockCache::new(1 << 20);
+    let opts = StoreOptions {
+        sync: false,
+        ..StoreOptions::default()
+    };
+    let s = Store::open(tmp.path(), 0, 1, &cache, &opts).unwrap();
+    let page = bytes::Bytes::from_static(b"{}");
+    let keep = |user: u64| assert!(s.pages().keep(s.pages().epoch(), user, 20, page.clone()));
+    let kept = |user: u64| s.pages().get(user, 20).is_some();
+    keep(5);
+    keep(6);
+    let mut txn = crate::core::kv::Txn::new(&s);
+    txn.put(Cf::Inbox, [5u64.to_be_bytes(), [0; 8]].concat(), Vec::new());
+    s.commit(&txn.into_writes(), |_| {}).unwrap();
+    assert!(!kept(5), "its inbox was written");
+    assert!(kept(6), "not written");
+    s.commit(&Writes::default(), |b| b.put(Cf::Meta, b"x", b"1"))
+        .unwrap();
+    assert!(kept(6), "a raw write elsewhere");
+    s.commit(&Writes::default(), |b| {
+        b.put(Cf::Users, &7u64.to_be_bytes(), b"")
+    })
+    .unwrap();
+    assert!(
+        !kept(6),
+        "a raw write to the users column family drops every page"
+    );
+}
