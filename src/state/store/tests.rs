@@ -2,6 +2,15 @@
 
 use super::*;
 
+/// A store of one partition in `path`, without fsyncs.
+fn scratch(path: &Path) -> Store {
+    let opts = StoreOptions {
+        sync: false,
+        ..StoreOptions::default()
+    };
+    Store::open(path, 0, 1, &BlockCache::new(1 << 20), &opts).unwrap()
+}
+
 // Proves a store written with another layout version, or for another partition, is refused, not misread.
 #[test]
 fn other_layouts_are_refused() {
@@ -44,12 +53,7 @@ fn other_layouts_are_refused() {
 #[test]
 fn for_each_key_matches_the_scan() {
     let tmp = tempfile::tempdir().unwrap();
-    let cache = BlockCache::new(1 << 20);
-    let opts = StoreOptions {
-        sync: false,
-        ..StoreOptions::default()
-    };
-    let s = Store::open(tmp.path(), 0, 1, &cache, &opts).unwrap();
+    let s = scratch(tmp.path());
     let mut txn = crate::core::kv::Txn::new(&s);
     for k in 0u8..40 {
         txn.put(Cf::Inbox, vec![1, k], Vec::new());
@@ -87,12 +91,7 @@ fn for_each_key_matches_the_scan() {
 #[test]
 fn commits_drop_kept_pages() {
     let tmp = tempfile::tempdir().unwrap();
-    let cache = BlockCache::new(1 << 20);
-    let opts = StoreOptions {
-        sync: false,
-        ..StoreOptions::default()
-    };
-    let s = Store::open(tmp.path(), 0, 1, &cache, &opts).unwrap();
+    let s = scratch(tmp.path());
     let page = bytes::Bytes::from_static(b"{}");
     let keep = |user: u64| assert!(s.pages().keep(s.pages().epoch(), user, 20, page.clone()));
     let kept = |user: u64| s.pages().get(user, 20).is_some();
