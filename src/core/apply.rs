@@ -114,30 +114,48 @@ pub fn apply_event<K: Kv + ?Sized>(
         }
         Event::DeletePost {
             author, post_id, ..
-        } => match views::post(t, author, post_id)? {
-            Some(PostVal::Deleted(_)) => return Ok(applied),
-            None => t.set_post(author, post_id, &PostVal::Deleted(None)),
-            Some(PostVal::Live(ts)) => {
-                t.set_post(author, post_id, &PostVal::Deleted(Some(ts)));
-                t.set_outbox(author, ts, post_id, false);
-                let mut u = t.user(author)?;
-                u.posts -= 1;
-                t.set_user(author, &u);
-                fan_out(t, ctx, author, out, |targets: Vec<(UserId, Version)>| {
-                    Effect::Retract {
-                        author,
-                        post_id,
-                        ts,
-                        targets: targets.into_iter().map(|(u, _)| u).collect(),
-                    }
-                })?;
+        } => {
+            if !delete_post(t, ctx, author, post_id, out)? {
+                return Ok(applied);
             }
-        },
+        }
         // Activity changes no view (DESIGN §3): counted, nothing stored.
         Event::Seen { .. } => return Ok(applied),
     }
     applied.changed = true;
     Ok(applied)
+}
+
+/// `author` deletes `post_id`, for good (also before the post arrives):
+/// a live post leaves the outbox and every follower's inbox. Whether
+/// anything changed (a post deleted already: no).
+fn delete_post<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    author: UserId,
+    post_id: PostId,
+    out: &mut Vec<Out>,
+) -> Result<bool, KvError> {
+    match views::post(t, author, post_id)? {
+        Some(PostVal::Deleted(_)) => return Ok(false),
+        None => t.set_post(author, post_id, &PostVal::Deleted(None)),
+        Some(PostVal::Live(ts)) => {
+            t.set_post(author, post_id, &PostVal::Deleted(Some(ts)));
+            t.set_outbox(author, ts, post_id, false);
+            let mut u = t.user(author)?;
+            u.posts -= 1;
+            t.set_user(author, &u);
+            fan_out(t, ctx, author, out, |targets: Vec<(UserId, Version)>| {
+                Effect::Retract {
+                    author,
+                    post_id,
+                    ts,
+                    targets: targets.into_iter().map(|(u, _)| u).collect(),
+                }
+            })?;
+        }
+    }
+    Ok(true)
 }
 
 /// Sends one message per destination partition and chunk, covering every

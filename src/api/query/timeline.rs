@@ -1,0 +1,264 @@
+//! Timeline pages: the materialized inbox, the page cache of first pages,
+//! and the pull path past the inbox's horizon.
+
+use super::cursor::{decode_cursor, encode_cursor, CursorView};
+use super::*;
+use crate::core::keys::TimelineKey;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+impl Reader {
+    /// A page of the user's home timeline: live posts of current followees,
+    /// newest first (ts desc, post id desc, author desc).
+    pub fn timeline(
+        &self,
+        user: UserId,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Page<PostItem>, QueryError> {
+        let after = timeline_after(user, limit, cursor)?;
+        let store = self.store_of(user)?;
+        let snap = store.snapshot();
+        let (mut keys, past_horizon) = inbox_part(&snap, user, after, limit + 1)?;
+        if let Some(from) = past_horizon {
+            self.pull(&snap, user, from, after, limit + 1, &mut keys)?;
+        }
+        Ok(timeline_page(user, limit, keys))
+    }
+
+    /// The same page as [`Reader::timeline`] when the materialized inbox
+    /// alone holds it; `None` when the page reaches past the inbox's horizon
+    /// and needs the pull path. A short read, whatever the user's followee
+    /// count: one seek when the inbox fills the page (its entries are exact
+    /// up to the horizon, which they all sort before), else that seek and a
+    /// point read.
+    pub fn timeline_if_materialized(
+        &self,
+        user: UserId,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Option<Page<PostItem>>, QueryError> {
+        let store = self.store_of(user)?;
+        self.materialized(&store, user, limit, cursor)
+    }
+
+    /// [`Reader::timeline_if_materialized`] in `store`, the user's.
+    fn materialized(
+        &self,
+        store: &Store,
+        user: UserId,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Option<Page<PostItem>>, QueryError> {
+        let after = timeline_after(user, limit, cursor)?;
+        let want = limit + 1;
+        let (lo, hi) = views::inbox_range(user, after.as_ref());
+        let mut page = Vec::with_capacity(want);
+        store.for_each_key(Cf::Inbox, &lo, hi.as_deref(), |k| {
+            let entry = TimelineKey::decode(&k[8..]);
+            if Some(entry) != after {
+                page.push(entry);
+            }
+            page.len() < want
+        })?;
+        // Short of the page, the inbox is the whole rest of the timeline
+        // when the user has no horizon. The record is read after the scan,
+        // not from the scan's view, and that is enough: a store never
+        // removes or raises a horizon (the core only ever lowers it), so
+        // none now means none when the scan read.
+        if page.len() == want || views::user(store, user)?.horizon.is_none() {
+            return Ok(Some(timeline_page(user, limit, page)));
+        }
+        Ok(None)
+    }
+
+    /// The first page of `limit` entries of `user`'s timeline, encoded by
+    /// `encode`, when the materialized inbox holds it (as
+    /// [`Reader::timeline_if_materialized`]; `None` too when `encode`
+    /// fails): kept beside the user's store ([`crate::state::PageCache`])
+    /// and answered from there until a commit changes the user's inbox or
+    /// record.
+    pub fn first_page_encoded(
+        &self,
+        user: UserId,
+        limit: usize,
+        encode: impl FnOnce(&Page<PostItem>) -> Option<bytes::Bytes>,
+    ) -> Result<Option<bytes::Bytes>, QueryError> {
+        check_user(user)?;
+        check_limit(limit)?;
+        let store = self.store_of(user)?;
+        let pages = store.pages();
+        if let Some(body) = pages.get(user.0, limit) {
+            return Ok(Some(body));
+        }
+        let epoch = pages.epoch();
+        let Some(page) = self.materialized(&store, user, limit, None)? else {
+            return Ok(None);
+        };
+        let Some(body) = encode(&page) else {
+            return Ok(None);
+        };
+        pages.keep(epoch, user.0, limit, body.clone());
+        Ok(Some(body))
+    }
+
+    /// Completes a timeline page past the inbox's horizon: merges the current
+    /// followees' outboxes from `from` on, lazily (a heap holds each
+    /// followee's next entry), until `keys` holds `want` entries — reading
+    /// about `want + followees` entries whatever the timeline's length.
+    fn pull(
+        &self,
+        snap: &Snapshot<'_>,
+        user: UserId,
+        from: TimelineKey,
+        after: Option<TimelineKey>,
+        want: usize,
+        keys: &mut Vec<TimelineKey>,
+    ) -> Result<(), QueryError> {
+        // Followees' outboxes: from the stores here, by partition, or in one
+        // request per other processor. The user's own partition is read
+        // through `snap` (its store is `None` below): a second snapshot of a
+        // secondary would take its read lock twice, which deadlocks against
+        // a catch-up waiting between the two.
+        let own = self.partition_of(user);
+        let mut here: BTreeMap<u32, (Option<Arc<Store>>, Vec<UserId>)> = BTreeMap::new();
+        let mut elsewhere: Vec<UserId> = Vec::new();
+        for r in live_edges(snap, Cf::Followees, user, None) {
+            let (author, _) = r?;
+            let p = self.partition_of(author);
+            if let Some((_, authors)) = here.get_mut(&p) {
+                authors.push(author);
+                continue;
+            }
+            match self.parts.store(p) {
+                Ok(s) => {
+                    here.insert(p, ((p != own).then_some(s), vec![author]));
+                }
+                Err(Unavailable::Elsewhere { .. }) if self.remote.is_some() => {
+                    elsewhere.push(author)
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let fetched = match (&self.remote, elsewhere.is_empty()) {
+            (Some(remote), false) => {
+                remote.outboxes(&elsewhere, (from.ts, from.post_id), want + 1)?
+            }
+            _ => Vec::new(),
+        };
+        let snaps: Vec<(Option<Snapshot<'_>>, &Vec<UserId>)> = here
+            .values()
+            .map(|(store, authors)| (store.as_ref().map(|s| s.snapshot()), authors))
+            .collect();
+        type Head<'a> = Box<dyn Iterator<Item = Result<TimelineKey, QueryError>> + 'a>;
+        let mut heads: Vec<Head<'_>> = Vec::new();
+        let keep = move |r: &Result<TimelineKey, QueryError>| !matches!(r, Ok(k) if *k < from || Some(*k) == after);
+        for (other, authors) in &snaps {
+            let s = other.as_ref().unwrap_or(snap);
+            for &author in authors.iter() {
+                let it = views::outbox(s, author, Some((from.ts, from.post_id)))
+                    .map(move |r| {
+                        r.map(|(ts, post_id)| TimelineKey {
+                            ts,
+                            post_id,
+                            author,
+                        })
+                        .map_err(QueryError::from)
+                    })
+                    .filter(keep);
+                heads.push(Box::new(it));
+            }
+        }
+        for (author, posts) in fetched {
+            let it = posts
+                .into_iter()
+                .map(move |(ts, post_id)| {
+                    Ok(TimelineKey {
+                        ts,
+                        post_id,
+                        author,
+                    })
+                })
+                .filter(keep);
+            heads.push(Box::new(it));
+        }
+        let mut heap = BinaryHeap::new();
+        for (i, it) in heads.iter_mut().enumerate() {
+            if let Some(k) = it.next().transpose()? {
+                heap.push(Reverse((k, i)));
+            }
+        }
+        while keys.len() < want {
+            let Some(Reverse((k, i))) = heap.pop() else {
+                break;
+            };
+            keys.push(k);
+            if let Some(next) = heads[i].next().transpose()? {
+                heap.push(Reverse((next, i)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks a timeline request; the key its cursor continues after.
+fn timeline_after(
+    user: UserId,
+    limit: usize,
+    cursor: Option<&str>,
+) -> Result<Option<TimelineKey>, QueryError> {
+    check_user(user)?;
+    check_limit(limit)?;
+    Ok(match cursor {
+        Some(c) => Some(TimelineKey::decode(&decode_cursor(
+            c,
+            CursorView::Timeline,
+            user,
+            TimelineKey::LEN,
+        )?)),
+        None => None,
+    })
+}
+
+/// Up to `want` entries of the materialized inbox after `after`, and where
+/// the pull path must go on from (`Some`) when they fall short of `want`
+/// and the inbox has a horizon (every entry sorts before it).
+fn inbox_part(
+    snap: &Snapshot<'_>,
+    user: UserId,
+    after: Option<TimelineKey>,
+    want: usize,
+) -> Result<(Vec<TimelineKey>, Option<TimelineKey>), QueryError> {
+    let keys: Vec<TimelineKey> = views::inbox(snap, user, after.as_ref())
+        .filter(|r| !matches!((r, after), (Ok(k), Some(a)) if *k == a))
+        .take(want)
+        .collect::<Result<_, _>>()?;
+    if keys.len() == want {
+        // A full page from the inbox: its entries are exact up to the
+        // horizon, which they all sort before; the user record is not read.
+        return Ok((keys, None));
+    }
+    let past_horizon = views::user(snap, user)?.horizon.map(|h| match after {
+        Some(a) if a > h => a,
+        _ => h,
+    });
+    Ok((keys, past_horizon))
+}
+
+/// The page of `limit` from `keys` (at most `limit + 1`: one more means a
+/// next page, whose cursor is the last key shown).
+fn timeline_page(user: UserId, limit: usize, mut keys: Vec<TimelineKey>) -> Page<PostItem> {
+    let next_cursor = (keys.len() > limit).then(|| {
+        keys.truncate(limit);
+        encode_cursor(CursorView::Timeline, user, &keys[limit - 1].encode())
+    });
+    let items = keys
+        .into_iter()
+        .map(|k| PostItem {
+            post_id: k.post_id.0,
+            author: k.author.0,
+            ts: k.ts.0,
+        })
+        .collect();
+    Page { items, next_cursor }
+}
