@@ -11,7 +11,6 @@ use anyhow::{Context, Result};
 use feedlog::api::http::ApiConfig;
 use feedlog::api::query::Reader;
 use feedlog::core::codec::Format;
-use feedlog::core::event::EventKind;
 use feedlog::core::metrics::StepStats;
 use feedlog::ingest::generate::{self, Activity, Graph, Rng};
 use feedlog::ingest::import::SnapFormat;
@@ -122,14 +121,12 @@ fn load(data: &Path, a: &DemoArgs) -> Result<()> {
         ..Activity::default()
     };
     let events = generate::activity(&mut graph, activity, START_MS + follows + 1000, 1, &mut rng);
-    let mut kinds = [0u64; 5];
+    let mut counted = feedlog::core::metrics::StepStats::default();
     for e in &events {
-        kinds[EventKind::ALL
-            .iter()
-            .position(|&k| k == e.kind())
-            .unwrap_or(0)] += 1;
+        counted.count_event(e.kind());
         producer.event(e, Format::Bincode)?;
     }
+    let kinds = counted.events;
     let s = producer.finish()?;
     eprintln!(
         "  then {} posts in bursts, {} new follows, {} unfollows, {} deletes: {} events in the log ({:.1}s)",

@@ -147,11 +147,16 @@ pub fn render_metrics(api: &Api) -> String {
 
 /// The first pages kept beside each store: answered from it, read, bytes.
 fn render_page_cache(o: &mut String, api: &Api) {
-    let stores = api.reader.stores();
-    let figures = |s: &crate::state::Store| {
-        let (hits, misses) = s.pages().hits_and_misses();
-        [hits, misses, s.pages().bytes() as u64]
-    };
+    // Read once per store, so the three families agree.
+    let figures: Vec<(u32, [u64; 3])> = api
+        .reader
+        .stores()
+        .iter()
+        .map(|(p, s)| {
+            let (hits, misses) = s.pages().hits_and_misses();
+            (*p, [hits, misses, s.pages().bytes() as u64])
+        })
+        .collect();
     for (i, (name, kind, help)) in [
         (
             "feedlog_page_cache_hits_total",
@@ -173,8 +178,8 @@ fn render_page_cache(o: &mut String, api: &Api) {
     .enumerate()
     {
         metrics::header(o, name, kind, help);
-        for (p, s) in &stores {
-            metrics::sample(o, name, &format!("partition=\"{p}\""), figures(s)[i]);
+        for (p, f) in &figures {
+            metrics::sample(o, name, &format!("partition=\"{p}\""), f[i]);
         }
     }
 }

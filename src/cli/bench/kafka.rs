@@ -149,11 +149,7 @@ pub fn kafka(
                 produce_events(&kafka, &events, partitions).context("producing the workload")?;
                 let produced = start.elapsed().as_secs_f64();
                 let done = loop {
-                    let now = applied();
-                    if now.events.iter().sum::<u64>() - before.events.iter().sum::<u64>()
-                        >= embedded.events
-                        && now.delivered - before.delivered >= embedded.delivered
-                    {
+                    if embedded.reached_by(&applied().since(&before)) {
                         break start.elapsed().as_secs_f64();
                     }
                     running(start, 3600, "done")?;
@@ -238,10 +234,9 @@ fn embedded_live(
             drop(producer);
             loop {
                 let t = processor.progress().totals();
-                let applied = t.events.iter().sum::<u64>();
-                if applied >= done.events && t.delivered >= done.delivered {
+                if done.reached_by(&t) {
                     return Ok(Throughput {
-                        events: applied,
+                        events: t.events.iter().sum(),
                         delivered: t.delivered,
                         secs: start.elapsed().as_secs_f64(),
                     });

@@ -78,6 +78,11 @@ struct Throughput {
 }
 
 impl Throughput {
+    /// Whether `applied` holds as many events and deliveries as this run.
+    fn reached_by(&self, applied: &feedlog::core::metrics::StepStats) -> bool {
+        applied.events.iter().sum::<u64>() >= self.events && applied.delivered >= self.delivered
+    }
+
     fn line(&self, what: &str) -> String {
         format!(
             "{what}: {} events, {} deliveries in {:.2}s = {:.0} events/s, {:.0} deliveries/s",
