@@ -9,9 +9,12 @@
 //! - [`Format::Bincode`]: compact events for Rust producers (bincode 2, standard
 //!   config). This module is the only place that names bincode, so switching
 //!   to another binary codec is a one-file change.
-//! - [`Format::Effect`]: feedlog's internal messages (`effects` topic).
+//! - [`Format::Effect`] and [`Format::Effects`]: feedlog's internal messages
+//!   (`effects` topic), one per record or several to the same partition in
+//!   one record.
 //! - [`Format::DeadLetter`]: a JSON dead-letter record.
 
+use crate::core::effect::Effect;
 use crate::core::event::{Event, InvalidEvent, PostId, Ts, UserId, SCHEMA_VERSION};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
@@ -30,6 +33,9 @@ pub enum Format {
     /// An event forwarded from the partition it arrived in to the one that
     /// owns its actor: a bincode [`Forwarded`].
     Forwarded = 5,
+    /// Internal messages to one partition, in order: a bincode sequence of
+    /// effects (what a processing step sends there, in chunks).
+    Effects = 6,
 }
 
 impl Format {
@@ -46,6 +52,7 @@ impl Format {
             3 => Format::Effect,
             4 => Format::DeadLetter,
             5 => Format::Forwarded,
+            6 => Format::Effects,
             _ => return None,
         })
     }
@@ -58,6 +65,7 @@ impl Format {
             Format::Effect => "effect",
             Format::DeadLetter => "dead-letter",
             Format::Forwarded => "forwarded",
+            Format::Effects => "effects",
         }
     }
 
@@ -69,6 +77,7 @@ impl Format {
             Format::Effect,
             Format::DeadLetter,
             Format::Forwarded,
+            Format::Effects,
         ]
         .into_iter()
         .find(|f| f.name() == name)
@@ -169,6 +178,32 @@ fn number(
             lowest: u64::from(field != "ts"),
             got: other.to_string(),
         }),
+    }
+}
+
+/// One `effects` record's value: effects to one partition, in the order
+/// they are to be applied ([`Format::Effects`]).
+pub fn encode_effects(effects: &[Effect]) -> Vec<u8> {
+    encode_bin(&effects)
+}
+
+/// The effects of one `effects` record: a single effect
+/// ([`Format::Effect`]) or a sequence ([`Format::Effects`], never empty).
+pub fn decode_effects(format: u8, value: &[u8]) -> Result<Vec<Effect>, String> {
+    match Format::from_u8(format) {
+        Some(Format::Effect) => Ok(vec![
+            decode_bin::<Effect>(value).map_err(|e| format!("invalid effect: {e}"))?
+        ]),
+        Some(Format::Effects) => match decode_bin::<Vec<Effect>>(value) {
+            Ok(v) if v.is_empty() => Err("an effects record with no effects".into()),
+            Ok(v) => Ok(v),
+            Err(e) => Err(format!("invalid effects: {e}")),
+        },
+        _ => Err(format!(
+            "effects record has format marker {format}, expected {} or {}",
+            Format::Effect.as_u8(),
+            Format::Effects.as_u8()
+        )),
     }
 }
 
@@ -491,6 +526,42 @@ mod tests {
             // The same bytes under the other marker are not silently accepted.
             assert!(decode_event(Format::Json.as_u8(), &bin).is_err());
         }
+    }
+
+    // Proves an effects record decodes to its effects in order under either marker, and that an empty, truncated or mismarked one is refused with a reason.
+    #[test]
+    fn effects_records_round_trip_and_bad_ones_are_refused() {
+        use crate::core::position::Version;
+        let effects = vec![
+            Effect::FollowerRemoved {
+                author: UserId(1),
+                follower: UserId(2),
+                version: Version(3),
+            },
+            Effect::Deliver {
+                author: UserId(1),
+                post_id: PostId(7),
+                ts: Ts(8),
+                targets: vec![(UserId(2), Version(3)), (UserId(4), Version(5))],
+            },
+        ];
+        let value = encode_effects(&effects);
+        assert_eq!(
+            decode_effects(Format::Effects.as_u8(), &value),
+            Ok(effects.clone())
+        );
+        let one = encode_bin(&effects[1]);
+        assert_eq!(
+            decode_effects(Format::Effect.as_u8(), &one),
+            Ok(vec![effects[1].clone()])
+        );
+        let reason = |format: Format, value: &[u8]| {
+            decode_effects(format.as_u8(), value).expect_err("refused")
+        };
+        assert!(reason(Format::Effects, &encode_effects(&[])).contains("no effects"));
+        assert!(reason(Format::Effects, &value[..value.len() - 1]).contains("invalid effects"));
+        assert!(reason(Format::Effect, &value).contains("invalid effect"));
+        assert!(reason(Format::Bincode, &value).contains("format marker 2"));
     }
 
     // Proves each kind of bad record gets its own clear reason.

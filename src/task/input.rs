@@ -26,11 +26,11 @@ pub(super) fn dead_letter(topic: &str, partition: u32, rec: &Record, reason: &st
     }
 }
 
-/// One input record to apply; an effect comes decoded (or with why it
-/// does not decode).
+/// One input record to apply; an effects record comes decoded (or with
+/// why it does not decode).
 pub(super) enum Input {
     Event(Record),
-    Effect(Record, Result<Effect, String>),
+    Effect(Record, Result<Vec<Effect>, String>),
 }
 
 /// Applies one input record; a record that is not a valid message becomes
@@ -46,9 +46,14 @@ pub(super) fn apply_record<K: Kv + ?Sized>(
     let p = ctx.partition;
     let applied = match input {
         Input::Effect(rec, decoded) => match decoded {
-            Ok(e) => {
-                stats.effects += 1;
-                core::apply_effect(txn, ctx, &e, out)?
+            Ok(effects) => {
+                for e in &effects {
+                    stats.effects += 1;
+                    let applied = core::apply_effect(txn, ctx, e, out)?;
+                    stats.delivered += applied.delivered;
+                    stats.removed += applied.removed;
+                }
+                return Ok(());
             }
             Err(reason) => {
                 stats.dead_letters += 1;
@@ -120,15 +125,9 @@ pub(super) fn apply_record<K: Kv + ?Sized>(
     Ok(())
 }
 
-pub(super) fn decode_effect(rec: &Record) -> Result<Effect, String> {
-    if rec.format != Format::Effect.as_u8() {
-        return Err(format!(
-            "effects record has format marker {}, expected {}",
-            rec.format,
-            Format::Effect.as_u8()
-        ));
-    }
-    codec::decode_bin::<Effect>(&rec.value).map_err(|e| format!("invalid effect: {e}"))
+/// The effects of one `effects` record, or why it holds none.
+pub(super) fn decode_effects(rec: &Record) -> Result<Vec<Effect>, String> {
+    codec::decode_effects(rec.format, &rec.value)
 }
 
 fn misrouted(ev: &Event, partitions: u32) -> String {

@@ -7,7 +7,7 @@
 use super::faults::{CrashPoint, Faults};
 use super::TaskError;
 use crate::core::codec::{self, Format};
-use crate::core::Out;
+use crate::core::{Effect, Out};
 use crate::log::now_ms;
 use crate::log::{NewRecord, Sink, Topic};
 
@@ -44,15 +44,65 @@ impl Pending {
         })
     }
 
-    pub(super) fn effect(out: Out) -> Pending {
-        Pending {
+    /// A step's outgoing effects as `effects` records: per destination
+    /// partition in the order they were emitted, several to a record (at
+    /// most [`EFFECTS_PER_RECORD`], and a record is closed once its
+    /// effects carry [`ITEMS_PER_RECORD`] targets or posts). One record per
+    /// effect would cost a log record (a broker message in Kafka mode) and
+    /// a `pending` write each; a follow's two effects were most of them.
+    pub(super) fn effects(outs: Vec<Out>) -> Vec<Pending> {
+        // (partition, effects, items) per open record, in order of first use.
+        let mut open: Vec<(u32, Vec<Effect>, usize)> = Vec::new();
+        let mut records = Vec::new();
+        let close = |partition: u32, effects: Vec<Effect>| Pending {
             topic: Topic::Effects,
-            partition: out.partition,
-            format: Format::Effect,
-            key: out.effect.key_user().to_string().into_bytes(),
-            value: codec::encode_bin(&out.effect),
+            partition,
+            format: Format::Effects,
+            key: effects[0].key_user().to_string().into_bytes(),
+            value: codec::encode_effects(&effects),
+        };
+        for out in outs {
+            let i = match open.iter().position(|(p, ..)| *p == out.partition) {
+                Some(i) => i,
+                None => {
+                    open.push((out.partition, Vec::new(), 0));
+                    open.len() - 1
+                }
+            };
+            let (partition, effects, items) = &mut open[i];
+            *items += items_of(&out.effect);
+            effects.push(out.effect);
+            if effects.len() >= EFFECTS_PER_RECORD || *items >= ITEMS_PER_RECORD {
+                records.push(close(*partition, std::mem::take(effects)));
+                *items = 0;
+            }
         }
+        records.extend(
+            open.into_iter()
+                .filter(|(_, effects, _)| !effects.is_empty())
+                .map(|(partition, effects, _)| close(partition, effects)),
+        );
+        records
     }
+}
+
+/// Effects per `effects` record at most.
+pub(super) const EFFECTS_PER_RECORD: usize = 256;
+
+/// Targets and posts per `effects` record before it is closed: with the
+/// fan-out chunk (1,024 targets) and the inbox cap (800 posts) on top, a
+/// record stays near 100 KB, far under the topics' record limit.
+pub(super) const ITEMS_PER_RECORD: usize = 4096;
+
+/// What an effect carries: its targets or posts (at least 1).
+fn items_of(e: &Effect) -> usize {
+    match e {
+        Effect::Deliver { targets, .. } => targets.len(),
+        Effect::Retract { targets, .. } => targets.len(),
+        Effect::Backfill { posts, .. } => posts.len(),
+        Effect::FollowerAdded { .. } | Effect::FollowerRemoved { .. } => 1,
+    }
+    .max(1)
 }
 
 /// Appends records to their logs, preserving order per destination, and
@@ -88,4 +138,61 @@ pub(super) fn ship(
     }
     sink.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::codec::decode_effects;
+    use crate::core::event::{PostId, Ts, UserId};
+    use crate::core::position::Version;
+
+    fn removed(author: u64) -> Effect {
+        Effect::FollowerRemoved {
+            author: UserId(author),
+            follower: UserId(1),
+            version: Version(1),
+        }
+    }
+
+    // Proves a step's effects reach each partition in the order they were emitted, all of them, in records closed at the effect and item limits.
+    #[test]
+    fn effects_are_grouped_per_partition_in_order_and_chunked() {
+        let mut outs = Vec::new();
+        let mut sent: Vec<Vec<Effect>> = vec![Vec::new(); 3];
+        for i in 0..(EFFECTS_PER_RECORD as u64 * 2 + 5) {
+            let partition = (i % 3) as u32;
+            let effect = if i % 7 == 0 {
+                Effect::Deliver {
+                    author: UserId(i + 1),
+                    post_id: PostId(i + 1),
+                    ts: Ts(i),
+                    targets: vec![(UserId(2), Version(1)); 1000],
+                }
+            } else {
+                removed(i + 1)
+            };
+            sent[partition as usize].push(effect.clone());
+            outs.push(Out { partition, effect });
+        }
+        let records = Pending::effects(outs);
+        let mut got: Vec<Vec<Effect>> = vec![Vec::new(); 3];
+        for r in &records {
+            assert_eq!((r.topic, r.format), (Topic::Effects, Format::Effects));
+            let effects = decode_effects(r.format.as_u8(), &r.value).expect("decodes");
+            assert!(effects.len() <= EFFECTS_PER_RECORD);
+            let items: usize = effects.iter().map(items_of).sum();
+            let last = items_of(effects.last().expect("not empty"));
+            assert!(
+                items - last < ITEMS_PER_RECORD,
+                "closed late: {items} items"
+            );
+            assert_eq!(r.key, effects[0].key_user().to_string().into_bytes());
+            got[r.partition as usize].extend(effects);
+        }
+        assert_eq!(got, sent);
+        // The 1,000-target deliveries close records by items, before 256 effects.
+        assert!(records.len() > 3, "{} records", records.len());
+        assert!(Pending::effects(Vec::new()).is_empty());
+    }
 }

@@ -15,7 +15,7 @@
 //!    commit.
 
 use super::faults::{CrashPoint, Faults, NoFaults};
-use super::input::{apply_record, decode_effect, Input};
+use super::input::{apply_record, decode_effects, Input};
 use super::outbox::{ship, Pending};
 use super::TaskError;
 use crate::core::keys;
@@ -96,10 +96,10 @@ pub struct PartitionTask {
     /// Records below these positions were answered by a previous owner:
     /// applied quietly, nothing emitted.
     quiet_below: Positions,
-    /// Effects read but not applied yet, decoded, in offset order: each
-    /// waits until `events` is applied up to what it requires
+    /// Effects records read but not applied yet, decoded, in offset order:
+    /// each waits until `events` is applied up to what its effects require
     /// ([`Effect::requires_events`]).
-    waiting: VecDeque<(Record, Result<Effect, String>)>,
+    waiting: VecDeque<(Record, Result<Vec<Effect>, String>)>,
     /// Where `events` is applied up to (next offset).
     events_applied: Offset,
     /// Positions before the last [`PartitionTask::redeliver`]: everything
@@ -304,8 +304,8 @@ impl PartitionTask {
                 .effects
                 .read(room, self.limits.max_bytes, end.map(|e| e.effects))?;
             for rec in read {
-                let effect = decode_effect(&rec);
-                self.waiting.push_back((rec, effect));
+                let effects = decode_effects(&rec);
+                self.waiting.push_back((rec, effects));
             }
         }
         Ok(self.events.read(
@@ -332,7 +332,14 @@ impl PartitionTask {
         let mut events = events.into_iter().peekable();
         loop {
             let effect_ready = self.waiting.front().map(|(_, e)| {
-                e.as_ref().map_or(Offset(0), Effect::requires_events) <= self.events_applied
+                let required = e.as_ref().map_or(Offset(0), |effects| {
+                    effects
+                        .iter()
+                        .map(Effect::requires_events)
+                        .max()
+                        .unwrap_or_default()
+                });
+                required <= self.events_applied
             });
             // Past the batch's write budget, the events read are applied
             // and the effects wait (they stay in `waiting`).
@@ -367,7 +374,7 @@ impl PartitionTask {
             }
         }
         stats.emitted = out.len() as u64;
-        pending.extend(out.into_iter().map(Pending::effect));
+        pending.extend(Pending::effects(out));
         Ok(())
     }
 

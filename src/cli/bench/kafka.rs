@@ -1,7 +1,7 @@
 //! `bench kafka`: the same workload through a Kafka consumer group of one
 //! and of two processors, against the embedded log.
 
-use super::{workload, Cleanup, Throughput};
+use super::{process_cpu_secs, workload, Cleanup, Throughput};
 use anyhow::{Context, Result};
 use feedlog::core::codec::Format;
 use feedlog::core::event::Event;
@@ -52,11 +52,13 @@ pub fn kafka(
     producer.finish()?;
     let processor = Processor::open(&dir, ProcessorConfig::default())?;
     let start = Instant::now();
+    let cpu = process_cpu_secs();
     let t = processor.run(&Shutdown::new(), true)?;
     let embedded = Throughput {
         events: t.events.iter().sum(),
         delivered: t.delivered,
         secs: start.elapsed().as_secs_f64(),
+        cpu_secs: process_cpu_secs() - cpu,
     };
     drop(processor);
     println!("{}", embedded.line("embedded log, 1 process"));
@@ -86,102 +88,105 @@ pub fn kafka(
             }
         }
         let shutdown = Shutdown::new();
-        let (produced_in, done_in, idle_in, totals) = std::thread::scope(|s| -> Result<_> {
-            let mut progress = Vec::new();
-            let mut handles = Vec::new();
-            for i in 0..members {
-                let mut cfg = ClusterConfig::new(kafka.clone());
-                cfg.member = format!("bench-{i}");
-                cfg.session_timeout = Duration::from_secs(6);
-                let cluster = Cluster::open(&tmp.join(format!("kafka-{members}-{i}")), cfg)?;
-                progress.push(cluster.progress().clone());
-                let shutdown = &shutdown;
-                handles.push(
-                    s.spawn(move || -> Result<StepStats> { Ok(cluster.run(shutdown, None)?) }),
-                );
-            }
-            // What the members have applied and committed to their states.
-            let applied = || {
-                let mut t = StepStats::default();
-                for p in &progress {
-                    t.add(&p.totals());
+        let (produced_in, (done_in, cpu_in), idle_in, totals) =
+            std::thread::scope(|s| -> Result<_> {
+                let mut progress = Vec::new();
+                let mut handles = Vec::new();
+                for i in 0..members {
+                    let mut cfg = ClusterConfig::new(kafka.clone());
+                    cfg.member = format!("bench-{i}");
+                    cfg.session_timeout = Duration::from_secs(6);
+                    let cluster = Cluster::open(&tmp.join(format!("kafka-{members}-{i}")), cfg)?;
+                    progress.push(cluster.progress().clone());
+                    let shutdown = &shutdown;
+                    handles.push(
+                        s.spawn(move || -> Result<StepStats> { Ok(cluster.run(shutdown, None)?) }),
+                    );
                 }
-                t
-            };
-            // Every processor still runs, and `since` is under `limit_secs` old.
-            let running = |since: Instant, limit_secs: u64, what: &str| -> Result<()> {
-                anyhow::ensure!(
-                    !handles.iter().any(|h| h.is_finished()),
-                    "a processor stopped"
-                );
-                anyhow::ensure!(
-                    since.elapsed() < Duration::from_secs(limit_secs),
-                    "the group was not {what} after {limit_secs} s"
-                );
-                Ok(())
-            };
-            let measured = (|| -> Result<(f64, f64, f64)> {
-                // Not timed: the group forms and settles (every processor
-                // owns partitions, all serving, nothing to do).
-                let settle = Instant::now();
-                loop {
-                    std::thread::sleep(Duration::from_millis(250));
-                    running(settle, 120, "settled")?;
-                    let Ok(st) = status(&kafka) else {
-                        continue;
-                    };
-                    let owners: std::collections::BTreeSet<_> = st
-                        .partitions
-                        .iter()
-                        .filter_map(|p| p.owner.clone())
-                        .collect();
-                    if st.idle && owners.len() == members {
-                        break;
+                // What the members have applied and committed to their states.
+                let applied = || {
+                    let mut t = StepStats::default();
+                    for p in &progress {
+                        t.add(&p.totals());
                     }
-                }
-                // Timed: produce the workload (keyed by the actor, in the
-                // partition that owns it, bincode with its header) while
-                // the processors run, until the members have applied (and
-                // committed to their states) as many events and deliveries
-                // as the embedded run: the same end as the embedded run's.
-                let before = applied();
-                let start = Instant::now();
-                produce_events(&kafka, &events, partitions).context("producing the workload")?;
-                let produced = start.elapsed().as_secs_f64();
-                let done = loop {
-                    if embedded.reached_by(&applied().since(&before)) {
-                        break start.elapsed().as_secs_f64();
-                    }
-                    running(start, 3600, "done")?;
-                    std::thread::sleep(Duration::from_millis(5));
+                    t
                 };
-                // Then, not in the figure: the group's committed positions
-                // reach the ends of the logs (what `status` calls idle).
-                loop {
-                    std::thread::sleep(Duration::from_millis(100));
-                    running(start, 3600, "idle")?;
-                    // Idle twice in a row: an outbox between its commit
-                    // and its append is not mistaken for the end.
-                    if status(&kafka).is_ok_and(|st| st.idle) {
-                        let at = start.elapsed().as_secs_f64();
-                        std::thread::sleep(Duration::from_millis(300));
-                        if status(&kafka).is_ok_and(|st| st.idle) {
-                            return Ok((produced, done, at));
+                // Every processor still runs, and `since` is under `limit_secs` old.
+                let running = |since: Instant, limit_secs: u64, what: &str| -> Result<()> {
+                    anyhow::ensure!(
+                        !handles.iter().any(|h| h.is_finished()),
+                        "a processor stopped"
+                    );
+                    anyhow::ensure!(
+                        since.elapsed() < Duration::from_secs(limit_secs),
+                        "the group was not {what} after {limit_secs} s"
+                    );
+                    Ok(())
+                };
+                let measured = (|| -> Result<(f64, (f64, f64), f64)> {
+                    // Not timed: the group forms and settles (every processor
+                    // owns partitions, all serving, nothing to do).
+                    let settle = Instant::now();
+                    loop {
+                        std::thread::sleep(Duration::from_millis(250));
+                        running(settle, 120, "settled")?;
+                        let Ok(st) = status(&kafka) else {
+                            continue;
+                        };
+                        let owners: std::collections::BTreeSet<_> = st
+                            .partitions
+                            .iter()
+                            .filter_map(|p| p.owner.clone())
+                            .collect();
+                        if st.idle && owners.len() == members {
+                            break;
                         }
                     }
+                    // Timed: produce the workload (keyed by the actor, in the
+                    // partition that owns it, bincode with its header) while
+                    // the processors run, until the members have applied (and
+                    // committed to their states) as many events and deliveries
+                    // as the embedded run: the same end as the embedded run's.
+                    let before = applied();
+                    let start = Instant::now();
+                    let cpu = process_cpu_secs();
+                    produce_events(&kafka, &events, partitions)
+                        .context("producing the workload")?;
+                    let produced = start.elapsed().as_secs_f64();
+                    let done = loop {
+                        if embedded.reached_by(&applied().since(&before)) {
+                            break (start.elapsed().as_secs_f64(), process_cpu_secs() - cpu);
+                        }
+                        running(start, 3600, "done")?;
+                        std::thread::sleep(Duration::from_millis(5));
+                    };
+                    // Then, not in the figure: the group's committed positions
+                    // reach the ends of the logs (what `status` calls idle).
+                    loop {
+                        std::thread::sleep(Duration::from_millis(100));
+                        running(start, 3600, "idle")?;
+                        // Idle twice in a row: an outbox between its commit
+                        // and its append is not mistaken for the end.
+                        if status(&kafka).is_ok_and(|st| st.idle) {
+                            let at = start.elapsed().as_secs_f64();
+                            std::thread::sleep(Duration::from_millis(300));
+                            if status(&kafka).is_ok_and(|st| st.idle) {
+                                return Ok((produced, done, at));
+                            }
+                        }
+                    }
+                })();
+                shutdown.request();
+                let mut totals = StepStats::default();
+                for h in handles {
+                    let r = h
+                        .join()
+                        .map_err(|_| anyhow::anyhow!("a processor thread panicked"))?;
+                    totals.add(&r?);
                 }
-            })();
-            shutdown.request();
-            let mut totals = StepStats::default();
-            for h in handles {
-                let r = h
-                    .join()
-                    .map_err(|_| anyhow::anyhow!("a processor thread panicked"))?;
-                totals.add(&r?);
-            }
-            let (produced, done, idle) = measured?;
-            Ok((produced, done, idle, totals))
-        })?;
+                let (produced, done, idle) = measured?;
+                Ok((produced, done, idle, totals))
+            })?;
         anyhow::ensure!(
             totals.events.iter().sum::<u64>() == embedded.events && totals.delivered == embedded.delivered,
             "the {members}-processor group applied {} events and {} deliveries, the embedded run {} and {}: not comparable",
@@ -194,6 +199,7 @@ pub fn kafka(
             events: totals.events.iter().sum(),
             delivered: totals.delivered,
             secs: done_in,
+            cpu_secs: cpu_in,
         };
         println!(
             "{} (timed from the first produce until all of it is applied; producing took {produced_in:.2}s; `status` saw the group idle at {idle_in:.2}s)",
@@ -226,6 +232,7 @@ fn embedded_live(
         let run = s.spawn(|| processor.run(&shutdown, false));
         let measured = (|| -> Result<Throughput> {
             let start = Instant::now();
+            let cpu = process_cpu_secs();
             let mut producer = Producer::new(&dir)?;
             for e in events {
                 producer.event(e, Format::Bincode)?;
@@ -239,6 +246,7 @@ fn embedded_live(
                         events: t.events.iter().sum(),
                         delivered: t.delivered,
                         secs: start.elapsed().as_secs_f64(),
+                        cpu_secs: process_cpu_secs() - cpu,
                     });
                 }
                 anyhow::ensure!(!run.is_finished(), "the embedded processor stopped");
