@@ -95,7 +95,7 @@ pub fn rebuild(
         return Ok(130);
     }
     println!(
-        "rebuilt {} partitions in {secs:.1}s: {events} events and {} effects replayed ({:.0} records/s), {} inbox deliveries, {} dead letters skipped (already in the dead-letter log)",
+        "rebuilt {} partitions in {secs:.1}s: {events} events and {} effects replayed ({:.0} messages/s), {} inbox deliveries, {} dead letters skipped (already in the dead-letter log)",
         r.plan.target.len(),
         stats.effects,
         (events + stats.effects) as f64 / secs.max(1e-9),

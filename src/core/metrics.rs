@@ -102,7 +102,7 @@ pub struct StepStats {
     /// Input events read, by kind: follow, unfollow, post, delete_post,
     /// seen (the order of [`crate::core::event::EventKind::ALL`]).
     pub events: [u64; 5],
-    /// Effects read.
+    /// Effects read (an `effects` record carries one or more).
     pub effects: u64,
     /// Records sent to the dead-letter log.
     pub dead_letters: u64,
@@ -141,7 +141,8 @@ impl StepStats {
             .join(", ")
     }
 
-    /// Records read from both inputs.
+    /// Messages read from both inputs (an `effects` record carries one or
+    /// more effects, each counted).
     pub fn input(&self) -> u64 {
         self.events.iter().sum::<u64>()
             + self.effects
@@ -190,7 +191,7 @@ impl StepStats {
 pub struct Progress {
     /// Totals since start.
     pub totals: Mutex<StepStats>,
-    /// Records read per non-empty step.
+    /// Messages read per non-empty step (events and effects).
     pub batch_records: Histogram,
     /// Seconds per state commit.
     pub commit_seconds: Histogram,

@@ -102,7 +102,12 @@ pub fn render_metrics(api: &Api) -> String {
             metrics::sample(o, name, "", v);
         }
         let name = "feedlog_batch_records";
-        metrics::header(o, name, "histogram", "Records read per non-empty batch.");
+        metrics::header(
+            o,
+            name,
+            "histogram",
+            "Messages read per non-empty batch (events and effects, each effect counted).",
+        );
         p.batch_records.render(o, name, "");
         let name = "feedlog_commit_seconds";
         metrics::header(
