@@ -1,0 +1,236 @@
+//! The codec's tests: every shape decodes or is refused with its reason.
+use super::*;
+
+fn json(s: &str) -> Result<Event, DecodeError> {
+    decode_event(Format::Json.as_u8(), s.as_bytes())
+}
+
+// Proves the five JSON shapes of the README decode, with and without "v".
+#[test]
+fn json_shapes_decode() {
+    assert_eq!(
+        json(r#"{"type":"follow","follower":1,"followee":2,"ts":1700000000000}"#),
+        Ok(Event::Follow {
+            follower: UserId(1),
+            followee: UserId(2),
+            ts: Ts(1700000000000)
+        })
+    );
+    assert_eq!(
+        json(r#"{"type":"delete_post","author":2,"post_id":77,"ts":5,"v":1}"#),
+        Ok(Event::DeletePost {
+            author: UserId(2),
+            post_id: PostId(77),
+            ts: Ts(5)
+        })
+    );
+    assert_eq!(
+        json(r#"{"type":"seen","user":3,"ts":1700000000000}"#),
+        Ok(Event::Seen {
+            user: UserId(3),
+            ts: Ts(1700000000000)
+        })
+    );
+    assert!(matches!(
+        json(r#"{"type":"seen","author":3,"ts":1}"#),
+        Err(DecodeError::MissingField { field: "user", .. })
+    ));
+    assert!(matches!(
+        json(r#"{"type":"seen","user":0,"ts":1}"#),
+        Err(DecodeError::Invalid(_))
+    ));
+}
+
+// Proves fields the event kind does not use are ignored whatever their type, as the README promises.
+#[test]
+fn unused_fields_are_ignored_whatever_their_type() {
+    assert_eq!(
+        json(
+            r#"{"type":"follow","follower":1,"followee":2,"ts":3,"author":"x","post_id":[1],"extra":{}}"#
+        ),
+        Ok(Event::Follow {
+            follower: UserId(1),
+            followee: UserId(2),
+            ts: Ts(3)
+        })
+    );
+    assert_eq!(
+        json(r#"{"type":"post","author":1,"post_id":2,"ts":3,"follower":-7,"followee":null}"#),
+        Ok(Event::Post {
+            author: UserId(1),
+            post_id: PostId(2),
+            ts: Ts(3)
+        })
+    );
+}
+
+// Proves a dead letter of a huge payload carries a bounded excerpt and the payload's size.
+#[test]
+fn dead_letter_payloads_are_excerpts() {
+    let big = "é".repeat(DEAD_LETTER_EXCERPT); // two bytes each
+    let v: serde_json::Value = serde_json::from_slice(&dead_letter_value(
+        "too large",
+        serde_json::json!({"input": "f:1"}),
+        "json",
+        big.as_bytes(),
+    ))
+    .unwrap();
+    assert_eq!(v["payload_bytes"], 2 * DEAD_LETTER_EXCERPT);
+    assert_eq!(v["payload_truncated"], true);
+    let excerpt = v["payload"].as_str().unwrap();
+    assert!(excerpt.len() <= DEAD_LETTER_EXCERPT && excerpt.len() >= DEAD_LETTER_EXCERPT - 1);
+    let small: serde_json::Value = serde_json::from_slice(&dead_letter_value(
+        "r",
+        serde_json::json!({}),
+        "json",
+        b"abc",
+    ))
+    .unwrap();
+    assert_eq!(small["payload"], "abc");
+    assert!(small.get("payload_truncated").is_none());
+}
+
+// Proves every event survives both encodings and the marker selects the decoder.
+#[test]
+fn round_trips() {
+    let events = [
+        Event::Follow {
+            follower: UserId(1),
+            followee: UserId(u64::MAX),
+            ts: Ts(3),
+        },
+        Event::Unfollow {
+            follower: UserId(9),
+            followee: UserId(8),
+            ts: Ts(0),
+        },
+        Event::Post {
+            author: UserId(4),
+            post_id: PostId(5),
+            ts: Ts(6),
+        },
+        Event::DeletePost {
+            author: UserId(4),
+            post_id: PostId(5),
+            ts: Ts(7),
+        },
+        Event::Seen {
+            user: UserId(u64::MAX),
+            ts: Ts(8),
+        },
+    ];
+    for e in events {
+        assert_eq!(json(&event_to_json(&e)), Ok(e));
+        let bin = event_to_bincode(&e);
+        assert_eq!(decode_event(Format::Bincode.as_u8(), &bin), Ok(e));
+        // The same bytes under the other marker are not silently accepted.
+        assert!(decode_event(Format::Json.as_u8(), &bin).is_err());
+    }
+}
+
+// Proves an effects record decodes to its effects in order under either marker, and that an empty, truncated or mismarked one is refused with a reason.
+#[test]
+fn effects_records_round_trip_and_bad_ones_are_refused() {
+    use crate::core::position::Version;
+    let effects = vec![
+        Effect::FollowerRemoved {
+            author: UserId(1),
+            follower: UserId(2),
+            version: Version(3),
+        },
+        Effect::Deliver {
+            author: UserId(1),
+            post_id: PostId(7),
+            ts: Ts(8),
+            targets: vec![(UserId(2), Version(3)), (UserId(4), Version(5))],
+        },
+    ];
+    let value = encode_effects(&effects);
+    assert_eq!(
+        decode_effects(Format::Effects.as_u8(), &value),
+        Ok(effects.clone())
+    );
+    let one = encode_bin(&effects[1]);
+    assert_eq!(
+        decode_effects(Format::Effect.as_u8(), &one),
+        Ok(vec![effects[1].clone()])
+    );
+    let reason =
+        |format: Format, value: &[u8]| decode_effects(format.as_u8(), value).expect_err("refused");
+    assert!(reason(Format::Effects, &encode_effects(&[])).contains("no effects"));
+    assert!(reason(Format::Effects, &value[..value.len() - 1]).contains("invalid effects"));
+    assert!(reason(Format::Effect, &value).contains("invalid effect"));
+    assert!(reason(Format::Bincode, &value).contains("format marker 2"));
+}
+
+// Proves each kind of bad record gets its own clear reason.
+#[test]
+fn bad_records_have_reasons() {
+    let cases = [
+        ("not json", "invalid JSON"),
+        (r#"{"type":"like","ts":1}"#, "unknown event type \"like\""),
+        (
+            r#"{"follower":1,"followee":2,"ts":1}"#,
+            "unknown event type \"\"",
+        ),
+        (
+            r#"{"type":"follow","follower":1,"ts":1}"#,
+            "follow: missing field `followee`",
+        ),
+        (
+            r#"{"type":"post","author":1,"post_id":2}"#,
+            "post: missing field `ts`",
+        ),
+        (
+            r#"{"type":"post","author":-1,"post_id":2,"ts":1}"#,
+            "post: field `author` must be a whole number",
+        ),
+        (
+            r#"{"type":"post","author":1.5,"post_id":2,"ts":1}"#,
+            "post: field `author` must be a whole number",
+        ),
+        (
+            r#"{"type":"follow","follower":1,"followee":2,"ts":"1"}"#,
+            "follow: field `ts` must be a whole number",
+        ),
+        (
+            r#"{"type":"post","author":1,"post_id":2,"ts":1,"v":"one"}"#,
+            "event: field `v` must be a whole number",
+        ),
+        (
+            r#"{"type":"post","author":1,"post_id":2,"ts":1,"v":2}"#,
+            "unsupported schema version 2",
+        ),
+        (
+            r#"{"type":"follow","follower":3,"followee":3,"ts":1}"#,
+            "cannot follow or unfollow themself",
+        ),
+        (
+            r#"{"type":"post","author":0,"post_id":2,"ts":1}"#,
+            "field `author` is 0",
+        ),
+    ];
+    for (input, want) in cases {
+        let err = json(input).expect_err(input).to_string();
+        assert!(err.contains(want), "{input}: {err:?} lacks {want:?}");
+    }
+    assert_eq!(decode_event(9, b"{}"), Err(DecodeError::Format(9)));
+    assert!(decode_event(Format::Bincode.as_u8(), &[0xff, 0xff]).is_err());
+}
+
+// Regression: a negative id's reason said "a whole number from 0", but 0 is refused too. Ids now say from 1; a timestamp, which may be 0, still says from 0.
+#[test]
+fn bad_field_reason_names_the_lowest_valid_value() {
+    let reason = |input: &str| {
+        decode_event(Format::Json.as_u8(), input.as_bytes())
+            .expect_err(input)
+            .to_string()
+    };
+    let id = reason(r#"{"type":"follow","follower":-3,"followee":2,"ts":1}"#);
+    assert!(
+        id.contains("`follower` must be a whole number from 1 to 18446744073709551615, got -3"),
+        "{id}"
+    );
+    let ts = reason(r#"{"type":"post","author":1,"post_id":2,"ts":-1}"#);
+    assert!(ts.contains("`ts` must be a whole number from 0 to"), "{ts}");
+}
