@@ -33,7 +33,8 @@ use std::sync::Arc;
 /// Limits of one step.
 #[derive(Debug, Clone, Copy)]
 pub struct BatchLimits {
-    /// Records read per input per step.
+    /// Records read per input per step (effects waiting to be applied
+    /// count one each, however many records carried them).
     pub max_records: usize,
     /// Bytes read per input per step.
     pub max_bytes: usize,
@@ -298,7 +299,14 @@ impl PartitionTask {
     /// (answers depend on what was applied before them).
     fn read_inputs(&mut self) -> Result<Vec<Record>, TaskError> {
         let end = (!self.caught_up()).then_some(self.quiet_below);
-        let room = self.limits.max_records.saturating_sub(self.waiting.len());
+        // Room in effects, not records: an effects record carries up to 256,
+        // and the decoded effects waiting are what takes memory.
+        let waiting: usize = self
+            .waiting
+            .iter()
+            .map(|(_, e)| e.as_ref().map_or(1, Vec::len))
+            .sum();
+        let room = self.limits.max_records.saturating_sub(waiting);
         if room > 0 {
             let read = self
                 .effects
