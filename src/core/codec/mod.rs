@@ -125,7 +125,8 @@ pub enum DecodeError {
     },
     /// A field the event kind needs has the wrong JSON type or range.
     #[error(
-        "{kind}: field `{field}` must be a whole number from {lowest} to 18446744073709551615, got {got}"
+        "{kind}: field `{field}` must be a whole number from {lowest} to 18446744073709551615{}, got {got}",
+        id_forms(*.lowest)
     )]
     BadField {
         /// The event kind.
@@ -146,6 +147,16 @@ pub enum DecodeError {
     Invalid(#[from] InvalidEvent),
 }
 
+/// How an id may be written, for [`DecodeError::BadField`]'s reason (ids
+/// start at 1; a timestamp at 0 and is a number only).
+fn id_forms(lowest: u64) -> &'static str {
+    if lowest == 1 {
+        " (a JSON number, or a string of its decimal digits)"
+    } else {
+        ""
+    }
+}
+
 /// A JSON event as written: every field kept as JSON, so a field the kind
 /// does not use is ignored whatever its type (unknown fields are ignored),
 /// and only the fields the kind needs are type-checked.
@@ -162,7 +173,10 @@ struct RawEvent {
     v: Option<serde_json::Value>,
 }
 
-/// A field the event kind uses: absent, or a whole number that fits u64.
+/// A field the event kind uses: absent, or a whole number that fits u64;
+/// an id (every field but `ts`) may also be a string of its decimal digits
+/// (`"42"`, as Mastodon and Twitter send ids: JavaScript cannot hold ids
+/// above 2^53 as numbers), read as the same id.
 fn number(
     v: Option<serde_json::Value>,
     kind: &'static str,
@@ -171,6 +185,9 @@ fn number(
     match v {
         None | Some(serde_json::Value::Null) => Err(DecodeError::MissingField { kind, field }),
         Some(serde_json::Value::Number(n)) if n.is_u64() => Ok(n.as_u64().unwrap_or_default()),
+        Some(serde_json::Value::String(s)) if field != "ts" && decimal_id(&s).is_some() => {
+            Ok(decimal_id(&s).unwrap_or_default())
+        }
         Some(other) => Err(DecodeError::BadField {
             kind,
             field,
@@ -179,6 +196,14 @@ fn number(
             got: other.to_string(),
         }),
     }
+}
+
+/// An id written as a string: decimal digits only, no sign, no leading
+/// zero, at most u64::MAX (so each id has one written form).
+fn decimal_id(s: &str) -> Option<u64> {
+    let canonical =
+        !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'));
+    canonical.then(|| s.parse().ok()).flatten()
 }
 
 /// One `effects` record's value: effects to one partition, in the order

@@ -228,9 +228,17 @@ fn bad_field_reason_names_the_lowest_valid_value() {
     };
     let id = reason(r#"{"type":"follow","follower":-3,"followee":2,"ts":1}"#);
     assert!(
-        id.contains("`follower` must be a whole number from 1 to 18446744073709551615, got -3"),
+        id.contains(
+            "`follower` must be a whole number from 1 to 18446744073709551615 \
+             (a JSON number, or a string of its decimal digits), got -3"
+        ),
         "{id}"
     );
     let ts = reason(r#"{"type":"post","author":1,"post_id":2,"ts":-1}"#);
-    assert!(ts.contains("`ts` must be a whole number from 0 to"), "{ts}");
+    assert!(
+        ts.contains("`ts` must be a whole number from 0 to 18446744073709551615, got -1"),
+        "{ts}"
+    );
+    let padded = reason(r#"{"type":"post","author":"042","post_id":2,"ts":1}"#);
+    assert!(padded.contains(r#"decimal digits), got "042""#), "{padded}");
 }
