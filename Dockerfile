@@ -1,10 +1,12 @@
 # feedlog's image: `docker build -t feedlog .`, or `docker compose build`.
 #
 # Build stage: RocksDB and librdkafka are compiled from their bundled
-# sources (bindgen needs libclang; librdkafka needs make and zlib).
+# sources (bindgen needs libclang; librdkafka needs make, zlib, and OpenSSL's
+# and Cyrus SASL's headers for TLS and SASL).
 FROM rust:1.95-bookworm AS build
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libclang-dev \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      libclang-dev libssl-dev libsasl2-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
@@ -13,11 +15,13 @@ COPY topics ./topics
 RUN cargo build --release --locked --bin feedlog \
  && cp target/release/feedlog /usr/local/bin/feedlog
 
-# Runtime stage: the binary (RocksDB and librdkafka are linked in) and curl
-# for health checks.
+# Runtime stage: the binary (RocksDB and librdkafka are linked in), the
+# shared libraries of Kafka's TLS and SASL (with the GSSAPI plugin), CA
+# certificates, and curl for health checks.
 FROM debian:bookworm-slim
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates curl \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      ca-certificates curl libssl3 libsasl2-2 libsasl2-modules-gssapi-mit \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /data feedlog \
  && mkdir /data /checkpoints && chown feedlog /data /checkpoints

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the build needs and a fresh Debian machine lacks: libclang
-# (RocksDB's bindings are generated with bindgen); with --tests also kcat, the
+# (RocksDB's bindings are generated with bindgen), and OpenSSL's and Cyrus
+# SASL's headers with pkg-config (librdkafka is built with TLS and SASL);
+# with --tests also kcat, the
 # independent Kafka client of the interop test (which skips with a message
 # when kcat cannot be installed). Idempotent and quiet when everything is
 # there. With --bench, also the benchmarks' tools (see the end).
@@ -35,6 +37,22 @@ if ! have_libclang; then
     exit 1
   fi
 fi
+# Kafka security: librdkafka links the system's OpenSSL (TLS, SCRAM) and
+# libsasl2 (GSSAPI), found through pkg-config.
+need_dev() { # need_dev HEADER PACKAGE WHY
+  [ -e "$1" ] && return 0
+  if ! apt_install "$2" "$3"; then
+    echo "setup: $1 is missing. Install $2 (Debian/Ubuntu; Fedora: the matching -devel package) and retry." >&2
+    exit 1
+  fi
+}
+if ! command -v pkg-config >/dev/null 2>&1 &&
+  ! apt_install pkg-config "librdkafka's build finds OpenSSL and libsasl2 with it"; then
+  echo "setup: pkg-config is missing. Install it (Debian/Ubuntu: apt-get install pkg-config) and retry." >&2
+  exit 1
+fi
+need_dev /usr/include/openssl/ssl.h libssl-dev "Kafka TLS and SCRAM"
+need_dev /usr/include/sasl/sasl.h libsasl2-dev "Kafka SASL/GSSAPI"
 for tool in cargo cc c++ make; do
   command -v "$tool" >/dev/null 2>&1 || { echo "setup: '$tool' is missing; install a Rust toolchain and a C/C++ compiler" >&2; exit 1; }
 done
