@@ -51,14 +51,20 @@ pub enum Command {
         until_idle: bool,
         /// Inbox entries kept per user (default: as the state was built, else
         /// 800; change it with `backfill`).
-        #[arg(long)]
+        #[arg(long, env = "FEEDLOG_INBOX_CAP")]
         inbox_cap: Option<u64>,
         /// Do not fsync commits (faster; a power loss may lose recent batches,
         /// which are then processed again).
-        #[arg(long)]
+        #[arg(long, env = "FEEDLOG_NO_SYNC")]
         no_sync: bool,
         /// Also serve the HTTP read API on ADDR (`--listen` alone: 127.0.0.1:8080).
-        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = DEFAULT_LISTEN)]
+        #[arg(
+            long,
+            env = "FEEDLOG_LISTEN",
+            value_name = "ADDR",
+            num_args = 0..=1,
+            default_missing_value = DEFAULT_LISTEN
+        )]
         listen: Option<String>,
         #[command(flatten)]
         api: ApiArgs,
@@ -180,7 +186,7 @@ pub enum Command {
     /// Serve the HTTP read API, read-only, beside a running processor.
     Serve {
         /// Address to listen on.
-        #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
+        #[arg(long, env = "FEEDLOG_LISTEN", value_name = "ADDR", default_value = DEFAULT_LISTEN)]
         listen: String,
         #[command(flatten)]
         api: ApiArgs,
@@ -207,7 +213,7 @@ pub enum Command {
         #[command(flatten)]
         demo: demo::DemoArgs,
         /// Address to serve the API on.
-        #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
+        #[arg(long, env = "FEEDLOG_LISTEN", value_name = "ADDR", default_value = DEFAULT_LISTEN)]
         listen: String,
         /// Exit after the tour instead of serving until Ctrl-C.
         #[arg(long)]
@@ -308,10 +314,10 @@ pub enum TopicsAction {
 #[derive(clap::Args, Clone)]
 pub struct ApiArgs {
     /// Largest page (`limit`) a request may ask for.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, env = "FEEDLOG_MAX_LIMIT", default_value_t = 200)]
     pub max_limit: usize,
     /// `/readyz` is ready while at most this many records are unapplied.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, env = "FEEDLOG_READY_LAG", default_value_t = 1000)]
     pub ready_lag: u64,
     /// Require `Authorization: Bearer TOKEN` on every route but /healthz,
     /// /readyz and /openapi.json. Needed to listen on an address other
@@ -325,14 +331,19 @@ pub struct ApiArgs {
     pub api_token: Option<String>,
     /// Serve a non-loopback address without a token (anyone who reaches
     /// it reads every view).
-    #[arg(long)]
+    #[arg(long, env = "FEEDLOG_INSECURE_NO_AUTH")]
     pub insecure_no_auth: bool,
     /// Let browsers on this origin read answers (CORS); `*` for any;
     /// repeatable. Off by default.
-    #[arg(long = "cors-origin", value_name = "ORIGIN")]
+    #[arg(
+        long = "cors-origin",
+        env = "FEEDLOG_CORS_ORIGINS",
+        value_name = "ORIGIN",
+        value_delimiter = ','
+    )]
     pub cors_origins: Vec<String>,
     /// Connections served at once; one more is answered 503.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, env = "FEEDLOG_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
 }
 
@@ -401,5 +412,43 @@ fn progress_secs(s: &str) -> Result<Duration, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.01 => Ok(Duration::from_secs_f64(v)),
         _ => Err(format!("{s:?} is not a number of seconds of at least 0.01")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// `run`'s flags (its own and the global ones) with their variables;
+    /// `--until-idle` is a way to run, not a setting.
+    fn run_settings() -> Vec<(String, Option<String>)> {
+        let mut cli = Cli::command();
+        cli.build();
+        let run = cli
+            .find_subcommand("run")
+            .expect("`run` is a command")
+            .clone();
+        run.get_arguments()
+            .filter_map(|a| Some((a.get_long()?.to_string(), a)))
+            .filter(|(long, _)| !matches!(long.as_str(), "help" | "version" | "until-idle"))
+            .map(|(long, a)| (long, a.get_env().map(|e| e.to_string_lossy().into_owned())))
+            .collect()
+    }
+
+    // Proves every setting of `run` can come from a FEEDLOG_* environment variable, and that the README names each.
+    #[test]
+    fn every_run_setting_has_an_environment_variable_in_the_readme() {
+        let readme = include_str!("../../README.md");
+        let settings = run_settings();
+        assert!(settings.len() > 15, "{settings:?}");
+        for (long, env) in settings {
+            let env = env.unwrap_or_else(|| panic!("--{long} has no environment variable"));
+            assert!(env.starts_with("FEEDLOG_"), "--{long}: {env}");
+            assert!(
+                readme.contains(&format!("`{env}`")),
+                "the README does not name {env} (--{long})"
+            );
+        }
     }
 }

@@ -27,7 +27,13 @@ pub struct KafkaArgs {
     pub topic_prefix: Option<String>,
     /// An extra librdkafka setting for every client, `KEY=VALUE`
     /// (`security.protocol=SSL`, ...); repeatable.
-    #[arg(long = "kafka-option", global = true, value_name = "KEY=VALUE")]
+    #[arg(
+        long = "kafka-option",
+        global = true,
+        env = "FEEDLOG_KAFKA_OPTIONS",
+        value_name = "KEY=VALUE",
+        value_delimiter = ';'
+    )]
     pub kafka_options: Vec<String>,
     /// A TOML file with any of the Kafka-mode settings; flags and
     /// environment variables take precedence over it.
@@ -43,7 +49,7 @@ pub struct KafkaRunArgs {
     #[arg(long, env = "FEEDLOG_INSTANCE_ID")]
     pub instance_id: Option<String>,
     /// Cooperative (incremental) rebalancing instead of eager.
-    #[arg(long)]
+    #[arg(long, env = "FEEDLOG_COOPERATIVE")]
     pub cooperative: bool,
     /// This processor's name in `members` and logs [default: the instance
     /// id, else host-pid].
@@ -54,7 +60,7 @@ pub struct KafkaRunArgs {
     #[arg(long, env = "FEEDLOG_ADVERTISE", value_name = "URL")]
     pub advertise: Option<String>,
     /// Consumer group session timeout, ms [default: 10000].
-    #[arg(long)]
+    #[arg(long, env = "FEEDLOG_SESSION_TIMEOUT_MS")]
     pub session_timeout_ms: Option<u64>,
     /// A checkpoint directory shared by the group's processors (a shared
     /// file system): partitions given up are checkpointed there, and a
@@ -65,7 +71,7 @@ pub struct KafkaRunArgs {
     /// With --checkpoints, also checkpoint every owned partition this often,
     /// in seconds, so a crashed processor's successor replays only the tail
     /// [default: only when partitions are given up].
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, env = "FEEDLOG_CHECKPOINT_EVERY", value_name = "SECS")]
     pub checkpoint_every: Option<u64>,
 }
 

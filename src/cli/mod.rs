@@ -62,7 +62,10 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 };
                 kafka::run(data, &settings, &kafka_run, cfg, until_idle, listen, &api)
             }
-            None => run::run_embedded(data, until_idle, inbox_cap, no_sync, listen, &api),
+            None => {
+                let listen = settings.listen(listen);
+                run::run_embedded(data, until_idle, inbox_cap, no_sync, listen, &api)
+            }
         },
         Command::Serve { listen, api } => run::serve(data, &listen, &api),
         Command::Query {
