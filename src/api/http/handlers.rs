@@ -2,7 +2,7 @@
 //! short, else on the blocking pool), answer JSON.
 
 use super::errors::ApiError;
-use super::{render_metrics, routing, Api, MAX_COUNTER_IDS, OPENAPI};
+use super::{render_metrics, routing, Api, MAX_COUNTER_IDS};
 use crate::api::query::{Page, QueryError, Reader};
 use crate::core::event::{PostId, Ts, UserId};
 use crate::core::metrics::PartitionLag;
@@ -356,13 +356,13 @@ pub(super) async fn internal_outboxes(
     Ok(Json(routing::OutboxesAnswer { outboxes }).into_response())
 }
 
-pub(super) async fn openapi() -> Response {
+pub(super) async fn openapi(State(api): State<Arc<Api>>) -> Response {
     (
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         )],
-        OPENAPI,
+        api.openapi.clone(),
     )
         .into_response()
 }

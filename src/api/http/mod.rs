@@ -29,8 +29,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The API description served at `/openapi.json`.
-pub const OPENAPI: &str = include_str!("openapi.json");
+pub mod openapi;
 
 /// Every route, as matched (also the `route` label of the request metrics).
 pub const ROUTES: &[&str] = &[
@@ -175,6 +174,8 @@ pub struct Api {
     requests: Vec<Histogram>,
     statuses: [AtomicU64; 5],
     started: Instant,
+    /// `/openapi.json`, with this configuration's limits.
+    openapi: bytes::Bytes,
 }
 
 impl Api {
@@ -206,13 +207,14 @@ impl Api {
         Arc::new(Api {
             reader,
             node,
-            cfg,
             routing,
             requests: (0..=ROUTES.len())
                 .map(|_| Histogram::new(metrics::LATENCY_BUCKETS))
                 .collect(),
             statuses: Default::default(),
             started: Instant::now(),
+            openapi: openapi::document(&cfg).into(),
+            cfg,
         })
     }
 
