@@ -1,6 +1,7 @@
 //! The read API under hostile and careless clients: oversize and malformed
 //! requests, slow and excess connections, tokens, CORS, exposure beyond
-//! loopback. Every refusal is the JSON error shape; the server keeps serving.
+//! loopback, and page limits as `/openapi.json` states them. Every refusal
+//! is the JSON error shape; the server keeps serving.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -272,4 +273,87 @@ fn exposure_needs_a_token() {
         ..ApiConfig::default()
     };
     assert!(exposure_error(&any, &insecure).is_none());
+}
+
+// Proves /openapi.json states what the handlers do: each paged route answers its documented default page size when no limit is given, accepts the documented maximum, and refuses one more and 0.
+#[test]
+fn openapi_limits_match_the_handlers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let n = 150u64;
+    let mut log = String::new();
+    for i in 1..=n {
+        let ts = 1_700_000_000_000 + i;
+        log += &format!("{{\"type\":\"post\",\"author\":1,\"post_id\":{i},\"ts\":{ts}}}\n");
+        log += &format!(
+            "{{\"type\":\"follow\",\"follower\":{},\"followee\":1,\"ts\":{ts}}}\n",
+            i + 1
+        );
+        log += &format!(
+            "{{\"type\":\"follow\",\"follower\":1,\"followee\":{},\"ts\":{ts}}}\n",
+            i + 1
+        );
+    }
+    let processor = processed(tmp.path(), &log, 3);
+    let max = 120;
+    let server = Server::start(
+        &processor,
+        ApiConfig {
+            max_limit: max,
+            ..ApiConfig::default()
+        },
+    );
+    let c = &server.client;
+    let spec = c.json("/openapi.json").unwrap();
+    let mut paged = 0;
+    for (route, item) in spec["paths"].as_object().unwrap() {
+        let op = &item["get"];
+        let Some(limit) = op["parameters"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == "limit"))
+        else {
+            continue;
+        };
+        if route.starts_with("/v1/internal/") {
+            continue;
+        }
+        paged += 1;
+        // User 2 follows 1 (a timeline of 150 posts); user 1 has 150 of everything else.
+        let user = if route.ends_with("/timeline") {
+            "2"
+        } else {
+            "1"
+        };
+        let path = route.replace("{id}", user);
+        let count = |query: &str| {
+            let r = c.get(&format!("{path}{query}"));
+            let body = r.json().unwrap();
+            (r.status, body["items"].as_array().map(Vec::len), body)
+        };
+        let default = limit["schema"]["default"].as_u64().unwrap() as usize;
+        assert_eq!(limit["schema"]["maximum"], max, "{route}");
+        let (status, items, body) = count("");
+        assert_eq!(
+            (status, items),
+            (200, Some(default)),
+            "{route} with no limit: {body}"
+        );
+        let (status, items, body) = count(&format!("?limit={max}"));
+        assert_eq!(
+            (status, items),
+            (200, Some(max)),
+            "{route} at the maximum: {body}"
+        );
+        for bad in [max + 1, 0] {
+            let (status, _, body) = count(&format!("?limit={bad}"));
+            assert_eq!(
+                (status, body["error"]["code"].as_str()),
+                (400, Some("bad_limit")),
+                "{route} with limit {bad}: {body}"
+            );
+        }
+    }
+    assert_eq!(
+        paged, 5,
+        "timeline, posts, followers, followees, recent followers"
+    );
 }
