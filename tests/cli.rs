@@ -430,3 +430,53 @@ fn dead_letters_into_a_closed_pipe_ends_quietly() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(!err.contains("error"), "{err}");
 }
+
+// Proves `config check` passes a valid TLS + SCRAM file with its effective settings (secrets masked) and exits 1 with the reason for an unknown key, a mechanism librdkafka refuses, and inconsistent settings.
+#[test]
+fn config_check_reports_effective_settings_and_refuses_bad_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let good = write(
+        "good.toml",
+        r#"kafka = "broker-1:9094"
+events_topic = "app.events"
+checkpoints = "/var/lib/feedlog/checkpoints"
+[kafka_options]
+"security.protocol" = "SASL_SSL"
+"sasl.mechanisms" = "SCRAM-SHA-512"
+"sasl.username" = "feedlog"
+"sasl.password" = "hunter2"
+"compression.codec" = "zstd"
+"#,
+    );
+    let (code, out, err) = feedlog(tmp.path(), &["config", "check", &good], None);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("topics: events app.events, effects effects"),
+        "{out}"
+    );
+    assert!(out.contains("sasl.mechanisms = SCRAM-SHA-512"), "{out}");
+    assert!(!out.contains("hunter2"), "the password is printed: {out}");
+    for (name, text, reason) in [
+        ("typo.toml", "kafka = \"b:1\"\nlistn = \"x\"\n", "unknown field `listn`"),
+        (
+            "mechanism.toml",
+            "kafka = \"b:1\"\n[kafka_options]\n\"security.protocol\" = \"SASL_SSL\"\n\"sasl.mechanisms\" = \"NOPE\"\n",
+            "Unsupported SASL mechanism",
+        ),
+        (
+            "every.toml",
+            "kafka = \"b:1\"\ncheckpoint_every = 5\n",
+            "needs a checkpoint directory",
+        ),
+    ] {
+        let path = write(name, text);
+        let (code, out, err) = feedlog(tmp.path(), &["config", "check", &path], None);
+        assert_eq!(code, 1, "{name}: {out}{err}");
+        assert!(err.contains(reason), "{name}: {err}");
+    }
+}

@@ -75,6 +75,11 @@ pub enum Command {
     /// lag of both topics, as JSON; `"idle": true` when everything is
     /// consumed to its end.
     Status,
+    /// Settings files.
+    Config {
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
     /// Kafka mode: topics from `topics/`.
     Topics {
         #[command(subcommand)]
@@ -292,6 +297,18 @@ pub enum LogAction {
         /// Cut even below a state's applied position (then reset the state).
         #[arg(long)]
         force: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ConfigAction {
+    /// Reads FILE as `--config FILE` would (flags and variables on top) and
+    /// checks it without a broker: TOML, key names and types, consistent
+    /// settings, and that librdkafka accepts the client settings. Prints
+    /// the effective settings, secrets masked; exits 1 on a problem.
+    Check {
+        /// The TOML settings file.
+        file: PathBuf,
     },
 }
 

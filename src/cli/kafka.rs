@@ -5,6 +5,7 @@ use super::args::ApiArgs;
 use super::shell::{every_2s, per_sec, shutdown_on_signal, BoundApi};
 use anyhow::{bail, Context, Result};
 use feedlog::log::kafka::{apply_topics, KafkaConfig};
+use feedlog::log::Topic;
 use feedlog::ops::{reset, status};
 use feedlog::task::embedded::ProcessorConfig;
 use feedlog::task::kafka::{Cluster, ClusterConfig};
@@ -25,6 +26,10 @@ pub struct KafkaArgs {
     /// Prefix of every topic name (several deployments on one cluster).
     #[arg(long, global = true, env = "FEEDLOG_TOPIC_PREFIX")]
     pub topic_prefix: Option<String>,
+    /// The input topic's full name, when upstream apps already write to
+    /// one [default: the prefix and `events`].
+    #[arg(long, global = true, env = "FEEDLOG_EVENTS_TOPIC", value_name = "NAME")]
+    pub events_topic: Option<String>,
     /// An extra librdkafka setting for every client, `KEY=VALUE`
     /// (`security.protocol=SSL`, ...); repeatable.
     #[arg(
@@ -82,6 +87,7 @@ struct FileConfig {
     kafka: Option<String>,
     group: Option<String>,
     topic_prefix: Option<String>,
+    events_topic: Option<String>,
     kafka_options: Option<BTreeMap<String, String>>,
     instance_id: Option<String>,
     cooperative: Option<bool>,
@@ -129,6 +135,11 @@ impl Settings {
                     .clone()
                     .or_else(|| file.topic_prefix.clone())
                     .unwrap_or_default();
+                cfg.events_topic = args
+                    .events_topic
+                    .clone()
+                    .or_else(|| file.events_topic.clone())
+                    .filter(|t| !t.is_empty());
                 let mut opts: BTreeMap<String, String> =
                     file.kafka_options.clone().unwrap_or_default();
                 for kv in &args.kafka_options {
@@ -157,16 +168,13 @@ impl Settings {
     }
 }
 
-/// `feedlog run --kafka`: one processor of the group.
-pub fn run(
-    data: &Path,
+/// The processor's settings from the flags, the variables and the file
+/// (all but the read API's address); refuses inconsistent ones.
+fn cluster_config(
     settings: &Settings,
     args: &KafkaRunArgs,
     processor: ProcessorConfig,
-    until_idle: bool,
-    listen: Option<String>,
-    api: &ApiArgs,
-) -> Result<i32> {
+) -> Result<ClusterConfig> {
     let kafka = settings.require_kafka("run --kafka")?.clone();
     let f = &settings.file;
     let mut cfg = ClusterConfig::new(kafka);
@@ -192,6 +200,89 @@ pub fn run(
     if cfg.checkpoint_every == Some(Duration::ZERO) {
         bail!("--checkpoint-every must be at least 1 second");
     }
+    Ok(cfg)
+}
+
+/// `feedlog config check FILE`: reads FILE as `--config FILE` would, with
+/// the flags and variables on top, and checks what can be checked without
+/// a broker: the TOML, every key's name and type, consistent settings, and
+/// that librdkafka accepts the client settings (security, codecs). Prints
+/// the effective settings (secrets masked); exit 1 on a problem.
+pub fn config_check(args: &KafkaArgs, file: &Path) -> Result<i32> {
+    let mut args = args.clone();
+    args.config = Some(file.to_path_buf());
+    let checked = Settings::load(&args).and_then(|settings| {
+        let cluster = match &settings.kafka {
+            Some(_) => Some(cluster_config(
+                &settings,
+                &KafkaRunArgs::default(),
+                ProcessorConfig::default(),
+            )?),
+            None => None,
+        };
+        if let Some(k) = &settings.kafka {
+            k.check_client_settings()
+                .map_err(|e| anyhow::anyhow!("librdkafka refuses the client settings: {e}"))?;
+        }
+        Ok((settings, cluster))
+    });
+    let (settings, cluster) = match checked {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{}: {e:#}", file.display());
+            return Ok(1);
+        }
+    };
+    println!("{}: ok", file.display());
+    match (&settings.kafka, &cluster) {
+        (Some(k), Some(c)) => {
+            println!("mode: kafka, brokers {}, group {}", k.brokers, k.group);
+            println!(
+                "topics: events {}, effects {}, dead-letter {}, members {}",
+                k.name(Topic::Events),
+                k.name(Topic::Effects),
+                k.name(Topic::DeadLetter),
+                k.members_topic()
+            );
+            for (key, value) in &k.client {
+                let secret = ["password", "secret", "token", "key"]
+                    .iter()
+                    .any(|w| key.to_ascii_lowercase().contains(w));
+                println!(
+                    "kafka option {key} = {}",
+                    if secret { "(set, not shown)" } else { value }
+                );
+            }
+            println!(
+                "member {}, session timeout {} ms, cooperative {}, checkpoints {}",
+                c.member,
+                c.session_timeout.as_millis(),
+                c.cooperative,
+                c.checkpoints
+                    .as_deref()
+                    .map_or("none".into(), |d| d.display().to_string())
+            );
+        }
+        _ => println!("mode: embedded (no `kafka` key, flag or variable)"),
+    }
+    if let Some(listen) = settings.listen(None) {
+        println!("listen {listen}");
+    }
+    Ok(0)
+}
+
+/// `feedlog run --kafka`: one processor of the group.
+pub fn run(
+    data: &Path,
+    settings: &Settings,
+    args: &KafkaRunArgs,
+    processor: ProcessorConfig,
+    until_idle: bool,
+    listen: Option<String>,
+    api: &ApiArgs,
+) -> Result<i32> {
+    let mut cfg = cluster_config(settings, args, processor)?;
+    let f = &settings.file;
     // Bind first: the address is announced to the other processors.
     let bound = match settings.listen(listen) {
         Some(addr) => Some(BoundApi::bind(&addr, &api.config())?),

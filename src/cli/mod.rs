@@ -14,7 +14,7 @@ pub mod shell;
 pub mod state;
 
 use anyhow::Result;
-use args::{BenchKind, Cli, Command, LogAction, TopicsAction};
+use args::{BenchKind, Cli, Command, ConfigAction, LogAction, TopicsAction};
 use feedlog::core::DEFAULT_INBOX_CAP;
 use feedlog::state::datadir::DataDir;
 use feedlog::task::embedded::ProcessorConfig;
@@ -25,6 +25,13 @@ use std::path::Path;
 // scatter the one place that maps the grammar onto the library.
 /// Runs one parsed command line; the exit code.
 pub fn dispatch(cli: Cli) -> Result<i32> {
+    // Before the settings load: a file that does not load is what it reports.
+    if let Command::Config {
+        action: ConfigAction::Check { file },
+    } = &cli.command
+    {
+        return kafka::config_check(&cli.kafka, file);
+    }
     let settings = kafka::Settings::load(&cli.kafka)?;
     let data = cli.data.as_path();
     let embedded = |what: &str| kafka::embedded_only(&settings, what);
@@ -75,6 +82,9 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             cursor,
         } => query::query(data, &view, user, limit, cursor.as_deref()),
         Command::Status => kafka::status(&settings),
+        Command::Config {
+            action: ConfigAction::Check { file },
+        } => kafka::config_check(&cli.kafka, &file),
         Command::Topics {
             action:
                 TopicsAction::Apply {

@@ -71,7 +71,7 @@ pub fn wanted_topics(cfg: &KafkaConfig, partitions: u32) -> Result<Vec<WantedTop
         .into_iter()
         .map(|spec| {
             Ok(WantedTopic {
-                name: format!("{}{}", cfg.topic_prefix, spec.name),
+                name: cfg.name_of(spec),
                 partitions: spec.partitions_in(partitions),
                 retention_ms: retention_ms(&spec.retention)
                     .map_err(|e| format!("topics/{}.toml: {e}", spec.name))?,
@@ -439,5 +439,22 @@ mod tests {
                 ("t1.members", 1, "-1", "compact"),
             ]
         );
+        // A chosen input topic keeps its own name; the others keep the prefix.
+        cfg.events_topic = Some("app.social-events".into());
+        let names: Vec<String> = wanted_topics(&cfg, 12)
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "app.social-events",
+                "t1.effects",
+                "t1.dead-letter",
+                "t1.members"
+            ]
+        );
+        assert_eq!(cfg.name(Topic::Events), "app.social-events");
     }
 }

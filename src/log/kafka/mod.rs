@@ -61,6 +61,9 @@ pub struct KafkaConfig {
     /// Extra librdkafka settings for every client (`security.protocol`,
     /// `sasl.*`, ...).
     pub client: Vec<(String, String)>,
+    /// The input topic's full name when it is not `events` (with the
+    /// prefix): an existing topic upstream apps already write to.
+    pub events_topic: Option<String>,
     /// The topic specs.
     pub topics: Topics,
 }
@@ -73,6 +76,7 @@ impl KafkaConfig {
             group: group.to_string(),
             topic_prefix: String::new(),
             client: Vec::new(),
+            events_topic: None,
             topics: Topics::builtin(),
         }
     }
@@ -87,6 +91,17 @@ impl KafkaConfig {
         c
     }
 
+    /// Whether librdkafka accepts the client settings (it checks them when
+    /// a client is created, before any connection): unknown keys or
+    /// values, a mechanism or codec this build lacks, an unreadable CA
+    /// file.
+    pub fn check_client_settings(&self) -> Result<(), LogError> {
+        self.client_config()
+            .create::<rdkafka::producer::BaseProducer>()
+            .map(|_| ())
+            .map_err(kafka_err("checking the client settings"))
+    }
+
     /// The Kafka name of `topic`.
     pub fn name(&self, topic: Topic) -> String {
         let spec = match topic {
@@ -94,7 +109,16 @@ impl KafkaConfig {
             Topic::Effects => &self.topics.effects,
             Topic::DeadLetter => &self.topics.dead_letter,
         };
-        format!("{}{}", self.topic_prefix, spec.name)
+        self.name_of(spec)
+    }
+
+    /// The Kafka name of the topic `spec` describes: the prefix and its
+    /// name, or the chosen input topic's name.
+    pub fn name_of(&self, spec: &crate::log::topics::TopicSpec) -> String {
+        match &self.events_topic {
+            Some(name) if spec.name == self.topics.events.name => name.clone(),
+            _ => format!("{}{}", self.topic_prefix, spec.name),
+        }
     }
 
     /// The Kafka name of the `members` topic.
@@ -313,7 +337,6 @@ impl Drop for KafkaLog {
 #[cfg(test)]
 mod tests {
     use super::KafkaConfig;
-    use rdkafka::producer::BaseProducer;
 
     /// Whether librdkafka accepts a producer with `options` on top of the
     /// brokers (it validates a configuration when the client is created,
@@ -324,10 +347,7 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        cfg.client_config()
-            .create::<BaseProducer>()
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        cfg.check_client_settings().map_err(|e| e.to_string())
     }
 
     // Proves the build carries TLS, SASL (PLAIN, SCRAM, GSSAPI) and every compression codec: librdkafka names them among its features and accepts clients that use them, and still refuses what it does not know.
