@@ -312,6 +312,24 @@ fn metrics_parse_and_readiness_follows_lag() {
         .iter()
         .all(|s| matches!(s.value, prometheus_parse::Value::Gauge(v) if v == 0.0)));
     assert!(value("feedlog_deliveries_total", None) > 0.0);
+    // Responses by code; the build and the process as Prometheus names them.
+    assert!(value("feedlog_http_responses_total", Some(("code", "200"))) >= 5.0);
+    assert_eq!(
+        value(
+            "feedlog_build_info",
+            Some(("version", env!("CARGO_PKG_VERSION")))
+        ),
+        1.0
+    );
+    for name in [
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_max_fds",
+        "process_start_time_seconds",
+    ] {
+        assert!(value(name, None) > 0.0, "{name}");
+    }
     let page_cache = |name: &str| -> f64 {
         scrape
             .samples

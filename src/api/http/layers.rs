@@ -88,8 +88,8 @@ pub(super) async fn around(State(api): State<Arc<Api>>, req: Request, next: Next
     let start = Instant::now();
     let resp = cors(&api, req, next).await;
     api.requests[route].observe(start.elapsed().as_secs_f64());
-    let class = (resp.status().as_u16() / 100).clamp(1, 5) as usize - 1;
-    api.statuses[class].fetch_add(1, Ordering::Relaxed);
+    let code = usize::from(resp.status().as_u16()).clamp(100, 599) - 100;
+    api.statuses[code].fetch_add(1, Ordering::Relaxed);
     resp
 }
 

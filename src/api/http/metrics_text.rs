@@ -138,16 +138,100 @@ pub fn render_metrics(api: &Api) -> String {
         h.render(o, name, &format!("route=\"{route}\""));
     }
     let name = "feedlog_http_responses_total";
-    metrics::header(o, name, "counter", "Responses, by status class.");
+    metrics::header(o, name, "counter", "Responses, by status code.");
     for (i, c) in api.statuses.iter().enumerate() {
-        metrics::sample(
-            o,
-            name,
-            &format!("class=\"{}xx\"", i + 1),
-            c.load(Ordering::Relaxed),
-        );
+        let n = c.load(Ordering::Relaxed);
+        if n > 0 {
+            metrics::sample(o, name, &format!("code=\"{}\"", i + 100), n);
+        }
     }
+    render_process(o);
     out
+}
+
+/// `feedlog_build_info` and the standard `process_*` figures (Linux:
+/// read from `/proc/self`; left out where it cannot be read).
+fn render_process(o: &mut String) {
+    let name = "feedlog_build_info";
+    metrics::header(o, name, "gauge", "The running build: its version.");
+    metrics::sample(
+        o,
+        name,
+        &format!("version=\"{}\"", env!("CARGO_PKG_VERSION")),
+        1,
+    );
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name, from field 3 (state).
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    // /proc counts in USER_HZ, 100 on Linux.
+    const HZ: f64 = 100.0;
+    if let (Some(user), Some(system)) = (field(11), field(12)) {
+        let name = "process_cpu_seconds_total";
+        metrics::header(o, name, "counter", "User and system CPU time, seconds.");
+        metrics::sample(o, name, "", (user + system) as f64 / HZ);
+    }
+    let boot = std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("btime ")?.trim().parse::<u64>().ok())
+    });
+    if let (Some(boot), Some(start)) = (boot, field(19)) {
+        let name = "process_start_time_seconds";
+        metrics::header(o, name, "gauge", "Start time of the process, Unix seconds.");
+        metrics::sample(o, name, "", boot as f64 + start as f64 / HZ);
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kb = |key: &str| {
+        status.lines().find_map(|l| {
+            l.strip_prefix(key)?
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+    };
+    for (key, name, help) in [
+        (
+            "VmRSS:",
+            "process_resident_memory_bytes",
+            "Resident memory, bytes.",
+        ),
+        (
+            "VmSize:",
+            "process_virtual_memory_bytes",
+            "Virtual memory, bytes.",
+        ),
+    ] {
+        if let Some(v) = kb(key) {
+            metrics::header(o, name, "gauge", help);
+            metrics::sample(o, name, "", v * 1024);
+        }
+    }
+    if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+        let name = "process_open_fds";
+        metrics::header(o, name, "gauge", "Open file descriptors.");
+        metrics::sample(o, name, "", fds.count() as u64);
+    }
+    let max_fds = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|l| {
+            l.lines()
+                .find(|l| l.starts_with("Max open files"))?
+                .split_whitespace()
+                .nth(3)?
+                .parse::<u64>()
+                .ok()
+        });
+    if let Some(v) = max_fds {
+        let name = "process_max_fds";
+        metrics::header(o, name, "gauge", "Most open file descriptors allowed.");
+        metrics::sample(o, name, "", v);
+    }
 }
 
 /// The first pages kept beside each store: answered from it, read, bytes.

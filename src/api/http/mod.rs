@@ -172,7 +172,8 @@ pub struct Api {
     /// Kafka mode: where the partitions this processor does not serve are.
     routing: Option<Arc<routing::Routing>>,
     requests: Vec<Histogram>,
-    statuses: [AtomicU64; 5],
+    /// Responses by status code (100 to 599, from 0).
+    statuses: Box<[AtomicU64]>,
     started: Instant,
     /// `/openapi.json`, with this configuration's limits.
     openapi: bytes::Bytes,
@@ -211,7 +212,7 @@ impl Api {
             requests: (0..=ROUTES.len())
                 .map(|_| Histogram::new(metrics::LATENCY_BUCKETS))
                 .collect(),
-            statuses: Default::default(),
+            statuses: (100..600).map(|_| AtomicU64::new(0)).collect(),
             started: Instant::now(),
             openapi: openapi::document(&cfg).into(),
             cfg,
