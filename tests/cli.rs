@@ -480,3 +480,22 @@ checkpoints = "/var/lib/feedlog/checkpoints"
         assert!(err.contains(reason), "{name}: {err}");
     }
 }
+
+// Proves `run --progress SECS` prints progress lines at that pace and `--quiet` prints none but the summary.
+#[test]
+fn run_progress_interval_and_quiet() {
+    let log = generated_log(300, 20_000);
+    let progress_lines = |args: &[&str]| {
+        let tmp = tempfile::tempdir().unwrap();
+        let (code, _, err) = feedlog(tmp.path(), &["produce", "-"], Some(log.as_bytes()));
+        assert_eq!(code, 0, "{err}");
+        let mut run = vec!["run", "--until-idle"];
+        run.extend_from_slice(args);
+        let (code, out, err) = feedlog(tmp.path(), &run, None);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("processed "), "no summary: {out}");
+        err.lines().filter(|l| l.contains("s  events ")).count()
+    };
+    assert!(progress_lines(&["--progress", "0.01"]) >= 1);
+    assert_eq!(progress_lines(&["--quiet", "--progress", "0.01"]), 0);
+}

@@ -49,6 +49,13 @@ pub enum Command {
         /// Exit 0 once every log is consumed and nothing is in flight.
         #[arg(long)]
         until_idle: bool,
+        /// Seconds between progress lines [default: 2 on a terminal, 60
+        /// otherwise].
+        #[arg(long, env = "FEEDLOG_PROGRESS", value_name = "SECS", value_parser = progress_secs)]
+        progress: Option<Duration>,
+        /// No progress lines (the summary, warnings and errors still print).
+        #[arg(long, env = "FEEDLOG_QUIET")]
+        quiet: bool,
         /// Inbox entries kept per user (default: as the state was built, else
         /// 800; change it with `backfill`).
         #[arg(long, env = "FEEDLOG_INBOX_CAP")]

@@ -155,7 +155,11 @@ pub fn run(data: &Path, a: &DemoArgs, listen: &str, exit: bool, api: ApiConfig) 
     let server = ApiServer::start(listen, api, |cfg| processor_api(&processor, cfg))?;
     let shutdown = shutdown_on_signal();
     let start = Instant::now();
-    let totals = process(&dir, &processor, &shutdown, true)?;
+    let mode = super::shell::RunMode {
+        until_idle: true,
+        progress: Some(super::shell::PROGRESS_EVERY),
+    };
+    let totals = process(&dir, &processor, &shutdown, mode)?;
     if shutdown.is_requested() {
         server.stop();
         return Ok(130);

@@ -2,7 +2,7 @@
 //! the settings they share (flags, environment variables, a config file).
 
 use super::args::ApiArgs;
-use super::shell::{every_2s, per_sec, shutdown_on_signal, BoundApi};
+use super::shell::{per_sec, shutdown_on_signal, BoundApi, RunMode};
 use anyhow::{bail, Context, Result};
 use feedlog::log::kafka::{apply_topics, KafkaConfig};
 use feedlog::log::Topic;
@@ -277,7 +277,7 @@ pub fn run(
     settings: &Settings,
     args: &KafkaRunArgs,
     processor: ProcessorConfig,
-    until_idle: bool,
+    mode: RunMode,
     listen: Option<String>,
     api: &ApiArgs,
 ) -> Result<i32> {
@@ -320,7 +320,7 @@ pub fn run(
         .clone()
         .context("Kafka mode without Kafka settings")?;
     let idle = move || status::status(&kafka).map(|s| s.idle);
-    let totals = every_2s(
+    let totals = mode.with_progress(
         || {
             let t = cluster.progress().totals();
             let events: u64 = t.events.iter().sum();
@@ -336,7 +336,7 @@ pub fn run(
                 t.dead_letters
             );
         },
-        || cluster.run(&shutdown, until_idle.then_some(&idle as _)),
+        || cluster.run(&shutdown, mode.until_idle.then_some(&idle as _)),
     )?;
     if let Some(s) = server {
         s.stop();

@@ -55,6 +55,8 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         }
         Command::Run {
             until_idle,
+            progress,
+            quiet,
             inbox_cap,
             no_sync,
             listen,
@@ -67,11 +69,13 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                     sync: !no_sync,
                     ..ProcessorConfig::default()
                 };
-                kafka::run(data, &settings, &kafka_run, cfg, until_idle, listen, &api)
+                let mode = shell::RunMode::new(until_idle, progress, quiet);
+                kafka::run(data, &settings, &kafka_run, cfg, mode, listen, &api)
             }
             None => {
                 let listen = settings.listen(listen);
-                run::run_embedded(data, until_idle, inbox_cap, no_sync, listen, &api)
+                let mode = shell::RunMode::new(until_idle, progress, quiet);
+                run::run_embedded(data, mode, inbox_cap, no_sync, listen, &api)
             }
         },
         Command::Serve { listen, api } => run::serve(data, &listen, &api),

@@ -2,7 +2,7 @@
 //! progress, and the read API.
 
 use super::args::ApiArgs;
-use super::shell::{every_2s, per_sec, shutdown_on_signal, tempfile_dir, ApiServer};
+use super::shell::{per_sec, shutdown_on_signal, tempfile_dir, ApiServer, RunMode};
 use anyhow::{bail, Result};
 use feedlog::api::http::Api;
 use feedlog::api::query::Reader;
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 /// `checkpoint` and `swap` requests, serving the API with `listen`.
 pub fn run_embedded(
     data: &Path,
-    until_idle: bool,
+    mode: RunMode,
     inbox_cap: Option<u64>,
     no_sync: bool,
     listen: Option<String>,
@@ -64,7 +64,7 @@ pub fn run_embedded(
     let requests = Shutdown::new();
     let result = std::thread::scope(|s| {
         s.spawn(|| feedlog::ops::control::serve_requests(&dir, &processor, &requests));
-        let r = process(&dir, &processor, &shutdown, until_idle);
+        let r = process(&dir, &processor, &shutdown, mode);
         requests.request();
         r
     });
@@ -117,13 +117,13 @@ pub fn serve(data: &Path, listen: &str, api: &ApiArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Runs the processor with a live progress line every 2 s (events/s,
+/// Runs the processor with a live progress line as `mode` says (events/s,
 /// deliveries/s, lag, ETA) and prints a summary.
 pub fn process(
     dir: &DataDir,
     processor: &Processor,
     shutdown: &Shutdown,
-    until_idle: bool,
+    mode: RunMode,
 ) -> Result<StepStats> {
     let lags = || lag(&**processor.logs(), &processor.store_set().local());
     let lag_now = || -> Result<u64> { Ok(lags()?.iter().map(PartitionLag::total).sum()) };
@@ -137,7 +137,7 @@ pub fn process(
     );
     let progress = processor.progress().clone();
     let start = Instant::now();
-    let totals = every_2s(
+    let totals = mode.with_progress(
         || {
             let t = progress.totals();
             let read = t.events.iter().sum::<u64>() + t.dead_letters;
@@ -156,7 +156,7 @@ pub fn process(
             t.dead_letters
         );
         },
-        || processor.run(shutdown, until_idle),
+        || processor.run(shutdown, mode.until_idle),
     )?;
     let secs = start.elapsed().as_secs_f64();
     let events: u64 = totals.events.iter().sum();

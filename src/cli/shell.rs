@@ -148,10 +148,41 @@ impl ApiServer {
 /// How often long-running commands print a progress line.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 
-/// Runs `work`, calling `tick` every [`PROGRESS_EVERY`] on another thread
-/// until it ends.
-pub fn every_2s<R: Send>(tick: impl Fn() + Sync, work: impl FnOnce() -> R) -> R {
-    every(PROGRESS_EVERY, tick, work)
+/// How `run` goes: until idle or for good, and how often it prints a
+/// progress line (`None`: never).
+#[derive(Debug, Clone, Copy)]
+pub struct RunMode {
+    /// Exit once everything is consumed and nothing is in flight.
+    pub until_idle: bool,
+    /// Time between progress lines.
+    pub progress: Option<Duration>,
+}
+
+impl RunMode {
+    /// `--progress` and `--quiet`: quiet prints no progress lines; else
+    /// the interval asked for, by default [`PROGRESS_EVERY`] on a terminal
+    /// and a minute otherwise (a service's log gets a line a minute, not
+    /// 43,000 a day).
+    pub fn new(until_idle: bool, progress: Option<Duration>, quiet: bool) -> RunMode {
+        use std::io::IsTerminal;
+        let default = if std::io::stderr().is_terminal() {
+            PROGRESS_EVERY
+        } else {
+            Duration::from_secs(60)
+        };
+        RunMode {
+            until_idle,
+            progress: (!quiet).then(|| progress.unwrap_or(default)),
+        }
+    }
+
+    /// Runs `work`, printing progress with `tick` as this mode says.
+    pub fn with_progress<R: Send>(&self, tick: impl Fn() + Sync, work: impl FnOnce() -> R) -> R {
+        match self.progress {
+            Some(interval) => every(interval, tick, work),
+            None => work(),
+        }
+    }
 }
 
 /// Runs `work`, calling `tick` every `interval` until it returns.
