@@ -13,14 +13,19 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "feedlog=info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = cli::args::Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "feedlog=info".into());
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        cli::args::LogFormat::Json => logs.json().init(),
+        cli::args::LogFormat::Text => {
+            use std::io::IsTerminal;
+            logs.with_ansi(std::io::stderr().is_terminal()).init()
+        }
+    }
     match cli::dispatch(cli) {
         Ok(code) => std::process::exit(code),
         Err(e) => {

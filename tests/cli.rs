@@ -499,3 +499,37 @@ fn run_progress_interval_and_quiet() {
     assert!(progress_lines(&["--progress", "0.01"]) >= 1);
     assert_eq!(progress_lines(&["--quiet", "--progress", "0.01"]), 0);
 }
+
+// Proves `--log-format json` writes log lines as JSON objects (here the warning that a torn log tail was cut).
+#[test]
+fn json_log_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let post = |id: u64| format!("{{\"type\":\"post\",\"author\":1,\"post_id\":{id},\"ts\":1}}\n");
+    let (code, _, err) = feedlog(tmp.path(), &["produce", "-"], Some(post(1).as_bytes()));
+    assert_eq!(code, 0, "{err}");
+    // Bytes that never became a record, at the end of user 1's partition.
+    let events = tmp.path().join("log/events");
+    for p in std::fs::read_dir(&events).unwrap() {
+        let seg = p.unwrap().path().join("00000000000000000000.log");
+        if seg.exists() && std::fs::metadata(&seg).unwrap().len() > 0 {
+            let mut f = std::fs::OpenOptions::new().append(true).open(&seg).unwrap();
+            std::io::Write::write_all(&mut f, &[1, 2, 3]).unwrap();
+        }
+    }
+    let (code, _, err) = feedlog(
+        tmp.path(),
+        &["--log-format", "json", "produce", "-"],
+        Some(post(2).as_bytes()),
+    );
+    assert_eq!(code, 0, "{err}");
+    let warning = err
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["level"] == "WARN")
+        .unwrap_or_else(|| panic!("no JSON warning in {err}"));
+    assert!(warning["fields"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("torn tail"));
+}

@@ -25,8 +25,22 @@ pub struct Cli {
     pub data: PathBuf,
     #[command(flatten)]
     pub kafka: kafka::KafkaArgs,
+    /// Log lines (warnings, errors, lifecycle): `text` (colours only on a
+    /// terminal) or `json`, one object per line. Progress and summary
+    /// lines stay text.
+    #[arg(long, global = true, env = "FEEDLOG_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How log lines are written.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (timestamp, level, target, fields).
+    Json,
 }
 
 #[derive(Subcommand)]
