@@ -1,19 +1,17 @@
-//! The HTTP read API: every route against the oracle, bad inputs, the live
-//! timeline stream, readiness and metrics — and the `run --listen` and
-//! `serve` commands end to end.
+//! The HTTP read API: every route against the oracle, bad inputs,
+//! readiness and metrics — and the `run --listen` and `serve` commands end
+//! to end. The live timeline stream is in `http_stream.rs`.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
-use common::api::{processed, wide_limits, Server};
-use common::http::{Proc, Sse};
+use common::api::{append, processed, wide_limits, Server};
+use common::http::Proc;
 use common::{check_all, generated_log, oracle_of, wait_until};
 use feedlog::api::http::ApiConfig;
-use feedlog::ingest::produce::Producer;
 use feedlog::state::datadir::DataDir;
-use std::path::Path;
 use std::time::Duration;
 
 // Proves every route answers every user exactly as the oracle says: counters (one and batched), recent followers, and every page of every paged view.
@@ -170,70 +168,6 @@ fn bad_inputs_get_clear_errors_never_500() {
             "{route} is not in /openapi.json"
         );
     }
-}
-
-fn append(dir: &Path, lines: &str) {
-    let data = DataDir::open(dir).unwrap();
-    let mut producer = Producer::new(&data).unwrap();
-    producer.json_lines(lines.as_bytes(), "test").unwrap();
-    producer.finish().unwrap();
-}
-
-// Proves a timeline stream sends each post made after subscription, once, oldest first, and nothing from before it.
-#[test]
-fn timeline_stream_delivers_posts_made_after_subscription() {
-    let tmp = tempfile::tempdir().unwrap();
-    let log = [
-        r#"{"type":"follow","follower":1,"followee":2,"ts":1000}"#,
-        r#"{"type":"follow","follower":1,"followee":3,"ts":1001}"#,
-        r#"{"type":"post","author":2,"post_id":10,"ts":1002}"#,
-        r#"{"type":"post","author":3,"post_id":11,"ts":1003}"#,
-    ]
-    .join("\n");
-    let processor = processed(tmp.path(), &log, 2);
-    let server = Server::start(&processor, ApiConfig::default());
-    let mut stream = server.client.events("/v1/users/1/timeline/stream");
-    assert_eq!(stream.status, 200);
-    assert!(stream
-        .headers
-        .iter()
-        .any(|(k, v)| k == "content-type" && v.starts_with("text/event-stream")));
-    assert_eq!(
-        stream.next(Duration::from_secs(10)).map(|e| e.event),
-        Some("comment".into()),
-        "the stream opens with a comment"
-    );
-    // Nothing old arrives.
-    assert_eq!(stream.next(Duration::from_millis(500)), None);
-    append(
-        tmp.path(),
-        &[
-            r#"{"type":"post","author":3,"post_id":12,"ts":2000}"#,
-            r#"{"type":"post","author":2,"post_id":13,"ts":2001}"#,
-            r#"{"type":"post","author":4,"post_id":14,"ts":2002}"#,
-        ]
-        .join("\n"),
-    );
-    processor
-        .run(&feedlog::task::Shutdown::new(), true)
-        .unwrap();
-    let mut got = Vec::new();
-    while let Some(Sse { event, data }) = stream.next(Duration::from_secs(5)) {
-        assert_eq!(event, "entry", "{data}");
-        got.push(serde_json::from_str::<serde_json::Value>(&data).unwrap());
-        if got.len() == 2 {
-            break;
-        }
-    }
-    assert_eq!(
-        got,
-        vec![
-            serde_json::json!({"post_id": 12, "author": 3, "ts": 2000}),
-            serde_json::json!({"post_id": 13, "author": 2, "ts": 2001}),
-        ]
-    );
-    // Author 4 is not followed: nothing more comes.
-    assert_eq!(stream.next(Duration::from_millis(500)), None);
 }
 
 // Proves /metrics is valid Prometheus text whose counters match what was processed and requested, and /readyz follows the lag.

@@ -69,3 +69,11 @@ pub fn wide_limits() -> ApiConfig {
         ..ApiConfig::default()
     }
 }
+
+/// Appends JSON-lines events to the embedded log of `dir`.
+pub fn append(dir: &Path, lines: &str) {
+    let data = DataDir::open(dir).unwrap();
+    let mut producer = Producer::new(&data).unwrap();
+    producer.json_lines(lines.as_bytes(), "test").unwrap();
+    producer.finish().unwrap();
+}

@@ -50,11 +50,20 @@ pub struct Client {
 }
 
 fn connect(addr: SocketAddr, method: &str, path: &str) -> TcpStream {
+    connect_with(addr, method, path, &[])
+}
+
+/// A request with extra headers.
+fn connect_with(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> TcpStream {
     let mut s = TcpStream::connect(addr).expect("connect to the API");
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{extra}Connection: close\r\n\r\n"
     )
     .unwrap();
     s
@@ -144,7 +153,12 @@ impl Client {
 
     /// Opens a server-sent events stream.
     pub fn events(&self, path: &str) -> EventStream {
-        let mut s = connect(self.addr, "GET", path);
+        self.events_with(path, &[])
+    }
+
+    /// Opens a server-sent events stream with extra request headers.
+    pub fn events_with(&self, path: &str, headers: &[(&str, &str)]) -> EventStream {
+        let mut s = connect_with(self.addr, "GET", path, headers);
         s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
         let mut raw = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -194,6 +208,8 @@ pub struct Sse {
     pub event: String,
     /// The `data:` lines, joined with newlines.
     pub data: String,
+    /// The `id:` field, if any.
+    pub id: Option<String>,
 }
 
 impl EventStream {
@@ -213,11 +229,14 @@ impl EventStream {
                 let mut ev = Sse {
                     event: "message".into(),
                     data: String::new(),
+                    id: None,
                 };
                 for line in block.lines() {
                     if let Some(c) = line.strip_prefix(':') {
                         ev.event = "comment".into();
                         ev.data = c.trim().into();
+                    } else if let Some(v) = line.strip_prefix("id:") {
+                        ev.id = Some(v.trim().into());
                     } else if let Some(v) = line.strip_prefix("event:") {
                         ev.event = v.trim().into();
                     } else if let Some(v) = line.strip_prefix("data:") {

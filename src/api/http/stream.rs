@@ -6,6 +6,7 @@ use super::Api;
 use crate::api::query::{PostItem, QueryError, Reader};
 use crate::core::event::UserId;
 use axum::extract::{Path, State};
+use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
@@ -38,31 +39,63 @@ fn newer_entries(
     }
 }
 
+/// An entry's event id: `ts:post_id:author`, its place in timeline order.
+fn event_id(item: &PostItem) -> String {
+    format!("{}:{}:{}", item.ts, item.post_id, item.author)
+}
+
+/// The timeline key a `Last-Event-ID` names.
+fn parse_event_id(id: &str) -> Option<(u64, u64, u64)> {
+    let mut parts = id.trim().split(':').map(|p| p.parse::<u64>().ok());
+    let key = (parts.next()??, parts.next()??, parts.next()??);
+    parts.next().is_none().then_some(key)
+}
+
 /// Server-sent events: each timeline entry newer than every entry already
 /// on the timeline when the stream opened, oldest first, as it becomes
-/// visible (`event: entry`, data `{"post_id","author","ts"}`). The stream
+/// visible (`event: entry`, `id: ts:post_id:author`, data
+/// `{"post_id","author","ts"}`). A client that reconnects with
+/// `Last-Event-ID` (browsers do it themselves) first gets every entry newer
+/// than that one, up to the newest 10,000, then the live ones. The stream
 /// opens with a `subscribed` comment.
 pub(super) async fn timeline_stream(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
+    headers: HeaderMap,
     q: Params,
 ) -> Result<Response, ApiError> {
     let user = user_id(&id)?;
     params(q, &[])?;
-    let top = read(&api, move |r| newer_entries(r, user, None)).await?;
-    let newest = top.first().map(|i| (i.ts, i.post_id, i.author));
+    let resume = match headers.get("last-event-id") {
+        None => None,
+        Some(v) => Some(v.to_str().ok().and_then(parse_event_id).ok_or_else(|| {
+            ApiError::bad(
+                "bad_query",
+                "Last-Event-ID must be an id this stream sent (ts:post_id:author)",
+            )
+        })?),
+    };
+    let newest = match resume {
+        Some(key) => Some(key),
+        None => {
+            let top = read(&api, move |r| newer_entries(r, user, None)).await?;
+            top.first().map(|i| (i.ts, i.post_id, i.author))
+        }
+    };
     let poll = api.cfg.stream_poll;
     struct S {
         api: Arc<Api>,
         newest: Option<(u64, u64, u64)>,
         queue: std::collections::VecDeque<PostItem>,
         opened: bool,
+        polled: bool,
     }
     let state = S {
         api,
         newest,
         queue: Default::default(),
         opened: false,
+        polled: resume.is_none(),
     };
     let stream = futures_util::stream::unfold(state, move |mut s| async move {
         if !s.opened {
@@ -72,16 +105,21 @@ pub(super) async fn timeline_stream(
         }
         loop {
             if let Some(item) = s.queue.pop_front() {
+                let id = event_id(&item);
                 let PostItem {
                     post_id,
                     author,
                     ts,
                 } = item;
                 let json = format!(r#"{{"post_id":{post_id},"author":{author},"ts":{ts}}}"#);
-                let ev = SseEvent::default().event("entry").data(json);
+                let ev = SseEvent::default().event("entry").id(id).data(json);
                 return Some((Ok(ev), s));
             }
-            tokio::time::sleep(poll).await;
+            // A resumed stream catches up at once; then it polls.
+            if s.polled {
+                tokio::time::sleep(poll).await;
+            }
+            s.polled = true;
             let after = s.newest.unwrap_or((0, 0, 0));
             match read(&s.api, move |r| newer_entries(r, user, Some(after))).await {
                 Ok(mut items) => {

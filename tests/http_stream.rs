@@ -1,0 +1,126 @@
+//! The live timeline stream (server-sent events): what it sends, in which
+//! order, and how a client resumes it.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::api::{append, processed, Server};
+use common::http::Sse;
+use feedlog::api::http::ApiConfig;
+use std::time::Duration;
+
+// Proves a timeline stream sends each post made after subscription, once, oldest first, and nothing from before it.
+#[test]
+fn timeline_stream_delivers_posts_made_after_subscription() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = [
+        r#"{"type":"follow","follower":1,"followee":2,"ts":1000}"#,
+        r#"{"type":"follow","follower":1,"followee":3,"ts":1001}"#,
+        r#"{"type":"post","author":2,"post_id":10,"ts":1002}"#,
+        r#"{"type":"post","author":3,"post_id":11,"ts":1003}"#,
+    ]
+    .join("\n");
+    let processor = processed(tmp.path(), &log, 2);
+    let server = Server::start(&processor, ApiConfig::default());
+    let mut stream = server.client.events("/v1/users/1/timeline/stream");
+    assert_eq!(stream.status, 200);
+    assert!(stream
+        .headers
+        .iter()
+        .any(|(k, v)| k == "content-type" && v.starts_with("text/event-stream")));
+    assert_eq!(
+        stream.next(Duration::from_secs(10)).map(|e| e.event),
+        Some("comment".into()),
+        "the stream opens with a comment"
+    );
+    // Nothing old arrives.
+    assert_eq!(stream.next(Duration::from_millis(500)), None);
+    append(
+        tmp.path(),
+        &[
+            r#"{"type":"post","author":3,"post_id":12,"ts":2000}"#,
+            r#"{"type":"post","author":2,"post_id":13,"ts":2001}"#,
+            r#"{"type":"post","author":4,"post_id":14,"ts":2002}"#,
+        ]
+        .join("\n"),
+    );
+    processor
+        .run(&feedlog::task::Shutdown::new(), true)
+        .unwrap();
+    let mut got = Vec::new();
+    while let Some(Sse { event, data, .. }) = stream.next(Duration::from_secs(5)) {
+        assert_eq!(event, "entry", "{data}");
+        got.push(serde_json::from_str::<serde_json::Value>(&data).unwrap());
+        if got.len() == 2 {
+            break;
+        }
+    }
+    assert_eq!(
+        got,
+        vec![
+            serde_json::json!({"post_id": 12, "author": 3, "ts": 2000}),
+            serde_json::json!({"post_id": 13, "author": 2, "ts": 2001}),
+        ]
+    );
+    // Author 4 is not followed: nothing more comes.
+    assert_eq!(stream.next(Duration::from_millis(500)), None);
+}
+
+// Proves stream entries carry ids and a reconnect with Last-Event-ID gets every entry it missed, oldest first, before the live ones; a malformed id is refused.
+#[test]
+fn timeline_stream_resumes_from_last_event_id() {
+    let tmp = tempfile::tempdir().unwrap();
+    let post = |author: u64, id: u64, ts: u64| {
+        format!(r#"{{"type":"post","author":{author},"post_id":{id},"ts":{ts}}}"#)
+    };
+    let log = [
+        r#"{"type":"follow","follower":1,"followee":2,"ts":1000}"#.to_string(),
+        r#"{"type":"follow","follower":1,"followee":3,"ts":1001}"#.to_string(),
+        post(2, 10, 1002),
+    ]
+    .join("\n");
+    let processor = processed(tmp.path(), &log, 2);
+    let server = Server::start(&processor, ApiConfig::default());
+    let run = |lines: &[String]| {
+        append(tmp.path(), &lines.join("\n"));
+        processor
+            .run(&feedlog::task::Shutdown::new(), true)
+            .unwrap();
+    };
+    let entries = |stream: &mut common::http::EventStream, n: usize| {
+        let mut got = Vec::new();
+        while got.len() < n {
+            let e = stream.next(Duration::from_secs(10)).expect("an entry");
+            if e.event == "entry" {
+                let data: serde_json::Value = serde_json::from_str(&e.data).unwrap();
+                got.push((e.id.unwrap(), data["post_id"].as_u64().unwrap()));
+            }
+        }
+        got
+    };
+    let mut stream = server.client.events("/v1/users/1/timeline/stream");
+    run(&[post(3, 12, 2000)]);
+    assert_eq!(entries(&mut stream, 1), vec![("2000:12:3".to_string(), 12)]);
+    drop(stream);
+    // Missed while away.
+    run(&[post(2, 13, 2001), post(3, 14, 2002), post(4, 99, 2003)]);
+    let mut again = server.client.events_with(
+        "/v1/users/1/timeline/stream",
+        &[("Last-Event-ID", "2000:12:3")],
+    );
+    assert_eq!(again.status, 200);
+    assert_eq!(
+        entries(&mut again, 2),
+        vec![("2001:13:2".to_string(), 13), ("2002:14:3".to_string(), 14)]
+    );
+    // Then live.
+    run(&[post(2, 15, 2004)]);
+    assert_eq!(entries(&mut again, 1), vec![("2004:15:2".to_string(), 15)]);
+    let bad = server.client.events_with(
+        "/v1/users/1/timeline/stream",
+        &[("Last-Event-ID", "yesterday")],
+    );
+    assert_eq!(bad.status, 400);
+}
