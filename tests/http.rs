@@ -170,6 +170,57 @@ fn bad_inputs_get_clear_errors_never_500() {
     }
 }
 
+// Proves --string-ids answers every view with the same ids as strings (timestamps, counts and cursors unchanged), and the default answers numbers.
+#[test]
+fn string_ids_answer_the_same_views_with_ids_as_strings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = generated_log(40, 1500);
+    let processor = processed(tmp.path(), &log, 2);
+    let numbers = Server::start(&processor, ApiConfig::default());
+    let strings = Server::start(
+        &processor,
+        ApiConfig {
+            string_ids: true,
+            ..ApiConfig::default()
+        },
+    );
+    // The expected answer: every id field of the numeric one, as a string.
+    fn quoted(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, f) in m.iter_mut() {
+                    if ["post_id", "author", "user"].contains(&k.as_str()) {
+                        assert!(f.is_u64(), "{k} is not a number by default: {f}");
+                        *f = f.to_string().into();
+                    } else {
+                        quoted(f);
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(quoted),
+            _ => {}
+        }
+    }
+    let mut checked = 0;
+    for user in 1..=40 {
+        for path in [
+            format!("/v1/users/{user}/timeline?limit=7"),
+            format!("/v1/users/{user}/posts"),
+            format!("/v1/users/{user}/followers"),
+            format!("/v1/users/{user}/followees"),
+            format!("/v1/users/{user}/followers/recent"),
+            format!("/v1/users/{user}/counters"),
+            format!("/v1/counters?ids={user},{}", user + 1),
+        ] {
+            let mut want = numbers.client.json(&path).unwrap();
+            quoted(&mut want);
+            assert_eq!(strings.client.json(&path).unwrap(), want, "{path}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 280);
+}
+
 // Proves /metrics is valid Prometheus text whose counters match what was processed and requested, and /readyz follows the lag.
 #[test]
 fn metrics_parse_and_readiness_follows_lag() {

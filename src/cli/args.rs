@@ -383,6 +383,10 @@ pub struct ApiArgs {
     /// Connections served at once; one more is answered 503.
     #[arg(long, env = "FEEDLOG_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
+    /// Answer ids as strings (`"post_id":"77"`), as Mastodon does, for
+    /// clients that hold numbers as doubles.
+    #[arg(long, env = "FEEDLOG_STRING_IDS")]
+    pub string_ids: bool,
 }
 
 impl ApiArgs {
@@ -395,6 +399,7 @@ impl ApiArgs {
             token: self.api_token.clone().filter(|t| !t.is_empty()),
             allow_unauthenticated_remote: self.insecure_no_auth,
             cors_origins: self.cors_origins.clone(),
+            string_ids: self.string_ids,
             limits: feedlog::api::http::Limits {
                 max_connections: self.max_connections.max(1),
                 ..d.limits

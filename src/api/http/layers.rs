@@ -5,7 +5,7 @@
 //! request, which measured at about 40 % of an unloaded `/healthz`.
 
 use super::errors::ApiError;
-use super::{routing, Api, PUBLIC_ROUTES, ROUTES};
+use super::{ids, routing, Api, PUBLIC_ROUTES, ROUTES};
 use crate::api::query::QueryError;
 use crate::core::event::UserId;
 use axum::extract::{MatchedPath, Request, State};
@@ -86,11 +86,25 @@ pub(super) async fn around(State(api): State<Arc<Api>>, req: Request, next: Next
         .and_then(|m| ROUTES.iter().position(|r| *r == m.as_str()))
         .unwrap_or(ROUTES.len());
     let start = Instant::now();
-    let resp = cors(&api, req, next).await;
+    let mut resp = cors(&api, req, next).await;
+    if api.cfg.string_ids && ROUTES.get(route).is_some_and(|r| ids::applies_to(r)) {
+        resp = string_ids(resp).await;
+    }
     api.requests[route].observe(start.elapsed().as_secs_f64());
     let code = usize::from(resp.status().as_u16()).clamp(100, 599) - 100;
     api.statuses[code].fetch_add(1, Ordering::Relaxed);
     resp
+}
+
+/// `resp` with its JSON body's ids as strings (see [`ids`]).
+async fn string_ids(resp: Response) -> Response {
+    let (mut parts, body) = resp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return ApiError::internal("reading an answer to rewrite its ids").into_response();
+    };
+    let bytes = ids::stringify(&bytes).map_or(bytes, Into::into);
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 /// Authentication, then forwarding and the route.

@@ -29,6 +29,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub mod ids;
 pub mod openapi;
 
 /// Every route, as matched (also the `route` label of the request metrics).
@@ -108,6 +109,8 @@ pub struct ApiConfig {
     /// Serve an address beyond loopback without a token (see
     /// [`exposure_error`]).
     pub allow_unauthenticated_remote: bool,
+    /// Answers carry ids as strings ([`ids`]).
+    pub string_ids: bool,
 }
 
 impl Default for ApiConfig {
@@ -121,6 +124,7 @@ impl Default for ApiConfig {
             token: None,
             cors_origins: Vec::new(),
             allow_unauthenticated_remote: false,
+            string_ids: false,
         }
     }
 }

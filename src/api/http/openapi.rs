@@ -43,6 +43,21 @@ pub fn document(cfg: &ApiConfig) -> String {
             }
         }
     }
+    if cfg.string_ids {
+        // The answers' ids are strings (`--string-ids`).
+        if let Some(schemas) = doc["components"]["schemas"].as_object_mut() {
+            for schema in schemas.values_mut() {
+                let Some(props) = schema["properties"].as_object_mut() else {
+                    continue;
+                };
+                for field in ["post_id", "author", "user"] {
+                    if let Some(p) = props.get_mut(field) {
+                        *p = serde_json::json!({"type": "string", "pattern": "^[1-9][0-9]*$"});
+                    }
+                }
+            }
+        }
+    }
     doc.to_string()
 }
 
@@ -69,6 +84,8 @@ mod tests {
             let limit = op["parameters"]
                 .as_array()
                 .and_then(|ps| ps.iter().find(|p| p["name"] == "limit"));
+            let id_type = &doc["components"]["schemas"]["Post"]["properties"]["post_id"]["type"];
+            assert_eq!(id_type, "integer");
             match (default_limit(route), limit) {
                 (Some(d), Some(l)) => {
                     assert_eq!(l["schema"]["default"], d.min(123), "{route}");
@@ -79,6 +96,28 @@ mod tests {
                 (None, Some(_)) if *route == "/v1/internal/outboxes" => {}
                 (d, l) => panic!("{route}: default {d:?}, parameter {l:?}"),
             }
+        }
+    }
+
+    // Proves --string-ids is stated in the document: the answers' id fields are strings there.
+    #[test]
+    fn string_ids_are_documented() {
+        let cfg = ApiConfig {
+            string_ids: true,
+            ..ApiConfig::default()
+        };
+        let doc: serde_json::Value = serde_json::from_str(&document(&cfg)).unwrap();
+        let s = &doc["components"]["schemas"];
+        for (schema, field) in [
+            ("Post", "post_id"),
+            ("Post", "author"),
+            ("UserItem", "user"),
+            ("Counters", "user"),
+        ] {
+            assert_eq!(
+                s[schema]["properties"][field]["type"], "string",
+                "{schema}.{field}"
+            );
         }
     }
 }

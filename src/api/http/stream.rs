@@ -111,7 +111,11 @@ pub(super) async fn timeline_stream(
                     author,
                     ts,
                 } = item;
-                let json = format!(r#"{{"post_id":{post_id},"author":{author},"ts":{ts}}}"#);
+                let json = if s.api.cfg.string_ids {
+                    format!(r#"{{"post_id":"{post_id}","author":"{author}","ts":{ts}}}"#)
+                } else {
+                    format!(r#"{{"post_id":{post_id},"author":{author},"ts":{ts}}}"#)
+                };
                 let ev = SseEvent::default().event("entry").id(id).data(json);
                 return Some((Ok(ev), s));
             }
