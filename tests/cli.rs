@@ -62,9 +62,13 @@ fn produce_run_query_small_log() {
     );
     let page: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
-        page,
-        serde_json::json!({"items": [{"post_id": 11, "author": 2, "ts": 1004}], "next_cursor": null})
+        (&page["items"], &page["next_cursor"]),
+        (
+            &serde_json::json!([{"post_id": 11, "author": 2, "ts": 1004}]),
+            &serde_json::Value::Null
+        )
     );
+    assert!(page["prev_cursor"].is_string(), "{page}");
 
     let queries = concat!(
         r#"{"view":"counters","user":2}"#,

@@ -1,5 +1,6 @@
-//! The live timeline stream (server-sent events): what it sends, in which
-//! order, and how a client resumes it.
+//! Following a timeline as it grows: the live stream (server-sent events:
+//! what it sends, in which order, how a client resumes it) and pages of
+//! the entries newer than a cursor.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -123,4 +124,74 @@ fn timeline_stream_resumes_from_last_event_id() {
         &[("Last-Event-ID", "yesterday")],
     );
     assert_eq!(bad.status, 400);
+}
+
+// Proves newer_than pages walk a timeline upwards exactly (the entries just newer than the anchor, then further up, then none until new ones arrive), next_cursor leads back down, and Link headers name both directions.
+#[test]
+fn newer_than_pages_and_link_headers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let post = |id: u64| {
+        format!(
+            r#"{{"type":"post","author":2,"post_id":{id},"ts":{}}}"#,
+            1000 + id
+        )
+    };
+    let mut log = vec![r#"{"type":"follow","follower":1,"followee":2,"ts":1}"#.to_string()];
+    log.extend((1..=30).map(post));
+    let processor = processed(tmp.path(), &log.join("\n"), 2);
+    let server = Server::start(&processor, ApiConfig::default());
+    let c = &server.client;
+    let ids = |page: &serde_json::Value| -> Vec<u64> {
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["post_id"].as_u64().unwrap())
+            .collect()
+    };
+    let path = "/v1/users/1/timeline?limit=10";
+    let r = c.get(path);
+    let top = r.json().unwrap();
+    assert_eq!(ids(&top), (21..=30).rev().collect::<Vec<_>>());
+    let (next, prev) = (
+        top["next_cursor"].as_str().unwrap(),
+        top["prev_cursor"].as_str().unwrap(),
+    );
+    assert_eq!(
+        r.header("link").unwrap(),
+        format!(
+            r#"</v1/users/1/timeline?limit=10&cursor={next}>; rel="next", </v1/users/1/timeline?limit=10&newer_than={prev}>; rel="prev""#
+        )
+    );
+    // Nothing newer yet: an empty page that says to poll with the same cursor.
+    let none = c.json(&format!("{path}&newer_than={prev}")).unwrap();
+    assert_eq!(
+        (ids(&none), none["prev_cursor"].as_str()),
+        (vec![], Some(prev))
+    );
+    append(
+        tmp.path(),
+        &(31..=45).map(post).collect::<Vec<_>>().join("\n"),
+    );
+    processor
+        .run(&feedlog::task::Shutdown::new(), true)
+        .unwrap();
+    let above = c.json(&format!("{path}&newer_than={prev}")).unwrap();
+    assert_eq!(ids(&above), (31..=40).rev().collect::<Vec<_>>());
+    let higher = c
+        .json(&format!(
+            "{path}&newer_than={}",
+            above["prev_cursor"].as_str().unwrap()
+        ))
+        .unwrap();
+    assert_eq!(ids(&higher), (41..=45).rev().collect::<Vec<_>>());
+    let down = c
+        .json(&format!(
+            "{path}&cursor={}",
+            above["next_cursor"].as_str().unwrap()
+        ))
+        .unwrap();
+    assert_eq!(ids(&down), (21..=30).rev().collect::<Vec<_>>());
+    let both = c.get(&format!("{path}&cursor={next}&newer_than={prev}"));
+    assert_eq!(both.status, 400);
 }

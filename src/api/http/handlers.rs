@@ -22,6 +22,7 @@ pub(super) type Params = Result<Query<Vec<(String, String)>>, QueryRejection>;
 pub(super) struct PageParams {
     limit: Option<usize>,
     cursor: Option<String>,
+    newer_than: Option<String>,
     ids: Option<String>,
 }
 
@@ -48,6 +49,7 @@ pub(super) fn params(p: Params, allowed: &[&str]) -> Result<PageParams, ApiError
                 })?)
             }
             "cursor" => out.cursor = Some(v),
+            "newer_than" => out.newer_than = Some(v),
             "ids" => out.ids = Some(v),
             other => {
                 return Err(ApiError::internal(format!(
@@ -106,10 +108,49 @@ async fn paged<T: Serialize + Send + 'static>(
     id: &str,
     q: Params,
     view: PageFn<T>,
+    route: &str,
 ) -> Result<Response, ApiError> {
     let (user, l, cursor) = page_request(&api, id, q)?;
     let page = read(&api, move |r| view(r, user, l, cursor.as_deref())).await?;
-    Ok(Json(page).into_response())
+    let mut resp = Json(&page).into_response();
+    link(&mut resp, route, user, l, page.next_cursor.as_deref(), None);
+    Ok(resp)
+}
+
+/// A `Link` header (RFC 8288) with the next (older) page and, for the
+/// timeline, the previous (newer) one, as GitHub's and Mastodon's APIs
+/// give them.
+fn link(
+    resp: &mut Response,
+    route: &str,
+    user: UserId,
+    limit: usize,
+    next: Option<&str>,
+    prev: Option<&str>,
+) {
+    let path = route.replace("{id}", &user.0.to_string());
+    let mut links = Vec::new();
+    if let Some(c) = next {
+        links.push(format!(r#"<{path}?limit={limit}&cursor={c}>; rel="next""#));
+    }
+    if let Some(c) = prev {
+        links.push(format!(
+            r#"<{path}?limit={limit}&newer_than={c}>; rel="prev""#
+        ));
+    }
+    if let Ok(v) = HeaderValue::from_str(&links.join(", ")) {
+        if !links.is_empty() {
+            resp.headers_mut().insert(header::LINK, v);
+        }
+    }
+}
+
+/// The cursors of an encoded page, for its `Link` header.
+#[derive(serde::Deserialize)]
+struct Cursors {
+    next_cursor: Option<String>,
+    #[serde(default)]
+    prev_cursor: Option<String>,
 }
 
 /// A paged route's user, page size and cursor, checked.
@@ -139,7 +180,30 @@ pub(super) async fn timeline(
     Path(id): Path<String>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    let (user, l, cursor) = page_request(&api, &id, q)?;
+    let (user, p) = (
+        user_id(&id)?,
+        params(q, &["limit", "cursor", "newer_than"])?,
+    );
+    let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
+    let route = super::ROUTES[0];
+    let linked = |mut resp: Response, next: Option<&str>, prev: Option<&str>| {
+        link(&mut resp, route, user, l, next, prev);
+        resp
+    };
+    let cursor = match (p.cursor, p.newer_than) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad(
+                "bad_query",
+                "give cursor (older entries) or newer_than (newer entries), not both",
+            ))
+        }
+        (None, Some(newer)) => {
+            let page = read(&api, move |r| r.timeline_newer(user, l, &newer)).await?;
+            let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
+            return Ok(linked(json_page(&page), next, prev));
+        }
+        (cursor, None) => cursor,
+    };
     if l <= INLINE_LIMIT && !api.reader.is_following() {
         let reader = api.reader.current();
         if cursor.is_none() {
@@ -150,14 +214,22 @@ pub(super) async fn timeline(
                 Some(Bytes::from(body))
             };
             if let Some(body) = reader.first_page_encoded(user, l, encode)? {
-                return Ok(json_response(body));
+                let c: Option<Cursors> = serde_json::from_slice(&body).ok();
+                let (next, prev) = c.map_or((None, None), |c| (c.next_cursor, c.prev_cursor));
+                return Ok(linked(
+                    json_response(body),
+                    next.as_deref(),
+                    prev.as_deref(),
+                ));
             }
         } else if let Some(page) = reader.timeline_if_materialized(user, l, cursor.as_deref())? {
-            return Ok(json_page(&page));
+            let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
+            return Ok(linked(json_page(&page), next, prev));
         }
     }
     let page = read(&api, move |r| r.timeline(user, l, cursor.as_deref())).await?;
-    Ok(json_page(&page))
+    let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
+    Ok(linked(json_page(&page), next, prev))
 }
 
 /// A page as JSON, into a buffer sized for it up front.
@@ -191,7 +263,7 @@ pub(super) async fn posts(
     Path(id): Path<String>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    paged(api, &id, q, Reader::posts).await
+    paged(api, &id, q, Reader::posts, super::ROUTES[2]).await
 }
 
 pub(super) async fn followers(
@@ -199,7 +271,7 @@ pub(super) async fn followers(
     Path(id): Path<String>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    paged(api, &id, q, Reader::followers).await
+    paged(api, &id, q, Reader::followers, super::ROUTES[6]).await
 }
 
 pub(super) async fn followees(
@@ -207,7 +279,7 @@ pub(super) async fn followees(
     Path(id): Path<String>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    paged(api, &id, q, Reader::followees).await
+    paged(api, &id, q, Reader::followees, super::ROUTES[7]).await
 }
 
 pub(super) async fn recent_followers(

@@ -277,7 +277,11 @@ impl Reader {
             items.truncate(limit);
             encode_cursor(view, user, &items[limit - 1].user.to_be_bytes())
         });
-        Ok(Page { items, next_cursor })
+        Ok(Page {
+            items,
+            next_cursor,
+            prev_cursor: None,
+        })
     }
 
     /// A page of the user's followers (with follow time), by id.
@@ -339,7 +343,11 @@ impl Reader {
             b.extend_from_slice(&last.post_id.to_be_bytes());
             encode_cursor(CursorView::Posts, user, &b)
         });
-        Ok(Page { items, next_cursor })
+        Ok(Page {
+            items,
+            next_cursor,
+            prev_cursor: None,
+        })
     }
 
     /// Whether the stores are RocksDB secondaries (whose reads wait while

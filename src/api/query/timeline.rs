@@ -252,6 +252,9 @@ fn timeline_page(user: UserId, limit: usize, mut keys: Vec<TimelineKey>) -> Page
         keys.truncate(limit);
         encode_cursor(CursorView::Timeline, user, &keys[limit - 1].encode())
     });
+    let prev_cursor = keys
+        .first()
+        .map(|k| encode_cursor(CursorView::Timeline, user, &k.encode()));
     let items = keys
         .into_iter()
         .map(|k| PostItem {
@@ -260,5 +263,82 @@ fn timeline_page(user: UserId, limit: usize, mut keys: Vec<TimelineKey>) -> Page
             ts: k.ts.0,
         })
         .collect();
-    Page { items, next_cursor }
+    Page {
+        items,
+        next_cursor,
+        prev_cursor,
+    }
+}
+
+/// A timeline entry's key.
+fn key_of(i: &PostItem) -> TimelineKey {
+    TimelineKey {
+        ts: crate::core::event::Ts(i.ts),
+        post_id: crate::core::event::PostId(i.post_id),
+        author: UserId(i.author),
+    }
+}
+
+/// Entries a `newer_than` read walks from the top of the timeline at most.
+pub const NEWER_THAN_MOST: usize = 10_000;
+
+impl Reader {
+    /// The `limit` timeline entries just newer than the entry `newer_than`
+    /// names (a page's `prev_cursor`; Mastodon's `min_id`), newest first:
+    /// the page above the one that cursor came from. Its `prev_cursor`
+    /// leads further up, its `next_cursor` back down. The timeline is
+    /// walked from its top, at most [`NEWER_THAN_MOST`] entries: an entry
+    /// deeper than that is refused (read from the top instead).
+    pub fn timeline_newer(
+        &self,
+        user: UserId,
+        limit: usize,
+        newer_than: &str,
+    ) -> Result<Page<PostItem>, QueryError> {
+        let Some(anchor) = timeline_after(user, limit, Some(newer_than))? else {
+            return Err(QueryError::BadCursor("no cursor".into()));
+        };
+        const STEP: usize = 200;
+        let mut newer: Vec<TimelineKey> = Vec::new();
+        let mut cursor: Option<String> = None;
+        let reached = loop {
+            let page = self.timeline(user, STEP, cursor.as_deref())?;
+            let mut reached = false;
+            for i in &page.items {
+                let k = key_of(i);
+                if k >= anchor {
+                    reached = true;
+                    break;
+                }
+                newer.push(k);
+            }
+            // The bottom of the timeline counts as reaching the anchor.
+            let bottom = page.next_cursor.is_none();
+            match page.next_cursor {
+                Some(c) if !reached && newer.len() < NEWER_THAN_MOST => cursor = Some(c),
+                _ => break reached || bottom,
+            }
+        };
+        if !reached {
+            return Err(QueryError::BadCursor(format!(
+                "more than {NEWER_THAN_MOST} entries are newer than this cursor: read from the top"
+            )));
+        }
+        // The `limit` closest to the anchor.
+        let mut page = timeline_page(
+            user,
+            limit,
+            newer.split_off(newer.len().saturating_sub(limit)),
+        );
+        match page.items.last() {
+            // Down from here: this page's last entry, then the anchor.
+            Some(last) => {
+                let k = key_of(last).encode();
+                page.next_cursor = Some(encode_cursor(CursorView::Timeline, user, &k));
+            }
+            // Nothing newer yet: poll again with the same cursor.
+            None => page.prev_cursor = Some(newer_than.to_string()),
+        }
+        Ok(page)
+    }
 }

@@ -117,6 +117,10 @@ pub struct Page<T> {
     pub items: Vec<T>,
     /// Pass back to get the next page; `null` on the last page.
     pub next_cursor: Option<String>,
+    /// Timeline only: pass back as `newer_than` for the entries newer than
+    /// this page's first (absent on an empty page and in other views).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prev_cursor: Option<String>,
 }
 
 /// A list without paging (recent followers).
