@@ -163,6 +163,8 @@ fn newer_than_pages_and_link_headers() {
             r#"</v1/users/1/timeline?limit=10&cursor={next}>; rel="next", </v1/users/1/timeline?limit=10&newer_than={prev}>; rel="prev""#
         )
     );
+    // The same page again (kept by the page cache) carries the same header.
+    assert_eq!(c.get(path).header("link"), r.header("link"));
     // Nothing newer yet: an empty page that says to poll with the same cursor.
     let none = c.json(&format!("{path}&newer_than={prev}")).unwrap();
     assert_eq!(

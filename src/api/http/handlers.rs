@@ -3,7 +3,7 @@
 
 use super::errors::ApiError;
 use super::{render_metrics, routing, Api, MAX_COUNTER_IDS};
-use crate::api::query::{Page, QueryError, Reader};
+use crate::api::query::{Page, PostItem, QueryError, Reader};
 use crate::core::event::{PostId, Ts, UserId};
 use crate::core::metrics::PartitionLag;
 use axum::extract::rejection::QueryRejection;
@@ -128,6 +128,22 @@ fn link(
     next: Option<&str>,
     prev: Option<&str>,
 ) {
+    let links = links(route, user, limit, next, prev);
+    if !links.is_empty() {
+        if let Ok(v) = HeaderValue::from_str(&links) {
+            resp.headers_mut().insert(header::LINK, v);
+        }
+    }
+}
+
+/// The `Link` header's value ("" for none).
+fn links(
+    route: &str,
+    user: UserId,
+    limit: usize,
+    next: Option<&str>,
+    prev: Option<&str>,
+) -> String {
     let path = route.replace("{id}", &user.0.to_string());
     let mut links = Vec::new();
     if let Some(c) = next {
@@ -138,19 +154,7 @@ fn link(
             r#"<{path}?limit={limit}&newer_than={c}>; rel="prev""#
         ));
     }
-    if let Ok(v) = HeaderValue::from_str(&links.join(", ")) {
-        if !links.is_empty() {
-            resp.headers_mut().insert(header::LINK, v);
-        }
-    }
-}
-
-/// The cursors of an encoded page, for its `Link` header.
-#[derive(serde::Deserialize)]
-struct Cursors {
-    next_cursor: Option<String>,
-    #[serde(default)]
-    prev_cursor: Option<String>,
+    links.join(", ")
 }
 
 /// A paged route's user, page size and cursor, checked.
@@ -207,20 +211,26 @@ pub(super) async fn timeline(
     if l <= INLINE_LIMIT && !api.reader.is_following() {
         let reader = api.reader.current();
         if cursor.is_none() {
-            // Kept as long as it lives: no spare capacity.
-            let encode = |page: &Page<_>| {
-                let mut body = encode_page(page).ok()?;
-                body.shrink_to_fit();
-                Some(Bytes::from(body))
+            // Kept as long as it lives, with its Link header: the header's
+            // value, a newline (compact JSON has none), the body; no spare
+            // capacity.
+            let encode = |page: &Page<PostItem>| {
+                let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
+                let mut kept = links(route, user, l, next, prev).into_bytes();
+                kept.push(b'\n');
+                serde_json::to_writer(&mut kept, page).ok()?;
+                kept.shrink_to_fit();
+                Some(Bytes::from(kept))
             };
-            if let Some(body) = reader.first_page_encoded(user, l, encode)? {
-                let c: Option<Cursors> = serde_json::from_slice(&body).ok();
-                let (next, prev) = c.map_or((None, None), |c| (c.next_cursor, c.prev_cursor));
-                return Ok(linked(
-                    json_response(body),
-                    next.as_deref(),
-                    prev.as_deref(),
-                ));
+            if let Some(kept) = reader.first_page_encoded(user, l, encode)? {
+                let at = kept.iter().position(|&b| b == b'\n').unwrap_or(0);
+                let mut resp = json_response(kept.slice(at + 1..));
+                if at > 0 {
+                    if let Ok(v) = HeaderValue::from_maybe_shared(kept.slice(..at)) {
+                        resp.headers_mut().insert(header::LINK, v);
+                    }
+                }
+                return Ok(resp);
             }
         } else if let Some(page) = reader.timeline_if_materialized(user, l, cursor.as_deref())? {
             let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
