@@ -69,7 +69,7 @@ fn timeline_stream_delivers_posts_made_after_subscription() {
     assert_eq!(stream.next(Duration::from_millis(500)), None);
 }
 
-// Proves stream entries carry ids and a reconnect with Last-Event-ID gets every entry it missed, oldest first, before the live ones; a malformed id is refused.
+// Proves stream entries carry ids and a reconnect with Last-Event-ID gets every entry it missed, oldest first, before the live ones; an id it cannot read starts the stream fresh.
 #[test]
 fn timeline_stream_resumes_from_last_event_id() {
     let tmp = tempfile::tempdir().unwrap();
@@ -119,11 +119,16 @@ fn timeline_stream_resumes_from_last_event_id() {
     // Then live.
     run(&[post(2, 15, 2004)]);
     assert_eq!(entries(&mut again, 1), vec![("2004:15:2".to_string(), 15)]);
-    let bad = server.client.events_with(
+    let mut fresh = server.client.events_with(
         "/v1/users/1/timeline/stream",
         &[("Last-Event-ID", "yesterday")],
     );
-    assert_eq!(bad.status, 400);
+    assert_eq!(fresh.status, 200);
+    assert_eq!(
+        fresh.next(Duration::from_secs(10)).unwrap().event,
+        "comment"
+    );
+    assert_eq!(fresh.next(Duration::from_millis(500)), None, "nothing old");
 }
 
 // Proves newer_than pages walk a timeline upwards exactly (the entries just newer than the anchor, then further up, then none until new ones arrive), next_cursor leads back down, and Link headers name both directions.

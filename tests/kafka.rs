@@ -405,6 +405,25 @@ fn any_processor_answers_for_any_user() {
     }
     // Users of partitions that moved, through the new member: every view.
     check_all(&c2, &oracle, max_user, 9).unwrap();
+    // A paged answer another processor gives keeps its Link header.
+    let u = (1..=max_user)
+        .find(|&u| oracle.timeline(u).len() >= 2)
+        .expect("a timeline of two entries");
+    let links: Vec<Option<String>> = [&c0, &c1, &c2]
+        .iter()
+        .map(|c| {
+            let r = c.get(&format!("/v1/users/{u}/timeline?limit=1"));
+            assert_eq!(r.status, 200);
+            r.header("link").map(str::to_string)
+        })
+        .collect();
+    assert!(
+        links[0]
+            .as_deref()
+            .is_some_and(|l| l.contains(r#"rel="next""#)),
+        "{links:?}"
+    );
+    assert!(links.iter().all(|l| *l == links[0]), "{links:?}");
     // A stream of a user another processor serves is redirected there.
     let owner_of_1 = status(&kafka).unwrap().partitions
         [partition_for(UserId(1), partitions as u32) as usize]

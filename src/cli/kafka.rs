@@ -204,7 +204,9 @@ fn cluster_config(
 }
 
 /// `feedlog config check FILE`: reads FILE as `--config FILE` would, with
-/// the flags and variables on top, and checks what can be checked without
+/// the global Kafka flags and variables on top (`--kafka`, `--group`,
+/// `--topic-prefix`, `--events-topic`, `--kafka-option`; `run`'s own flags
+/// are not part of this command), and checks what can be checked without
 /// a broker: the TOML, every key's name and type, consistent settings, and
 /// that librdkafka accepts the client settings (security, codecs). Prints
 /// the effective settings (secrets masked); exit 1 on a problem.
@@ -245,7 +247,7 @@ pub fn config_check(args: &KafkaArgs, file: &Path) -> Result<i32> {
                 k.members_topic()
             );
             for (key, value) in &k.client {
-                let secret = ["password", "secret", "token", "key"]
+                let secret = ["password", "secret", "token", "key", "oauthbearer", "jaas"]
                     .iter()
                     .any(|w| key.to_ascii_lowercase().contains(w));
                 println!(

@@ -40,7 +40,8 @@ pub struct BatchLimits {
     pub max_bytes: usize,
     /// Writes staged per step: once a step's batch holds this many, the
     /// effects not applied yet wait for the next step (the events read are
-    /// always applied). A smaller batch keeps its in-memory overlay, which
+    /// always applied; an effects record is applied whole, so a step may
+    /// pass the budget by one record's writes). A smaller batch keeps its in-memory overlay, which
     /// every read of the step searches, small.
     pub max_writes: usize,
     /// Point reads of users and edges the task keeps in memory across
@@ -100,7 +101,8 @@ pub struct PartitionTask {
     /// Effects records read but not applied yet, decoded, in offset order:
     /// each waits until `events` is applied up to what its effects require
     /// ([`Effect::requires_events`]).
-    waiting: VecDeque<(Record, Result<Vec<Effect>, String>)>,
+    /// Each with the `events` position its effects require, found once.
+    waiting: VecDeque<(Record, Result<Vec<Effect>, String>, Offset)>,
     /// Where `events` is applied up to (next offset).
     events_applied: Offset,
     /// Positions before the last [`PartitionTask::redeliver`]: everything
@@ -202,7 +204,7 @@ impl PartitionTask {
         let effects = self
             .waiting
             .front()
-            .map_or(self.effects.position(), |(r, _)| r.offset);
+            .map_or(self.effects.position(), |(r, ..)| r.offset);
         Positions {
             events: self.events.position(),
             effects,
@@ -299,12 +301,13 @@ impl PartitionTask {
     /// (answers depend on what was applied before them).
     fn read_inputs(&mut self) -> Result<Vec<Record>, TaskError> {
         let end = (!self.caught_up()).then_some(self.quiet_below);
-        // Room in effects, not records: an effects record carries up to 256,
-        // and the decoded effects waiting are what takes memory.
+        // Reading stops once `max_records` effects wait (an effects record
+        // carries up to 256, and the decoded effects are what takes
+        // memory); one read adds at most `room` records and `max_bytes`.
         let waiting: usize = self
             .waiting
             .iter()
-            .map(|(_, e)| e.as_ref().map_or(1, Vec::len))
+            .map(|(_, e, _)| e.as_ref().map_or(1, Vec::len))
             .sum();
         let room = self.limits.max_records.saturating_sub(waiting);
         if room > 0 {
@@ -313,7 +316,14 @@ impl PartitionTask {
                 .read(room, self.limits.max_bytes, end.map(|e| e.effects))?;
             for rec in read {
                 let effects = decode_effects(&rec);
-                self.waiting.push_back((rec, effects));
+                let requires = effects.as_ref().map_or(Offset(0), |effects| {
+                    effects
+                        .iter()
+                        .map(Effect::requires_events)
+                        .max()
+                        .unwrap_or_default()
+                });
+                self.waiting.push_back((rec, effects, requires));
             }
         }
         Ok(self.events.read(
@@ -339,16 +349,10 @@ impl PartitionTask {
         let mut out = Vec::new();
         let mut events = events.into_iter().peekable();
         loop {
-            let effect_ready = self.waiting.front().map(|(_, e)| {
-                let required = e.as_ref().map_or(Offset(0), |effects| {
-                    effects
-                        .iter()
-                        .map(Effect::requires_events)
-                        .max()
-                        .unwrap_or_default()
-                });
-                required <= self.events_applied
-            });
+            let effect_ready = self
+                .waiting
+                .front()
+                .map(|(_, _, required)| *required <= self.events_applied);
             // Past the batch's write budget, the events read are applied
             // and the effects wait (they stay in `waiting`).
             let full = txn.staged() >= self.limits.max_writes.max(1);
@@ -364,7 +368,7 @@ impl PartitionTask {
                 },
                 (false, Some(true)) if full => break,
                 (false, Some(true)) => match self.waiting.pop_front() {
-                    Some((rec, effect)) => Input::Effect(rec, effect),
+                    Some((rec, effect, _)) => Input::Effect(rec, effect),
                     None => break,
                 },
                 _ => break,

@@ -15,6 +15,8 @@ pub struct Response {
     pub status: u16,
     /// `Content-Type`, if any.
     pub content_type: Option<String>,
+    /// `Link`, if any (paged answers).
+    pub link: Option<String>,
     /// The body.
     pub body: Vec<u8>,
 }
@@ -94,11 +96,13 @@ fn parse(raw: &[u8]) -> Result<Response, String> {
         .and_then(|c| c.parse().ok())
         .ok_or("no status line")?;
     let mut content_type = None;
+    let mut link = None;
     let mut chunked = false;
     for l in lines {
         if let Some((k, v)) = l.split_once(':') {
             match k.trim().to_ascii_lowercase().as_str() {
                 "content-type" => content_type = Some(v.trim().to_string()),
+                "link" => link = Some(v.trim().to_string()),
                 "transfer-encoding" => chunked = v.to_ascii_lowercase().contains("chunked"),
                 _ => {}
             }
@@ -113,6 +117,7 @@ fn parse(raw: &[u8]) -> Result<Response, String> {
     Ok(Response {
         status,
         content_type,
+        link,
         body,
     })
 }

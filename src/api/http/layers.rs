@@ -62,6 +62,9 @@ async fn forward(api: &Arc<Api>, req: Request, next: Next) -> Response {
                     if let Some(ct) = r.content_type.and_then(|c| HeaderValue::from_str(&c).ok()) {
                         resp.headers_mut().insert(header::CONTENT_TYPE, ct);
                     }
+                    if let Some(l) = r.link.and_then(|l| HeaderValue::from_str(&l).ok()) {
+                        resp.headers_mut().insert(header::LINK, l);
+                    }
                     if r.status == 503 {
                         resp.headers_mut()
                             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

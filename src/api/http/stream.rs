@@ -56,7 +56,8 @@ fn parse_event_id(id: &str) -> Option<(u64, u64, u64)> {
 /// visible (`event: entry`, `id: ts:post_id:author`, data
 /// `{"post_id","author","ts"}`). A client that reconnects with
 /// `Last-Event-ID` (browsers do it themselves) first gets every entry newer
-/// than that one, up to the newest 10,000, then the live ones. The stream
+/// than that one, up to the newest 10,000, then the live ones; an id it
+/// cannot read is ignored. The stream
 /// opens with a `subscribed` comment.
 pub(super) async fn timeline_stream(
     State(api): State<Arc<Api>>,
@@ -66,15 +67,12 @@ pub(super) async fn timeline_stream(
 ) -> Result<Response, ApiError> {
     let user = user_id(&id)?;
     params(q, &[])?;
-    let resume = match headers.get("last-event-id") {
-        None => None,
-        Some(v) => Some(v.to_str().ok().and_then(parse_event_id).ok_or_else(|| {
-            ApiError::bad(
-                "bad_query",
-                "Last-Event-ID must be an id this stream sent (ts:post_id:author)",
-            )
-        })?),
-    };
+    // An id it cannot read starts the stream fresh: an error status would
+    // make a browser's EventSource stop reconnecting for good.
+    let resume = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_event_id);
     let newest = match resume {
         Some(key) => Some(key),
         None => {

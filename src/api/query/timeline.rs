@@ -280,7 +280,7 @@ fn key_of(i: &PostItem) -> TimelineKey {
 }
 
 /// Entries a `newer_than` read walks from the top of the timeline at most.
-pub const NEWER_THAN_MOST: usize = 10_000;
+pub const NEWER_THAN_MOST: usize = 1_000;
 
 impl Reader {
     /// The `limit` timeline entries just newer than the entry `newer_than`

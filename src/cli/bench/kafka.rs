@@ -81,6 +81,8 @@ pub fn kafka(
         let mut kafka = base.clone();
         kafka.group = format!("bench-{}-{members}", std::process::id());
         kafka.topic_prefix = format!("bench-{}-{members}-", std::process::id());
+        // Never a configured input topic: the bench's own, under its prefix.
+        kafka.events_topic = None;
         match &mock {
             Some(m) => m.create_topics(&kafka, partitions)?,
             None => {

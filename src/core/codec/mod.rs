@@ -126,7 +126,7 @@ pub enum DecodeError {
     /// A field the event kind needs has the wrong JSON type or range.
     #[error(
         "{kind}: field `{field}` must be a whole number from {lowest} to 18446744073709551615{}, got {got}",
-        id_forms(*.lowest)
+        id_forms(.field)
     )]
     BadField {
         /// The event kind.
@@ -147,10 +147,10 @@ pub enum DecodeError {
     Invalid(#[from] InvalidEvent),
 }
 
-/// How an id may be written, for [`DecodeError::BadField`]'s reason (ids
-/// start at 1; a timestamp at 0 and is a number only).
-fn id_forms(lowest: u64) -> &'static str {
-    if lowest == 1 {
+/// How an id may be written, for [`DecodeError::BadField`]'s reason: ids
+/// may be strings too; `ts` and `v` are numbers only.
+fn id_forms(field: &str) -> &'static str {
+    if !matches!(field, "ts" | "v") {
         " (a JSON number, or a string of its decimal digits)"
     } else {
         ""

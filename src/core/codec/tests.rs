@@ -239,6 +239,8 @@ fn bad_field_reason_names_the_lowest_valid_value() {
         ts.contains("`ts` must be a whole number from 0 to 18446744073709551615, got -1"),
         "{ts}"
     );
+    let version = reason(r#"{"type":"post","author":1,"post_id":2,"ts":1,"v":"1"}"#);
+    assert!(!version.contains("decimal digits"), "{version}");
     let padded = reason(r#"{"type":"post","author":"042","post_id":2,"ts":1}"#);
     assert!(padded.contains(r#"decimal digits), got "042""#), "{padded}");
 }
