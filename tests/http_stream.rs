@@ -202,3 +202,40 @@ fn newer_than_pages_and_link_headers() {
     let both = c.get(&format!("{path}&cursor={next}&newer_than={prev}"));
     assert_eq!(both.status, 400);
 }
+
+// Proves a kept first page splits back into its Link value and body, with or without links, and that a page kept as plain JSON by another reader is recognised as one.
+#[test]
+fn kept_pages_split_into_link_and_body() {
+    use bytes::Bytes;
+    use feedlog::api::http::{kept_timeline_page, split_kept_page};
+    use feedlog::api::query::{Page, PostItem};
+    use feedlog::UserId;
+    let page = |next: Option<&str>, prev: Option<&str>| Page {
+        items: vec![PostItem {
+            post_id: 7,
+            author: 2,
+            ts: 9,
+        }],
+        next_cursor: next.map(str::to_string),
+        prev_cursor: prev.map(str::to_string),
+    };
+    for (next, prev) in [(Some("N"), Some("P")), (None, Some("P")), (None, None)] {
+        let p = page(next, prev);
+        let kept = kept_timeline_page(UserId(3), 10, &p).unwrap();
+        let (link, body) = split_kept_page(&kept);
+        assert_eq!(body, Bytes::from(serde_json::to_vec(&p).unwrap()));
+        let link = String::from_utf8(link.unwrap().to_vec()).unwrap();
+        assert_eq!(
+            link.contains(r#"cursor=N>; rel="next""#),
+            next.is_some(),
+            "{link}"
+        );
+        assert_eq!(
+            link.contains(r#"newer_than=P>; rel="prev""#),
+            prev.is_some(),
+            "{link}"
+        );
+    }
+    let plain = Bytes::from(serde_json::to_vec(&page(Some("N"), None)).unwrap());
+    assert_eq!(split_kept_page(&plain), (None, plain.clone()));
+}

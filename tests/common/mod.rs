@@ -9,6 +9,7 @@ pub mod http;
 pub mod kafka;
 pub mod oracle;
 
+use feedlog::api::http::{kept_timeline_page, split_kept_page};
 use feedlog::api::query::Reader;
 use feedlog::core::codec::{self, Format};
 use feedlog::UserId;
@@ -56,10 +57,11 @@ impl Views for Reader {
                 let full = json(self.timeline(u, limit, cursor))?;
                 // So must a first page kept by the page cache.
                 if cursor.is_none() {
-                    if let Some(body) = self
-                        .first_page_encoded(u, limit, encode)
+                    if let Some(kept) = self
+                        .first_page_encoded(u, limit, |p| kept_timeline_page(u, limit, p))
                         .map_err(|e| e.to_string())?
                     {
+                        let (_, body) = split_kept_page(&kept);
                         let kept: Value =
                             serde_json::from_slice(&body).map_err(|e| e.to_string())?;
                         if kept != full {
@@ -82,18 +84,15 @@ impl Views for Reader {
     }
 }
 
-/// A page as the HTTP API encodes it, for [`Reader::first_page_encoded`].
-pub fn encode<T: serde::Serialize>(page: &T) -> Option<bytes::Bytes> {
-    serde_json::to_vec(page).ok().map(bytes::Bytes::from)
-}
-
 /// Reads the first page of `limit` entries of each of `users` through the
 /// page cache, so that it keeps them: a commit that should drop one and
 /// does not leaves a stale page for [`check_all`] to find.
 pub fn keep_first_pages(reader: &Reader, users: impl IntoIterator<Item = u64>, limit: usize) {
     for u in users {
         // A partition that is moving answers an error: nothing is kept.
-        let _ = reader.first_page_encoded(UserId(u), limit, encode);
+        let _ = reader.first_page_encoded(UserId(u), limit, |p| {
+            kept_timeline_page(UserId(u), limit, p)
+        });
     }
 }
 

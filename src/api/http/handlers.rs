@@ -136,6 +136,40 @@ fn link(
     }
 }
 
+/// A first timeline page as the API keeps it in the page cache: its
+/// `Link` header's value, a newline (compact JSON has none), and the body
+/// it answers; no spare capacity. Any reader of the same stores that keeps
+/// pages should keep them this way (the tests do).
+pub fn kept_timeline_page(user: UserId, limit: usize, page: &Page<PostItem>) -> Option<Bytes> {
+    let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
+    let mut kept = links(super::ROUTES[0], user, limit, next, prev).into_bytes();
+    kept.push(b'\n');
+    serde_json::to_writer(&mut kept, page).ok()?;
+    kept.shrink_to_fit();
+    Some(Bytes::from(kept))
+}
+
+/// A kept page's `Link` value (`None` when it was kept as a plain JSON
+/// body, which starts with `{`) and its body.
+pub fn split_kept_page(kept: &Bytes) -> (Option<Bytes>, Bytes) {
+    if kept.first() == Some(&b'{') {
+        return (None, kept.clone());
+    }
+    let at = kept.iter().position(|&b| b == b'\n').unwrap_or(kept.len());
+    (
+        Some(kept.slice(..at)),
+        kept.slice((at + 1).min(kept.len())..),
+    )
+}
+
+/// The cursors of a page kept as a plain JSON body.
+#[derive(serde::Deserialize)]
+struct Cursors {
+    next_cursor: Option<String>,
+    #[serde(default)]
+    prev_cursor: Option<String>,
+}
+
 /// The `Link` header's value ("" for none).
 fn links(
     route: &str,
@@ -211,24 +245,21 @@ pub(super) async fn timeline(
     if l <= INLINE_LIMIT && !api.reader.is_following() {
         let reader = api.reader.current();
         if cursor.is_none() {
-            // Kept as long as it lives, with its Link header: the header's
-            // value, a newline (compact JSON has none), the body; no spare
-            // capacity.
-            let encode = |page: &Page<PostItem>| {
-                let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
-                let mut kept = links(route, user, l, next, prev).into_bytes();
-                kept.push(b'\n');
-                serde_json::to_writer(&mut kept, page).ok()?;
-                kept.shrink_to_fit();
-                Some(Bytes::from(kept))
-            };
+            let encode = |page: &Page<PostItem>| kept_timeline_page(user, l, page);
             if let Some(kept) = reader.first_page_encoded(user, l, encode)? {
-                let at = kept.iter().position(|&b| b == b'\n').unwrap_or(0);
-                let mut resp = json_response(kept.slice(at + 1..));
-                if at > 0 {
-                    if let Ok(v) = HeaderValue::from_maybe_shared(kept.slice(..at)) {
-                        resp.headers_mut().insert(header::LINK, v);
-                    }
+                let (link, body) = split_kept_page(&kept);
+                let link = match link {
+                    Some(link) => HeaderValue::from_maybe_shared(link).ok(),
+                    // Kept by another reader of the same stores in its own
+                    // encoding (a plain page): read its cursors.
+                    None => serde_json::from_slice::<Cursors>(&body).ok().and_then(|c| {
+                        let (next, prev) = (c.next_cursor.as_deref(), c.prev_cursor.as_deref());
+                        HeaderValue::from_str(&links(route, user, l, next, prev)).ok()
+                    }),
+                };
+                let mut resp = json_response(body);
+                if let Some(v) = link.filter(|v| !v.is_empty()) {
+                    resp.headers_mut().insert(header::LINK, v);
                 }
                 return Ok(resp);
             }

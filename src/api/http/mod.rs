@@ -18,6 +18,7 @@ pub mod server;
 mod stream;
 
 pub use errors::ApiError;
+pub use handlers::{kept_timeline_page, split_kept_page};
 pub use metrics_text::render_metrics;
 
 use crate::api::query::Reader;
