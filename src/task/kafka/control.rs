@@ -154,10 +154,16 @@ impl Cluster {
                     // A refusal needs an operator; anything else (a commit
                     // refused during a rebalance, a broker hiccup) passes.
                     let wait = match e {
-                        ClusterError::Refused(_) => Duration::from_secs(5),
-                        _ => Duration::from_secs(1),
+                        ClusterError::Refused(_) => {
+                            tracing::error!(partition = p, error = %e, "could not start; retrying in 5s");
+                            Duration::from_secs(5)
+                        }
+                        // Expected while the group forms or rebalances.
+                        _ => {
+                            tracing::warn!(partition = p, error = %e, "could not start yet; retrying in 1s");
+                            Duration::from_secs(1)
+                        }
                     };
-                    tracing::error!(partition = p, error = %e, "could not start; retrying in {wait:?}");
                     retry_at.insert(p, Instant::now() + wait);
                     lock(&self.shared.to_start).insert(p);
                 }
