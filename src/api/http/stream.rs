@@ -4,37 +4,32 @@ use super::errors::ApiError;
 use super::handlers::{params, read, user_id, Params};
 use super::Api;
 use crate::api::query::{PostItem, QueryError, Reader};
-use crate::core::event::UserId;
+use crate::core::event::{PostId, Ts, UserId};
+use crate::core::keys::TimelineKey;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
-/// The newest-first keys of the timeline entries newer than `after` (all of
-/// the first page's top when `after` is `None`: then only the newest one).
+/// The timeline entries newer than `after`, newest first, up to about
+/// 10,000 ([`Reader::timeline_above`]); only the newest one when `after`
+/// is `None`.
 fn newer_entries(
     r: &Reader,
     user: UserId,
     after: Option<(u64, u64, u64)>,
 ) -> Result<Vec<PostItem>, QueryError> {
-    const PAGE: usize = 200;
     const MOST: usize = 10_000;
-    let key = |i: &PostItem| (i.ts, i.post_id, i.author);
-    let mut out = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let page = r.timeline(user, PAGE, cursor.as_deref())?;
-        for item in page.items {
-            match after {
-                None => return Ok(vec![item]),
-                Some(a) if key(&item) <= a => return Ok(out),
-                Some(_) => out.push(item),
-            }
-        }
-        match page.next_cursor {
-            Some(c) if out.len() < MOST => cursor = Some(c),
-            _ => return Ok(out),
+    match after {
+        None => Ok(r.timeline(user, 1, None)?.items),
+        Some((ts, post_id, author)) => {
+            let anchor = TimelineKey {
+                ts: Ts(ts),
+                post_id: PostId(post_id),
+                author: UserId(author),
+            };
+            Ok(r.timeline_above(user, anchor, MOST)?.0)
         }
     }
 }

@@ -270,6 +270,41 @@ fn timeline_page(user: UserId, limit: usize, mut keys: Vec<TimelineKey>) -> Page
     }
 }
 
+impl Reader {
+    /// The timeline entries newer than `anchor`, newest first, walked from
+    /// the top in pages of 200 until the anchor or until at least `most`
+    /// are collected; and whether the walk reached the anchor (or the
+    /// bottom of the timeline). The stream's catch-up and `newer_than`
+    /// pages both read this way.
+    pub fn timeline_above(
+        &self,
+        user: UserId,
+        anchor: TimelineKey,
+        most: usize,
+    ) -> Result<(Vec<PostItem>, bool), QueryError> {
+        const STEP: usize = 200;
+        let mut newer = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.timeline(user, STEP, cursor.as_deref())?;
+            let mut reached = false;
+            for i in page.items {
+                if key_of(&i) >= anchor {
+                    reached = true;
+                    break;
+                }
+                newer.push(i);
+            }
+            // The bottom of the timeline counts as reaching the anchor.
+            let bottom = page.next_cursor.is_none();
+            match page.next_cursor {
+                Some(c) if !reached && newer.len() < most => cursor = Some(c),
+                _ => return Ok((newer, reached || bottom)),
+            }
+        }
+    }
+}
+
 /// A timeline entry's key.
 fn key_of(i: &PostItem) -> TimelineKey {
     TimelineKey {
@@ -298,27 +333,8 @@ impl Reader {
         let Some(anchor) = timeline_after(user, limit, Some(newer_than))? else {
             return Err(QueryError::BadCursor("no cursor".into()));
         };
-        const STEP: usize = 200;
-        let mut newer: Vec<TimelineKey> = Vec::new();
-        let mut cursor: Option<String> = None;
-        let reached = loop {
-            let page = self.timeline(user, STEP, cursor.as_deref())?;
-            let mut reached = false;
-            for i in &page.items {
-                let k = key_of(i);
-                if k >= anchor {
-                    reached = true;
-                    break;
-                }
-                newer.push(k);
-            }
-            // The bottom of the timeline counts as reaching the anchor.
-            let bottom = page.next_cursor.is_none();
-            match page.next_cursor {
-                Some(c) if !reached && newer.len() < NEWER_THAN_MOST => cursor = Some(c),
-                _ => break reached || bottom,
-            }
-        };
+        let (newer, reached) = self.timeline_above(user, anchor, NEWER_THAN_MOST)?;
+        let mut newer: Vec<TimelineKey> = newer.iter().map(key_of).collect();
         if !reached {
             return Err(QueryError::BadCursor(format!(
                 "more than {NEWER_THAN_MOST} entries are newer than this cursor: read from the top"
