@@ -1,10 +1,12 @@
 #!/bin/sh
-# A big account and an idle start-up (see BENCHMARKS.md): FOLLOWERS users
-# follow user 1 and are processed; then, each timed in the same run:
+# A big account and an idle start-up (see BENCHMARKS.md), push only and
+# hybrid: FOLLOWERS users follow user 1 and are processed; then, each timed
+# in the same run:
 #   - `run --until-idle` on the idle state, twice (the start-up cost: opening
 #     every store and log, noticing there is nothing to do);
-#   - one post by user 1 until it is in every follower's inbox (push
-#     fan-out: FOLLOWERS inbox writes);
+#   - one post by user 1 until every follower's timeline shows it (push,
+#     `--pull-threshold 0`: FOLLOWERS inbox writes; hybrid, the default
+#     threshold of 10,000: user 1 is pulled, one copy write per partition);
 #   - `run --until-idle` on the idle state again.
 #
 #   scripts/bench-big-account.sh /tmp/big-account        # FOLLOWERS=1000000
@@ -20,12 +22,18 @@ secs() { # secs CMD...: runs CMD quietly, prints its wall time in seconds
     e=$(date +%s.%N)
     awk -v s="$s" -v e="$e" 'BEGIN { printf "%.2f", e - s }'
 }
-awk -v n="$FOLLOWERS" 'BEGIN {
-    for (i = 2; i <= n + 1; i++)
-        printf "{\"type\":\"follow\",\"follower\":%d,\"followee\":1,\"ts\":%d}\n", i, 1700000000000 + i
-}' | "$F" --data "$DATA" produce >/dev/null
-echo "setup: $FOLLOWERS follows processed in $(secs "$F" --data "$DATA" run --until-idle) s"
-echo "idle start-up: $(secs "$F" --data "$DATA" run --until-idle) s, again $(secs "$F" --data "$DATA" run --until-idle) s"
-echo '{"type":"post","author":1,"post_id":1,"ts":1700100000000}' | "$F" --data "$DATA" produce >/dev/null
-echo "one post to $FOLLOWERS followers: $(secs "$F" --data "$DATA" run --until-idle) s (run until idle, start-up included)"
-echo "idle start-up after it: $(secs "$F" --data "$DATA" run --until-idle) s"
+for mode in push hybrid; do
+    D="$DATA/$mode"
+    case $mode in push) T=0 ;; *) T=10000 ;; esac
+    run() { "$F" --data "$D" run --until-idle --pull-threshold "$T"; }
+    awk -v n="$FOLLOWERS" 'BEGIN {
+        for (i = 2; i <= n + 1; i++)
+            printf "{\"type\":\"follow\",\"follower\":%d,\"followee\":1,\"ts\":%d}\n", i, 1700000000000 + i
+    }' | "$F" --data "$D" produce >/dev/null
+    echo "$mode (--pull-threshold $T)"
+    echo "  setup: $FOLLOWERS follows processed in $(secs run) s"
+    echo "  idle start-up: $(secs run) s, again $(secs run) s"
+    echo '{"type":"post","author":1,"post_id":1,"ts":1700100000000}' | "$F" --data "$D" produce >/dev/null
+    echo "  one post to $FOLLOWERS followers: $(secs run) s (run until idle, start-up included)"
+    echo "  idle start-up after it: $(secs run) s"
+done

@@ -280,9 +280,9 @@ fn run_case(
     users: u64,
     ops: Vec<Op>,
     actions: Vec<Action>,
-    batch: usize,
+    (batch, pull): (usize, u64),
 ) -> Result<(), TestCaseError> {
-    run_case_with(partitions, users, ops, actions, batch, |e| e)
+    run_case_with(partitions, users, ops, actions, (batch, pull), |e| e)
 }
 
 /// [`run_case`] with every generated event passed through `ids` first.
@@ -291,7 +291,7 @@ fn run_case_with(
     users: u64,
     ops: Vec<Op>,
     actions: Vec<Action>,
-    batch: usize,
+    (batch, pull_threshold): (usize, u64),
     ids: fn(Event) -> Event,
 ) -> Result<(), TestCaseError> {
     let tmp = tempfile::tempdir().unwrap();
@@ -299,6 +299,7 @@ fn run_case_with(
     let cfg = ProcessorConfig {
         inbox_cap: 3,
         fanout_chunk: 2,
+        pull_threshold,
         limits: BatchLimits {
             max_records: batch,
             max_bytes: 1 << 20,
@@ -440,6 +441,13 @@ fn run_case_with(
     Ok(())
 }
 
+/// Pull thresholds: 0 (every author pushed) in a third of the cases, else
+/// 1 to 3 live followers, so authors are pulled, pushed again and followed
+/// while pulled in almost every case.
+fn pull_threshold() -> impl Strategy<Value = u64> {
+    prop_oneof![1 => Just(0u64), 2 => 1u64..=3]
+}
+
 fn config() -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
@@ -461,8 +469,9 @@ proptest! {
         ops in proptest::collection::vec(op(USERS), 1..150),
         actions in proptest::collection::vec(action(), 0..60),
         batch in 1usize..8,
+        pull in pull_threshold(),
     ) {
-        run_case(1, USERS, ops, actions, batch)?;
+        run_case(1, USERS, ops, actions, (batch, pull))?;
     }
 
     // Proves quiescent equivalence with three partitions.
@@ -471,8 +480,9 @@ proptest! {
         ops in proptest::collection::vec(op(USERS), 1..150),
         actions in proptest::collection::vec(action(), 0..60),
         batch in 1usize..8,
+        pull in pull_threshold(),
     ) {
-        run_case(3, USERS, ops, actions, batch)?;
+        run_case(3, USERS, ops, actions, (batch, pull))?;
     }
 
     // Proves quiescent equivalence with eight partitions.
@@ -481,8 +491,9 @@ proptest! {
         ops in proptest::collection::vec(op(USERS), 1..150),
         actions in proptest::collection::vec(action(), 0..80),
         batch in 1usize..8,
+        pull in pull_threshold(),
     ) {
-        run_case(8, USERS, ops, actions, batch)?;
+        run_case(8, USERS, ops, actions, (batch, pull))?;
     }
 
     // Proves quiescent equivalence with ids, post ids and times from the edges of the u64 range (u64::MAX, 2^53±1).
@@ -491,8 +502,9 @@ proptest! {
         ops in proptest::collection::vec(op(USERS), 1..150),
         actions in proptest::collection::vec(action(), 0..60),
         batch in 1usize..8,
+        pull in pull_threshold(),
     ) {
-        run_case_with(3, USERS, ops, actions, batch, at_edges)?;
+        run_case_with(3, USERS, ops, actions, (batch, pull), at_edges)?;
     }
 
     // Proves quiescent equivalence when three users follow, unfollow, re-follow,
@@ -502,7 +514,8 @@ proptest! {
         ops in proptest::collection::vec(op(3), 1..120),
         actions in proptest::collection::vec(action(), 0..80),
         batch in 1usize..4,
+        pull in pull_threshold(),
     ) {
-        run_case(2, 3, ops, actions, batch)?;
+        run_case(2, 3, ops, actions, (batch, pull))?;
     }
 }

@@ -15,6 +15,7 @@ use feedlog::core::event::{Event, PostId, Ts, UserId};
 use feedlog::core::keys::TimelineKey;
 use feedlog::core::kv::{Cf, MemKv, Txn};
 use feedlog::core::partition::partition_for;
+use feedlog::core::timeline::held_timeline;
 use feedlog::core::{apply_effect, apply_event, views, Ctx, Effect, Offset, Out, Version};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
@@ -96,7 +97,13 @@ struct Sim {
 }
 
 impl Sim {
-    fn new(events: &[Event], partitions: u32, inbox_cap: u64, fanout_chunk: usize) -> Sim {
+    fn new(
+        events: &[Event],
+        partitions: u32,
+        inbox_cap: u64,
+        fanout_chunk: usize,
+        pull_threshold: u64,
+    ) -> Sim {
         let mut parts: Vec<Partition> = (0..partitions)
             .map(|p| Partition {
                 kv: MemKv::default(),
@@ -105,6 +112,7 @@ impl Sim {
                     partitions,
                     inbox_cap,
                     fanout_chunk,
+                    pull_threshold,
                 },
                 events: Vec::new(),
                 events_at: 0,
@@ -259,14 +267,14 @@ impl Sim {
         Ok(())
     }
 
-    /// The timeline as the reader serves it: the inbox, and past its
-    /// horizon the current followees' outboxes; (post_id, author, ts).
+    /// The timeline as the reader serves it: what the user's partition
+    /// holds (the inbox and its copies of pulled followees), and past their
+    /// bound the current followees' outboxes; (post_id, author, ts).
     fn timeline(&self, u: u64) -> Vec<(u64, u64, u64)> {
         let kv = self.kv_of(u);
-        let mut keys: BTreeSet<TimelineKey> = views::inbox(kv, UserId(u), None)
-            .map(|r| r.unwrap())
-            .collect();
-        if let Some(h) = views::user(kv, UserId(u)).unwrap().horizon {
+        let (held, bound) = held_timeline(kv, UserId(u), None, usize::MAX).unwrap();
+        let mut keys: BTreeSet<TimelineKey> = held.into_iter().collect();
+        if let Some(h) = bound {
             for r in views::live_edges(kv, Cf::Followees, UserId(u), None) {
                 let (author, _) = r.unwrap();
                 for r in views::outbox(self.kv_of(author.0), author, Some((h.ts, h.post_id))) {
@@ -295,7 +303,7 @@ proptest! {
         ..ProptestConfig::default()
     })]
 
-    // Proves every view of every user equals the oracle on the pure core, for any partition count, inbox size, fan-out chunk, causal interleaving and re-shipped effects.
+    // Proves every view of every user equals the oracle on the pure core, for any partition count, inbox size, fan-out chunk, pull threshold (0: all pushed; 1-3: authors pulled, promoted and demoted constantly), causal interleaving and re-shipped effects.
     #[test]
     fn the_core_equals_the_oracle(
         events in prop::collection::vec(event(), 0..70),
@@ -303,12 +311,13 @@ proptest! {
         partitions in 1u32..=4,
         inbox_cap in 1u64..=5,
         fanout_chunk in 1usize..=3,
+        pull_threshold in prop_oneof![Just(0u64), 1u64..=3],
     ) {
         let mut oracle = Oracle::default();
         for e in &events {
             oracle.apply(e);
         }
-        let mut sim = Sim::new(&events, partitions, inbox_cap, fanout_chunk);
+        let mut sim = Sim::new(&events, partitions, inbox_cap, fanout_chunk, pull_threshold);
         sim.run(&choices);
         if let Err(diff) = sim.check(&oracle) {
             return Err(TestCaseError::fail(diff));

@@ -3,7 +3,7 @@
 use super::{demo, kafka, log};
 use clap::{Parser, Subcommand, ValueEnum};
 use feedlog::api::http::ApiConfig;
-use feedlog::core::View;
+use feedlog::core::{View, DEFAULT_PULL_THRESHOLD};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -74,6 +74,12 @@ pub enum Command {
         /// 800; change it with `backfill`).
         #[arg(long, env = "FEEDLOG_INBOX_CAP")]
         inbox_cap: Option<u64>,
+        /// Live followers from which an author's posts are pulled by readers
+        /// instead of pushed into every inbox (0: never); an author is
+        /// pushed again below half of it. A change takes effect for each
+        /// author at their next new or lost follower.
+        #[arg(long, env = "FEEDLOG_PULL_THRESHOLD", default_value_t = DEFAULT_PULL_THRESHOLD)]
+        pull_threshold: u64,
         /// Do not fsync commits (faster; a power loss may lose recent batches,
         /// which are then processed again).
         #[arg(long, env = "FEEDLOG_NO_SYNC")]
@@ -119,6 +125,9 @@ pub enum Command {
         /// Inbox entries kept per user (default: as the live state).
         #[arg(long)]
         inbox_cap: Option<u64>,
+        /// Live followers from which an author is pulled (0: never).
+        #[arg(long, default_value_t = DEFAULT_PULL_THRESHOLD)]
+        pull_threshold: u64,
         /// Do not fsync commits.
         #[arg(long)]
         no_sync: bool,
@@ -151,6 +160,9 @@ pub enum Command {
         /// Inbox entries kept per user (default: as the live state).
         #[arg(long)]
         inbox_cap: Option<u64>,
+        /// Live followers from which an author is pulled (0: never).
+        #[arg(long, default_value_t = DEFAULT_PULL_THRESHOLD)]
+        pull_threshold: u64,
         /// Do not fsync the rebuild's commits.
         #[arg(long)]
         no_sync: bool,

@@ -53,6 +53,12 @@ pub struct DemoArgs {
     seed: u64,
 }
 
+/// Live followers from which the demo pulls an author: the busiest
+/// accounts of its networks (a few thousand followers at most) are pulled,
+/// everyone else pushed. A later `run` uses its own `--pull-threshold`;
+/// authors switch at their next new or lost follower.
+const DEMO_PULL_THRESHOLD: u64 = 1_000;
+
 /// Start of the generated timeline (2023-11-14T22:13:20Z), fixed so that a
 /// demo directory is the same log every time.
 const START_MS: u64 = 1_700_000_000_000;
@@ -151,7 +157,11 @@ pub fn run(data: &Path, a: &DemoArgs, listen: &str, exit: bool, api: ApiConfig) 
         load(data, a).context("loading the demo network")?;
     }
     let dir = DataDir::open(data)?;
-    let processor = Processor::open(&dir, ProcessorConfig::default())?;
+    let cfg = ProcessorConfig {
+        pull_threshold: DEMO_PULL_THRESHOLD,
+        ..ProcessorConfig::default()
+    };
+    let processor = Processor::open(&dir, cfg)?;
     let server = ApiServer::start(listen, api, |cfg| processor_api(&processor, cfg))?;
     let shutdown = shutdown_on_signal();
     let start = Instant::now();
@@ -207,6 +217,13 @@ fn tour(
     println!("\nthe most followed account, user {}:", star.user);
     println!("  $ curl -s '{base}/v1/users/{}/counters'", star.user);
     println!("  {}", serde_json::to_string(&star)?);
+    if star.followers >= DEMO_PULL_THRESHOLD {
+        println!(
+            "with {} followers (the demo pulls from {DEMO_PULL_THRESHOLD}) its posts are pulled: one message \
+             per partition instead of {} inbox writes, merged into its followers' pages as they read",
+            star.followers, star.followers
+        );
+    }
     let recent = reader.recent_followers(UserId(star.user), 3)?;
     println!("its 3 newest followers:");
     println!(

@@ -58,6 +58,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             progress,
             quiet,
             inbox_cap,
+            pull_threshold,
             no_sync,
             listen,
             api,
@@ -66,6 +67,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             Some(_) => {
                 let cfg = ProcessorConfig {
                     inbox_cap: inbox_cap.unwrap_or(DEFAULT_INBOX_CAP),
+                    pull_threshold,
                     sync: !no_sync,
                     ..ProcessorConfig::default()
                 };
@@ -75,7 +77,12 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             None => {
                 let listen = settings.listen(listen);
                 let mode = shell::RunMode::new(until_idle, progress, quiet);
-                run::run_embedded(data, mode, inbox_cap, no_sync, listen, &api)
+                let cfg = ProcessorConfig {
+                    pull_threshold,
+                    sync: !no_sync,
+                    ..ProcessorConfig::default()
+                };
+                run::run_embedded(data, mode, inbox_cap, cfg, listen, &api)
             }
         },
         Command::Serve { listen, api } => run::serve(data, &listen, &api),
@@ -100,11 +107,12 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             into,
             from_checkpoint,
             inbox_cap,
+            pull_threshold,
             no_sync,
             progress,
         } => {
             embedded("rebuild")?;
-            let cfg = replay_config(data, inbox_cap, no_sync)?;
+            let cfg = replay_config(data, inbox_cap, pull_threshold, no_sync)?;
             state::rebuild(data, &into, from_checkpoint.as_deref(), cfg, progress)
         }
         Command::Checkpoint { into } => {
@@ -118,10 +126,11 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         Command::Backfill {
             view,
             inbox_cap,
+            pull_threshold,
             no_sync,
         } => {
             embedded("backfill")?;
-            let cfg = replay_config(data, inbox_cap, no_sync)?;
+            let cfg = replay_config(data, inbox_cap, pull_threshold, no_sync)?;
             state::backfill(data, view, cfg)
         }
         Command::Reset {
@@ -192,10 +201,16 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
 
 /// The processing settings of a rebuild or backfill: the inbox cap asked
 /// for, else the one `data`'s state was built with, else the default.
-fn replay_config(data: &Path, inbox_cap: Option<u64>, no_sync: bool) -> Result<ProcessorConfig> {
+fn replay_config(
+    data: &Path,
+    inbox_cap: Option<u64>,
+    pull_threshold: u64,
+    no_sync: bool,
+) -> Result<ProcessorConfig> {
     let built = DataDir::open(data)?.inbox_cap();
     Ok(ProcessorConfig {
         inbox_cap: inbox_cap.or(built).unwrap_or(DEFAULT_INBOX_CAP),
+        pull_threshold,
         sync: !no_sync,
         limits: BatchLimits::replay(),
         ..ProcessorConfig::default()

@@ -18,12 +18,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// `run` on the embedded log: processes until Ctrl-C (or idle), taking
-/// `checkpoint` and `swap` requests, serving the API with `listen`.
+/// `checkpoint` and `swap` requests, serving the API with `listen`; `cfg`
+/// with the inbox cap the state was built with (`inbox_cap`, if asked,
+/// must match it).
 pub fn run_embedded(
     data: &Path,
     mode: RunMode,
     inbox_cap: Option<u64>,
-    no_sync: bool,
+    cfg: ProcessorConfig,
     listen: Option<String>,
     api: &ApiArgs,
 ) -> Result<i32> {
@@ -48,11 +50,7 @@ pub fn run_embedded(
     if dir.inbox_cap().is_none() {
         dir.set_inbox_cap(inbox_cap)?;
     }
-    let cfg = ProcessorConfig {
-        inbox_cap,
-        sync: !no_sync,
-        ..ProcessorConfig::default()
-    };
+    let cfg = ProcessorConfig { inbox_cap, ..cfg };
     let processor = Processor::open(&dir, cfg)?;
     let server = match listen {
         Some(addr) => Some(ApiServer::start(&addr, api.config(), |cfg| {

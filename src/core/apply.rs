@@ -9,6 +9,7 @@
 
 use super::effect::{Applied, Ctx, Effect, Out};
 use super::inbox::{insert_inbox, lower_horizon};
+use super::pulled;
 use crate::core::event::{Event, PostId, Ts, UserId};
 use crate::core::keys::{EdgeVal, PostVal, TimelineKey};
 use crate::core::kv::{Cf, Kv, KvError, Txn};
@@ -63,6 +64,9 @@ pub fn apply_event<K: Kv + ?Sized>(
             let Some(edge) = old.filter(|e| e.live && e.version < version) else {
                 return Ok(applied);
             };
+            if t.user(follower)?.pull_marks > 0 {
+                t.set_pull(follower, followee, false)?;
+            }
             t.set_edge(
                 Cf::Followees,
                 follower,
@@ -105,12 +109,16 @@ pub fn apply_event<K: Kv + ?Sized>(
             let mut u = t.user(author)?;
             u.posts += 1;
             t.set_user(author, &u);
-            fan_out(t, ctx, author, out, |targets| Effect::Deliver {
-                author,
-                post_id,
-                ts,
-                targets,
-            })?;
+            if u.pulled {
+                pulled::post_changed(ctx, author, post_id, ts, true, out);
+            } else {
+                fan_out(t, ctx, author, out, |targets| Effect::Deliver {
+                    author,
+                    post_id,
+                    ts,
+                    targets,
+                })?;
+            }
         }
         Event::DeletePost {
             author, post_id, ..
@@ -145,6 +153,10 @@ fn delete_post<K: Kv + ?Sized>(
             let mut u = t.user(author)?;
             u.posts -= 1;
             t.set_user(author, &u);
+            if u.pulled {
+                pulled::post_changed(ctx, author, post_id, ts, false, out);
+                return Ok(true);
+            }
             fan_out(t, ctx, author, out, |targets: Vec<(UserId, Version)>| {
                 Effect::Retract {
                     author,
@@ -160,7 +172,7 @@ fn delete_post<K: Kv + ?Sized>(
 
 /// Sends one message per destination partition and chunk, covering every
 /// live follower of `author`.
-fn fan_out<K: Kv + ?Sized>(
+pub(super) fn fan_out<K: Kv + ?Sized>(
     t: &Txn<'_, K>,
     ctx: &Ctx,
     author: UserId,
@@ -211,7 +223,7 @@ pub fn apply_effect<K: Kv + ?Sized>(
             author,
             follower,
             version,
-        } => follower_removed(t, author, follower, version, &mut applied)?,
+        } => follower_removed(t, ctx, (author, follower, version), &mut applied, out)?,
         Effect::Deliver {
             author,
             post_id,
@@ -237,15 +249,45 @@ pub fn apply_effect<K: Kv + ?Sized>(
             truncated,
         } => {
             if follows_at(t, ctx, *follower, *author, *version)? {
-                backfill(
-                    t,
-                    ctx,
-                    (*author, *follower),
-                    posts,
-                    *truncated,
-                    &mut applied,
-                )?;
+                let posts = (&posts[..], *truncated);
+                pulled::pull_for(t, ctx, (*author, *follower), false, posts, &mut applied)?;
             }
+        }
+        Effect::Pull {
+            author,
+            pulled,
+            posts,
+            truncated,
+            targets,
+        } => {
+            for &(user, version) in targets {
+                if follows_at(t, ctx, user, *author, version)? {
+                    let posts = (&posts[..], *truncated);
+                    pulled::pull_for(t, ctx, (*author, user), *pulled, posts, &mut applied)?;
+                }
+            }
+        }
+        Effect::Copy {
+            author,
+            pulled,
+            posts,
+            truncated,
+        } => {
+            pulled::replace_copy(t, *author, *pulled, posts, *truncated)?;
+            applied.changed = true;
+        }
+        &Effect::CopyPost {
+            author,
+            post_id,
+            ts,
+            live,
+        } => {
+            let k = TimelineKey {
+                ts,
+                post_id,
+                author,
+            };
+            applied.changed |= pulled::change_copy(t, ctx, &k, live)?;
         }
         Effect::Retract {
             author,
@@ -299,17 +341,25 @@ fn follower_added<K: Kv + ?Sized>(
     };
     t.set_edge(Cf::Followers, author, follower, &edge);
     t.set_recent(author, ts, follower, true);
+    // A change of mode tells every follower, this one included.
+    let changed = pulled::follower_count_changed(t, ctx, author, &mut u, out)?;
     t.set_user(author, &u);
     applied.changed = true;
-    let mut posts = Vec::new();
-    let mut truncated = false;
-    for r in views::outbox(t, author, None) {
-        if posts.len() as u64 == ctx.inbox_cap {
-            truncated = true;
-            break;
-        }
-        posts.push(r?);
+    if changed {
+        return Ok(());
     }
+    if u.pulled {
+        let pull = Effect::Pull {
+            author,
+            pulled: true,
+            posts: Vec::new(),
+            truncated: false,
+            targets: vec![(follower, version)],
+        };
+        ctx.send(out, follower, pull);
+        return Ok(());
+    }
+    let (posts, truncated) = pulled::newest_posts(t, ctx, author)?;
     // Sent also with no live posts when the author has had any: a backfill
     // replaces what an earlier emission for the same follow delivered (see
     // `Effect::Backfill`), so it must go out to undo a post that this
@@ -331,10 +381,10 @@ fn follower_added<K: Kv + ?Sized>(
 /// `version`. Stale or duplicate: nothing.
 fn follower_removed<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
-    author: UserId,
-    follower: UserId,
-    version: Version,
+    ctx: &Ctx,
+    (author, follower, version): (UserId, UserId, Version),
     applied: &mut Applied,
+    out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
     let old = views::edge(t, Cf::Followers, author, follower)?;
     if old.is_some_and(|e| e.version >= version) {
@@ -342,9 +392,6 @@ fn follower_removed<K: Kv + ?Sized>(
     }
     let ts = match old {
         Some(e) if e.live => {
-            let mut u = t.user(author)?;
-            u.followers -= 1;
-            t.set_user(author, &u);
             t.set_recent(author, e.ts, follower, false);
             e.ts
         }
@@ -357,13 +404,20 @@ fn follower_removed<K: Kv + ?Sized>(
         ts,
     };
     t.set_edge(Cf::Followers, author, follower, &edge);
+    if old.is_some_and(|e| e.live) {
+        let mut u = t.user(author)?;
+        u.followers -= 1;
+        // The former follower is gone from the edges a demotion tells.
+        pulled::follower_count_changed(t, ctx, author, &mut u, out)?;
+        t.set_user(author, &u);
+    }
     applied.changed = true;
     Ok(())
 }
 
 /// The newest posts of `author` as of the follow, into `follower`'s inbox
 /// (owned here, following through the edge the backfill was made for).
-fn backfill<K: Kv + ?Sized>(
+pub(super) fn backfill<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
     ctx: &Ctx,
     (author, follower): (UserId, UserId),

@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 /// materialized cache of the timeline (DESIGN §1).
 pub const DEFAULT_INBOX_CAP: u64 = 800;
 
+/// Live followers from which an author's posts are pulled by readers
+/// instead of pushed into every follower's inbox (DESIGN §3).
+pub const DEFAULT_PULL_THRESHOLD: u64 = 10_000;
+
 /// Internal messages between partitions (the `effects` topic). Each is
 /// addressed to users owned by one partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,6 +75,47 @@ pub enum Effect {
         /// Followers whose inbox may hold it.
         targets: Vec<UserId>,
     },
+    /// At followers' partition: `author` is now pulled, or pushed again.
+    /// Each target following through the version named is marked in
+    /// `pulls` and loses the author's inbox entries (the partition's copy
+    /// serves them), or is unmarked and gets the author's newest `posts`
+    /// back into the inbox, as a backfill does.
+    Pull {
+        /// The author.
+        author: UserId,
+        /// Pulled (`true`) or pushed again.
+        pulled: bool,
+        /// When pushed again: the author's newest posts, newest first.
+        posts: Vec<(Ts, PostId)>,
+        /// Whether the author has older posts than those sent.
+        truncated: bool,
+        /// Followers, each with the edge version the author knows them by.
+        targets: Vec<(UserId, Version)>,
+    },
+    /// At every partition: its copy of `author`'s newest posts becomes
+    /// `posts` (`pulled`), or is dropped (the author is pushed again).
+    Copy {
+        /// The author.
+        author: UserId,
+        /// Whether the author is pulled.
+        pulled: bool,
+        /// The author's newest posts, newest first.
+        posts: Vec<(Ts, PostId)>,
+        /// Whether the author has older posts than those sent.
+        truncated: bool,
+    },
+    /// At every partition: a pulled author's post enters (`live`) or
+    /// leaves the partition's copy.
+    CopyPost {
+        /// The post's author.
+        author: UserId,
+        /// The post.
+        post_id: PostId,
+        /// Post time.
+        ts: Ts,
+        /// Posted (`true`) or deleted.
+        live: bool,
+    },
 }
 
 impl Effect {
@@ -81,8 +126,10 @@ impl Effect {
                 *author
             }
             Effect::Backfill { follower, .. } => *follower,
-            Effect::Deliver { targets, .. } => targets[0].0,
+            Effect::Deliver { targets, .. } | Effect::Pull { targets, .. } => targets[0].0,
             Effect::Retract { targets, .. } => targets[0],
+            // Addressed to a partition, not to a user.
+            Effect::Copy { author, .. } | Effect::CopyPost { author, .. } => *author,
         }
     }
 
@@ -95,7 +142,7 @@ impl Effect {
     /// interleaves the two inputs its own way, must wait for it.
     pub fn requires_events(&self) -> Offset {
         match self {
-            Effect::Deliver { targets, .. } => targets
+            Effect::Deliver { targets, .. } | Effect::Pull { targets, .. } => targets
                 .iter()
                 .map(|t| t.1.applied_at())
                 .max()
@@ -103,7 +150,9 @@ impl Effect {
             Effect::Backfill { version, .. } => version.applied_at(),
             Effect::FollowerAdded { .. }
             | Effect::FollowerRemoved { .. }
-            | Effect::Retract { .. } => Offset(0),
+            | Effect::Retract { .. }
+            | Effect::Copy { .. }
+            | Effect::CopyPost { .. } => Offset(0),
         }
     }
 
@@ -115,6 +164,9 @@ impl Effect {
             Effect::Deliver { .. } => "deliver",
             Effect::Backfill { .. } => "backfill",
             Effect::Retract { .. } => "retract",
+            Effect::Pull { .. } => "pull",
+            Effect::Copy { .. } => "copy",
+            Effect::CopyPost { .. } => "copy_post",
         }
     }
 }
@@ -150,16 +202,33 @@ pub struct Ctx {
     pub inbox_cap: u64,
     /// Targets per fan-out message.
     pub fanout_chunk: usize,
+    /// Live followers from which an author is pulled instead of pushed
+    /// (0: never); pushed again below half of it.
+    pub pull_threshold: u64,
 }
 
 impl Ctx {
-    /// Defaults for `partitions` partitions: inbox 800, chunks of 1024.
+    /// Defaults for `partitions` partitions: inbox 800, chunks of 1024,
+    /// authors pulled from 10,000 followers.
     pub fn new(partition: u32, partitions: u32) -> Ctx {
         Ctx {
             partition,
             partitions,
             inbox_cap: DEFAULT_INBOX_CAP,
             fanout_chunk: 1024,
+            pull_threshold: DEFAULT_PULL_THRESHOLD,
+        }
+    }
+
+    /// Whether an author with `followers` live followers, pulled now or
+    /// not (`pulled`), is pulled from here on: from the threshold up, and
+    /// until fewer than half of it remain (hysteresis: an author near the
+    /// line does not flip on every follow).
+    pub fn pulls(&self, followers: u64, pulled: bool) -> bool {
+        match self.pull_threshold {
+            0 => false,
+            n if pulled => followers.saturating_mul(2) >= n,
+            n => followers >= n,
         }
     }
 

@@ -188,13 +188,23 @@ pub struct UserVal {
     /// Every timeline entry that sorts before the horizon is in the inbox;
     /// `None`: every timeline entry is.
     pub horizon: Option<TimelineKey>,
+    /// As an author: whether their posts are pulled by followers (read from
+    /// each partition's copy of them) instead of pushed into inboxes.
+    pub pulled: bool,
+    /// As a reader: the pulled authors they follow (listed in `pulls`),
+    /// whose posts are not in the inbox.
+    pub pulls: u64,
+    /// How many times the `pulls` list changed: it only grows, so a reader
+    /// that finds zero knows the user never had a pulled followee.
+    pub pull_marks: u64,
 }
 
 impl UserVal {
     /// Encoded width.
-    pub const LEN: usize = 8 * 4 + 1 + 24;
+    pub const LEN: usize = 8 * 4 + 1 + 24 + 1 + 8 + 8;
 
-    /// `followers | followees | posts | inbox_len | has_horizon u8 | horizon[24]`.
+    /// `followers | followees | posts | inbox_len | has_horizon u8 |
+    /// horizon[24] | pulled u8 | pulls | pull_marks`.
     pub fn encode(&self) -> Vec<u8> {
         let mut v = key([self.followers, self.followees, self.posts, self.inbox_len]);
         match self.horizon {
@@ -207,6 +217,9 @@ impl UserVal {
                 v.extend_from_slice(&[0; 24]);
             }
         }
+        v.push(u8::from(self.pulled));
+        v.extend_from_slice(&self.pulls.to_be_bytes());
+        v.extend_from_slice(&self.pull_marks.to_be_bytes());
         v
     }
 
@@ -218,6 +231,47 @@ impl UserVal {
             posts: be(b, 16),
             inbox_len: be(b, 24),
             horizon: (b[32] == 1).then(|| TimelineKey::decode(&b[33..57])),
+            pulled: b[57] == 1,
+            pulls: be(b, 58),
+            pull_marks: be(b, 66),
+        })
+    }
+}
+
+/// `copies`: a partition's copy of a pulled author's newest posts, entries
+/// `author | !ts | !post_id`, under the header at `author` ([`CopyVal`]).
+pub fn copy(author: UserId, ts: Ts, post_id: PostId) -> Vec<u8> {
+    key([author.0, !ts.0, !post_id.0])
+}
+
+/// The header of a partition's copy of a pulled author's posts: present
+/// exactly while the partition holds a copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CopyVal {
+    /// Entries in the copy (never fewer than there are).
+    pub len: u64,
+    /// Every live post of the author that sorts before the horizon is in
+    /// the copy; `None`: every one is.
+    pub horizon: Option<TimelineKey>,
+}
+
+impl CopyVal {
+    /// Encoded width.
+    pub const LEN: usize = 8 + 1 + 24;
+
+    /// `len | has_horizon u8 | horizon[24]`.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = self.len.to_be_bytes().to_vec();
+        v.push(u8::from(self.horizon.is_some()));
+        v.extend_from_slice(&self.horizon.map_or([0; 24], |h| h.encode()));
+        v
+    }
+
+    /// Inverse of [`CopyVal::encode`].
+    pub fn decode(b: &[u8]) -> Option<CopyVal> {
+        (b.len() == Self::LEN).then(|| CopyVal {
+            len: be(b, 0),
+            horizon: (b[8] == 1).then(|| TimelineKey::decode(&b[9..33])),
         })
     }
 }
@@ -257,9 +311,12 @@ mod tests {
             for p in [PostVal::Live(Ts(ts)), PostVal::Deleted(Some(Ts(ts))), PostVal::Deleted(None)] {
                 prop_assert_eq!(PostVal::decode(&p.encode()), Some(p));
             }
+            let horizon = h.map(|h| TimelineKey { ts: Ts(h.0), post_id: PostId(h.1), author: UserId(h.2) });
             let u = UserVal { followers: c[0], followees: c[1], posts: c[2], inbox_len: c[3],
-                horizon: h.map(|h| TimelineKey { ts: Ts(h.0), post_id: PostId(h.1), author: UserId(h.2) }) };
+                horizon, pulled: live, pulls: ver, pull_marks: ts };
             prop_assert_eq!(UserVal::decode(&u.encode()), Some(u));
+            let c = CopyVal { len: c[0], horizon };
+            prop_assert_eq!(CopyVal::decode(&c.encode()), Some(c));
         }
     }
 

@@ -37,11 +37,15 @@ pub enum Cf {
     InboxByAuthor,
     /// Outgoing records committed but maybe not yet appended to their log.
     Pending,
+    /// This partition's copies of pulled authors' newest posts.
+    Copies,
+    /// The pulled authors each user follows.
+    Pulls,
 }
 
 impl Cf {
     /// Every column family, in on-disk order.
-    pub const ALL: [Cf; 10] = [
+    pub const ALL: [Cf; 12] = [
         Cf::Meta,
         Cf::Users,
         Cf::Followees,
@@ -52,6 +56,8 @@ impl Cf {
         Cf::Inbox,
         Cf::InboxByAuthor,
         Cf::Pending,
+        Cf::Copies,
+        Cf::Pulls,
     ];
 
     /// The RocksDB column family name.
@@ -67,6 +73,8 @@ impl Cf {
             Cf::Inbox => "inbox",
             Cf::InboxByAuthor => "inbox_by_author",
             Cf::Pending => "pending",
+            Cf::Copies => "copies",
+            Cf::Pulls => "pulls",
         }
     }
 
@@ -169,7 +177,7 @@ fn bounds<'b>(lo: &'b [u8], hi: Option<&'b [u8]>) -> (Bound<&'b [u8]>, Bound<&'b
 /// An in-memory [`Kv`], for tests of the pure core.
 #[derive(Debug, Default, Clone)]
 pub struct MemKv {
-    maps: [BTreeMap<Vec<u8>, Vec<u8>>; 10],
+    maps: [BTreeMap<Vec<u8>, Vec<u8>>; Cf::ALL.len()],
 }
 
 impl MemKv {
@@ -301,7 +309,7 @@ impl std::fmt::Debug for Key {
 
 /// One batch's writes per column family: `Some` = put, `None` = delete.
 #[derive(Debug, Default)]
-pub struct Writes(pub [BTreeMap<Key, Option<Vec<u8>>>; 10]);
+pub struct Writes(pub [BTreeMap<Key, Option<Vec<u8>>>; Cf::ALL.len()]);
 
 impl Writes {
     /// The writes of one column family.

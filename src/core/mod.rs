@@ -15,11 +15,13 @@ pub mod kv;
 pub mod metrics;
 pub mod partition;
 pub mod position;
+mod pulled;
+pub mod timeline;
 pub mod view;
 pub mod views;
 
 pub use apply::{apply_effect, apply_event};
-pub use effect::{Applied, Ctx, Effect, Out, DEFAULT_INBOX_CAP};
+pub use effect::{Applied, Ctx, Effect, Out, DEFAULT_INBOX_CAP, DEFAULT_PULL_THRESHOLD};
 pub use position::{Offset, Positions, Version};
 pub use view::View;
 

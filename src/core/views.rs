@@ -2,7 +2,7 @@
 //!
 //! This is the schema in code: the core calls these and never touches bytes.
 
-use super::keys::{self, EdgeVal, PostVal, TimelineKey, UserVal};
+use super::keys::{self, CopyVal, EdgeVal, PostVal, TimelineKey, UserVal};
 use super::kv::KvError;
 use super::kv::{Cf, Kv, Txn};
 use crate::core::event::{PostId, Ts, UserId};
@@ -162,6 +162,44 @@ pub fn inbox_range(user: UserId, from: Option<&TimelineKey>) -> (Vec<u8>, Option
     (lo, keys::prefix_end(&prefix))
 }
 
+/// The header of this partition's copy of `author`'s posts; `None` when
+/// the partition holds no copy (the author is not pulled here).
+pub fn copy_of(kv: &(impl Kv + ?Sized), author: UserId) -> Result<Option<CopyVal>, KvError> {
+    let k = keys::key([author.0]);
+    decode(Cf::Copies, &k, kv.get(Cf::Copies, &k)?, CopyVal::decode)
+}
+
+/// The entries of this partition's copy of `author`'s posts, newest
+/// first, from `from` (inclusive) if given.
+pub fn copy_entries<'a>(
+    kv: &'a (impl Kv + ?Sized),
+    author: UserId,
+    from: Option<&TimelineKey>,
+) -> impl Iterator<Item = Result<TimelineKey, KvError>> + 'a {
+    let prefix = keys::key([author.0]);
+    // The header (the bare prefix) sorts before every entry: start past it.
+    let lo = match from {
+        Some(k) => keys::copy(author, k.ts, k.post_id),
+        None => keys::key([author.0, 0, 0]),
+    };
+    kv.scan_prefix_from(Cf::Copies, &lo, &prefix).map(move |r| {
+        r.map(|(k, _)| TimelineKey {
+            ts: Ts(!keys::be(&k, 8)),
+            post_id: PostId(!keys::be(&k, 16)),
+            author,
+        })
+    })
+}
+
+/// The pulled authors `user` follows (as marked in `pulls`), ascending.
+pub fn pulls<'a>(
+    kv: &'a (impl Kv + ?Sized),
+    user: UserId,
+) -> impl Iterator<Item = Result<UserId, KvError>> + 'a {
+    kv.scan_prefix(Cf::Pulls, &keys::key([user.0]))
+        .map(|r| r.map(|(k, _)| UserId(keys::be(&k, 8))))
+}
+
 /// `author`'s live followers by follow time, newest first, from `from` (inclusive).
 pub fn recent_followers<'a>(
     kv: &'a (impl Kv + ?Sized),
@@ -243,5 +281,44 @@ impl<K: Kv + ?Sized> Txn<'_, K> {
                 })
             })
             .collect()
+    }
+
+    /// Marks or unmarks `author` as a pulled followee of `user` (owned
+    /// here), keeping the user's count and change counter; whether it changed.
+    pub fn set_pull(&mut self, user: UserId, author: UserId, on: bool) -> Result<bool, KvError> {
+        let k = keys::key([user.0, author.0]);
+        if self.contains(Cf::Pulls, &k)? == on {
+            return Ok(false);
+        }
+        let mut u = self.user(user)?;
+        if on {
+            self.put(Cf::Pulls, k, Vec::new());
+            u.pulls += 1;
+        } else {
+            self.delete(Cf::Pulls, k);
+            u.pulls = u.pulls.saturating_sub(1);
+        }
+        u.pull_marks += 1;
+        self.set_user(user, &u);
+        Ok(true)
+    }
+
+    /// Stages the header of this partition's copy of `author` (`None`: no copy).
+    pub fn set_copy_header(&mut self, author: UserId, val: Option<&CopyVal>) {
+        let k = keys::key([author.0]);
+        match val {
+            Some(v) => self.put(Cf::Copies, k, v.encode()),
+            None => self.delete(Cf::Copies, k),
+        }
+    }
+
+    /// Stages an entry of this partition's copy of `author`'s posts.
+    pub fn set_copy_entry(&mut self, k: &TimelineKey, present: bool) {
+        let key = keys::copy(k.author, k.ts, k.post_id);
+        if present {
+            self.put(Cf::Copies, key, Vec::new());
+        } else {
+            self.delete(Cf::Copies, key);
+        }
     }
 }

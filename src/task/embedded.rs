@@ -7,7 +7,7 @@ use super::runner::{drive, Hooks};
 use super::{BatchLimits, PartitionTask, Shutdown, TaskError};
 use crate::core::metrics::{Progress, StepStats};
 use crate::core::position::Positions;
-use crate::core::{Ctx, DEFAULT_INBOX_CAP};
+use crate::core::{Ctx, DEFAULT_INBOX_CAP, DEFAULT_PULL_THRESHOLD};
 use crate::log::{Log, Logs};
 use crate::state::datadir::DataDir;
 use crate::state::{BlockCache, Store, StoreSet};
@@ -22,6 +22,8 @@ pub struct ProcessorConfig {
     pub inbox_cap: u64,
     /// Targets per fan-out message.
     pub fanout_chunk: usize,
+    /// Live followers from which an author is pulled (0: never).
+    pub pull_threshold: u64,
     /// Batch limits per step.
     pub limits: BatchLimits,
     /// fsync state commits and log appends.
@@ -38,6 +40,7 @@ impl ProcessorConfig {
             partitions,
             inbox_cap: self.inbox_cap,
             fanout_chunk: self.fanout_chunk,
+            pull_threshold: self.pull_threshold,
         }
     }
 }
@@ -47,6 +50,7 @@ impl Default for ProcessorConfig {
         ProcessorConfig {
             inbox_cap: DEFAULT_INBOX_CAP,
             fanout_chunk: 1024,
+            pull_threshold: DEFAULT_PULL_THRESHOLD,
             limits: BatchLimits::default(),
             sync: true,
             cache_bytes: 128 << 20,

@@ -99,8 +99,11 @@ fn items_of(e: &Effect) -> usize {
     match e {
         Effect::Deliver { targets, .. } => targets.len(),
         Effect::Retract { targets, .. } => targets.len(),
-        Effect::Backfill { posts, .. } => posts.len(),
-        Effect::FollowerAdded { .. } | Effect::FollowerRemoved { .. } => 1,
+        Effect::Backfill { posts, .. } | Effect::Copy { posts, .. } => posts.len(),
+        Effect::Pull { targets, posts, .. } => targets.len() + posts.len(),
+        Effect::FollowerAdded { .. } | Effect::FollowerRemoved { .. } | Effect::CopyPost { .. } => {
+            1
+        }
     }
     .max(1)
 }

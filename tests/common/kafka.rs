@@ -115,6 +115,9 @@ pub fn config(brokers: &str, group: &str, prefix: &str, member: &str) -> Cluster
     cfg.processor = ProcessorConfig {
         inbox_cap: 4,
         fanout_chunk: 3,
+        // Low enough that the generated networks' busiest authors are
+        // pulled, and pushed again as followers leave, in every Kafka test.
+        pull_threshold: 6,
         sync: false,
         cache_bytes: 8 << 20,
         ..ProcessorConfig::default()

@@ -4,6 +4,7 @@
 use super::cursor::{decode_cursor, encode_cursor, CursorView};
 use super::*;
 use crate::core::keys::TimelineKey;
+use crate::core::timeline::held_timeline;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
@@ -19,7 +20,7 @@ impl Reader {
         let after = timeline_after(user, limit, cursor)?;
         let store = self.store_of(user)?;
         let snap = store.snapshot();
-        let (mut keys, past_horizon) = inbox_part(&snap, user, after, limit + 1)?;
+        let (mut keys, past_horizon) = held_timeline(&snap, user, after, limit + 1)?;
         if let Some(from) = past_horizon {
             self.pull(&snap, user, from, after, limit + 1, &mut keys)?;
         }
@@ -28,10 +29,9 @@ impl Reader {
 
     /// The same page as [`Reader::timeline`] when the materialized inbox
     /// alone holds it; `None` when the page reaches past the inbox's horizon
-    /// and needs the pull path. A short read, whatever the user's followee
-    /// count: one seek when the inbox fills the page (its entries are exact
-    /// up to the horizon, which they all sort before), else that seek and a
-    /// point read.
+    /// and needs the pull path, or the user follows pulled authors (or
+    /// did). A short read, whatever the user's followee count: one seek and
+    /// a point read.
     pub fn timeline_if_materialized(
         &self,
         user: UserId,
@@ -61,12 +61,15 @@ impl Reader {
             }
             page.len() < want
         })?;
-        // Short of the page, the inbox is the whole rest of the timeline
-        // when the user has no horizon. The record is read after the scan,
-        // not from the scan's view, and that is enough: a store never
-        // removes or raises a horizon (the core only ever lowers it), so
-        // none now means none when the scan read.
-        if page.len() == want || views::user(store, user)?.horizon.is_none() {
+        // The record is read after the scan, not from the scan's view, and
+        // that is enough. A user who never had a pulled followee had none
+        // when the scan read (`pull_marks` only grows), so the inbox holds
+        // the timeline up to its horizon. Short of the page, the inbox is
+        // the whole rest of the timeline when the user has no horizon: a
+        // store never removes or raises one (the core only ever lowers
+        // it), so none now means none when the scan read.
+        let u = views::user(store, user)?;
+        if u.pull_marks == 0 && (page.len() == want || u.horizon.is_none()) {
             return Ok(Some(timeline_page(user, limit, page)));
         }
         Ok(None)
@@ -218,31 +221,6 @@ fn timeline_after(
         )?)),
         None => None,
     })
-}
-
-/// Up to `want` entries of the materialized inbox after `after`, and where
-/// the pull path must go on from (`Some`) when they fall short of `want`
-/// and the inbox has a horizon (every entry sorts before it).
-fn inbox_part(
-    snap: &Snapshot<'_>,
-    user: UserId,
-    after: Option<TimelineKey>,
-    want: usize,
-) -> Result<(Vec<TimelineKey>, Option<TimelineKey>), QueryError> {
-    let keys: Vec<TimelineKey> = views::inbox(snap, user, after.as_ref())
-        .filter(|r| !matches!((r, after), (Ok(k), Some(a)) if *k == a))
-        .take(want)
-        .collect::<Result<_, _>>()?;
-    if keys.len() == want {
-        // A full page from the inbox: its entries are exact up to the
-        // horizon, which they all sort before; the user record is not read.
-        return Ok((keys, None));
-    }
-    let past_horizon = views::user(snap, user)?.horizon.map(|h| match after {
-        Some(a) if a > h => a,
-        _ => h,
-    });
-    Ok((keys, past_horizon))
 }
 
 /// The page of `limit` from `keys` (at most `limit + 1`: one more means a

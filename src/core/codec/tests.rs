@@ -144,6 +144,25 @@ fn effects_records_round_trip_and_bad_ones_are_refused() {
             ts: Ts(8),
             targets: vec![(UserId(2), Version(3)), (UserId(4), Version(5))],
         },
+        Effect::Pull {
+            author: UserId(1),
+            pulled: false,
+            posts: vec![(Ts(8), PostId(7))],
+            truncated: true,
+            targets: vec![(UserId(2), Version(3))],
+        },
+        Effect::Copy {
+            author: UserId(1),
+            pulled: true,
+            posts: vec![(Ts(8), PostId(7))],
+            truncated: false,
+        },
+        Effect::CopyPost {
+            author: UserId(1),
+            post_id: PostId(9),
+            ts: Ts(10),
+            live: false,
+        },
     ];
     let value = encode_effects(&effects);
     assert_eq!(

@@ -1,0 +1,217 @@
+//! Pulled authors (DESIGN §3, hybrid fan-out): an author with at least
+//! [`Ctx::pull_threshold`] live followers is not pushed into every
+//! follower's inbox. Each partition keeps a copy of the author's newest
+//! posts (one message per partition per post), each follower's record lists
+//! the pulled authors they follow, and a timeline read merges those copies
+//! with the inbox ([`crate::core::timeline`]).
+//!
+//! Whether an author is pulled changes only when the author gains or loses
+//! a follower — messages that arrive at the author's partition in the order
+//! of its `effects` log — so every owner that replays that log decides the
+//! same changes, with the same followers, whatever it interleaves them
+//! with. Only the posts a change carries depend on that interleaving, and
+//! every message that carries posts replaces what came before it.
+
+use super::effect::{Applied, Ctx, Effect, Out};
+use crate::core::event::{PostId, Ts, UserId};
+use crate::core::keys::{CopyVal, TimelineKey, UserVal};
+use crate::core::kv::{Kv, KvError, Txn};
+use crate::core::views;
+
+/// The newest posts of `author` (at most the inbox cap), newest first, and
+/// whether older ones exist.
+pub(super) fn newest_posts<K: Kv + ?Sized>(
+    t: &Txn<'_, K>,
+    ctx: &Ctx,
+    author: UserId,
+) -> Result<(Vec<(Ts, PostId)>, bool), KvError> {
+    let mut posts = Vec::new();
+    for r in views::outbox(t, author, None) {
+        if posts.len() as u64 == ctx.inbox_cap {
+            return Ok((posts, true));
+        }
+        posts.push(r?);
+    }
+    Ok((posts, false))
+}
+
+/// After `author` (owned here, record `u`, staged by the caller) gained or
+/// lost a follower: promotes or demotes them when their follower count
+/// crossed the line, telling every partition and every follower. Whether
+/// it did.
+pub(super) fn follower_count_changed<K: Kv + ?Sized>(
+    t: &Txn<'_, K>,
+    ctx: &Ctx,
+    author: UserId,
+    u: &mut UserVal,
+    out: &mut Vec<Out>,
+) -> Result<bool, KvError> {
+    let pulled = ctx.pulls(u.followers, u.pulled);
+    if pulled == u.pulled {
+        return Ok(false);
+    }
+    u.pulled = pulled;
+    let (posts, truncated) = newest_posts(t, ctx, author)?;
+    let copy = |p: u32| Out {
+        partition: p,
+        effect: Effect::Copy {
+            author,
+            pulled,
+            posts: if pulled { posts.clone() } else { Vec::new() },
+            truncated,
+        },
+    };
+    // Promoted: every partition holds the copy before any follower reads
+    // it. Demoted: every follower has the posts back in the inbox before
+    // the copy goes. Messages from here reach each partition in order.
+    if pulled {
+        out.extend((0..ctx.partitions).map(copy));
+    }
+    let posts_back = if pulled { Vec::new() } else { posts.clone() };
+    super::apply::fan_out(t, ctx, author, out, |targets| Effect::Pull {
+        author,
+        pulled,
+        posts: posts_back.clone(),
+        truncated: truncated && !pulled,
+        targets,
+    })?;
+    if !pulled {
+        out.extend((0..ctx.partitions).map(copy));
+    }
+    Ok(true)
+}
+
+/// A post of a pulled author (owned here) entered or left its outbox: it
+/// enters or leaves every partition's copy.
+pub(super) fn post_changed(
+    ctx: &Ctx,
+    author: UserId,
+    post_id: PostId,
+    ts: Ts,
+    live: bool,
+    out: &mut Vec<Out>,
+) {
+    out.extend((0..ctx.partitions).map(|p| Out {
+        partition: p,
+        effect: Effect::CopyPost {
+            author,
+            post_id,
+            ts,
+            live,
+        },
+    }));
+}
+
+/// `follower` (owned here) follows `author`, which is pulled (`pulled`) or
+/// pushed: marks or unmarks it, and empties or refills the follower's inbox
+/// of the author's posts (with `posts`, newest first, as a backfill).
+pub(super) fn pull_for<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    (author, follower): (UserId, UserId),
+    pulled: bool,
+    (posts, truncated): (&[(Ts, PostId)], bool),
+    applied: &mut Applied,
+) -> Result<(), KvError> {
+    if pulled {
+        applied.changed |= t.set_pull(follower, author, true)?;
+        // The partition's copy serves the author from here on; entries of
+        // the author left in the inbox could miss a later deletion.
+        let purged = t.inbox_by_author(follower, author)?;
+        if !purged.is_empty() {
+            for k in &purged {
+                t.set_inbox(follower, k, false);
+            }
+            let mut u = t.user(follower)?;
+            u.inbox_len = u.inbox_len.saturating_sub(purged.len() as u64);
+            t.set_user(follower, &u);
+            applied.removed += purged.len() as u64;
+            applied.changed = true;
+        }
+        return Ok(());
+    }
+    if t.user(follower)?.pull_marks > 0 {
+        applied.changed |= t.set_pull(follower, author, false)?;
+    }
+    super::apply::backfill(t, ctx, (author, follower), posts, truncated, applied)
+}
+
+/// This partition's copy of `author` becomes `posts` (`pulled`), or goes.
+pub(super) fn replace_copy<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    author: UserId,
+    pulled: bool,
+    posts: &[(Ts, PostId)],
+    truncated: bool,
+) -> Result<(), KvError> {
+    let old: Vec<TimelineKey> = views::copy_entries(t, author, None).collect::<Result<_, _>>()?;
+    for k in &old {
+        t.set_copy_entry(k, false);
+    }
+    if !pulled {
+        t.set_copy_header(author, None);
+        return Ok(());
+    }
+    let key = |&(ts, post_id): &(Ts, PostId)| TimelineKey {
+        ts,
+        post_id,
+        author,
+    };
+    for p in posts {
+        t.set_copy_entry(&key(p), true);
+    }
+    let header = CopyVal {
+        len: posts.len() as u64,
+        horizon: posts.last().filter(|_| truncated).map(key),
+    };
+    t.set_copy_header(author, Some(&header));
+    Ok(())
+}
+
+/// A pulled author's post enters (`live`) or leaves this partition's copy,
+/// kept to the inbox cap (the horizon lowered to what a trim cuts). A
+/// partition without a copy of the author (no longer pulled) ignores it.
+pub(super) fn change_copy<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    k: &TimelineKey,
+    live: bool,
+) -> Result<bool, KvError> {
+    let Some(mut header) = views::copy_of(t, k.author)? else {
+        return Ok(false);
+    };
+    if !live {
+        let there = t.contains(
+            crate::core::kv::Cf::Copies,
+            &crate::core::keys::copy(k.author, k.ts, k.post_id),
+        )?;
+        if there {
+            t.set_copy_entry(k, false);
+            header.len = header.len.saturating_sub(1);
+            t.set_copy_header(k.author, Some(&header));
+        }
+        return Ok(there);
+    }
+    if header.horizon.is_some_and(|h| *k >= h) {
+        return Ok(false);
+    }
+    t.set_copy_entry(k, true);
+    header.len += 1;
+    if header.len >= ctx.inbox_trim_at() {
+        let entries: Vec<TimelineKey> =
+            views::copy_entries(t, k.author, None).collect::<Result<_, _>>()?;
+        let cut = entries.get(ctx.inbox_cap as usize..).unwrap_or_default();
+        for c in cut {
+            t.set_copy_entry(c, false);
+        }
+        if let Some(first) = cut.first() {
+            header.horizon = Some(header.horizon.map_or(*first, |h| h.min(*first)));
+        }
+        header.len = entries.len().min(ctx.inbox_cap as usize) as u64;
+    }
+    t.set_copy_header(k.author, Some(&header));
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests;

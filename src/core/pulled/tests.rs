@@ -1,0 +1,271 @@
+//! Each transition of a pulled author on one partition, message by message.
+
+use crate::core::event::{Event, PostId, Ts, UserId};
+use crate::core::keys::TimelineKey;
+use crate::core::kv::{MemKv, Txn};
+use crate::core::timeline::held_timeline;
+use crate::core::{apply_effect, apply_event, views, Ctx, Effect, Out, Version};
+
+const A: UserId = UserId(1);
+const B: UserId = UserId(2);
+const C: UserId = UserId(3);
+const D: UserId = UserId(4);
+
+/// One partition owning everyone, inbox and copies of 3, authors pulled
+/// from 3 followers and pushed again at 1.
+fn ctx() -> Ctx {
+    Ctx {
+        partition: 0,
+        partitions: 1,
+        inbox_cap: 3,
+        fanout_chunk: 2,
+        pull_threshold: 3,
+    }
+}
+
+/// A partition and the messages it sent that are not applied yet.
+#[derive(Default)]
+struct Part {
+    kv: MemKv,
+    queue: Vec<Out>,
+    version: u64,
+}
+
+impl Part {
+    /// Applies an event; its messages wait in the queue.
+    fn event(&mut self, ev: Event) {
+        self.version += 1;
+        let mut t = Txn::new(&self.kv);
+        let mut out = Vec::new();
+        apply_event(&mut t, &ctx(), &ev, Version(self.version), &mut out).unwrap();
+        let w = t.into_writes();
+        self.kv.apply(w);
+        self.queue.extend(out);
+    }
+
+    fn effect(&mut self, e: &Effect) {
+        let mut t = Txn::new(&self.kv);
+        let mut out = Vec::new();
+        apply_effect(&mut t, &ctx(), e, &mut out).unwrap();
+        let w = t.into_writes();
+        self.kv.apply(w);
+        self.queue.extend(out);
+    }
+
+    /// Applies queued messages, in order, until none is left.
+    fn settle(&mut self) {
+        while !self.queue.is_empty() {
+            let next = self.queue.remove(0);
+            self.effect(&next.effect);
+        }
+    }
+
+    fn then(&mut self, ev: Event) -> &mut Self {
+        self.event(ev);
+        self.settle();
+        self
+    }
+
+    /// The names of the queued messages.
+    fn queued(&self) -> Vec<&'static str> {
+        self.queue.iter().map(|o| o.effect.name()).collect()
+    }
+
+    /// `u`'s timeline as held here (post ids), and whether the pull path
+    /// must complete it.
+    fn held(&self, u: UserId) -> (Vec<u64>, bool) {
+        let (keys, more) = held_timeline(&self.kv, u, None, usize::MAX).unwrap();
+        (keys.iter().map(|k| k.post_id.0).collect(), more.is_some())
+    }
+
+    fn inbox(&self, u: UserId) -> Vec<u64> {
+        views::inbox(&self.kv, u, None)
+            .map(|k| k.unwrap().post_id.0)
+            .collect()
+    }
+
+    fn copy(&self, author: UserId) -> Option<Vec<u64>> {
+        views::copy_of(&self.kv, author).unwrap()?;
+        Some(
+            views::copy_entries(&self.kv, author, None)
+                .map(|k| k.unwrap().post_id.0)
+                .collect(),
+        )
+    }
+
+    fn pulls(&self, u: UserId) -> Vec<UserId> {
+        views::pulls(&self.kv, u).map(|r| r.unwrap()).collect()
+    }
+}
+
+fn follow(a: UserId, b: UserId) -> Event {
+    Event::Follow {
+        follower: a,
+        followee: b,
+        ts: Ts(1),
+    }
+}
+
+fn unfollow(a: UserId, b: UserId) -> Event {
+    Event::Unfollow {
+        follower: a,
+        followee: b,
+        ts: Ts(1),
+    }
+}
+
+fn post(a: UserId, p: u64) -> Event {
+    Event::Post {
+        author: a,
+        post_id: PostId(p),
+        ts: Ts(p),
+    }
+}
+
+fn delete(a: UserId, p: u64) -> Event {
+    Event::DeletePost {
+        author: a,
+        post_id: PostId(p),
+        ts: Ts(p),
+    }
+}
+
+/// A with followers B, C and D: pulled.
+fn pulled_author() -> Part {
+    let mut part = Part::default();
+    part.then(post(A, 10))
+        .then(follow(B, A))
+        .then(follow(C, A))
+        .then(follow(D, A));
+    part
+}
+
+// Proves the third follower promotes the author: every follower is marked, their inboxes lose the author's posts and the copy serves them.
+#[test]
+fn promotion_moves_the_author_from_inboxes_to_the_copy() {
+    let part = pulled_author();
+    assert!(views::user(&part.kv, A).unwrap().pulled);
+    assert_eq!(part.copy(A), Some(vec![10]));
+    for u in [B, C, D] {
+        assert_eq!(part.pulls(u), vec![A]);
+        assert_eq!(part.inbox(u), Vec::<u64>::new());
+        assert_eq!(part.held(u), (vec![10], false));
+    }
+}
+
+// Proves a post of a pulled author is one message per partition, not per follower, and reaches every follower's timeline through the copy.
+#[test]
+fn a_pulled_authors_post_is_one_message_per_partition() {
+    let mut part = pulled_author();
+    part.event(post(A, 11));
+    assert_eq!(part.queued(), vec!["copy_post"]);
+    part.settle();
+    assert_eq!(part.copy(A), Some(vec![11, 10]));
+    assert_eq!(part.held(B), (vec![11, 10], false));
+    assert_eq!(part.inbox(B), Vec::<u64>::new());
+}
+
+// Proves a delivery made before the promotion and applied after it (a re-shipped message) does not show a post twice, and the purge at promotion removes the rest.
+#[test]
+fn a_delivery_in_flight_at_promotion_is_not_doubled() {
+    let mut part = Part::default();
+    part.then(follow(B, A)).then(follow(C, A));
+    part.event(post(A, 10));
+    let deliver = part.queue.clone();
+    assert_eq!(part.queued(), vec!["deliver"]);
+    part.then(follow(D, A));
+    assert_eq!(part.held(B), (vec![10], false));
+    for o in &deliver {
+        part.effect(&o.effect);
+    }
+    assert_eq!(part.inbox(B), vec![10]);
+    assert_eq!(part.held(B), (vec![10], false));
+}
+
+// Proves a follower who follows an author already pulled is marked, gets nothing in the inbox, and reads the copy.
+#[test]
+fn a_new_follower_of_a_pulled_author_reads_the_copy() {
+    let mut part = pulled_author();
+    part.then(follow(UserId(5), A));
+    assert_eq!(part.pulls(UserId(5)), vec![A]);
+    assert_eq!(part.inbox(UserId(5)), Vec::<u64>::new());
+    assert_eq!(part.held(UserId(5)), (vec![10], false));
+}
+
+// Proves an unfollow of a pulled author unmarks it, so the copy no longer shows in the former follower's timeline.
+#[test]
+fn unfollowing_a_pulled_author_unmarks_it() {
+    let mut part = pulled_author();
+    part.then(unfollow(B, A));
+    assert_eq!(part.pulls(B), vec![]);
+    assert_eq!(views::user(&part.kv, B).unwrap().pulls, 0);
+    assert_eq!(part.held(B), (vec![], false));
+}
+
+// Proves a deleted post of a pulled author leaves the copy (one message per partition) and every follower's timeline.
+#[test]
+fn deleting_a_pulled_authors_post_leaves_the_copy() {
+    let mut part = pulled_author();
+    part.then(post(A, 11));
+    part.event(delete(A, 11));
+    assert_eq!(part.queued(), vec!["copy_post"]);
+    part.settle();
+    assert_eq!(part.copy(A), Some(vec![10]));
+    assert_eq!(part.held(C), (vec![10], false));
+}
+
+// Proves demotion (below half the threshold) refills every remaining follower's inbox with the author's posts, unmarks them and drops the copy.
+#[test]
+fn demotion_refills_inboxes_and_drops_the_copy() {
+    let mut part = pulled_author();
+    part.then(post(A, 11)).then(unfollow(C, A));
+    assert!(
+        views::user(&part.kv, A).unwrap().pulled,
+        "2 of 3 stays pulled"
+    );
+    part.then(unfollow(D, A));
+    assert!(!views::user(&part.kv, A).unwrap().pulled);
+    assert_eq!(part.copy(A), None);
+    assert_eq!(part.pulls(B), vec![]);
+    assert_eq!(part.inbox(B), vec![11, 10]);
+    assert_eq!(part.held(B), (vec![11, 10], false));
+    // Pushed again: the next post is delivered.
+    part.then(post(A, 12));
+    assert_eq!(part.inbox(B), vec![12, 11, 10]);
+}
+
+// Proves a copy is kept to the cap with a horizon, and the timeline read hands the rest to the pull path.
+#[test]
+fn a_copy_is_trimmed_and_the_rest_is_pulled() {
+    let mut part = pulled_author();
+    for p in 11..=14 {
+        part.then(post(A, p));
+    }
+    // Trimmed back to 3 at 4 entries, twice: 10, then 11 cut.
+    assert_eq!(part.copy(A), Some(vec![14, 13, 12]));
+    assert_eq!(part.held(B), (vec![14, 13, 12], true));
+    let bound = held_timeline(&part.kv, B, None, usize::MAX).unwrap().1;
+    let eleven = TimelineKey {
+        ts: Ts(11),
+        post_id: PostId(11),
+        author: A,
+    };
+    assert_eq!(bound, Some(eleven));
+    assert_eq!(
+        views::copy_of(&part.kv, A).unwrap().unwrap().horizon,
+        Some(eleven)
+    );
+}
+
+// Proves a pulled followee whose copy has not arrived sends the whole read to the pull path instead of showing an incomplete page.
+#[test]
+fn a_missing_copy_sends_the_read_to_the_pull_path() {
+    let mut part = pulled_author();
+    let mut t = Txn::new(&part.kv);
+    t.set_copy_header(A, None);
+    let w = t.into_writes();
+    part.kv.apply(w);
+    let (keys, from) = held_timeline(&part.kv, B, None, 10).unwrap();
+    assert!(keys.is_empty());
+    assert_eq!(from, Some(crate::core::timeline::TOP));
+}
