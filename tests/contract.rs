@@ -299,7 +299,7 @@ fn run_case_with(
     let cfg = ProcessorConfig {
         inbox_cap: 3,
         fanout_chunk: 2,
-        pull_threshold,
+        pull_threshold: Some(pull_threshold),
         limits: BatchLimits {
             max_records: batch,
             max_bytes: 1 << 20,
@@ -391,7 +391,14 @@ fn run_case_with(
                     let c = &mut h.committed[p];
                     *c = c.max(applied);
                 }
-                Action::Handover(p) => h.handover(p % partitions),
+                Action::Handover(p) => {
+                    // The new owner is configured with another threshold
+                    // (when pulling at all): it asks for it through the log.
+                    if let Some(t) = h.cfg.pull_threshold.filter(|&t| t > 0) {
+                        h.cfg.pull_threshold = Some(t % 3 + 1);
+                    }
+                    h.handover(p % partitions)
+                }
                 Action::Redeliver(p, events, n) => {
                     let topic = if events {
                         Topic::Events
@@ -443,7 +450,7 @@ fn run_case_with(
 
 /// Pull thresholds: 0 (every author pushed) in a third of the cases, else
 /// 1 to 3 live followers, so authors are pulled, pushed again and followed
-/// while pulled in almost every case.
+/// while pulled in almost every case (and each handover moves it).
 fn pull_threshold() -> impl Strategy<Value = u64> {
     prop_oneof![1 => Just(0u64), 2 => 1u64..=3]
 }

@@ -15,6 +15,7 @@ use feedlog::core::event::{Event, PostId, Ts, UserId};
 use feedlog::core::keys::TimelineKey;
 use feedlog::core::kv::{Cf, MemKv, Txn};
 use feedlog::core::partition::partition_for;
+use feedlog::core::pulled;
 use feedlog::core::timeline::held_timeline;
 use feedlog::core::{apply_effect, apply_event, views, Ctx, Effect, Offset, Out, Version};
 use proptest::prelude::*;
@@ -62,8 +63,9 @@ fn event() -> impl Strategy<Value = Event> {
 }
 
 /// What the scheduler does next: step partition `p`'s events (kind 0) or
-/// effects (kind 1), or re-ship the last `n` messages partition `p` sent
-/// (kind 2).
+/// effects (kind 1), re-ship the last `n` messages partition `p` sent
+/// (kind 2), or have partition `p` ask for pull threshold `n % 4` (kind 3,
+/// as a processor restarted with another setting does).
 #[derive(Debug, Clone, Copy)]
 struct Choice {
     p: u32,
@@ -74,7 +76,7 @@ struct Choice {
 fn choice() -> impl Strategy<Value = Choice> {
     (
         0u32..8,
-        prop_oneof![4 => Just(0u8), 4 => Just(1u8), 1 => Just(2u8)],
+        prop_oneof![4 => Just(0u8), 4 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8)],
         1usize..6,
     )
         .prop_map(|(p, kind, n)| Choice { p, kind, n })
@@ -112,7 +114,7 @@ impl Sim {
                     partitions,
                     inbox_cap,
                     fanout_chunk,
-                    pull_threshold,
+                    pull_threshold: Some(pull_threshold),
                 },
                 events: Vec::new(),
                 events_at: 0,
@@ -126,7 +128,23 @@ impl Sim {
                 .events
                 .push(*e);
         }
-        Sim { parts }
+        let mut sim = Sim { parts };
+        for p in 0..partitions as usize {
+            sim.ask_threshold(p);
+        }
+        sim
+    }
+
+    /// Partition `p` asks for its configured pull threshold, as a
+    /// processor does once it has caught up.
+    fn ask_threshold(&mut self, p: usize) {
+        let part = &self.parts[p];
+        let ask: Vec<Out> = pulled::threshold_request(&part.kv, &part.ctx)
+            .unwrap()
+            .into_iter()
+            .collect();
+        self.parts[p].sent.extend(ask.iter().cloned());
+        self.deliver(&ask);
     }
 
     fn deliver(&mut self, outs: &[Out]) {
@@ -193,8 +211,13 @@ impl Sim {
             match c.kind {
                 0 => self.step_event(p),
                 1 => self.step_effect(p),
-                _ => {
+                2 => {
                     self.reship(p, c.n);
+                    true
+                }
+                _ => {
+                    self.parts[p].ctx.pull_threshold = Some(c.n as u64 % 4);
+                    self.ask_threshold(p);
                     true
                 }
             };
@@ -303,7 +326,7 @@ proptest! {
         ..ProptestConfig::default()
     })]
 
-    // Proves every view of every user equals the oracle on the pure core, for any partition count, inbox size, fan-out chunk, pull threshold (0: all pushed; 1-3: authors pulled, promoted and demoted constantly), causal interleaving and re-shipped effects.
+    // Proves every view of every user equals the oracle on the pure core, for any partition count, inbox size, fan-out chunk, pull threshold (0: all pushed; 1-3: authors pulled, promoted and demoted constantly) and change of it at any point, causal interleaving and re-shipped effects.
     #[test]
     fn the_core_equals_the_oracle(
         events in prop::collection::vec(event(), 0..70),

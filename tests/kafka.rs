@@ -25,7 +25,7 @@ use rdkafka::mocking::MockCluster;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-// Proves two, then three processors in one group (one added and one removed while events stream in) end with every view equal to the oracle, misrouted events forwarded, a new member rebuilding what it got from the log.
+// Proves two, then three processors in one group (one added and one removed while events stream in) end with every view equal to the oracle, misrouted events forwarded, a new member rebuilding what it got from the log, the busiest authors pulled.
 #[test]
 fn members_join_and_leave_mid_stream() {
     members_join_and_leave(&Broker::mock(4), 4);
@@ -86,6 +86,11 @@ fn members_join_and_leave(b: &Broker, partitions: u32) {
     let (oracle, max_user) = common::oracle_of(&log);
     let reader = final_reader(&[&dirs[0], &dirs[1], &dirs[2]], &s);
     check_all(&reader, &oracle, max_user, 7).unwrap();
+    // The test config's pull threshold pulls the busiest authors.
+    let pulled = reader.stores().iter().any(|(_, store)| {
+        feedlog::core::views::users(&store.snapshot()).any(|r| r.unwrap().1.pulled)
+    });
+    assert!(pulled, "some author is pulled");
 }
 
 // Proves Kafka handover through checkpoints: a member that joins with an empty directory seeds the partitions it is given from the checkpoints their previous owner wrote when it gave them up, replays none of what the group had processed, and every view equals the oracle.

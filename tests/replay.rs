@@ -19,13 +19,20 @@ use std::time::{Duration, Instant};
 
 /// A live data directory: a generated log produced into 4 partitions,
 /// processed with a SIGKILL mid-run (so committed effects are re-shipped,
-/// duplicates the receivers skip) and a restart to the end.
+/// duplicates the receivers skip) and a restart to the end, the busiest
+/// authors pulled (from [`PULL`] followers).
 fn live_state(dir: &Path, users: u64, events: u64) {
+    state_of(dir, users, events, PULL);
+}
+
+/// [`live_state`] with pull threshold `pull`.
+fn state_of(dir: &Path, users: u64, events: u64, pull: &str) {
     let log = generated_log(users, events);
     let (code, _, err) = feedlog(dir, &["produce", "--partitions", "4"], Some(log.as_bytes()));
     assert_eq!(code, 0, "{err}");
-    common::kill_run_once_grown(dir, &["--inbox-cap", "5", "--no-sync"], 20_000);
-    let (code, _, err) = feedlog(dir, &["run", "--until-idle", "--inbox-cap", "5"], None);
+    let run = ["--inbox-cap", "5", "--pull-threshold", pull];
+    common::kill_run_once_grown(dir, &[&run[..], &["--no-sync"]].concat(), 20_000);
+    let (code, _, err) = feedlog(dir, &[&["run", "--until-idle"], &run[..]].concat(), None);
     assert_eq!(code, 0, "{err}");
 }
 
@@ -52,7 +59,7 @@ fn overall(out: &str, dir: &Path) -> String {
         .to_string()
 }
 
-// Proves a rebuild from the log (with a different inbox cap) has the same view digests as the live state that was crashed and restarted; a second rebuild, killed halfway and resumed, ends byte-identical.
+// Proves a rebuild from the log (with a different inbox cap, deciding pulled authors as the log's threshold did) has the same view digests as the live state that was crashed and restarted, and so has a state of the same log that pushes every author; a second rebuild, killed halfway and resumed, ends byte-identical.
 #[test]
 fn rebuild_equals_live_and_a_killed_rebuild_resumes_to_the_same_digest() {
     let tmp = tempfile::tempdir().unwrap();
@@ -73,6 +80,21 @@ fn rebuild_equals_live_and_a_killed_rebuild_resumes_to_the_same_digest() {
     );
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with("rebuilt 4 partitions"), "{out}");
+    for state in [&live, &a] {
+        assert!(
+            users_recording(state, |u| u.pulled) > 0,
+            "no author was pulled"
+        );
+        assert!(
+            users_recording(state, |u| u.pulls > 0) > 0,
+            "no reader merges copies"
+        );
+    }
+    let push = tmp.path().join("push");
+    state_of(&push, 300, 30_000, "0");
+    assert_eq!(users_recording(&push, |u| u.pulled), 0);
+    let (code, out) = verify(&live, &push);
+    assert_eq!(code, 0, "{out}");
     let (code, out) = verify(&live, &a);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("identical"), "{out}");
@@ -292,20 +314,36 @@ fn checkpoint_plus_tail_equals_full_replay() {
     assert!(err.contains("the checkpoint is of"), "{err}");
 }
 
-/// The largest inbox length any user of `dir` records.
-fn max_inbox_len(dir: &Path) -> u64 {
+/// Every user record of `dir`.
+fn user_records(dir: &Path) -> Vec<UserVal> {
     let d = DataDir::open(dir).unwrap();
     let cache = feedlog::state::BlockCache::new(1 << 20);
     (0..d.partitions())
         .flat_map(|p| {
             let s = Store::open_read_only(&d.state_dir(p), p, d.partitions(), &cache, 0).unwrap();
             s.scan(Cf::Users, &[], None)
-                .map(|r| UserVal::decode(&r.unwrap().1).unwrap().inbox_len)
+                .map(|r| UserVal::decode(&r.unwrap().1).unwrap())
                 .collect::<Vec<_>>()
         })
+        .collect()
+}
+
+/// The largest inbox length any user of `dir` records.
+fn max_inbox_len(dir: &Path) -> u64 {
+    user_records(dir)
+        .iter()
+        .map(|u| u.inbox_len)
         .max()
         .unwrap_or(0)
 }
+
+/// How many users of `dir` have a record for which `f` holds.
+fn users_recording(dir: &Path, f: impl Fn(&UserVal) -> bool) -> usize {
+    user_records(dir).iter().filter(|u| f(u)).count()
+}
+
+/// The pull threshold of the live states.
+const PULL: &str = "8";
 
 // Proves a backfill with a new inbox cap, swapped in while events arrive and readers read (every read answered), ends equal to a full rebuild, with the new cap in force and the old state kept until dropped.
 #[test]

@@ -76,8 +76,9 @@ pub enum Command {
         inbox_cap: Option<u64>,
         /// Live followers from which an author's posts are pulled by readers
         /// instead of pushed into every inbox (0: never); an author is
-        /// pushed again below half of it. A change takes effect for each
-        /// author at their next new or lost follower.
+        /// pushed again below half of it. A change is recorded in the log
+        /// and takes effect for each author at their next new or lost
+        /// follower.
         #[arg(long, env = "FEEDLOG_PULL_THRESHOLD", default_value_t = DEFAULT_PULL_THRESHOLD)]
         pull_threshold: u64,
         /// Do not fsync commits (faster; a power loss may lose recent batches,
@@ -125,9 +126,6 @@ pub enum Command {
         /// Inbox entries kept per user (default: as the live state).
         #[arg(long)]
         inbox_cap: Option<u64>,
-        /// Live followers from which an author is pulled (0: never).
-        #[arg(long, default_value_t = DEFAULT_PULL_THRESHOLD)]
-        pull_threshold: u64,
         /// Do not fsync commits.
         #[arg(long)]
         no_sync: bool,
@@ -160,9 +158,6 @@ pub enum Command {
         /// Inbox entries kept per user (default: as the live state).
         #[arg(long)]
         inbox_cap: Option<u64>,
-        /// Live followers from which an author is pulled (0: never).
-        #[arg(long, default_value_t = DEFAULT_PULL_THRESHOLD)]
-        pull_threshold: u64,
         /// Do not fsync the rebuild's commits.
         #[arg(long)]
         no_sync: bool,
@@ -438,6 +433,9 @@ pub enum BenchKind {
     /// page cache and without, vs raw RocksDB seek + 20 reads, on the
     /// state in --data.
     Http,
+    /// Timeline pages/s and p99 through the HTTP API of readers who follow
+    /// 0, 10 and 50 pulled authors, on a generated state.
+    Pulled,
     /// Events/s and deliveries/s through Kafka with one and two processors
     /// vs the embedded log (processing a produced log, and producing while
     /// it runs), same workload (--kafka BROKERS, else an in-process mock

@@ -158,7 +158,7 @@ pub fn run(data: &Path, a: &DemoArgs, listen: &str, exit: bool, api: ApiConfig) 
     }
     let dir = DataDir::open(data)?;
     let cfg = ProcessorConfig {
-        pull_threshold: DEMO_PULL_THRESHOLD,
+        pull_threshold: Some(DEMO_PULL_THRESHOLD),
         ..ProcessorConfig::default()
     };
     let processor = Processor::open(&dir, cfg)?;

@@ -67,7 +67,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             Some(_) => {
                 let cfg = ProcessorConfig {
                     inbox_cap: inbox_cap.unwrap_or(DEFAULT_INBOX_CAP),
-                    pull_threshold,
+                    pull_threshold: Some(pull_threshold),
                     sync: !no_sync,
                     ..ProcessorConfig::default()
                 };
@@ -78,7 +78,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 let listen = settings.listen(listen);
                 let mode = shell::RunMode::new(until_idle, progress, quiet);
                 let cfg = ProcessorConfig {
-                    pull_threshold,
+                    pull_threshold: Some(pull_threshold),
                     sync: !no_sync,
                     ..ProcessorConfig::default()
                 };
@@ -107,12 +107,11 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             into,
             from_checkpoint,
             inbox_cap,
-            pull_threshold,
             no_sync,
             progress,
         } => {
             embedded("rebuild")?;
-            let cfg = replay_config(data, inbox_cap, pull_threshold, no_sync)?;
+            let cfg = replay_config(data, inbox_cap, no_sync)?;
             state::rebuild(data, &into, from_checkpoint.as_deref(), cfg, progress)
         }
         Command::Checkpoint { into } => {
@@ -126,11 +125,10 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         Command::Backfill {
             view,
             inbox_cap,
-            pull_threshold,
             no_sync,
         } => {
             embedded("backfill")?;
-            let cfg = replay_config(data, inbox_cap, pull_threshold, no_sync)?;
+            let cfg = replay_config(data, inbox_cap, no_sync)?;
             state::backfill(data, view, cfg)
         }
         Command::Reset {
@@ -181,6 +179,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             match kind {
                 BenchKind::Fanout => bench::fanout(users, follows, posts, partitions)?,
                 BenchKind::Http => bench::http(data, threads, connections, seconds)?,
+                BenchKind::Pulled => bench::pulled(partitions, threads, connections, seconds)?,
                 BenchKind::Rebuild => bench::rebuild(data)?,
                 BenchKind::Redis => bench::redis(&bench::RedisBench {
                     data,
@@ -200,17 +199,13 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
 }
 
 /// The processing settings of a rebuild or backfill: the inbox cap asked
-/// for, else the one `data`'s state was built with, else the default.
-fn replay_config(
-    data: &Path,
-    inbox_cap: Option<u64>,
-    pull_threshold: u64,
-    no_sync: bool,
-) -> Result<ProcessorConfig> {
+/// for, else the one `data`'s state was built with, else the default; the
+/// pull thresholds the log has in force (a replay asks for none).
+fn replay_config(data: &Path, inbox_cap: Option<u64>, no_sync: bool) -> Result<ProcessorConfig> {
     let built = DataDir::open(data)?.inbox_cap();
     Ok(ProcessorConfig {
         inbox_cap: inbox_cap.or(built).unwrap_or(DEFAULT_INBOX_CAP),
-        pull_threshold,
+        pull_threshold: None,
         sync: !no_sync,
         limits: BatchLimits::replay(),
         ..ProcessorConfig::default()

@@ -289,6 +289,10 @@ pub fn apply_effect<K: Kv + ?Sized>(
             };
             applied.changed |= pulled::change_copy(t, ctx, &k, live)?;
         }
+        &Effect::PullThreshold { threshold } => {
+            t.set_pull_threshold(threshold);
+            applied.changed = true;
+        }
         Effect::Retract {
             author,
             post_id,

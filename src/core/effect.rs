@@ -104,6 +104,14 @@ pub enum Effect {
         /// Whether the author has older posts than those sent.
         truncated: bool,
     },
+    /// At the sending partition itself: the pull threshold in force from
+    /// here on in its `effects` log (0: no author is pulled). A processor
+    /// asks for its configured threshold this way, so whoever replays the
+    /// log decides every promotion and demotion as it was decided.
+    PullThreshold {
+        /// Live followers from which an author is pulled.
+        threshold: u64,
+    },
     /// At every partition: a pulled author's post enters (`live`) or
     /// leaves the partition's copy.
     CopyPost {
@@ -130,6 +138,7 @@ impl Effect {
             Effect::Retract { targets, .. } => targets[0],
             // Addressed to a partition, not to a user.
             Effect::Copy { author, .. } | Effect::CopyPost { author, .. } => *author,
+            Effect::PullThreshold { .. } => UserId(0),
         }
     }
 
@@ -152,7 +161,8 @@ impl Effect {
             | Effect::FollowerRemoved { .. }
             | Effect::Retract { .. }
             | Effect::Copy { .. }
-            | Effect::CopyPost { .. } => Offset(0),
+            | Effect::CopyPost { .. }
+            | Effect::PullThreshold { .. } => Offset(0),
         }
     }
 
@@ -167,7 +177,20 @@ impl Effect {
             Effect::Pull { .. } => "pull",
             Effect::Copy { .. } => "copy",
             Effect::CopyPost { .. } => "copy_post",
+            Effect::PullThreshold { .. } => "pull_threshold",
         }
+    }
+}
+
+/// Whether an author with `followers` live followers, pulled now or not
+/// (`pulled`), is pulled from here on under `threshold`: from the threshold
+/// up, and until fewer than half of it remain (hysteresis: an author near
+/// the line does not flip on every follow). 0: never.
+pub fn pulls(threshold: u64, followers: u64, pulled: bool) -> bool {
+    match threshold {
+        0 => false,
+        n if pulled => followers.saturating_mul(2) >= n,
+        n => followers >= n,
     }
 }
 
@@ -202,9 +225,11 @@ pub struct Ctx {
     pub inbox_cap: u64,
     /// Targets per fan-out message.
     pub fanout_chunk: usize,
-    /// Live followers from which an author is pulled instead of pushed
-    /// (0: never); pushed again below half of it.
-    pub pull_threshold: u64,
+    /// The pull threshold this processor asks for (`None`: keep the one
+    /// in force). Decisions never read it: they use the threshold in force
+    /// in the partition's state, which only a [`Effect::PullThreshold`] in
+    /// its `effects` log changes.
+    pub pull_threshold: Option<u64>,
 }
 
 impl Ctx {
@@ -216,19 +241,7 @@ impl Ctx {
             partitions,
             inbox_cap: DEFAULT_INBOX_CAP,
             fanout_chunk: 1024,
-            pull_threshold: DEFAULT_PULL_THRESHOLD,
-        }
-    }
-
-    /// Whether an author with `followers` live followers, pulled now or
-    /// not (`pulled`), is pulled from here on: from the threshold up, and
-    /// until fewer than half of it remain (hysteresis: an author near the
-    /// line does not flip on every follow).
-    pub fn pulls(&self, followers: u64, pulled: bool) -> bool {
-        match self.pull_threshold {
-            0 => false,
-            n if pulled => followers.saturating_mul(2) >= n,
-            n => followers >= n,
+            pull_threshold: Some(DEFAULT_PULL_THRESHOLD),
         }
     }
 

@@ -238,6 +238,9 @@ impl UserVal {
     }
 }
 
+/// `meta`: the pull threshold in force in this partition (u64; absent: 0).
+pub const PULL_THRESHOLD: &[u8] = b"pull/threshold";
+
 /// `copies`: a partition's copy of a pulled author's newest posts, entries
 /// `author | !ts | !post_id`, under the header at `author` ([`CopyVal`]).
 pub fn copy(author: UserId, ts: Ts, post_id: PostId) -> Vec<u8> {

@@ -15,7 +15,7 @@ pub mod kv;
 pub mod metrics;
 pub mod partition;
 pub mod position;
-mod pulled;
+pub mod pulled;
 pub mod timeline;
 pub mod view;
 pub mod views;

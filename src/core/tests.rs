@@ -18,7 +18,7 @@ fn ctx() -> Ctx {
         partitions: 1,
         inbox_cap: 2,
         fanout_chunk: 2,
-        pull_threshold: 0,
+        pull_threshold: None,
     }
 }
 
@@ -270,7 +270,7 @@ fn a_backfill_replaces_what_an_earlier_emission_delivered() {
         partitions: 2,
         inbox_cap: 10,
         fanout_chunk: 2,
-        pull_threshold: 0,
+        pull_threshold: None,
     };
     let (f, a) = (1..50)
         .flat_map(|x| (1..50).map(move |y| (UserId(x), UserId(y))))

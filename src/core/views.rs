@@ -191,6 +191,14 @@ pub fn copy_entries<'a>(
     })
 }
 
+/// The pull threshold in force in this partition (0 until a
+/// [`crate::core::Effect::PullThreshold`] sets one).
+pub fn pull_threshold(kv: &(impl Kv + ?Sized)) -> Result<u64, KvError> {
+    let k = keys::PULL_THRESHOLD;
+    let v = kv.get(Cf::Meta, k)?;
+    Ok(decode(Cf::Meta, k, v, |b| (b.len() == 8).then(|| keys::be(b, 0)))?.unwrap_or(0))
+}
+
 /// The pulled authors `user` follows (as marked in `pulls`), ascending.
 pub fn pulls<'a>(
     kv: &'a (impl Kv + ?Sized),
@@ -301,6 +309,12 @@ impl<K: Kv + ?Sized> Txn<'_, K> {
         u.pull_marks += 1;
         self.set_user(user, &u);
         Ok(true)
+    }
+
+    /// Stages the pull threshold in force in this partition.
+    pub fn set_pull_threshold(&mut self, threshold: u64) {
+        let v = threshold.to_be_bytes().to_vec();
+        self.put(Cf::Meta, keys::PULL_THRESHOLD.to_vec(), v);
     }
 
     /// Stages the header of this partition's copy of `author` (`None`: no copy).

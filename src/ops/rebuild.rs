@@ -336,6 +336,12 @@ pub fn replay_to(
         partition: p,
         source,
     };
+    // A replay asks for no pull threshold: it decides under those the
+    // log has in force, as the owners that wrote it did.
+    let ctx = Ctx {
+        pull_threshold: None,
+        ..ctx
+    };
     let mut task = PartitionTask::open_after(
         ctx,
         cfg.limits,

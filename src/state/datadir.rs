@@ -23,9 +23,14 @@
 
 use crate::log::topics::Topics;
 use crate::log::Logs;
-use crate::state::LAYOUT_VERSION;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+/// The data directory's own layout (`feedlog.json` and where logs and
+/// states live), apart from the state stores' layout
+/// ([`crate::state::LAYOUT_VERSION`]): a directory whose stores an older
+/// build wrote still opens, so its log can be rebuilt into new ones.
+pub const DIR_LAYOUT: u32 = 1;
 
 /// Errors opening a data directory.
 #[derive(Debug, thiserror::Error)]
@@ -127,7 +132,7 @@ impl DataDir {
         let dir = DataDir {
             root: root.to_path_buf(),
             id: Identity {
-                layout: LAYOUT_VERSION,
+                layout: DIR_LAYOUT,
                 partitions,
                 state: None,
                 inbox_cap: None,
@@ -159,9 +164,9 @@ impl DataDir {
         };
         let id: Identity = serde_json::from_slice(&bytes)
             .map_err(|e| refuse(format!("feedlog.json is invalid: {e}")))?;
-        if id.layout != LAYOUT_VERSION {
+        if id.layout != DIR_LAYOUT {
             return Err(refuse(format!(
-                "it was written with layout {}, this build reads layout {LAYOUT_VERSION}",
+                "it was written with layout {}, this build reads layout {DIR_LAYOUT}",
                 id.layout
             )));
         }
@@ -437,7 +442,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let d = DataDir::create_or_open(tmp.path(), Some(4)).unwrap();
         let count = |n: u32| {
-            let json = format!(r#"{{"layout":1,"partitions":{n}}}"#);
+            let json = format!(r#"{{"layout":{DIR_LAYOUT},"partitions":{n}}}"#);
             std::fs::write(tmp.path().join("feedlog.json"), json).unwrap();
         };
         // No logs yet: the count is not checked against anything.

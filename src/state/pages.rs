@@ -157,12 +157,14 @@ impl PageCache {
 
     /// Opens the landing of a commit of `writes`, before they are written:
     /// drops the pages of every user whose inbox or user record they write
-    /// (`everything`: of every user), and refuses new pages until the
-    /// landing is dropped, after the write.
+    /// (`everything`, or a change to a pulled author's copy, which any
+    /// follower's page may show: of every user), and refuses new pages
+    /// until the landing is dropped, after the write.
     pub fn landing(&self, writes: &Writes, everything: bool) -> Landing<'_> {
         if !self.is_on() {
             return Landing(None);
         }
+        let everything = everything || !writes.cf(Cf::Copies).is_empty();
         let empty = {
             let mut inner = self.lock();
             inner.landing += 1;
@@ -336,6 +338,18 @@ mod tests {
             );
             assert_eq!(c.bytes(), 0);
         }
+    }
+
+    /// A change to a pulled author's copy drops every page: any follower's
+    /// first page may show it.
+    #[test]
+    fn a_copy_change_drops_every_page() {
+        let c = PageCache::new(1 << 20);
+        for user in [6, 7] {
+            assert!(c.keep(c.epoch(), user, 20, body("p")));
+        }
+        drop(c.landing(&writes(Cf::Copies, 1), false));
+        assert_eq!((c.get(6, 20), c.get(7, 20)), (None, None));
     }
 
     /// Past its budget the cache keeps the pages read since the last sweep.

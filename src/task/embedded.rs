@@ -22,8 +22,9 @@ pub struct ProcessorConfig {
     pub inbox_cap: u64,
     /// Targets per fan-out message.
     pub fanout_chunk: usize,
-    /// Live followers from which an author is pulled (0: never).
-    pub pull_threshold: u64,
+    /// The pull threshold to ask for (0: no author pulled; `None`: keep
+    /// the one the log has in force, as a rebuild does).
+    pub pull_threshold: Option<u64>,
     /// Batch limits per step.
     pub limits: BatchLimits,
     /// fsync state commits and log appends.
@@ -50,7 +51,7 @@ impl Default for ProcessorConfig {
         ProcessorConfig {
             inbox_cap: DEFAULT_INBOX_CAP,
             fanout_chunk: 1024,
-            pull_threshold: DEFAULT_PULL_THRESHOLD,
+            pull_threshold: Some(DEFAULT_PULL_THRESHOLD),
             limits: BatchLimits::default(),
             sync: true,
             cache_bytes: 128 << 20,

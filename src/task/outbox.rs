@@ -101,9 +101,10 @@ fn items_of(e: &Effect) -> usize {
         Effect::Retract { targets, .. } => targets.len(),
         Effect::Backfill { posts, .. } | Effect::Copy { posts, .. } => posts.len(),
         Effect::Pull { targets, posts, .. } => targets.len() + posts.len(),
-        Effect::FollowerAdded { .. } | Effect::FollowerRemoved { .. } | Effect::CopyPost { .. } => {
-            1
-        }
+        Effect::FollowerAdded { .. }
+        | Effect::FollowerRemoved { .. }
+        | Effect::CopyPost { .. }
+        | Effect::PullThreshold { .. } => 1,
     }
     .max(1)
 }

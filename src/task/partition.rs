@@ -95,6 +95,9 @@ pub struct PartitionTask {
     shipped_below: Option<u64>,
     /// Whether this step applies its events before its effects.
     events_first: bool,
+    /// Whether this task asked for its configured pull threshold (or found
+    /// it in force) since it opened.
+    threshold_asked: bool,
     /// Records below these positions were answered by a previous owner:
     /// applied quietly, nothing emitted.
     quiet_below: Positions,
@@ -162,6 +165,7 @@ impl PartitionTask {
             next_seq,
             shipped_below: None,
             events_first: false,
+            threshold_asked: false,
             quiet_below: emitted.unwrap_or_default(),
             waiting: VecDeque::new(),
             applied_below,
@@ -384,6 +388,12 @@ impl PartitionTask {
                 pending.truncate(emitted_before.1);
                 stats.replayed += 1;
             }
+        }
+        // Once caught up (what follows is this owner's to answer), ask for
+        // the configured pull threshold through this partition's own log.
+        if !self.threshold_asked && self.caught_up() {
+            out.extend(crate::core::pulled::threshold_request(&*txn, &self.ctx)?);
+            self.threshold_asked = true;
         }
         stats.emitted = out.len() as u64;
         pending.extend(Pending::effects(out));

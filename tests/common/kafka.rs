@@ -117,7 +117,7 @@ pub fn config(brokers: &str, group: &str, prefix: &str, member: &str) -> Cluster
         fanout_chunk: 3,
         // Low enough that the generated networks' busiest authors are
         // pulled, and pushed again as followers leave, in every Kafka test.
-        pull_threshold: 6,
+        pull_threshold: Some(6),
         sync: false,
         cache_bytes: 8 << 20,
         ..ProcessorConfig::default()

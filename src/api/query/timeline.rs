@@ -39,16 +39,20 @@ impl Reader {
         cursor: Option<&str>,
     ) -> Result<Option<Page<PostItem>>, QueryError> {
         let store = self.store_of(user)?;
-        self.materialized(&store, user, limit, cursor)
+        self.materialized(&store, user, limit, cursor, false)
     }
 
-    /// [`Reader::timeline_if_materialized`] in `store`, the user's.
+    /// [`Reader::timeline_if_materialized`] in `store`, the user's; with
+    /// `copies`, also the page of a user who follows pulled authors when
+    /// the partition's copies and the inbox hold it (read again from one
+    /// snapshot).
     fn materialized(
         &self,
         store: &Store,
         user: UserId,
         limit: usize,
         cursor: Option<&str>,
+        copies: bool,
     ) -> Result<Option<Page<PostItem>>, QueryError> {
         let after = timeline_after(user, limit, cursor)?;
         let want = limit + 1;
@@ -69,18 +73,26 @@ impl Reader {
         // store never removes or raises one (the core only ever lowers
         // it), so none now means none when the scan read.
         let u = views::user(store, user)?;
-        if u.pull_marks == 0 && (page.len() == want || u.horizon.is_none()) {
-            return Ok(Some(timeline_page(user, limit, page)));
+        if u.pull_marks == 0 {
+            let whole = page.len() == want || u.horizon.is_none();
+            return Ok(whole.then(|| timeline_page(user, limit, page)));
         }
-        Ok(None)
+        if !copies {
+            return Ok(None);
+        }
+        let (keys, pull_from) = held_timeline(&store.snapshot(), user, after, want)?;
+        Ok(pull_from
+            .is_none()
+            .then(|| timeline_page(user, limit, keys)))
     }
 
     /// The first page of `limit` entries of `user`'s timeline, encoded by
-    /// `encode`, when the materialized inbox holds it (as
-    /// [`Reader::timeline_if_materialized`]; `None` too when `encode`
+    /// `encode`, when the materialized inbox (and the partition's copies
+    /// of the pulled authors the user follows) hold it, as
+    /// [`Reader::timeline_if_materialized`] (`None` too when `encode`
     /// fails): kept beside the user's store ([`crate::state::PageCache`])
     /// and answered from there until a commit changes the user's inbox or
-    /// record.
+    /// record, or any copy.
     pub fn first_page_encoded(
         &self,
         user: UserId,
@@ -95,7 +107,7 @@ impl Reader {
             return Ok(Some(body));
         }
         let epoch = pages.epoch();
-        let Some(page) = self.materialized(&store, user, limit, None)? else {
+        let Some(page) = self.materialized(&store, user, limit, None, true)? else {
             return Ok(None);
         };
         let Some(body) = encode(&page) else {

@@ -5,6 +5,7 @@
 mod fanout;
 mod http;
 mod kafka;
+mod pulled;
 mod rebuild;
 mod redis;
 mod resp;
@@ -12,6 +13,7 @@ mod resp;
 pub use fanout::fanout;
 pub use http::http;
 pub use kafka::kafka;
+pub use pulled::pulled;
 pub use rebuild::rebuild;
 pub use redis::{redis, RedisBench};
 

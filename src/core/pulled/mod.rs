@@ -1,5 +1,5 @@
 //! Pulled authors (DESIGN §3, hybrid fan-out): an author with at least
-//! [`Ctx::pull_threshold`] live followers is not pushed into every
+//! the pull threshold in force of live followers is not pushed into every
 //! follower's inbox. Each partition keeps a copy of the author's newest
 //! posts (one message per partition per post), each follower's record lists
 //! the pulled authors they follow, and a timeline read merges those copies
@@ -7,12 +7,15 @@
 //!
 //! Whether an author is pulled changes only when the author gains or loses
 //! a follower — messages that arrive at the author's partition in the order
-//! of its `effects` log — so every owner that replays that log decides the
-//! same changes, with the same followers, whatever it interleaves them
-//! with. Only the posts a change carries depend on that interleaving, and
-//! every message that carries posts replaces what came before it.
+//! of its `effects` log — under the threshold in force, which only a
+//! message in that same log changes (a processor asks for its configured
+//! one with [`threshold_request`]). So every owner that replays the log,
+//! quietly or not, decides the same changes, with the same followers,
+//! whatever it interleaves them with. Only the posts a change carries
+//! depend on that interleaving, and every message that carries posts
+//! replaces what came before it.
 
-use super::effect::{Applied, Ctx, Effect, Out};
+use super::effect::{pulls, Applied, Ctx, Effect, Out};
 use crate::core::event::{PostId, Ts, UserId};
 use crate::core::keys::{CopyVal, TimelineKey, UserVal};
 use crate::core::kv::{Kv, KvError, Txn};
@@ -46,7 +49,7 @@ pub(super) fn follower_count_changed<K: Kv + ?Sized>(
     u: &mut UserVal,
     out: &mut Vec<Out>,
 ) -> Result<bool, KvError> {
-    let pulled = ctx.pulls(u.followers, u.pulled);
+    let pulled = pulls(views::pull_threshold(t)?, u.followers, u.pulled);
     if pulled == u.pulled {
         return Ok(false);
     }
@@ -79,6 +82,19 @@ pub(super) fn follower_count_changed<K: Kv + ?Sized>(
         out.extend((0..ctx.partitions).map(copy));
     }
     Ok(true)
+}
+
+/// The message that asks for this processor's configured pull threshold
+/// (to this partition itself, through its `effects` log), when it is not
+/// the one in force; `None` when it is, or none is configured.
+pub fn threshold_request(kv: &(impl Kv + ?Sized), ctx: &Ctx) -> Result<Option<Out>, KvError> {
+    let Some(threshold) = ctx.pull_threshold else {
+        return Ok(None);
+    };
+    Ok((views::pull_threshold(kv)? != threshold).then_some(Out {
+        partition: ctx.partition,
+        effect: Effect::PullThreshold { threshold },
+    }))
 }
 
 /// A post of a pulled author (owned here) entered or left its outbox: it

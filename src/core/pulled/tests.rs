@@ -11,15 +11,15 @@ const B: UserId = UserId(2);
 const C: UserId = UserId(3);
 const D: UserId = UserId(4);
 
-/// One partition owning everyone, inbox and copies of 3, authors pulled
-/// from 3 followers and pushed again at 1.
+/// One partition owning everyone, inbox and copies of 3, asking for
+/// authors pulled from 3 followers (pushed again at 1).
 fn ctx() -> Ctx {
     Ctx {
         partition: 0,
         partitions: 1,
         inbox_cap: 3,
         fanout_chunk: 2,
-        pull_threshold: 3,
+        pull_threshold: Some(3),
     }
 }
 
@@ -32,6 +32,17 @@ struct Part {
 }
 
 impl Part {
+    /// A partition with the threshold of [`ctx`] in force.
+    fn new() -> Part {
+        let mut part = Part::default();
+        let ask = super::threshold_request(&part.kv, &ctx()).unwrap();
+        part.queue.extend(ask);
+        part.settle();
+        assert_eq!(views::pull_threshold(&part.kv).unwrap(), 3);
+        assert_eq!(super::threshold_request(&part.kv, &ctx()).unwrap(), None);
+        part
+    }
+
     /// Applies an event; its messages wait in the queue.
     fn event(&mut self, ev: Event) {
         self.version += 1;
@@ -132,7 +143,7 @@ fn delete(a: UserId, p: u64) -> Event {
 
 /// A with followers B, C and D: pulled.
 fn pulled_author() -> Part {
-    let mut part = Part::default();
+    let mut part = Part::new();
     part.then(post(A, 10))
         .then(follow(B, A))
         .then(follow(C, A))
@@ -168,7 +179,7 @@ fn a_pulled_authors_post_is_one_message_per_partition() {
 // Proves a delivery made before the promotion and applied after it (a re-shipped message) does not show a post twice, and the purge at promotion removes the rest.
 #[test]
 fn a_delivery_in_flight_at_promotion_is_not_doubled() {
-    let mut part = Part::default();
+    let mut part = Part::new();
     part.then(follow(B, A)).then(follow(C, A));
     part.event(post(A, 10));
     let deliver = part.queue.clone();
@@ -255,6 +266,31 @@ fn a_copy_is_trimmed_and_the_rest_is_pulled() {
         views::copy_of(&part.kv, A).unwrap().unwrap().horizon,
         Some(eleven)
     );
+}
+
+// Proves the threshold in force, not the one a processor asks for, decides: until the request is applied the author stays pushed, and a new threshold of 0 demotes at the next follower change.
+#[test]
+fn the_threshold_in_force_decides() {
+    let mut part = Part::default();
+    part.then(follow(B, A))
+        .then(follow(C, A))
+        .then(follow(D, A));
+    assert!(
+        !views::user(&part.kv, A).unwrap().pulled,
+        "no threshold in force yet"
+    );
+    part.effect(&Effect::PullThreshold { threshold: 3 });
+    part.then(follow(UserId(5), A));
+    assert!(views::user(&part.kv, A).unwrap().pulled);
+    part.effect(&Effect::PullThreshold { threshold: 0 });
+    assert!(
+        views::user(&part.kv, A).unwrap().pulled,
+        "until a follower change"
+    );
+    part.then(unfollow(UserId(5), A));
+    assert!(!views::user(&part.kv, A).unwrap().pulled);
+    assert_eq!(part.copy(A), None);
+    assert_eq!(part.pulls(B), vec![]);
 }
 
 // Proves a pulled followee whose copy has not arrived sends the whole read to the pull path instead of showing an incomplete page.

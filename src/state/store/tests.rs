@@ -23,7 +23,7 @@ fn other_layouts_are_refused() {
     {
         let s = Store::open(tmp.path(), 1, 4, &cache, &opts).unwrap();
         s.commit(&Writes::default(), |b| {
-            b.put(Cf::Meta, meta::LAYOUT, &2u32.to_be_bytes())
+            b.put(Cf::Meta, meta::LAYOUT, &(LAYOUT_VERSION + 1).to_be_bytes())
         })
         .unwrap();
     }
@@ -32,7 +32,10 @@ fn other_layouts_are_refused() {
         .unwrap()
         .to_string();
     assert!(
-        err.contains("written with state layout 2, this build reads layout 1"),
+        err.contains(&format!(
+            "written with state layout {}, this build reads layout {LAYOUT_VERSION}",
+            LAYOUT_VERSION + 1
+        )),
         "{err}"
     );
     {
