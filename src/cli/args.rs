@@ -293,6 +293,10 @@ pub enum Command {
         /// http, redis: seconds each page run is measured.
         #[arg(long, default_value_t = 20)]
         seconds: u64,
+        /// fanout, redis: the processor's pull threshold (0: every author
+        /// pushed).
+        #[arg(long, default_value_t = DEFAULT_PULL_THRESHOLD)]
+        pull_threshold: u64,
     },
 }
 

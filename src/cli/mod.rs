@@ -175,9 +175,12 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             threads,
             connections,
             seconds,
+            pull_threshold,
         } => {
             match kind {
-                BenchKind::Fanout => bench::fanout(users, follows, posts, partitions)?,
+                BenchKind::Fanout => {
+                    bench::fanout(users, follows, posts, partitions, pull_threshold)?
+                }
                 BenchKind::Http => bench::http(data, threads, connections, seconds)?,
                 BenchKind::Pulled => bench::pulled(partitions, threads, connections, seconds)?,
                 BenchKind::Rebuild => bench::rebuild(data)?,
@@ -188,6 +191,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                     threads,
                     connections,
                     secs: seconds,
+                    pull_threshold,
                 })?,
                 BenchKind::Kafka => {
                     bench::kafka(settings.kafka.clone(), users, follows, posts, partitions)?

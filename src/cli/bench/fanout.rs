@@ -14,19 +14,28 @@ use std::time::Instant;
 
 /// Fan-out inbox writes/s through the real processor vs raw RocksDB
 /// `WriteBatch` puts of the same inbox keys.
-pub fn fanout(users: u64, follows: u64, posts: u64, partitions: u32) -> Result<()> {
+pub fn fanout(
+    users: u64,
+    follows: u64,
+    posts: u64,
+    partitions: u32,
+    pull_threshold: u64,
+) -> Result<()> {
     let tmp = std::env::temp_dir().join(format!("feedlog-bench-{}", std::process::id()));
     let _cleanup = Cleanup(tmp.clone());
     let dir = DataDir::create_or_open(&tmp.join("data"), Some(partitions))?;
     let mut rng = Rng(42);
-    eprintln!("setup: {users} users, {follows} follows each (power-law), {partitions} partitions");
+    eprintln!("setup: {users} users, {follows} follows each (power-law), {partitions} partitions, pull threshold {pull_threshold}");
     let (follow_events, post_events) = workload(users, follows, posts, &mut rng);
     let mut producer = Producer::new(&dir)?;
     for e in &follow_events {
         producer.event(e, Format::Bincode)?;
     }
     producer.finish()?;
-    let cfg = ProcessorConfig::default();
+    let cfg = ProcessorConfig {
+        pull_threshold: Some(pull_threshold),
+        ..ProcessorConfig::default()
+    };
     let processor = Processor::open(&dir, cfg.clone())?;
     run_until_idle(&processor)?;
     for e in &post_events {

@@ -50,6 +50,8 @@ pub struct RedisBench<'a> {
     pub connections: usize,
     /// Seconds per read run.
     pub secs: u64,
+    /// feedlog's pull threshold (0: every author pushed, as Redis does).
+    pub pull_threshold: u64,
 }
 
 // Long: one benchmark read top to bottom (the workload, feedlog's write
@@ -103,12 +105,13 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     producer.finish()?;
     let cfg = ProcessorConfig {
         inbox_cap: cap,
+        pull_threshold: Some(b.pull_threshold),
         ..ProcessorConfig::default()
     };
     let processor = Processor::open(&dir, cfg.clone())?;
     eprintln!(
-        "feedlog: processing {total} events ({partitions} partitions, sync={})",
-        cfg.sync
+        "feedlog: processing {total} events ({partitions} partitions, sync={}, pull threshold {})",
+        cfg.sync, b.pull_threshold
     );
     let start = Instant::now();
     let totals = processor.run(&Shutdown::new(), true)?;
