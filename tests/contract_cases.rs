@@ -189,3 +189,59 @@ fn rebuild_applies_a_delivery_after_its_follow() {
     )
     .unwrap();
 }
+
+// Proves a processor asks again for its pull threshold when another one comes into force after it caught up (a previous owner's request, applied late), so the configured one ends in force.
+#[test]
+fn a_late_threshold_request_is_asked_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::create_or_open(tmp.path(), Some(1)).unwrap();
+    let seen = |ts| Event::Seen {
+        user: UserId(1),
+        ts: Ts(ts),
+    };
+    // One write per step: an event that writes ends the step before the
+    // effects waiting behind it.
+    let open = |threshold| {
+        let cfg = ProcessorConfig {
+            pull_threshold: Some(threshold),
+            sync: false,
+            limits: BatchLimits {
+                max_records: 1,
+                max_writes: 1,
+                ..BatchLimits::default()
+            },
+            ..ProcessorConfig::default()
+        };
+        Processor::open(&dir, cfg).unwrap()
+    };
+    let produce = |e: Event| {
+        let mut producer = Producer::new(&dir).unwrap();
+        producer.event(&e, Format::Json).unwrap();
+        producer.finish().unwrap();
+    };
+    let in_force = |p: &Processor| feedlog::core::views::pull_threshold(&*p.store(0)).unwrap();
+    produce(seen(1));
+    let five = open(5);
+    five.run(&feedlog::task::Shutdown::new(), true).unwrap();
+    assert_eq!(in_force(&five), 5);
+    drop(five);
+    // An owner configured with 7 catches up, asks for it, and stops
+    // before its request is applied.
+    produce(seen(2));
+    let seven = open(7);
+    let mut task = seven.task(0).unwrap();
+    task.step(&mut feedlog::task::NoFaults).unwrap();
+    assert_eq!(in_force(&seven), 5, "the request is not applied yet");
+    drop(task);
+    drop(seven);
+    // The next owner's first step applies this follow alone and finds 5 in
+    // force; the request for 7 is applied after it.
+    produce(Event::Follow {
+        follower: UserId(1),
+        followee: UserId(2),
+        ts: Ts(3),
+    });
+    let five = open(5);
+    five.run(&feedlog::task::Shutdown::new(), true).unwrap();
+    assert_eq!(in_force(&five), 5);
+}

@@ -72,7 +72,7 @@ pub enum Command {
         quiet: bool,
         /// Inbox entries kept per user (default: as the state was built, else
         /// 800; change it with `backfill`).
-        #[arg(long, env = "FEEDLOG_INBOX_CAP")]
+        #[arg(long, env = "FEEDLOG_INBOX_CAP", value_parser = at_least_one)]
         inbox_cap: Option<u64>,
         /// Live followers from which an author's posts are pulled by readers
         /// instead of pushed into every inbox (0: never); an author is
@@ -124,7 +124,7 @@ pub enum Command {
         #[arg(long, value_name = "C")]
         from_checkpoint: Option<PathBuf>,
         /// Inbox entries kept per user (default: as the live state).
-        #[arg(long)]
+        #[arg(long, value_parser = at_least_one)]
         inbox_cap: Option<u64>,
         /// Do not fsync commits.
         #[arg(long)]
@@ -156,7 +156,7 @@ pub enum Command {
         #[arg(long, value_parser = view_arg)]
         view: View,
         /// Inbox entries kept per user (default: as the live state).
-        #[arg(long)]
+        #[arg(long, value_parser = at_least_one)]
         inbox_cap: Option<u64>,
         /// Do not fsync the rebuild's commits.
         #[arg(long)]
@@ -470,6 +470,15 @@ fn progress_secs(s: &str) -> Result<Duration, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.01 => Ok(Duration::from_secs_f64(v)),
         _ => Err(format!("{s:?} is not a number of seconds of at least 0.01")),
+    }
+}
+
+/// A count of 1 or more: an inbox of 0 entries would hold nothing to read.
+fn at_least_one(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
     }
 }
 

@@ -96,8 +96,10 @@ pub struct PartitionTask {
     /// Whether this step applies its events before its effects.
     events_first: bool,
     /// Whether this task asked for its configured pull threshold (or found
-    /// it in force) since it opened.
+    /// it in force) since the threshold in force last changed.
     threshold_asked: bool,
+    /// The threshold in force when this task last looked.
+    threshold_seen: Option<u64>,
     /// Records below these positions were answered by a previous owner:
     /// applied quietly, nothing emitted.
     quiet_below: Positions,
@@ -166,6 +168,7 @@ impl PartitionTask {
             shipped_below: None,
             events_first: false,
             threshold_asked: false,
+            threshold_seen: None,
             quiet_below: emitted.unwrap_or_default(),
             waiting: VecDeque::new(),
             applied_below,
@@ -390,10 +393,19 @@ impl PartitionTask {
             }
         }
         // Once caught up (what follows is this owner's to answer), ask for
-        // the configured pull threshold through this partition's own log.
-        if !self.threshold_asked && self.caught_up() {
-            out.extend(crate::core::pulled::threshold_request(&*txn, &self.ctx)?);
-            self.threshold_asked = true;
+        // the configured pull threshold through this partition's own log;
+        // again whenever another one comes into force (a previous owner's
+        // request, applied late).
+        if self.caught_up() && self.ctx.pull_threshold.is_some() {
+            let in_force = crate::core::views::pull_threshold(&*txn)?;
+            if self.threshold_seen != Some(in_force) {
+                self.threshold_seen = Some(in_force);
+                self.threshold_asked = false;
+            }
+            if !self.threshold_asked {
+                out.extend(crate::core::pulled::threshold_request(&*txn, &self.ctx)?);
+                self.threshold_asked = true;
+            }
         }
         stats.emitted = out.len() as u64;
         pending.extend(Pending::effects(out));

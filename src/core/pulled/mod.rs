@@ -18,7 +18,7 @@
 use super::effect::{pulls, Applied, Ctx, Effect, Out};
 use crate::core::event::{PostId, Ts, UserId};
 use crate::core::keys::{CopyVal, TimelineKey, UserVal};
-use crate::core::kv::{Kv, KvError, Txn};
+use crate::core::kv::{Cf, Kv, KvError, Txn};
 use crate::core::views;
 
 /// The newest posts of `author` (at most the inbox cap), newest first, and
@@ -198,7 +198,7 @@ pub(super) fn change_copy<K: Kv + ?Sized>(
     };
     if !live {
         let there = t.contains(
-            crate::core::kv::Cf::Copies,
+            Cf::Copies,
             &crate::core::keys::copy(k.author, k.ts, k.post_id),
         )?;
         if there {
@@ -208,7 +208,8 @@ pub(super) fn change_copy<K: Kv + ?Sized>(
         }
         return Ok(there);
     }
-    if header.horizon.is_some_and(|h| *k >= h) {
+    let key = crate::core::keys::copy(k.author, k.ts, k.post_id);
+    if header.horizon.is_some_and(|h| *k >= h) || t.contains(Cf::Copies, &key)? {
         return Ok(false);
     }
     t.set_copy_entry(k, true);
