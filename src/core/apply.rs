@@ -8,7 +8,7 @@
 //! [`Effect`]. See the crate docs for the guarantees this upholds.
 
 use super::effect::{Applied, Ctx, Effect, Out};
-use super::inbox::{insert_inbox, lower_horizon};
+use super::inbox::{insert_inbox, lower_horizon, purge_author};
 use super::pulled;
 use crate::core::event::{Event, PostId, Ts, UserId};
 use crate::core::keys::{EdgeVal, PostVal, TimelineKey};
@@ -79,13 +79,8 @@ pub fn apply_event<K: Kv + ?Sized>(
             );
             let mut u = t.user(follower)?;
             u.followees -= 1;
-            let purged = t.inbox_by_author(follower, followee)?;
-            for k in &purged {
-                t.set_inbox(follower, k, false);
-            }
-            u.inbox_len = u.inbox_len.saturating_sub(purged.len() as u64);
             t.set_user(follower, &u);
-            applied.removed = purged.len() as u64;
+            applied.removed = purge_author(t, follower, followee)?;
             ctx.send(
                 out,
                 followee,

@@ -56,6 +56,26 @@ pub(super) fn insert_inbox<K: Kv + ?Sized>(
     Ok(())
 }
 
+/// Removes every entry of `author` from `user`'s inbox (through the author
+/// index, no scan of the inbox); how many.
+pub(super) fn purge_author<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    user: UserId,
+    author: UserId,
+) -> Result<u64, KvError> {
+    let purged = t.inbox_by_author(user, author)?;
+    if purged.is_empty() {
+        return Ok(0);
+    }
+    for k in &purged {
+        t.set_inbox(user, k, false);
+    }
+    let mut u = t.user(user)?;
+    u.inbox_len = u.inbox_len.saturating_sub(purged.len() as u64);
+    t.set_user(user, &u);
+    Ok(purged.len() as u64)
+}
+
 pub(super) fn lower_horizon<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
     user: UserId,

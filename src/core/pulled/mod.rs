@@ -16,6 +16,7 @@
 //! replaces what came before it.
 
 use super::effect::{pulls, Applied, Ctx, Effect, Out};
+use super::inbox::purge_author;
 use crate::core::event::{PostId, Ts, UserId};
 use crate::core::keys::{CopyVal, TimelineKey, UserVal};
 use crate::core::kv::{Cf, Kv, KvError, Txn};
@@ -133,17 +134,9 @@ pub(super) fn pull_for<K: Kv + ?Sized>(
         applied.changed |= t.set_pull(follower, author, true)?;
         // The partition's copy serves the author from here on; entries of
         // the author left in the inbox could miss a later deletion.
-        let purged = t.inbox_by_author(follower, author)?;
-        if !purged.is_empty() {
-            for k in &purged {
-                t.set_inbox(follower, k, false);
-            }
-            let mut u = t.user(follower)?;
-            u.inbox_len = u.inbox_len.saturating_sub(purged.len() as u64);
-            t.set_user(follower, &u);
-            applied.removed += purged.len() as u64;
-            applied.changed = true;
-        }
+        let purged = purge_author(t, follower, author)?;
+        applied.removed += purged;
+        applied.changed |= purged > 0;
         return Ok(());
     }
     if t.user(follower)?.pull_marks > 0 {
@@ -196,11 +189,11 @@ pub(super) fn change_copy<K: Kv + ?Sized>(
     let Some(mut header) = views::copy_of(t, k.author)? else {
         return Ok(false);
     };
+    let there = t.contains(
+        Cf::Copies,
+        &crate::core::keys::copy(k.author, k.ts, k.post_id),
+    )?;
     if !live {
-        let there = t.contains(
-            Cf::Copies,
-            &crate::core::keys::copy(k.author, k.ts, k.post_id),
-        )?;
         if there {
             t.set_copy_entry(k, false);
             header.len = header.len.saturating_sub(1);
@@ -208,8 +201,7 @@ pub(super) fn change_copy<K: Kv + ?Sized>(
         }
         return Ok(there);
     }
-    let key = crate::core::keys::copy(k.author, k.ts, k.post_id);
-    if header.horizon.is_some_and(|h| *k >= h) || t.contains(Cf::Copies, &key)? {
+    if there || header.horizon.is_some_and(|h| *k >= h) {
         return Ok(false);
     }
     t.set_copy_entry(k, true);
