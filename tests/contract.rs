@@ -280,7 +280,7 @@ fn run_case(
     users: u64,
     ops: Vec<Op>,
     actions: Vec<Action>,
-    (batch, pull): (usize, u64),
+    (batch, pull): (usize, (u64, u64)),
 ) -> Result<(), TestCaseError> {
     run_case_with(partitions, users, ops, actions, (batch, pull), |e| e)
 }
@@ -291,7 +291,7 @@ fn run_case_with(
     users: u64,
     ops: Vec<Op>,
     actions: Vec<Action>,
-    (batch, pull_threshold): (usize, u64),
+    (batch, (pull_threshold, inactive_after)): (usize, (u64, u64)),
     ids: fn(Event) -> Event,
 ) -> Result<(), TestCaseError> {
     let tmp = tempfile::tempdir().unwrap();
@@ -300,6 +300,7 @@ fn run_case_with(
         inbox_cap: 3,
         fanout_chunk: 2,
         pull_threshold: Some(pull_threshold),
+        inactive_after: Some(inactive_after),
         limits: BatchLimits {
             max_records: batch,
             max_bytes: 1 << 20,
@@ -397,6 +398,10 @@ fn run_case_with(
                     if let Some(t) = h.cfg.pull_threshold.filter(|&t| t > 0) {
                         h.cfg.pull_threshold = Some(t % 3 + 1);
                     }
+                    // And with another inactivity span, which it just uses.
+                    if let Some(s) = h.cfg.inactive_after.filter(|&s| s > 0) {
+                        h.cfg.inactive_after = Some(s % 12 + 1);
+                    }
                     h.handover(p % partitions)
                 }
                 Action::Redeliver(p, events, n) => {
@@ -415,6 +420,14 @@ fn run_case_with(
     h.quiesce();
     let reader = feedlog::ops::serve::reader_of(h.processor.as_ref().unwrap());
     common::check_all(&reader, &oracle, users, 2).map_err(TestCaseError::fail)?;
+    // Every woken reader was refilled: reads while waiting are exact (the
+    // pull path), but an answer never counted would keep them there.
+    let processor = h.processor.as_ref().unwrap();
+    for u in (1..=users).chain(oracle.users()) {
+        let store = processor.store(partition_for(UserId(u), partitions));
+        let rec = feedlog::core::views::user(&*store, UserId(u)).unwrap();
+        prop_assert_eq!(rec.refills, 0, "user {} still waits for refills", u);
+    }
 
     // Every invalid record reached the dead-letter log (at least once: a crash may repeat one).
     let mut dl = h
@@ -448,11 +461,15 @@ fn run_case_with(
     Ok(())
 }
 
-/// Pull thresholds: 0 (every author pushed) in a third of the cases, else
-/// 1 to 3 live followers, so authors are pulled, pushed again and followed
-/// while pulled in almost every case (and each handover moves it).
-fn pull_threshold() -> impl Strategy<Value = u64> {
-    prop_oneof![1 => Just(0u64), 2 => 1u64..=3]
+/// The pull threshold and inactivity span asked for. The threshold is 0
+/// (all pushed) in a third of the cases, else 1 to 3 live followers, so
+/// authors are pulled, pushed again and followed while pulled in almost
+/// every case (and each handover moves it). The span is 0 (never asleep)
+/// in a third of the cases, else 1 to 12 of log time (0 to 39), so readers
+/// fall asleep and wake in almost every case.
+fn hybrid() -> impl Strategy<Value = (u64, u64)> {
+    let span = prop_oneof![1 => Just(0u64), 2 => 1u64..=12];
+    (prop_oneof![1 => Just(0u64), 2 => 1u64..=3], span)
 }
 
 fn config() -> ProptestConfig {
@@ -476,7 +493,7 @@ proptest! {
         ops in proptest::collection::vec(op(USERS), 1..150),
         actions in proptest::collection::vec(action(), 0..60),
         batch in 1usize..8,
-        pull in pull_threshold(),
+        pull in hybrid(),
     ) {
         run_case(1, USERS, ops, actions, (batch, pull))?;
     }
@@ -487,7 +504,7 @@ proptest! {
         ops in proptest::collection::vec(op(USERS), 1..150),
         actions in proptest::collection::vec(action(), 0..60),
         batch in 1usize..8,
-        pull in pull_threshold(),
+        pull in hybrid(),
     ) {
         run_case(3, USERS, ops, actions, (batch, pull))?;
     }
@@ -498,7 +515,7 @@ proptest! {
         ops in proptest::collection::vec(op(USERS), 1..150),
         actions in proptest::collection::vec(action(), 0..80),
         batch in 1usize..8,
-        pull in pull_threshold(),
+        pull in hybrid(),
     ) {
         run_case(8, USERS, ops, actions, (batch, pull))?;
     }
@@ -509,7 +526,7 @@ proptest! {
         ops in proptest::collection::vec(op(USERS), 1..150),
         actions in proptest::collection::vec(action(), 0..60),
         batch in 1usize..8,
-        pull in pull_threshold(),
+        pull in hybrid(),
     ) {
         run_case_with(3, USERS, ops, actions, (batch, pull), at_edges)?;
     }
@@ -521,7 +538,7 @@ proptest! {
         ops in proptest::collection::vec(op(3), 1..120),
         actions in proptest::collection::vec(action(), 0..80),
         batch in 1usize..4,
-        pull in pull_threshold(),
+        pull in hybrid(),
     ) {
         run_case(2, 3, ops, actions, (batch, pull))?;
     }

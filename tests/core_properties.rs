@@ -13,7 +13,7 @@ mod common;
 use common::oracle::Oracle;
 use feedlog::core::event::{Event, PostId, Ts, UserId};
 use feedlog::core::keys::TimelineKey;
-use feedlog::core::kv::{Cf, MemKv, Txn};
+use feedlog::core::kv::{Cf, Kv, MemKv, Txn};
 use feedlog::core::partition::partition_for;
 use feedlog::core::pulled;
 use feedlog::core::timeline::held_timeline;
@@ -23,20 +23,21 @@ use std::collections::BTreeSet;
 
 const USERS: u64 = 8;
 
-/// Applies a step's writes, checking that no user's horizon is removed or
-/// raised by them (the API's inline timeline read relies on it).
+/// Applies a step's writes, checking that no horizon of a user without
+/// marks is removed or raised by them (the API's inline timeline read
+/// relies on it; a mark, as a fall asleep, turns that read off for good).
 fn apply_lowering_horizons_only(kv: &mut MemKv, w: feedlog::core::kv::Writes) {
-    let horizons = |kv: &MemKv| -> Vec<(UserId, Option<TimelineKey>)> {
+    let horizons = |kv: &MemKv| -> Vec<(UserId, (Option<TimelineKey>, u64))> {
         views::users(kv)
-            .map(|r| r.map(|(u, v)| (u, v.horizon)).unwrap())
+            .map(|r| r.map(|(u, v)| (u, (v.horizon, v.marks))).unwrap())
             .collect()
     };
     let before = horizons(kv);
     kv.apply(w);
     let after: std::collections::BTreeMap<_, _> = horizons(kv).into_iter().collect();
-    for (u, h) in before {
-        if let Some(h) = h {
-            let now = after.get(&u).copied().flatten();
+    for (u, (h, _)) in before {
+        let (now, marks) = after.get(&u).copied().unwrap_or_default();
+        if let (Some(h), 0) = (h, marks) {
             assert!(
                 now.is_some_and(|n| n <= h),
                 "user {u:?}: horizon {h:?} became {now:?}"
@@ -64,8 +65,9 @@ fn event() -> impl Strategy<Value = Event> {
 
 /// What the scheduler does next: step partition `p`'s events (kind 0) or
 /// effects (kind 1), re-ship the last `n` messages partition `p` sent
-/// (kind 2), or have partition `p` ask for pull threshold `n % 4` (kind 3,
-/// as a processor restarted with another setting does).
+/// (kind 2), or have partition `p` ask for pull threshold `n % 4` and put
+/// readers asleep after `n % 5` of log time (kind 3, as a processor
+/// restarted with other settings does).
 #[derive(Debug, Clone, Copy)]
 struct Choice {
     p: u32,
@@ -104,7 +106,7 @@ impl Sim {
         partitions: u32,
         inbox_cap: u64,
         fanout_chunk: usize,
-        pull_threshold: u64,
+        (pull_threshold, inactive_after): (u64, u64),
     ) -> Sim {
         let mut parts: Vec<Partition> = (0..partitions)
             .map(|p| Partition {
@@ -115,6 +117,7 @@ impl Sim {
                     inbox_cap,
                     fanout_chunk,
                     pull_threshold: Some(pull_threshold),
+                    inactive_after: Some(inactive_after),
                 },
                 events: Vec::new(),
                 events_at: 0,
@@ -217,6 +220,7 @@ impl Sim {
                 }
                 _ => {
                     self.parts[p].ctx.pull_threshold = Some(c.n as u64 % 4);
+                    self.parts[p].ctx.inactive_after = Some(c.n as u64 % 5);
                     self.ask_threshold(p);
                     true
                 }
@@ -243,10 +247,21 @@ impl Sim {
     }
 
     /// Every view of every user against the oracle; the first difference.
+    /// Also that no woken reader still waits for a refill (reads would be
+    /// exact, on the pull path, but the inbox would never serve them).
     fn check(&self, oracle: &Oracle) -> Result<(), String> {
         for u in 1..=USERS {
             let kv = self.kv_of(u);
             let user = views::user(kv, UserId(u)).unwrap();
+            let awaited = kv
+                .scan_prefix(Cf::Refills, &feedlog::core::keys::key([u]))
+                .count();
+            if user.refills > 0 || awaited > 0 {
+                return Err(format!(
+                    "user {u} still waits for {} refills ({awaited} listed)",
+                    user.refills
+                ));
+            }
             let (followers, followees, posts) = oracle.counters(u);
             let got = (user.followers, user.followees, user.posts);
             if got != (followers, followees, posts) {
@@ -326,7 +341,7 @@ proptest! {
         ..ProptestConfig::default()
     })]
 
-    // Proves every view of every user equals the oracle on the pure core, for any partition count, inbox size, fan-out chunk, pull threshold (0: all pushed; 1-3: authors pulled, promoted and demoted constantly) and change of it at any point, causal interleaving and re-shipped effects.
+    // Proves every view of every user equals the oracle on the pure core, and every woken reader is refilled, for any partition count, inbox size, fan-out chunk, pull threshold (0: all pushed; 1-3: authors pulled, promoted and demoted constantly), inactivity span (0: never asleep; 1-12 of log time 0-29: readers asleep and woken constantly) and change of both at any point, causal interleaving and re-shipped effects.
     #[test]
     fn the_core_equals_the_oracle(
         events in prop::collection::vec(event(), 0..70),
@@ -335,12 +350,14 @@ proptest! {
         inbox_cap in 1u64..=5,
         fanout_chunk in 1usize..=3,
         pull_threshold in prop_oneof![Just(0u64), 1u64..=3],
+        inactive_after in prop_oneof![Just(0u64), 1u64..=12],
     ) {
         let mut oracle = Oracle::default();
         for e in &events {
             oracle.apply(e);
         }
-        let mut sim = Sim::new(&events, partitions, inbox_cap, fanout_chunk, pull_threshold);
+        let settings = (pull_threshold, inactive_after);
+        let mut sim = Sim::new(&events, partitions, inbox_cap, fanout_chunk, settings);
         sim.run(&choices);
         if let Err(diff) = sim.check(&oracle) {
             return Err(TestCaseError::fail(diff));

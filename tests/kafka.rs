@@ -25,7 +25,7 @@ use rdkafka::mocking::MockCluster;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-// Proves two, then three processors in one group (one added and one removed while events stream in) end with every view equal to the oracle, misrouted events forwarded, a new member rebuilding what it got from the log, the busiest authors pulled.
+// Proves two, then three processors in one group (one added and one removed while events stream in) end with every view equal to the oracle, misrouted events forwarded, a new member rebuilding what it got from the log, the busiest authors pulled, readers asleep and woken.
 #[test]
 fn members_join_and_leave_mid_stream() {
     members_join_and_leave(&Broker::mock(4), 4);
@@ -91,6 +91,18 @@ fn members_join_and_leave(b: &Broker, partitions: u32) {
         feedlog::core::views::users(&store.snapshot()).any(|r| r.unwrap().1.pulled)
     });
     assert!(pulled, "some author is pulled");
+    // And its inactivity span puts readers asleep; every woken one was
+    // refilled.
+    let (mut woke, mut waiting) = (0, 0);
+    for (_, store) in reader.stores() {
+        for r in feedlog::core::views::users(&store.snapshot()) {
+            let u = r.unwrap().1;
+            woke += u.wakes;
+            waiting += u.refills;
+        }
+    }
+    assert!(woke > 0, "some reader fell asleep and woke");
+    assert_eq!(waiting, 0, "no reader still waits for a refill");
 }
 
 // Proves Kafka handover through checkpoints: a member that joins with an empty directory seeds the partitions it is given from the checkpoints their previous owner wrote when it gave them up, replays none of what the group had processed, and every view equals the oracle.

@@ -7,6 +7,7 @@
 //! partition it runs in, and reaches other users' partitions by sending an
 //! [`Effect`]. See the crate docs for the guarantees this upholds.
 
+use super::active;
 use super::effect::{Applied, Ctx, Effect, Out};
 use super::inbox::{insert_inbox, lower_horizon, purge_author};
 use super::pulled;
@@ -26,6 +27,8 @@ pub fn apply_event<K: Kv + ?Sized>(
     out: &mut Vec<Out>,
 ) -> Result<Applied, KvError> {
     let mut applied = Applied::default();
+    // Any own event, even a repeat, is activity (DESIGN §3).
+    active::touch(t, ctx, event.actor(), event.ts(), &mut applied, out)?;
     match *event {
         Event::Follow {
             follower,
@@ -64,9 +67,10 @@ pub fn apply_event<K: Kv + ?Sized>(
             let Some(edge) = old.filter(|e| e.live && e.version < version) else {
                 return Ok(applied);
             };
-            if t.user(follower)?.pull_marks > 0 {
+            if t.user(follower)?.marks > 0 {
                 t.set_pull(follower, followee, false)?;
             }
+            active::unfollowed(t, follower, followee)?;
             t.set_edge(
                 Cf::Followees,
                 follower,
@@ -122,7 +126,7 @@ pub fn apply_event<K: Kv + ?Sized>(
                 return Ok(applied);
             }
         }
-        // Activity changes no view (DESIGN §3): counted, nothing stored.
+        // Activity changes no view (DESIGN §3): only the user's record.
         Event::Seen { .. } => return Ok(applied),
     }
     applied.changed = true;
@@ -231,7 +235,9 @@ pub fn apply_effect<K: Kv + ?Sized>(
                 author: *author,
             };
             for &(user, version) in targets {
-                if follows_at(t, ctx, user, *author, version)? {
+                if follows_at(t, ctx, user, *author, version)?
+                    && !active::asleep_at(t, ctx, user, *ts, &mut applied)?
+                {
                     insert_inbox(t, ctx, user, &k, &mut applied)?;
                 }
             }
@@ -283,6 +289,25 @@ pub fn apply_effect<K: Kv + ?Sized>(
                 author,
             };
             applied.changed |= pulled::change_copy(t, ctx, &k, live)?;
+        }
+        &Effect::Refill {
+            author,
+            follower,
+            version,
+            wake,
+        } => active::answer_refill(t, ctx, (author, follower, version, wake), out)?,
+        Effect::Refilled {
+            author,
+            follower,
+            version,
+            wake,
+            pulled,
+            posts,
+            truncated,
+        } => {
+            let to = (*author, *follower, *version, *wake);
+            let posts = (&posts[..], *truncated);
+            active::refilled(t, ctx, to, *pulled, posts, &mut applied)?;
         }
         &Effect::PullThreshold { threshold } => {
             t.set_pull_threshold(threshold);
@@ -469,7 +494,7 @@ pub(super) fn backfill<K: Kv + ?Sized>(
 /// Whether `user` (owned here) follows `author` through exactly the edge
 /// `version` the author knows them by. A delivery made for an older follow
 /// of the same pair is dropped: the newer follow brings its own backfill.
-fn follows_at<K: Kv + ?Sized>(
+pub(super) fn follows_at<K: Kv + ?Sized>(
     t: &Txn<'_, K>,
     ctx: &Ctx,
     user: UserId,

@@ -14,6 +14,10 @@ pub const DEFAULT_INBOX_CAP: u64 = 800;
 /// instead of pushed into every follower's inbox (DESIGN §3).
 pub const DEFAULT_PULL_THRESHOLD: u64 = 10_000;
 
+/// Log time (ms) without an event of their own after which a reader is
+/// skipped by push fan-out: 30 days (DESIGN §3).
+pub const DEFAULT_INACTIVE_AFTER_MS: u64 = 30 * 24 * 3600 * 1000;
+
 /// Internal messages between partitions (the `effects` topic). Each is
 /// addressed to users owned by one partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,6 +128,37 @@ pub enum Effect {
         /// Posted (`true`) or deleted.
         live: bool,
     },
+    /// At the followee's partition: `follower`, who follows `author`
+    /// through `version`, woke up and asks for the author's newest posts.
+    Refill {
+        /// The followee.
+        author: UserId,
+        /// The waking follower.
+        follower: UserId,
+        /// The follow's version.
+        version: Version,
+        /// The wake asking (the follower's count of wakes).
+        wake: u64,
+    },
+    /// At the follower's partition: the answer to a [`Effect::Refill`], as
+    /// the author's partition would answer a new follow: the author is
+    /// pulled, or here are their newest posts (a backfill).
+    Refilled {
+        /// The followee.
+        author: UserId,
+        /// The waking follower.
+        follower: UserId,
+        /// The follow's version.
+        version: Version,
+        /// The wake answered.
+        wake: u64,
+        /// Whether the author is pulled (then `posts` is empty).
+        pulled: bool,
+        /// The author's newest posts, newest first.
+        posts: Vec<(Ts, PostId)>,
+        /// Whether the author has older posts than those sent.
+        truncated: bool,
+    },
 }
 
 impl Effect {
@@ -133,7 +168,8 @@ impl Effect {
             Effect::FollowerAdded { author, .. } | Effect::FollowerRemoved { author, .. } => {
                 *author
             }
-            Effect::Backfill { follower, .. } => *follower,
+            Effect::Backfill { follower, .. } | Effect::Refilled { follower, .. } => *follower,
+            Effect::Refill { author, .. } => *author,
             Effect::Deliver { targets, .. } | Effect::Pull { targets, .. } => targets[0].0,
             Effect::Retract { targets, .. } => targets[0],
             // Addressed to a partition, not to a user.
@@ -156,8 +192,11 @@ impl Effect {
                 .map(|t| t.1.applied_at())
                 .max()
                 .unwrap_or_default(),
-            Effect::Backfill { version, .. } => version.applied_at(),
+            Effect::Backfill { version, .. } | Effect::Refilled { version, .. } => {
+                version.applied_at()
+            }
             Effect::FollowerAdded { .. }
+            | Effect::Refill { .. }
             | Effect::FollowerRemoved { .. }
             | Effect::Retract { .. }
             | Effect::Copy { .. }
@@ -178,6 +217,8 @@ impl Effect {
             Effect::Copy { .. } => "copy",
             Effect::CopyPost { .. } => "copy_post",
             Effect::PullThreshold { .. } => "pull_threshold",
+            Effect::Refill { .. } => "refill",
+            Effect::Refilled { .. } => "refilled",
         }
     }
 }
@@ -230,11 +271,16 @@ pub struct Ctx {
     /// in the partition's state, which only a [`Effect::PullThreshold`] in
     /// its `effects` log changes.
     pub pull_threshold: Option<u64>,
+    /// Log time (ms) a reader goes without an event of their own before a
+    /// delivery finds them asleep (`None`: never). Only this partition's
+    /// own users are concerned, and reads are exact asleep or awake, so an
+    /// owner may use another setting than the one before it.
+    pub inactive_after: Option<u64>,
 }
 
 impl Ctx {
     /// Defaults for `partitions` partitions: inbox 800, chunks of 1024,
-    /// authors pulled from 10,000 followers.
+    /// authors pulled from 10,000 followers, readers asleep after 30 days.
     pub fn new(partition: u32, partitions: u32) -> Ctx {
         Ctx {
             partition,
@@ -242,6 +288,7 @@ impl Ctx {
             inbox_cap: DEFAULT_INBOX_CAP,
             fanout_chunk: 1024,
             pull_threshold: Some(DEFAULT_PULL_THRESHOLD),
+            inactive_after: Some(DEFAULT_INACTIVE_AFTER_MS),
         }
     }
 

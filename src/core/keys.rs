@@ -50,6 +50,15 @@ impl TimelineKey {
     /// Width of the encoded key.
     pub const LEN: usize = 24;
 
+    /// The first key of every timeline (ts, post id and author all
+    /// `u64::MAX`): a horizon or bound here means nothing is held and the
+    /// pull path reads it all.
+    pub const TOP: TimelineKey = TimelineKey {
+        ts: Ts(u64::MAX),
+        post_id: PostId(u64::MAX),
+        author: UserId(u64::MAX),
+    };
+
     /// `!ts | !post_id | !author`: ascending bytes = newest first.
     pub fn encode(&self) -> [u8; 24] {
         let mut k = [0u8; 24];
@@ -194,17 +203,30 @@ pub struct UserVal {
     /// As a reader: the pulled authors they follow (listed in `pulls`),
     /// whose posts are not in the inbox.
     pub pulls: u64,
-    /// How many times the `pulls` list changed: it only grows, so a reader
-    /// that finds zero knows the user never had a pulled followee.
-    pub pull_marks: u64,
+    /// How many times the `pulls` list changed or the user fell asleep: it
+    /// only grows, so a reader that finds zero knows the inbox alone always
+    /// held the user's timeline up to its horizon.
+    pub marks: u64,
+    /// As a reader: the log time of the user's last own event (a follow,
+    /// unfollow, post, deletion or `seen`).
+    pub active: Ts,
+    /// As a reader: inactive, skipped by push fan-out. The inbox is empty
+    /// and its horizon at the top, so every read takes the pull path.
+    pub asleep: bool,
+    /// How many times the user woke: names the replies of the last wake.
+    pub wakes: u64,
+    /// Followees whose refill of the last wake is still awaited (listed in
+    /// `refills`): reads take the pull path until none is.
+    pub refills: u64,
 }
 
 impl UserVal {
     /// Encoded width.
-    pub const LEN: usize = 8 * 4 + 1 + 24 + 1 + 8 + 8;
+    pub const LEN: usize = 8 * 4 + 1 + 24 + 1 + 8 + 8 + 8 + 1 + 8 + 8;
 
     /// `followers | followees | posts | inbox_len | has_horizon u8 |
-    /// horizon[24] | pulled u8 | pulls | pull_marks`.
+    /// horizon[24] | pulled u8 | pulls | marks | active | asleep u8 |
+    /// wakes | refills`.
     pub fn encode(&self) -> Vec<u8> {
         let mut v = key([self.followers, self.followees, self.posts, self.inbox_len]);
         match self.horizon {
@@ -219,8 +241,23 @@ impl UserVal {
         }
         v.push(u8::from(self.pulled));
         v.extend_from_slice(&self.pulls.to_be_bytes());
-        v.extend_from_slice(&self.pull_marks.to_be_bytes());
+        v.extend_from_slice(&self.marks.to_be_bytes());
+        v.extend_from_slice(&self.active.0.to_be_bytes());
+        v.push(u8::from(self.asleep));
+        v.extend_from_slice(&self.wakes.to_be_bytes());
+        v.extend_from_slice(&self.refills.to_be_bytes());
         v
+    }
+
+    /// The horizon a reader goes by: the inbox's, or the top (nothing held,
+    /// the pull path reads it all) while the user is asleep or waiting for
+    /// refills.
+    pub fn read_horizon(&self) -> Option<TimelineKey> {
+        if self.asleep || self.refills > 0 {
+            Some(TimelineKey::TOP)
+        } else {
+            self.horizon
+        }
     }
 
     /// Inverse of [`UserVal::encode`].
@@ -233,9 +270,19 @@ impl UserVal {
             horizon: (b[32] == 1).then(|| TimelineKey::decode(&b[33..57])),
             pulled: b[57] == 1,
             pulls: be(b, 58),
-            pull_marks: be(b, 66),
+            marks: be(b, 66),
+            active: Ts(be(b, 74)),
+            asleep: b[82] == 1,
+            wakes: be(b, 83),
+            refills: be(b, 91),
         })
     }
+}
+
+/// `refills`: a followee whose refill `user` awaits, valued with the wake
+/// (u64) it was asked for.
+pub fn refill(user: UserId, author: UserId) -> Vec<u8> {
+    key([user.0, author.0])
 }
 
 /// `meta`: the pull threshold in force in this partition (u64; absent: 0).
@@ -316,7 +363,8 @@ mod tests {
             }
             let horizon = h.map(|h| TimelineKey { ts: Ts(h.0), post_id: PostId(h.1), author: UserId(h.2) });
             let u = UserVal { followers: c[0], followees: c[1], posts: c[2], inbox_len: c[3],
-                horizon, pulled: live, pulls: ver, pull_marks: ts };
+                horizon, pulled: live, pulls: ver, marks: ts, active: Ts(c[1]), asleep: !live,
+                wakes: c[2], refills: c[3] };
             prop_assert_eq!(UserVal::decode(&u.encode()), Some(u));
             let c = CopyVal { len: c[0], horizon };
             prop_assert_eq!(CopyVal::decode(&c.encode()), Some(c));

@@ -41,11 +41,13 @@ pub enum Cf {
     Copies,
     /// The pulled authors each user follows.
     Pulls,
+    /// The followees whose refill each waking user awaits.
+    Refills,
 }
 
 impl Cf {
     /// Every column family, in on-disk order.
-    pub const ALL: [Cf; 12] = [
+    pub const ALL: [Cf; 13] = [
         Cf::Meta,
         Cf::Users,
         Cf::Followees,
@@ -58,6 +60,7 @@ impl Cf {
         Cf::Pending,
         Cf::Copies,
         Cf::Pulls,
+        Cf::Refills,
     ];
 
     /// The RocksDB column family name.
@@ -75,6 +78,7 @@ impl Cf {
             Cf::Pending => "pending",
             Cf::Copies => "copies",
             Cf::Pulls => "pulls",
+            Cf::Refills => "refills",
         }
     }
 

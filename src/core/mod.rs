@@ -5,6 +5,7 @@
 //! I/O: nothing here touches a file, a socket, RocksDB or Kafka; the task
 //! (`crate::task`) commits and ships what the core decides.
 
+pub mod active;
 pub mod apply;
 pub mod codec;
 pub mod effect;
@@ -21,9 +22,13 @@ pub mod view;
 pub mod views;
 
 pub use apply::{apply_effect, apply_event};
-pub use effect::{Applied, Ctx, Effect, Out, DEFAULT_INBOX_CAP, DEFAULT_PULL_THRESHOLD};
+pub use effect::{
+    Applied, Ctx, Effect, Out, DEFAULT_INACTIVE_AFTER_MS, DEFAULT_INBOX_CAP, DEFAULT_PULL_THRESHOLD,
+};
 pub use position::{Offset, Positions, Version};
 pub use view::View;
 
+#[cfg(test)]
+mod testkit;
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::core::event::{Event, PostId, Ts, UserId};
-use crate::core::keys::TimelineKey;
+use crate::core::keys::{TimelineKey, UserVal};
 use crate::core::kv::{MemKv, Txn};
 use crate::core::partition::partition_for;
 use crate::core::views;
@@ -19,6 +19,7 @@ fn ctx() -> Ctx {
         inbox_cap: 2,
         fanout_chunk: 2,
         pull_threshold: None,
+        inactive_after: None,
     }
 }
 
@@ -95,7 +96,7 @@ fn follow_records_edge_and_notifies() {
     );
     // A follow of a live edge changes nothing, and neither does a replayed event.
     assert_eq!(
-        event(&mut kv, follow(A, B, 11), 2),
+        event(&mut kv, follow(A, B, 10), 2),
         (Applied::default(), vec![])
     );
     assert_eq!(
@@ -271,6 +272,7 @@ fn a_backfill_replaces_what_an_earlier_emission_delivered() {
         inbox_cap: 10,
         fanout_chunk: 2,
         pull_threshold: None,
+        inactive_after: None,
     };
     let (f, a) = (1..50)
         .flat_map(|x| (1..50).map(move |y| (UserId(x), UserId(y))))
@@ -342,19 +344,28 @@ fn inbox_trims_and_sets_horizon() {
     assert_eq!(effect(&mut kv, &old).0.delivered, 0);
 }
 
-// Proves a `seen` event changes no state and sends nothing, for a known user and an unknown one.
+// Proves a `seen` event sends nothing and changes no view, only the user's last activity (a new user's record holds nothing else).
 #[test]
-fn seen_changes_nothing() {
+fn seen_changes_nothing_but_activity() {
     let mut kv = MemKv::default();
     settle(&mut kv, follow(A, B, 10), 1);
     settle(&mut kv, post(B, 7, 20), 2);
     for user in [A, C] {
+        let before = views::user(&kv, user).unwrap();
         let mut t = Txn::new(&kv);
         let mut out = Vec::new();
         let seen = Event::Seen { user, ts: Ts(30) };
-        let a = apply_event(&mut t, &ctx(), &seen, Version(3), &mut out).unwrap();
-        assert!(!a.changed, "{user}");
+        apply_event(&mut t, &ctx(), &seen, Version(3), &mut out).unwrap();
         assert!(out.is_empty(), "{user}");
-        assert_eq!(t.staged(), 0, "{user}");
+        assert_eq!(t.staged(), 1, "{user}: the user record only");
+        let after = t.user(user).unwrap();
+        assert_eq!(
+            after,
+            UserVal {
+                active: Ts(30),
+                ..before
+            },
+            "{user}"
+        );
     }
 }

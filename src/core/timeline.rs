@@ -4,27 +4,24 @@
 //! the followees' outboxes (the pull path). The API's reader and the core's
 //! property tests both read timelines through this.
 
-use crate::core::event::{PostId, Ts, UserId};
+use crate::core::event::UserId;
 use crate::core::keys::TimelineKey;
 use crate::core::kv::{Kv, KvError};
 use crate::core::views;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// The first key of every timeline (ts, post id and author all `u64::MAX`):
-/// a bound here means nothing is held and the pull path reads it all.
-pub const TOP: TimelineKey = TimelineKey {
-    ts: Ts(u64::MAX),
-    post_id: PostId(u64::MAX),
-    author: UserId(u64::MAX),
-};
+/// The first key of every timeline: a bound here means nothing is held and
+/// the pull path reads it all.
+pub const TOP: TimelineKey = TimelineKey::TOP;
 
 /// Up to `want` entries of `user`'s timeline after `after` (exclusive), as
 /// this partition (the user's) holds them, and where the pull path must go
 /// on from (`Some`) when they fall short of `want`: every timeline entry
 /// that sorts before that bound is among those returned.
 ///
-/// Without pulled followees that is the inbox up to its horizon. With them,
+/// Without pulled followees that is the inbox up to its horizon (none while
+/// the user is asleep or waits for refills: the pull path reads it all). With them,
 /// the inbox (which holds no pulled author's posts) is merged with this
 /// partition's copy of each pulled author, and the bound is the nearest of
 /// the inbox's horizon and the copies'. A pulled followee whose copy is
@@ -41,14 +38,17 @@ pub fn held_timeline(
     let not_after =
         |r: &Result<TimelineKey, KvError>| !matches!((r, after), (Ok(k), Some(a)) if *k <= a);
     let u = views::user(kv, user)?;
+    if u.read_horizon() == Some(TOP) {
+        return Ok(continue_from(Vec::new(), want, Some(TOP), after));
+    }
     if u.pulls == 0 {
         let keys: Vec<TimelineKey> = views::inbox(kv, user, after.as_ref())
             .filter(not_after)
             .take(want)
             .collect::<Result<_, _>>()?;
-        return Ok(continue_from(keys, want, u.horizon, after));
+        return Ok(continue_from(keys, want, u.read_horizon(), after));
     }
-    let mut bound = u.horizon;
+    let mut bound = u.read_horizon();
     let mut lower = |h: TimelineKey| bound = Some(bound.map_or(h, |b| b.min(h)));
     type Head<'a> = Box<dyn Iterator<Item = Result<TimelineKey, KvError>> + 'a>;
     let mut heads: Vec<Head<'_>> = vec![Box::new(views::inbox(kv, user, after.as_ref()))];

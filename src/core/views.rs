@@ -306,7 +306,7 @@ impl<K: Kv + ?Sized> Txn<'_, K> {
             self.delete(Cf::Pulls, k);
             u.pulls = u.pulls.saturating_sub(1);
         }
-        u.pull_marks += 1;
+        u.marks += 1;
         self.set_user(user, &u);
         Ok(true)
     }

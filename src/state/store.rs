@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::PoisonError;
 
 /// The state layout this build reads and writes (see `state/README.md`).
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
 
 /// Errors of the state layer.
 #[derive(Debug, thiserror::Error)]
@@ -98,7 +98,14 @@ fn cf_options(cf: Cf, cache: &BlockCache, opts: &StoreOptions) -> Options {
     table.set_block_cache(cache.rocks());
     if matches!(
         cf,
-        Cf::Users | Cf::Followees | Cf::Followers | Cf::Posts | Cf::Inbox | Cf::Copies | Cf::Pulls
+        Cf::Users
+            | Cf::Followees
+            | Cf::Followers
+            | Cf::Posts
+            | Cf::Inbox
+            | Cf::Copies
+            | Cf::Pulls
+            | Cf::Refills
     ) {
         table.set_bloom_filter(10.0, false);
     }

@@ -7,7 +7,7 @@ use super::runner::{drive, Hooks};
 use super::{BatchLimits, PartitionTask, Shutdown, TaskError};
 use crate::core::metrics::{Progress, StepStats};
 use crate::core::position::Positions;
-use crate::core::{Ctx, DEFAULT_INBOX_CAP, DEFAULT_PULL_THRESHOLD};
+use crate::core::{Ctx, DEFAULT_INACTIVE_AFTER_MS, DEFAULT_INBOX_CAP, DEFAULT_PULL_THRESHOLD};
 use crate::log::{Log, Logs};
 use crate::state::datadir::DataDir;
 use crate::state::{BlockCache, Store, StoreSet};
@@ -25,6 +25,9 @@ pub struct ProcessorConfig {
     /// The pull threshold to ask for (0: no author pulled; `None`: keep
     /// the one the log has in force, as a rebuild does).
     pub pull_threshold: Option<u64>,
+    /// Log time (ms) without an event of their own after which a reader is
+    /// skipped by push fan-out (`None`: never).
+    pub inactive_after: Option<u64>,
     /// Batch limits per step.
     pub limits: BatchLimits,
     /// fsync state commits and log appends.
@@ -42,6 +45,7 @@ impl ProcessorConfig {
             inbox_cap: self.inbox_cap,
             fanout_chunk: self.fanout_chunk,
             pull_threshold: self.pull_threshold,
+            inactive_after: self.inactive_after,
         }
     }
 }
@@ -52,6 +56,7 @@ impl Default for ProcessorConfig {
             inbox_cap: DEFAULT_INBOX_CAP,
             fanout_chunk: 1024,
             pull_threshold: Some(DEFAULT_PULL_THRESHOLD),
+            inactive_after: Some(DEFAULT_INACTIVE_AFTER_MS),
             limits: BatchLimits::default(),
             sync: true,
             cache_bytes: 128 << 20,

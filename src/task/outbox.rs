@@ -99,12 +99,15 @@ fn items_of(e: &Effect) -> usize {
     match e {
         Effect::Deliver { targets, .. } => targets.len(),
         Effect::Retract { targets, .. } => targets.len(),
-        Effect::Backfill { posts, .. } | Effect::Copy { posts, .. } => posts.len(),
+        Effect::Backfill { posts, .. }
+        | Effect::Copy { posts, .. }
+        | Effect::Refilled { posts, .. } => posts.len(),
         Effect::Pull { targets, posts, .. } => targets.len() + posts.len(),
         Effect::FollowerAdded { .. }
         | Effect::FollowerRemoved { .. }
         | Effect::CopyPost { .. }
-        | Effect::PullThreshold { .. } => 1,
+        | Effect::PullThreshold { .. }
+        | Effect::Refill { .. } => 1,
     }
     .max(1)
 }

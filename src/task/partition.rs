@@ -100,6 +100,8 @@ pub struct PartitionTask {
     threshold_asked: bool,
     /// The threshold in force when this task last looked.
     threshold_seen: Option<u64>,
+    /// Whether this task asked again for the refills its state awaits.
+    refills_asked: bool,
     /// Records below these positions were answered by a previous owner:
     /// applied quietly, nothing emitted.
     quiet_below: Positions,
@@ -168,6 +170,7 @@ impl PartitionTask {
             shipped_below: None,
             events_first: false,
             threshold_asked: false,
+            refills_asked: false,
             threshold_seen: None,
             quiet_below: emitted.unwrap_or_default(),
             waiting: VecDeque::new(),
@@ -406,6 +409,13 @@ impl PartitionTask {
                 out.extend(crate::core::pulled::threshold_request(&*txn, &self.ctx)?);
                 self.threshold_asked = true;
             }
+        }
+        // Once caught up, ask again for every refill the state awaits: a
+        // quiet replay may have woken a reader its previous owner did not
+        // (another interleaving of the same inputs), and sent nothing.
+        if self.caught_up() && !self.refills_asked {
+            out.extend(crate::core::active::refill_requests(&*txn, &self.ctx)?);
+            self.refills_asked = true;
         }
         stats.emitted = out.len() as u64;
         pending.extend(Pending::effects(out));

@@ -118,6 +118,9 @@ pub fn config(brokers: &str, group: &str, prefix: &str, member: &str) -> Cluster
         // Low enough that the generated networks' busiest authors are
         // pulled, and pushed again as followers leave, in every Kafka test.
         pull_threshold: Some(6),
+        // The generated logs advance 7 ms per event: readers fall asleep
+        // and wake constantly.
+        inactive_after: Some(500),
         sync: false,
         cache_bytes: 8 << 20,
         ..ProcessorConfig::default()

@@ -67,13 +67,13 @@ impl Reader {
         })?;
         // The record is read after the scan, not from the scan's view, and
         // that is enough. A user who never had a pulled followee had none
-        // when the scan read (`pull_marks` only grows), so the inbox holds
+        // when the scan read (`marks` only grows), so the inbox holds
         // the timeline up to its horizon. Short of the page, the inbox is
         // the whole rest of the timeline when the user has no horizon: a
         // store never removes or raises one (the core only ever lowers
         // it), so none now means none when the scan read.
         let u = views::user(store, user)?;
-        if u.pull_marks == 0 {
+        if u.marks == 0 {
             let whole = page.len() == want || u.horizon.is_none();
             return Ok(whole.then(|| timeline_page(user, limit, page)));
         }

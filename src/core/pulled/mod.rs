@@ -139,7 +139,7 @@ pub(super) fn pull_for<K: Kv + ?Sized>(
         applied.changed |= purged > 0;
         return Ok(());
     }
-    if t.user(follower)?.pull_marks > 0 {
+    if t.user(follower)?.marks > 0 {
         applied.changed |= t.set_pull(follower, author, false)?;
     }
     super::apply::backfill(t, ctx, (author, follower), posts, truncated, applied)

@@ -1,18 +1,13 @@
 //! Each transition of a pulled author on one partition, message by message.
 
-use crate::core::event::{Event, PostId, Ts, UserId};
+use super::super::testkit::*;
 use crate::core::keys::TimelineKey;
-use crate::core::kv::{MemKv, Txn};
+use crate::core::kv::Txn;
 use crate::core::timeline::held_timeline;
-use crate::core::{apply_effect, apply_event, views, Ctx, Effect, Out, Version};
-
-const A: UserId = UserId(1);
-const B: UserId = UserId(2);
-const C: UserId = UserId(3);
-const D: UserId = UserId(4);
+use crate::core::{views, Ctx, Effect};
 
 /// One partition owning everyone, inbox and copies of 3, asking for
-/// authors pulled from 3 followers (pushed again at 1).
+/// authors pulled from 3 followers (pushed again at 1); nobody asleep.
 fn ctx() -> Ctx {
     Ctx {
         partition: 0,
@@ -20,124 +15,17 @@ fn ctx() -> Ctx {
         inbox_cap: 3,
         fanout_chunk: 2,
         pull_threshold: Some(3),
+        inactive_after: None,
     }
-}
-
-/// A partition and the messages it sent that are not applied yet.
-#[derive(Default)]
-struct Part {
-    kv: MemKv,
-    queue: Vec<Out>,
-    version: u64,
 }
 
 impl Part {
     /// A partition with the threshold of [`ctx`] in force.
     fn new() -> Part {
-        let mut part = Part::default();
-        let ask = super::threshold_request(&part.kv, &ctx()).unwrap();
-        part.queue.extend(ask);
-        part.settle();
+        let part = Part::with(ctx());
         assert_eq!(views::pull_threshold(&part.kv).unwrap(), 3);
         assert_eq!(super::threshold_request(&part.kv, &ctx()).unwrap(), None);
         part
-    }
-
-    /// Applies an event; its messages wait in the queue.
-    fn event(&mut self, ev: Event) {
-        self.version += 1;
-        let mut t = Txn::new(&self.kv);
-        let mut out = Vec::new();
-        apply_event(&mut t, &ctx(), &ev, Version(self.version), &mut out).unwrap();
-        let w = t.into_writes();
-        self.kv.apply(w);
-        self.queue.extend(out);
-    }
-
-    fn effect(&mut self, e: &Effect) {
-        let mut t = Txn::new(&self.kv);
-        let mut out = Vec::new();
-        apply_effect(&mut t, &ctx(), e, &mut out).unwrap();
-        let w = t.into_writes();
-        self.kv.apply(w);
-        self.queue.extend(out);
-    }
-
-    /// Applies queued messages, in order, until none is left.
-    fn settle(&mut self) {
-        while !self.queue.is_empty() {
-            let next = self.queue.remove(0);
-            self.effect(&next.effect);
-        }
-    }
-
-    fn then(&mut self, ev: Event) -> &mut Self {
-        self.event(ev);
-        self.settle();
-        self
-    }
-
-    /// The names of the queued messages.
-    fn queued(&self) -> Vec<&'static str> {
-        self.queue.iter().map(|o| o.effect.name()).collect()
-    }
-
-    /// `u`'s timeline as held here (post ids), and whether the pull path
-    /// must complete it.
-    fn held(&self, u: UserId) -> (Vec<u64>, bool) {
-        let (keys, more) = held_timeline(&self.kv, u, None, usize::MAX).unwrap();
-        (keys.iter().map(|k| k.post_id.0).collect(), more.is_some())
-    }
-
-    fn inbox(&self, u: UserId) -> Vec<u64> {
-        views::inbox(&self.kv, u, None)
-            .map(|k| k.unwrap().post_id.0)
-            .collect()
-    }
-
-    fn copy(&self, author: UserId) -> Option<Vec<u64>> {
-        views::copy_of(&self.kv, author).unwrap()?;
-        Some(
-            views::copy_entries(&self.kv, author, None)
-                .map(|k| k.unwrap().post_id.0)
-                .collect(),
-        )
-    }
-
-    fn pulls(&self, u: UserId) -> Vec<UserId> {
-        views::pulls(&self.kv, u).map(|r| r.unwrap()).collect()
-    }
-}
-
-fn follow(a: UserId, b: UserId) -> Event {
-    Event::Follow {
-        follower: a,
-        followee: b,
-        ts: Ts(1),
-    }
-}
-
-fn unfollow(a: UserId, b: UserId) -> Event {
-    Event::Unfollow {
-        follower: a,
-        followee: b,
-        ts: Ts(1),
-    }
-}
-
-fn post(a: UserId, p: u64) -> Event {
-    Event::Post {
-        author: a,
-        post_id: PostId(p),
-        ts: Ts(p),
-    }
-}
-
-fn delete(a: UserId, p: u64) -> Event {
-    Event::DeletePost {
-        author: a,
-        post_id: PostId(p),
-        ts: Ts(p),
     }
 }
 
@@ -271,7 +159,11 @@ fn a_copy_is_trimmed_and_the_rest_is_pulled() {
 // Proves the threshold in force, not the one a processor asks for, decides: until the request is applied the author stays pushed, and a new threshold of 0 demotes at the next follower change.
 #[test]
 fn the_threshold_in_force_decides() {
-    let mut part = Part::default();
+    let asks_none = Ctx {
+        pull_threshold: None,
+        ..ctx()
+    };
+    let mut part = Part::with(asks_none);
     part.then(follow(B, A))
         .then(follow(C, A))
         .then(follow(D, A));

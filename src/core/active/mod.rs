@@ -1,0 +1,250 @@
+//! Inactive readers (DESIGN §3, hybrid fan-out): a user with no event of
+//! their own for the configured span of log time falls asleep when a
+//! delivery reaches them. Their inbox is emptied and its horizon put at
+//! the top, so deliveries skip them and every read takes the pull path.
+//!
+//! Their next own event (a follow, unfollow, post, deletion or `seen`)
+//! wakes them: the inbox starts empty again and each followee that is not
+//! pulled is asked for its newest posts ([`Effect::Refill`]). The author's
+//! partition answers as it answers a new follow ([`Effect::Refilled`]): a
+//! backfill, after which its deliveries follow in order. Until every
+//! followee asked has answered (or was unfollowed), reads still take the
+//! pull path; then the inbox, filled and trimmed as any other, serves them.
+//!
+//! Readers are exact asleep, waking or awake, so only the cost of a read
+//! depends on when a user fell asleep. That depends on how a partition
+//! interleaves its two inputs, and on each owner's setting: neither is in
+//! the state's identity.
+
+use super::apply::follows_at;
+use super::effect::{Applied, Ctx, Effect, Out};
+use super::inbox::lower_horizon;
+use super::pulled;
+use crate::core::event::{PostId, Ts, UserId};
+use crate::core::keys::{self, TimelineKey, UserVal};
+use crate::core::kv::{Cf, Kv, KvError, Txn};
+use crate::core::position::Version;
+use crate::core::views::{self, live_edges};
+
+/// `user` (owned here) acted at log time `ts`: the user is active from then
+/// on, and wakes if asleep.
+pub(super) fn touch<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    user: UserId,
+    ts: Ts,
+    applied: &mut Applied,
+    out: &mut Vec<Out>,
+) -> Result<(), KvError> {
+    let mut u = t.user(user)?;
+    if u.active >= ts && !u.asleep {
+        return Ok(());
+    }
+    u.active = u.active.max(ts);
+    if u.asleep {
+        wake(t, ctx, user, &mut u, out)?;
+    }
+    t.set_user(user, &u);
+    applied.changed = true;
+    Ok(())
+}
+
+/// Wakes `user` (record `u`, staged by the caller): asks every followee
+/// that is not pulled for a refill of the empty inbox.
+fn wake<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    user: UserId,
+    u: &mut UserVal,
+    out: &mut Vec<Out>,
+) -> Result<(), KvError> {
+    u.asleep = false;
+    u.wakes += 1;
+    // Asleep, nothing entered the inbox (its horizon was at the top).
+    u.horizon = None;
+    u.inbox_len = 0;
+    u.refills = 0;
+    let mut asks = Vec::new();
+    for r in live_edges(t, Cf::Followees, user, None) {
+        let (author, edge) = r?;
+        // A pulled followee is read from this partition's copy.
+        if !t.contains(Cf::Pulls, &keys::key([user.0, author.0]))? {
+            asks.push((author, edge.version));
+        }
+    }
+    for (author, version) in asks {
+        let wake = u.wakes;
+        t.put(
+            Cf::Refills,
+            keys::refill(user, author),
+            wake.to_be_bytes().to_vec(),
+        );
+        u.refills += 1;
+        let ask = Effect::Refill {
+            author,
+            follower: user,
+            version,
+            wake,
+        };
+        ctx.send(out, author, ask);
+    }
+    Ok(())
+}
+
+/// A delivery of log time `ts` reached `user` (owned here, following its
+/// author): whether the user is asleep, falling asleep now when they have
+/// had no event of their own for longer than the configured span.
+pub(super) fn asleep_at<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    user: UserId,
+    ts: Ts,
+    applied: &mut Applied,
+) -> Result<bool, KvError> {
+    let u = t.user(user)?;
+    if u.asleep {
+        return Ok(true);
+    }
+    let Some(span) = ctx.inactive_after.filter(|&s| s > 0) else {
+        return Ok(false);
+    };
+    if ts.0 <= u.active.0.saturating_add(span) {
+        return Ok(false);
+    }
+    // Refills still awaited belong to the last wake: no answer counts now.
+    if u.refills > 0 {
+        let awaited: Vec<Vec<u8>> = t
+            .scan_prefix(Cf::Refills, &keys::key([user.0]))
+            .map(|r| r.map(|(k, _)| k))
+            .collect::<Result<_, _>>()?;
+        for k in awaited {
+            t.delete(Cf::Refills, k);
+        }
+    }
+    let before = u.inbox_len;
+    lower_horizon(t, user, TimelineKey::TOP)?;
+    let mut u = t.user(user)?;
+    u.asleep = true;
+    u.refills = 0;
+    u.inbox_len = 0;
+    // The inline read must not trust an inbox scanned before the wake.
+    u.marks += 1;
+    t.set_user(user, &u);
+    applied.removed += before;
+    applied.changed = true;
+    Ok(true)
+}
+
+/// The answer of `author`'s partition to the refill of wake `wake`:
+/// applied as a follow's answer is, and counted when it is awaited.
+pub(super) fn refilled<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    (author, follower, version, wake): (UserId, UserId, Version, u64),
+    pulled: bool,
+    posts: (&[(Ts, PostId)], bool),
+    applied: &mut Applied,
+) -> Result<(), KvError> {
+    // An answer to an older wake, or a repeat, is still the author's posts
+    // at a point of its log, followed by its deliveries: applied, not
+    // counted.
+    if !follows_at(t, ctx, follower, author, version)? {
+        return Ok(());
+    }
+    pulled::pull_for(t, ctx, (author, follower), pulled, posts, applied)?;
+    let k = keys::refill(follower, author);
+    if awaited(t, &k)? == Some(wake) {
+        t.delete(Cf::Refills, k);
+        let mut u = t.user(follower)?;
+        if u.wakes == wake && !u.asleep {
+            u.refills = u.refills.saturating_sub(1);
+        }
+        t.set_user(follower, &u);
+        applied.changed = true;
+    }
+    Ok(())
+}
+
+/// `user` (owned here) unfollowed `author`: a refill of it is no longer
+/// awaited.
+pub(super) fn unfollowed<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    user: UserId,
+    author: UserId,
+) -> Result<(), KvError> {
+    let k = keys::refill(user, author);
+    if awaited(t, &k)?.is_some() {
+        t.delete(Cf::Refills, k);
+        let mut u = t.user(user)?;
+        u.refills = u.refills.saturating_sub(1);
+        t.set_user(user, &u);
+    }
+    Ok(())
+}
+
+fn awaited<K: Kv + ?Sized>(t: &Txn<'_, K>, k: &[u8]) -> Result<Option<u64>, KvError> {
+    Ok(t.get(Cf::Refills, k)?
+        .filter(|v| v.len() == 8)
+        .map(|v| u64::from_be_bytes(v[..8].try_into().expect("8 bytes"))))
+}
+
+/// The refills awaited in this partition, asked for again (with the wake
+/// that awaits them). An owner sends these once it has caught up: the
+/// state it replayed quietly may await refills no owner asked for.
+pub fn refill_requests(kv: &(impl Kv + ?Sized), ctx: &Ctx) -> Result<Vec<Out>, KvError> {
+    let mut asks = Vec::new();
+    for r in kv.scan(Cf::Refills, &[], None) {
+        let (k, v) = r?;
+        let (user, author) = (UserId(keys::be(&k, 0)), UserId(keys::be(&k, 8)));
+        let Some(edge) = views::edge(kv, Cf::Followees, user, author)?.filter(|e| e.live) else {
+            continue;
+        };
+        let ask = Effect::Refill {
+            author,
+            follower: user,
+            version: edge.version,
+            wake: keys::be(&v, 0),
+        };
+        ctx.send(&mut asks, author, ask);
+    }
+    Ok(asks)
+}
+
+/// At `author`'s partition (owned here): the answer to `follower`'s refill,
+/// sent when they still follow through `version` as the author knows it.
+/// Otherwise an unfollow of theirs is on its way to them (a later follow
+/// always comes after one), which stops the wait.
+pub(super) fn answer_refill<K: Kv + ?Sized>(
+    t: &Txn<'_, K>,
+    ctx: &Ctx,
+    (author, follower, version, wake): (UserId, UserId, Version, u64),
+    out: &mut Vec<Out>,
+) -> Result<(), KvError> {
+    if !ctx.owns(author) {
+        return Ok(());
+    }
+    let edge = views::edge(t, Cf::Followers, author, follower)?;
+    if !edge.is_some_and(|e| e.live && e.version == version) {
+        return Ok(());
+    }
+    let pulled = t.user(author)?.pulled;
+    let (posts, truncated) = if pulled {
+        (Vec::new(), false)
+    } else {
+        pulled::newest_posts(t, ctx, author)?
+    };
+    let answer = Effect::Refilled {
+        author,
+        follower,
+        version,
+        wake,
+        pulled,
+        posts,
+        truncated,
+    };
+    ctx.send(out, follower, answer);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
