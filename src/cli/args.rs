@@ -81,6 +81,12 @@ pub enum Command {
         /// follower.
         #[arg(long, env = "FEEDLOG_PULL_THRESHOLD", default_value_t = DEFAULT_PULL_THRESHOLD)]
         pull_threshold: u64,
+        /// Log time without an event of their own (a follow, unfollow,
+        /// post, deletion or `seen`) after which a reader is skipped by push
+        /// fan-out and read by pull until their next event: `30d`, `12h`,
+        /// `90m`, `45s`, `500ms` (0: never).
+        #[arg(long, env = "FEEDLOG_INACTIVE_AFTER", value_name = "DURATION", default_value = "30d", value_parser = log_span)]
+        inactive_after: u64,
         /// Do not fsync commits (faster; a power loss may lose recent batches,
         /// which are then processed again).
         #[arg(long, env = "FEEDLOG_NO_SYNC")]
@@ -126,6 +132,12 @@ pub enum Command {
         /// Inbox entries kept per user (default: as the live state).
         #[arg(long, value_parser = at_least_one)]
         inbox_cap: Option<u64>,
+        /// Log time without an event of their own (a follow, unfollow,
+        /// post, deletion or `seen`) after which a reader is skipped by push
+        /// fan-out and read by pull until their next event: `30d`, `12h`,
+        /// `90m`, `45s`, `500ms` (0: never).
+        #[arg(long, env = "FEEDLOG_INACTIVE_AFTER", value_name = "DURATION", default_value = "30d", value_parser = log_span)]
+        inactive_after: u64,
         /// Do not fsync commits.
         #[arg(long)]
         no_sync: bool,
@@ -158,6 +170,12 @@ pub enum Command {
         /// Inbox entries kept per user (default: as the live state).
         #[arg(long, value_parser = at_least_one)]
         inbox_cap: Option<u64>,
+        /// Log time without an event of their own (a follow, unfollow,
+        /// post, deletion or `seen`) after which a reader is skipped by push
+        /// fan-out and read by pull until their next event: `30d`, `12h`,
+        /// `90m`, `45s`, `500ms` (0: never).
+        #[arg(long, env = "FEEDLOG_INACTIVE_AFTER", value_name = "DURATION", default_value = "30d", value_parser = log_span)]
+        inactive_after: u64,
         /// Do not fsync the rebuild's commits.
         #[arg(long)]
         no_sync: bool,
@@ -297,6 +315,10 @@ pub enum Command {
         /// pushed).
         #[arg(long, default_value_t = DEFAULT_PULL_THRESHOLD)]
         pull_threshold: u64,
+        /// fanout, redis: the processor's inactivity span (as `run`'s; 0:
+        /// every reader pushed to).
+        #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = log_span)]
+        inactive_after: u64,
     },
 }
 
@@ -473,6 +495,30 @@ fn progress_secs(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// A span of log time in milliseconds: a number with a unit (`d`, `h`,
+/// `m`, `s`, `ms`), or 0.
+fn log_span(s: &str) -> Result<u64, String> {
+    let units = [
+        ("ms", 1),
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+    ];
+    if s == "0" {
+        return Ok(0);
+    }
+    let bad = || format!("{s:?} is not a duration such as 30d, 12h, 90m, 45s, 500ms or 0");
+    let (n, per) = units
+        .iter()
+        .find_map(|&(unit, per)| s.strip_suffix(unit).map(|n| (n, per)))
+        .ok_or_else(bad)?;
+    n.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(per))
+        .ok_or_else(bad)
+}
+
 /// A count of 1 or more: an inbox of 0 entries would hold nothing to read.
 fn at_least_one(s: &str) -> Result<u64, String> {
     match s.parse::<u64>() {
@@ -501,6 +547,21 @@ mod tests {
             .filter(|(long, _)| !matches!(long.as_str(), "help" | "version" | "until-idle"))
             .map(|(long, a)| (long, a.get_env().map(|e| e.to_string_lossy().into_owned())))
             .collect()
+    }
+
+    // Proves inactivity spans read as milliseconds of log time in every unit, 0 alone means never, and anything else is refused.
+    #[test]
+    fn log_spans_read_in_every_unit() {
+        let day = 86_400_000;
+        for (s, ms) in [("30d", 30 * day), ("12h", day / 2), ("90m", 5_400_000)] {
+            assert_eq!(super::log_span(s), Ok(ms), "{s}");
+        }
+        for (s, ms) in [("45s", 45_000), ("500ms", 500), ("0", 0), ("0d", 0)] {
+            assert_eq!(super::log_span(s), Ok(ms), "{s}");
+        }
+        for s in ["30", "d", "-1d", "1.5h", "3w", "", "300000000000d"] {
+            assert!(super::log_span(s).is_err(), "{s:?} accepted");
+        }
     }
 
     // Proves every setting of `run` can come from a FEEDLOG_* environment variable, and that the README names each.

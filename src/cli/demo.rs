@@ -59,6 +59,16 @@ pub struct DemoArgs {
 /// authors switch at their next new or lost follower.
 const DEMO_PULL_THRESHOLD: u64 = 1_000;
 
+/// Log time without an event of their own after which the demo skips a
+/// reader: an hour, against about five hours of activity in which an active
+/// user acts every ten minutes or so (half the users never come back).
+const DEMO_INACTIVE_AFTER_MS: u64 = 3_600_000;
+
+/// Share of the demo's users who never act after following (they are the
+/// readers put asleep), and `seen` events per post.
+const DEMO_DORMANT_SHARE: f64 = 0.5;
+const DEMO_SEEN_RATE: f64 = 0.5;
+
 /// Start of the generated timeline (2023-11-14T22:13:20Z), fixed so that a
 /// demo directory is the same log every time.
 const START_MS: u64 = 1_700_000_000_000;
@@ -124,6 +134,8 @@ fn load(data: &Path, a: &DemoArgs) -> Result<()> {
     let activity = Activity {
         posts: a.posts,
         celebrity_share: a.celebrity_share,
+        dormant_share: DEMO_DORMANT_SHARE,
+        seen_rate: DEMO_SEEN_RATE,
         ..Activity::default()
     };
     let events = generate::activity(&mut graph, activity, START_MS + follows + 1000, 1, &mut rng);
@@ -135,11 +147,12 @@ fn load(data: &Path, a: &DemoArgs) -> Result<()> {
     let kinds = counted.events;
     let s = producer.finish()?;
     eprintln!(
-        "  then {} posts in bursts, {} new follows, {} unfollows, {} deletes: {} events in the log ({:.1}s)",
+        "  then {} posts in bursts, {} new follows, {} unfollows, {} deletes, {} app opens (`seen`; half the users never come back): {} events in the log ({:.1}s)",
         kinds[2],
         kinds[0],
         kinds[1],
         kinds[3],
+        kinds[4],
         s.accepted,
         start.elapsed().as_secs_f64()
     );
@@ -159,6 +172,7 @@ pub fn run(data: &Path, a: &DemoArgs, listen: &str, exit: bool, api: ApiConfig) 
     let dir = DataDir::open(data)?;
     let cfg = ProcessorConfig {
         pull_threshold: Some(DEMO_PULL_THRESHOLD),
+        inactive_after: Some(DEMO_INACTIVE_AFTER_MS),
         ..ProcessorConfig::default()
     };
     let processor = Processor::open(&dir, cfg)?;
@@ -251,6 +265,48 @@ fn tour(
         println!("new entries as they arrive (server-sent events):");
         println!("  $ curl -sN '{base}/v1/users/{fan}/timeline/stream'");
     }
+    inactive_readers(&reader, &base)?;
     println!("\nmore: {base}/openapi.json, {base}/metrics, {base}/readyz");
+    Ok(())
+}
+
+/// The tour's inactive readers: how many are asleep, one of them whose
+/// page the pull path reads, and one who came back.
+fn inactive_readers(reader: &Reader, base: &str) -> Result<()> {
+    let (mut asleep, mut users) = (0u64, 0u64);
+    let (mut sleeper, mut returned) = (None, None);
+    for (_, store) in reader.stores() {
+        for r in feedlog::core::views::users(&store.snapshot()) {
+            let (user, rec) = r?;
+            users += 1;
+            asleep += u64::from(rec.asleep);
+            if rec.asleep && rec.followees > 0 && sleeper.is_none_or(|(_, f)| rec.followees > f) {
+                sleeper = Some((user, rec.followees));
+            }
+            if !rec.asleep && rec.refills == 0 && rec.wakes > 0 && returned.is_none() {
+                returned = Some((user, rec.wakes));
+            }
+        }
+    }
+    let hours = DEMO_INACTIVE_AFTER_MS as f64 / 3_600_000.0;
+    println!(
+        "\n{asleep} of {users} users are asleep: no event of their own for {hours} h of log time \
+         when a post reached them, so pushes skip their inboxes"
+    );
+    if let Some((user, followees)) = sleeper {
+        let page = reader.timeline(user, 3, None)?;
+        println!(
+            "user {user}, asleep, follows {followees}: their page is read from those followees' \
+             outboxes (the same page an inbox would hold):"
+        );
+        println!("  $ curl -s '{base}/v1/users/{user}/timeline?limit=3'");
+        println!("  {}", serde_json::to_string(&page)?);
+    }
+    if let Some((user, wakes)) = returned {
+        println!(
+            "user {user} came back {wakes} time(s) (a post, a follow or an app open): each time their \
+             followees refilled their inbox, which serves their pages again"
+        );
+    }
     Ok(())
 }

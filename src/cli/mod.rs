@@ -59,6 +59,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             quiet,
             inbox_cap,
             pull_threshold,
+            inactive_after,
             no_sync,
             listen,
             api,
@@ -68,6 +69,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 let cfg = ProcessorConfig {
                     inbox_cap: inbox_cap.unwrap_or(DEFAULT_INBOX_CAP),
                     pull_threshold: Some(pull_threshold),
+                    inactive_after: span(inactive_after),
                     sync: !no_sync,
                     ..ProcessorConfig::default()
                 };
@@ -79,6 +81,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 let mode = shell::RunMode::new(until_idle, progress, quiet);
                 let cfg = ProcessorConfig {
                     pull_threshold: Some(pull_threshold),
+                    inactive_after: span(inactive_after),
                     sync: !no_sync,
                     ..ProcessorConfig::default()
                 };
@@ -107,11 +110,12 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             into,
             from_checkpoint,
             inbox_cap,
+            inactive_after,
             no_sync,
             progress,
         } => {
             embedded("rebuild")?;
-            let cfg = replay_config(data, inbox_cap, no_sync)?;
+            let cfg = replay_config(data, inbox_cap, inactive_after, no_sync)?;
             state::rebuild(data, &into, from_checkpoint.as_deref(), cfg, progress)
         }
         Command::Checkpoint { into } => {
@@ -125,10 +129,11 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         Command::Backfill {
             view,
             inbox_cap,
+            inactive_after,
             no_sync,
         } => {
             embedded("backfill")?;
-            let cfg = replay_config(data, inbox_cap, no_sync)?;
+            let cfg = replay_config(data, inbox_cap, inactive_after, no_sync)?;
             state::backfill(data, view, cfg)
         }
         Command::Reset {
@@ -176,11 +181,11 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             connections,
             seconds,
             pull_threshold,
+            inactive_after,
         } => {
+            let hybrid = (pull_threshold, span(inactive_after));
             match kind {
-                BenchKind::Fanout => {
-                    bench::fanout(users, follows, posts, partitions, pull_threshold)?
-                }
+                BenchKind::Fanout => bench::fanout(users, follows, posts, partitions, hybrid)?,
                 BenchKind::Http => bench::http(data, threads, connections, seconds)?,
                 BenchKind::Pulled => bench::pulled(partitions, threads, connections, seconds)?,
                 BenchKind::Rebuild => bench::rebuild(data)?,
@@ -192,6 +197,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                     connections,
                     secs: seconds,
                     pull_threshold,
+                    inactive_after: span(inactive_after),
                 })?,
                 BenchKind::Kafka => {
                     bench::kafka(settings.kafka.clone(), users, follows, posts, partitions)?
@@ -202,14 +208,26 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
     }
 }
 
+/// An inactivity span in ms as the core takes it (0: never).
+fn span(ms: u64) -> Option<u64> {
+    (ms > 0).then_some(ms)
+}
+
 /// The processing settings of a rebuild or backfill: the inbox cap asked
 /// for, else the one `data`'s state was built with, else the default; the
-/// pull thresholds the log has in force (a replay asks for none).
-fn replay_config(data: &Path, inbox_cap: Option<u64>, no_sync: bool) -> Result<ProcessorConfig> {
+/// pull thresholds the log has in force (a replay asks for none); the
+/// inactivity span asked for.
+fn replay_config(
+    data: &Path,
+    inbox_cap: Option<u64>,
+    inactive_after: u64,
+    no_sync: bool,
+) -> Result<ProcessorConfig> {
     let built = DataDir::open(data)?.inbox_cap();
     Ok(ProcessorConfig {
         inbox_cap: inbox_cap.or(built).unwrap_or(DEFAULT_INBOX_CAP),
         pull_threshold: None,
+        inactive_after: span(inactive_after),
         sync: !no_sync,
         limits: BatchLimits::replay(),
         ..ProcessorConfig::default()

@@ -234,13 +234,7 @@ pub fn apply_effect<K: Kv + ?Sized>(
                 post_id: *post_id,
                 author: *author,
             };
-            for &(user, version) in targets {
-                if follows_at(t, ctx, user, *author, version)?
-                    && !active::asleep_at(t, ctx, user, *ts, &mut applied)?
-                {
-                    insert_inbox(t, ctx, user, &k, &mut applied)?;
-                }
-            }
+            deliver(t, ctx, &k, targets, &mut applied)?;
         }
         Effect::Backfill {
             author,
@@ -324,19 +318,52 @@ pub fn apply_effect<K: Kv + ?Sized>(
                 post_id: *post_id,
                 author: *author,
             };
-            for &user in targets {
-                if ctx.owns(user) && t.inbox_has(user, &k)? {
-                    t.set_inbox(user, &k, false);
-                    let mut u = t.user(user)?;
-                    u.inbox_len = u.inbox_len.saturating_sub(1);
-                    t.set_user(user, &u);
-                    applied.removed += 1;
-                    applied.changed = true;
-                }
-            }
+            retract(t, ctx, &k, targets, &mut applied)?;
         }
     }
     Ok(applied)
+}
+
+/// A deleted post `k` leaves each target's inbox.
+fn retract<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    k: &TimelineKey,
+    targets: &[UserId],
+    applied: &mut Applied,
+) -> Result<(), KvError> {
+    for &user in targets {
+        if ctx.owns(user) && t.inbox_has(user, k)? {
+            t.set_inbox(user, k, false);
+            let mut u = t.user(user)?;
+            u.inbox_len = u.inbox_len.saturating_sub(1);
+            t.set_user(user, &u);
+            applied.removed += 1;
+            applied.changed = true;
+        }
+    }
+    Ok(())
+}
+
+/// A new post `k` for each target's inbox: each that follows its author
+/// through the edge named and is not asleep (judged by the partition's
+/// clock; an idle reader falls asleep here).
+fn deliver<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    k: &TimelineKey,
+    targets: &[(UserId, Version)],
+    applied: &mut Applied,
+) -> Result<(), KvError> {
+    let now = views::clock(t)?;
+    for &(user, version) in targets {
+        if follows_at(t, ctx, user, k.author, version)?
+            && !active::asleep_at(t, ctx, user, now, applied)?
+        {
+            insert_inbox(t, ctx, user, k, applied)?;
+        }
+    }
+    Ok(())
 }
 
 /// `follower` now follows `author` (owned here) by edge `version`: the

@@ -285,6 +285,10 @@ pub fn refill(user: UserId, author: UserId) -> Vec<u8> {
     key([user.0, author.0])
 }
 
+/// `meta`: the newest event time (u64 ms) this partition has applied: its
+/// clock, against which its readers' inactivity is judged.
+pub const CLOCK: &[u8] = b"clock";
+
 /// `meta`: the pull threshold in force in this partition (u64; absent: 0).
 pub const PULL_THRESHOLD: &[u8] = b"pull/threshold";
 

@@ -344,7 +344,7 @@ fn inbox_trims_and_sets_horizon() {
     assert_eq!(effect(&mut kv, &old).0.delivered, 0);
 }
 
-// Proves a `seen` event sends nothing and changes no view, only the user's last activity (a new user's record holds nothing else).
+// Proves a `seen` event sends nothing and changes no view, only the user's last activity (a new user's record holds nothing else) and the partition's clock.
 #[test]
 fn seen_changes_nothing_but_activity() {
     let mut kv = MemKv::default();
@@ -357,7 +357,8 @@ fn seen_changes_nothing_but_activity() {
         let seen = Event::Seen { user, ts: Ts(30) };
         apply_event(&mut t, &ctx(), &seen, Version(3), &mut out).unwrap();
         assert!(out.is_empty(), "{user}");
-        assert_eq!(t.staged(), 1, "{user}: the user record only");
+        assert_eq!(t.staged(), 2, "{user}: the user record and the clock only");
+        assert_eq!(views::clock(&t).unwrap(), Ts(30));
         let after = t.user(user).unwrap();
         assert_eq!(
             after,

@@ -191,6 +191,17 @@ pub fn copy_entries<'a>(
     })
 }
 
+/// This partition's clock: the newest event time it has applied (0 before
+/// any).
+pub fn clock(kv: &(impl Kv + ?Sized)) -> Result<Ts, KvError> {
+    let k = keys::CLOCK;
+    let v = kv.get(Cf::Meta, k)?;
+    Ok(Ts(decode(Cf::Meta, k, v, |b| {
+        (b.len() == 8).then(|| keys::be(b, 0))
+    })?
+    .unwrap_or(0)))
+}
+
 /// The pull threshold in force in this partition (0 until a
 /// [`crate::core::Effect::PullThreshold`] sets one).
 pub fn pull_threshold(kv: &(impl Kv + ?Sized)) -> Result<u64, KvError> {
@@ -309,6 +320,14 @@ impl<K: Kv + ?Sized> Txn<'_, K> {
         u.marks += 1;
         self.set_user(user, &u);
         Ok(true)
+    }
+
+    /// Advances this partition's clock to `ts` (it never goes back).
+    pub fn advance_clock(&mut self, ts: Ts) -> Result<(), KvError> {
+        if ts > clock(self)? {
+            self.put(Cf::Meta, keys::CLOCK.to_vec(), ts.0.to_be_bytes().to_vec());
+        }
+        Ok(())
     }
 
     /// Stages the pull threshold in force in this partition.

@@ -116,6 +116,13 @@ pub struct Activity {
     pub follow_rate: f64,
     /// Deletes (of a recent post) per post.
     pub delete_rate: f64,
+    /// Share of users who never act after the graph is built (no post,
+    /// follow, unfollow or `seen`; the most followed accounts' posts
+    /// excepted): the readers who stop coming back.
+    pub dormant_share: f64,
+    /// `seen` events (an app opened) per post, by uniformly chosen users
+    /// who are not dormant.
+    pub seen_rate: f64,
 }
 
 impl Default for Activity {
@@ -126,12 +133,20 @@ impl Default for Activity {
             unfollow_rate: 0.05,
             follow_rate: 0.05,
             delete_rate: 0.01,
+            dormant_share: 0.0,
+            seen_rate: 0.0,
         }
     }
 }
 
-/// Posts, follows, unfollows and deletes over `graph`, `ts` from `start_ms`.
-/// Post ids are `first_post_id..`.
+/// Whether `user` is among the `share` of users who never act (a fixed
+/// hash of the id, so the same users whatever the seed).
+pub fn dormant(user: u64, share: f64) -> bool {
+    share > 0.0 && Rng(user).unit() < share
+}
+
+/// Posts, follows, unfollows, deletes and `seen` events over `graph`, `ts`
+/// from `start_ms`. Post ids are `first_post_id..`.
 pub fn activity(
     graph: &mut Graph,
     a: Activity,
@@ -146,11 +161,22 @@ pub fn activity(
     let mut post_id = first_post_id;
     let mut recent: Vec<(u64, u64)> = Vec::new();
     let mut written = 0;
+    // A uniformly chosen user who is not dormant (any, if all are).
+    let active = |rng: &mut Rng| {
+        let mut u = rng.uniform(users);
+        for _ in 0..64 {
+            if !dormant(u, a.dormant_share) {
+                break;
+            }
+            u = rng.uniform(users);
+        }
+        u
+    };
     while written < a.posts {
         let author = if rng.unit() < a.celebrity_share && !graph.by_followers.is_empty() {
             graph.by_followers[rng.zipf(graph.by_followers.len() as u64) as usize - 1]
         } else {
-            rng.uniform(users)
+            active(rng)
         };
         let burst = 1 + rng.next_u64() % 5;
         for _ in 0..burst.min(a.posts - written) {
@@ -176,8 +202,17 @@ pub fn activity(
                 ts: Ts(ts),
             });
         }
+        let mut seen = a.seen_rate * burst as f64;
+        while seen > 0.0 {
+            if rng.unit() < seen {
+                ts += 1;
+                let user = UserId(active(rng));
+                out.push(Event::Seen { user, ts: Ts(ts) });
+            }
+            seen -= 1.0;
+        }
         if rng.unit() < a.unfollow_rate * burst as f64 {
-            let u = rng.uniform(users);
+            let u = active(rng);
             let list = &mut graph.followees[u as usize];
             if !list.is_empty() {
                 let followee = list.swap_remove((rng.next_u64() as usize) % list.len());
@@ -190,7 +225,7 @@ pub fn activity(
             }
         }
         if rng.unit() < a.follow_rate * burst as f64 {
-            let u = rng.uniform(users);
+            let u = active(rng);
             let followee = rng.zipf(users);
             if followee != u && !graph.followees[u as usize].contains(&followee) {
                 graph.followees[u as usize].push(followee);
@@ -278,5 +313,44 @@ mod tests {
                 _ => {}
             }
         }
+    }
+
+    /// With dormant users, none of them acts after the graph is built
+    /// (but for the rare post as a most-followed account), `seen` events
+    /// come at the rate asked for, and about the share asked for is dormant.
+    #[test]
+    fn dormant_users_never_act() {
+        let ev = follows(1000, 5, 0, &mut Rng(2));
+        let edges = ev.iter().filter_map(|e| match e {
+            Event::Follow {
+                follower, followee, ..
+            } => Some((follower.0, followee.0)),
+            _ => None,
+        });
+        let mut g = Graph::from_edges(edges);
+        let a = Activity {
+            posts: 5000,
+            dormant_share: 0.5,
+            seen_rate: 1.0,
+            ..Activity::default()
+        };
+        let act = activity(&mut g, a, 10, 1, &mut Rng(3));
+        let quiet = (1..=1000).filter(|&u| dormant(u, 0.5)).count();
+        assert!((400..600).contains(&quiet), "{quiet} of 1000 dormant");
+        let (mut seen, mut dormant_posts) = (0, 0);
+        for e in &act {
+            let quiet = dormant(e.actor().0, 0.5);
+            match e {
+                Event::Post { .. } => dormant_posts += usize::from(quiet),
+                _ => assert!(!quiet, "{e:?}"),
+            }
+            seen += usize::from(matches!(e, Event::Seen { .. }));
+        }
+        // Only the most-followed accounts' share (0.2%) may be dormant.
+        assert!(
+            dormant_posts <= 30,
+            "{dormant_posts} posts by dormant users"
+        );
+        assert!((4500..5500).contains(&seen), "{seen} seen for 5000 posts");
     }
 }

@@ -19,13 +19,17 @@ pub fn fanout(
     follows: u64,
     posts: u64,
     partitions: u32,
-    pull_threshold: u64,
+    (pull_threshold, inactive_after): (u64, Option<u64>),
 ) -> Result<()> {
     let tmp = std::env::temp_dir().join(format!("feedlog-bench-{}", std::process::id()));
     let _cleanup = Cleanup(tmp.clone());
     let dir = DataDir::create_or_open(&tmp.join("data"), Some(partitions))?;
     let mut rng = Rng(42);
-    eprintln!("setup: {users} users, {follows} follows each (power-law), {partitions} partitions, pull threshold {pull_threshold}");
+    eprintln!(
+        "setup: {users} users, {follows} follows each (power-law), {partitions} partitions, \
+         pull threshold {pull_threshold}, inactive after {} ms",
+        inactive_after.unwrap_or(0)
+    );
     let (follow_events, post_events) = workload(users, follows, posts, &mut rng);
     let mut producer = Producer::new(&dir)?;
     for e in &follow_events {
@@ -34,6 +38,7 @@ pub fn fanout(
     producer.finish()?;
     let cfg = ProcessorConfig {
         pull_threshold: Some(pull_threshold),
+        inactive_after,
         ..ProcessorConfig::default()
     };
     let processor = Processor::open(&dir, cfg.clone())?;

@@ -52,6 +52,9 @@ pub struct RedisBench<'a> {
     pub secs: u64,
     /// feedlog's pull threshold (0: every author pushed, as Redis does).
     pub pull_threshold: u64,
+    /// feedlog's inactivity span in ms (`None`: every reader pushed to, as
+    /// Redis does).
+    pub inactive_after: Option<u64>,
 }
 
 // Long: one benchmark read top to bottom (the workload, feedlog's write
@@ -106,12 +109,16 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     let cfg = ProcessorConfig {
         inbox_cap: cap,
         pull_threshold: Some(b.pull_threshold),
+        inactive_after: b.inactive_after,
         ..ProcessorConfig::default()
     };
     let processor = Processor::open(&dir, cfg.clone())?;
     eprintln!(
-        "feedlog: processing {total} events ({partitions} partitions, sync={}, pull threshold {})",
-        cfg.sync, b.pull_threshold
+        "feedlog: processing {total} events ({partitions} partitions, sync={}, pull threshold {}, \
+         inactive after {} ms)",
+        cfg.sync,
+        b.pull_threshold,
+        b.inactive_after.unwrap_or(0)
     );
     let start = Instant::now();
     let totals = processor.run(&Shutdown::new(), true)?;

@@ -1,6 +1,9 @@
 //! Inactive readers (DESIGN §3, hybrid fan-out): a user with no event of
 //! their own for the configured span of log time falls asleep when a
-//! delivery reaches them. Their inbox is emptied and its horizon put at
+//! delivery reaches them. Log time is the partition's clock, the newest
+//! event time it has applied: the same `events` log holds the user's own
+//! events, so a partition that lags behind others in a backlog does not
+//! take its users for idle when deliveries from ahead reach them. Their inbox is emptied and its horizon put at
 //! the top, so deliveries skip them and every read takes the pull path.
 //!
 //! Their next own event (a follow, unfollow, post, deletion or `seen`)
@@ -36,6 +39,7 @@ pub(super) fn touch<K: Kv + ?Sized>(
     applied: &mut Applied,
     out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
+    t.advance_clock(ts)?;
     let mut u = t.user(user)?;
     if u.active >= ts && !u.asleep {
         return Ok(());
@@ -91,14 +95,15 @@ fn wake<K: Kv + ?Sized>(
     Ok(())
 }
 
-/// A delivery of log time `ts` reached `user` (owned here, following its
-/// author): whether the user is asleep, falling asleep now when they have
-/// had no event of their own for longer than the configured span.
+/// A delivery reached `user` (owned here, following its author) when the
+/// partition's clock reads `now`: whether the user is asleep, falling
+/// asleep now when they have had no event of their own for longer than the
+/// configured span.
 pub(super) fn asleep_at<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
     ctx: &Ctx,
     user: UserId,
-    ts: Ts,
+    now: Ts,
     applied: &mut Applied,
 ) -> Result<bool, KvError> {
     let u = t.user(user)?;
@@ -108,7 +113,7 @@ pub(super) fn asleep_at<K: Kv + ?Sized>(
     let Some(span) = ctx.inactive_after.filter(|&s| s > 0) else {
         return Ok(false);
     };
-    if ts.0 <= u.active.0.saturating_add(span) {
+    if now.0 <= u.active.0.saturating_add(span) {
         return Ok(false);
     }
     // Refills still awaited belong to the last wake: no answer counts now.
