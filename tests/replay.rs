@@ -20,17 +20,25 @@ use std::time::{Duration, Instant};
 /// A live data directory: a generated log produced into 4 partitions,
 /// processed with a SIGKILL mid-run (so committed effects are re-shipped,
 /// duplicates the receivers skip) and a restart to the end, the busiest
-/// authors pulled (from [`PULL`] followers).
+/// authors pulled (from [`PULL`] followers), readers asleep after
+/// [`SPAN`] of log time.
 fn live_state(dir: &Path, users: u64, events: u64) {
-    state_of(dir, users, events, PULL);
+    state_of(dir, users, events, (PULL, SPAN));
 }
 
-/// [`live_state`] with pull threshold `pull`.
-fn state_of(dir: &Path, users: u64, events: u64, pull: &str) {
+/// [`live_state`] with pull threshold and inactivity span `hybrid`.
+fn state_of(dir: &Path, users: u64, events: u64, (pull, span): (&str, &str)) {
     let log = generated_log(users, events);
     let (code, _, err) = feedlog(dir, &["produce", "--partitions", "4"], Some(log.as_bytes()));
     assert_eq!(code, 0, "{err}");
-    let run = ["--inbox-cap", "5", "--pull-threshold", pull];
+    let run = [
+        "--inbox-cap",
+        "5",
+        "--pull-threshold",
+        pull,
+        "--inactive-after",
+        span,
+    ];
     common::kill_run_once_grown(dir, &[&run[..], &["--no-sync"]].concat(), 20_000);
     let (code, _, err) = feedlog(dir, &[&["run", "--until-idle"], &run[..]].concat(), None);
     assert_eq!(code, 0, "{err}");
@@ -59,7 +67,7 @@ fn overall(out: &str, dir: &Path) -> String {
         .to_string()
 }
 
-// Proves a rebuild from the log (with a different inbox cap, deciding pulled authors as the log's threshold did) has the same view digests as the live state that was crashed and restarted, and so has a state of the same log that pushes every author; a second rebuild, killed halfway and resumed, ends byte-identical.
+// Proves a rebuild from the log (with a different inbox cap and inactivity span, deciding pulled authors as the log's threshold did) has the same view digests as the live state that was crashed and restarted (readers asleep and woken), and so has a state of the same log that pushes every author to every reader; a second rebuild, killed halfway and resumed, ends byte-identical.
 #[test]
 fn rebuild_equals_live_and_a_killed_rebuild_resumes_to_the_same_digest() {
     let tmp = tempfile::tempdir().unwrap();
@@ -90,8 +98,13 @@ fn rebuild_equals_live_and_a_killed_rebuild_resumes_to_the_same_digest() {
             "no reader merges copies"
         );
     }
+    // The live state's readers slept and woke; the rebuild's (30 days)
+    // never did.
+    assert!(users_recording(&live, |u| u.wakes > 0) > 0, "nobody woke");
+    assert!(users_recording(&live, |u| u.asleep) > 0, "nobody sleeps");
+    assert_eq!(users_recording(&a, |u| u.asleep || u.wakes > 0), 0);
     let push = tmp.path().join("push");
-    state_of(&push, 300, 30_000, "0");
+    state_of(&push, 300, 30_000, ("0", "0"));
     assert_eq!(users_recording(&push, |u| u.pulled), 0);
     let (code, out) = verify(&live, &push);
     assert_eq!(code, 0, "{out}");
@@ -344,6 +357,10 @@ fn users_recording(dir: &Path, f: impl Fn(&UserVal) -> bool) -> usize {
 
 /// The pull threshold of the live states.
 const PULL: &str = "8";
+
+/// The inactivity span of the live states: the generated logs advance 7 ms
+/// per event, and a user acts every 100 events or so.
+const SPAN: &str = "500ms";
 
 // Proves a backfill with a new inbox cap, swapped in while events arrive and readers read (every read answered), ends equal to a full rebuild, with the new cap in force and the old state kept until dropped.
 #[test]
