@@ -329,7 +329,32 @@ fn broker_outage_and_duplicates() {
         lines.len()
     );
     let reader = final_reader(&[&dirs[0], &dirs[1]], &s);
-    check_all(&reader, &oracle, max_user(&log), 7).unwrap();
+    if let Err(diff) = check_all(&reader, &oracle, max_user(&log), 7) {
+        panic!("{diff}\nrecords: {}", records_of(&reader, diff.as_str()));
+    }
+}
+
+/// The stored records of the user a check failure names (`timeline of U`,
+/// ...), with their pulled followees: what a failure report needs.
+fn records_of(reader: &feedlog::api::query::Reader, diff: &str) -> String {
+    let Some(user) = diff
+        .split_whitespace()
+        .skip_while(|w| *w != "of")
+        .nth(1)
+        .and_then(|u| u.trim_end_matches(':').parse::<u64>().ok())
+    else {
+        return "(no user named)".into();
+    };
+    let mut out = String::new();
+    for (p, store) in reader.stores() {
+        let snap = store.snapshot();
+        let rec = feedlog::core::views::user(&snap, UserId(user)).unwrap();
+        let pulls: Vec<UserId> = feedlog::core::views::pulls(&snap, UserId(user))
+            .map(|r| r.unwrap())
+            .collect();
+        out += &format!("\npartition {p}: user {user} {rec:?}, pulled followees {pulls:?}");
+    }
+    out
 }
 
 // Proves any processor's API answers every route for every user exactly as the oracle (its own partitions, forwarded, and timelines pulled across processors), and during a handover answers either 503 with Retry-After or the right view, never a wrong or empty one.
