@@ -72,7 +72,7 @@ fn wake<K: Kv + ?Sized>(
     for r in live_edges(t, Cf::Followees, user, None) {
         let (author, edge) = r?;
         // A pulled followee is read from this partition's copy.
-        if !t.contains(Cf::Pulls, &keys::key([user.0, author.0]))? {
+        if u.pulls == 0 || !t.contains(Cf::Pulls, &keys::key([user.0, author.0]))? {
             asks.push((author, edge.version));
         }
     }
@@ -190,7 +190,7 @@ pub(super) fn unfollowed<K: Kv + ?Sized>(
 fn awaited<K: Kv + ?Sized>(t: &Txn<'_, K>, k: &[u8]) -> Result<Option<u64>, KvError> {
     Ok(t.get(Cf::Refills, k)?
         .filter(|v| v.len() == 8)
-        .map(|v| u64::from_be_bytes(v[..8].try_into().expect("8 bytes"))))
+        .map(|v| keys::be(&v, 0)))
 }
 
 /// The refills awaited in this partition, asked for again (with the wake
