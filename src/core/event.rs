@@ -38,6 +38,44 @@ id_newtype!(
     Ts
 );
 
+impl Ts {
+    /// The first `ts` taken for seconds: one day after the epoch, in ms. A
+    /// smaller value is a synthetic clock (tests, generated logs) and is kept.
+    pub const SECONDS_FROM: u64 = 86_400_000;
+    /// 2001-01-01T00:00:00Z in ms: from here on a `ts` is milliseconds. Any
+    /// time after 1972 written in seconds is below it.
+    pub const MILLIS_FROM: u64 = 978_307_200_000;
+    /// 3000-01-01T00:00:00Z in ms: at or past it a `ts` is taken for micro-
+    /// or nanoseconds (today in microseconds is about year 57,000 in ms).
+    pub const MILLIS_UNTIL: u64 = 32_503_680_000_000;
+
+    /// Refuses a `ts` in the wrong unit: one from [`Ts::SECONDS_FROM`] up to
+    /// [`Ts::MILLIS_FROM`] (seconds), or at or past [`Ts::MILLIS_UNTIL`]
+    /// (micro- or nanoseconds). A rule of the event format, not a setting,
+    /// so that validity stays a function of the log alone.
+    pub fn check_unit(self) -> Result<(), InvalidEvent> {
+        let (unit, date, fix) = match self.0 {
+            t if (Self::SECONDS_FROM..Self::MILLIS_FROM).contains(&t) => (
+                "seconds",
+                "between 1970-01-02 and 2001-01-01",
+                "multiply seconds by 1000",
+            ),
+            t if t >= Self::MILLIS_UNTIL => (
+                "microseconds or nanoseconds",
+                "after the year 3000",
+                "divide microseconds by 1000, nanoseconds by 1000000",
+            ),
+            _ => return Ok(()),
+        };
+        Err(InvalidEvent::TsUnit {
+            ts: self.0,
+            unit,
+            date,
+            fix,
+        })
+    }
+}
+
 /// An input event, after validation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Event {
@@ -121,8 +159,10 @@ impl Event {
     }
 
     /// Checks the rules every event must meet (DESIGN §1): ids > 0, no
-    /// self-follow. Decoders call this; an event that fails is not an event.
+    /// self-follow, a `ts` in milliseconds ([`Ts::check_unit`]). Decoders
+    /// call this; an event that fails is not an event.
     pub fn validate(&self) -> Result<(), InvalidEvent> {
+        self.ts().check_unit()?;
         match *self {
             Event::Follow {
                 follower, followee, ..
@@ -218,11 +258,64 @@ pub enum InvalidEvent {
         /// The user.
         user: UserId,
     },
+    /// `ts` is not in milliseconds: seconds (1970-01-02 to 2001, as ms), or
+    /// micro- or nanoseconds (after the year 3000, as ms).
+    #[error("`ts` {ts} looks like {unit}, not milliseconds since the Unix epoch (in ms it would be {date}); {fix}")]
+    TsUnit {
+        /// The offending value.
+        ts: u64,
+        /// `seconds` or `microseconds or nanoseconds`.
+        unit: &'static str,
+        /// What the value means in milliseconds.
+        date: &'static str,
+        /// How to write it.
+        fix: &'static str,
+    },
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Proves a ts in seconds or in micro/nanoseconds is refused at both edges of each window, and synthetic and real ms clocks are kept.
+    #[test]
+    fn ts_in_the_wrong_unit_is_refused() {
+        let at = |ts| {
+            Event::Seen {
+                user: UserId(1),
+                ts: Ts(ts),
+            }
+            .validate()
+        };
+        for ok in [
+            0,
+            29,
+            Ts::SECONDS_FROM - 1,
+            Ts::MILLIS_FROM,
+            1_700_000_000_000,
+            Ts::MILLIS_UNTIL - 1,
+        ] {
+            assert_eq!(at(ok), Ok(()), "{ok}");
+        }
+        for (bad, unit) in [
+            (Ts::SECONDS_FROM, "seconds"),
+            (1_700_000_000, "seconds"),
+            (Ts::MILLIS_FROM - 1, "seconds"),
+            (Ts::MILLIS_UNTIL, "microseconds or nanoseconds"),
+            (1_700_000_000_000_000, "microseconds or nanoseconds"),
+            (u64::MAX, "microseconds or nanoseconds"),
+        ] {
+            match at(bad) {
+                Err(InvalidEvent::TsUnit { ts, unit: u, .. }) => assert_eq!((ts, u), (bad, unit)),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+        let msg = at(1_700_000_000).unwrap_err().to_string();
+        assert!(
+            msg.contains("looks like seconds") && msg.contains("multiply seconds by 1000"),
+            "{msg}"
+        );
+    }
 
     // Proves validation rejects exactly the records DESIGN §1 says are not events.
     #[test]
