@@ -28,8 +28,8 @@ fn stale_forwarded_copy_is_skipped() {
     let forwarded = |from_offset: u64, e: &Event| codec::Forwarded {
         from_partition: 1 - owner,
         from_offset,
-        format: Format::Bincode.as_u8(),
-        payload: codec::event_to_bincode(e),
+        format: Format::Postcard.as_u8(),
+        payload: codec::event_to_postcard(e),
     };
     let follow = Event::Follow {
         follower: a,
@@ -43,14 +43,9 @@ fn stale_forwarded_copy_is_skipped() {
     };
     let mut producer = Producer::new(&dir).unwrap();
     for (offset, e) in [(0, &follow), (1, &unfollow), (0, &follow)] {
-        let value = codec::encode_bin(&forwarded(offset, e));
+        let (format, value) = codec::encode_forwarded(&forwarded(offset, e));
         producer
-            .raw(
-                owner,
-                Format::Forwarded.as_u8(),
-                a.to_string().into_bytes(),
-                value,
-            )
+            .raw(owner, format.as_u8(), a.to_string().into_bytes(), value)
             .unwrap();
     }
     producer.finish().unwrap();

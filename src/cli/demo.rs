@@ -7,6 +7,7 @@
 use super::ingest::import_file;
 use super::run::process;
 use super::shell::{shutdown_on_signal, ApiServer};
+use crate::cli::say::say;
 use anyhow::{Context, Result};
 use feedlog::api::http::ApiConfig;
 use feedlog::api::query::Reader;
@@ -83,7 +84,7 @@ fn load(data: &Path, a: &DemoArgs) -> Result<()> {
         "generated" => None,
         "auto" if real.is_file() => Some(real),
         "auto" => {
-            eprintln!(
+            say!(
                 "no {} (set --shared-data): generating a network instead",
                 real.display()
             );
@@ -95,7 +96,7 @@ fn load(data: &Path, a: &DemoArgs) -> Result<()> {
     let mut edges = Vec::new();
     match &file {
         Some(f) => {
-            eprintln!(
+            say!(
                 "loading {} as a follow graph (SNAP ids start at 0, feedlog's at 1: every id is shifted by +1)",
                 f.display()
             );
@@ -107,15 +108,17 @@ fn load(data: &Path, a: &DemoArgs) -> Result<()> {
                     edges.push((follower.0, followee.0));
                 }
             })?;
-            eprintln!(
+            say!(
                 "  {} follows; {} lines to the dead-letter log",
-                s.events, s.dead_lettered
+                s.events,
+                s.dead_lettered
             );
         }
         None => {
-            eprintln!(
+            say!(
                 "generating {} users following {} accounts each (power-law)",
-                a.users, a.follows
+                a.users,
+                a.follows
             );
             for e in generate::follows(a.users, a.follows, START_MS, &mut rng) {
                 if let Event::Follow {
@@ -124,9 +127,9 @@ fn load(data: &Path, a: &DemoArgs) -> Result<()> {
                 {
                     edges.push((follower.0, followee.0));
                 }
-                producer.event(&e, Format::Bincode)?;
+                producer.event(&e, Format::Postcard)?;
             }
-            eprintln!("  {} follows", edges.len());
+            say!("  {} follows", edges.len());
         }
     }
     let follows = edges.len() as u64;
@@ -142,11 +145,11 @@ fn load(data: &Path, a: &DemoArgs) -> Result<()> {
     let mut counted = feedlog::core::metrics::StepStats::default();
     for e in &events {
         counted.count_event(e.kind());
-        producer.event(e, Format::Bincode)?;
+        producer.event(e, Format::Postcard)?;
     }
     let kinds = counted.events;
     let s = producer.finish()?;
-    eprintln!(
+    say!(
         "  then {} posts in bursts, {} new follows, {} unfollows, {} deletes, {} app opens (`seen`; half the users never come back): {} events in the log ({:.1}s)",
         kinds[2],
         kinds[0],
@@ -162,7 +165,7 @@ fn load(data: &Path, a: &DemoArgs) -> Result<()> {
 /// Runs the demo.
 pub fn run(data: &Path, a: &DemoArgs, listen: &str, exit: bool, api: ApiConfig) -> Result<i32> {
     if data.join("feedlog.json").exists() {
-        eprintln!(
+        say!(
             "{} already exists: processing what is in its log (remove it for a fresh demo)",
             data.display()
         );

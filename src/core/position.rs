@@ -130,15 +130,15 @@ impl fmt::Display for Positions {
 mod tests {
     use super::*;
 
-    // Proves positions keep their JSON shape ([events, effects]) and versions their bincode shape (a plain number).
+    // Proves positions keep their JSON shape ([events, effects]) and versions their binary shape (a plain number).
     #[test]
     fn wire_shapes_are_unchanged() {
         let p = Positions::new(3, 7);
         assert_eq!(serde_json::to_string(&p).unwrap(), "[3,7]");
         assert_eq!(serde_json::from_str::<Positions>("[3,7]").unwrap(), p);
         assert_eq!(
-            crate::core::codec::encode_bin(&Version(300)),
-            crate::core::codec::encode_bin(&300u64)
+            crate::core::codec::encode_compact(&Version(300)),
+            crate::core::codec::encode_compact(&300u64)
         );
         assert_eq!(Version::of(Offset(4)), Version(5));
         assert_eq!(Version(5).applied_at(), Offset(5));

@@ -195,7 +195,7 @@ pub fn import(
                         continue;
                     }
                     observe(&e);
-                    producer.event(&e, Format::Bincode)?;
+                    producer.event(&e, Format::Postcard)?;
                     s.events += 1;
                 }
             }

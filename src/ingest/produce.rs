@@ -92,6 +92,7 @@ impl Producer {
     /// Queues one valid event in the given event format.
     pub fn event(&mut self, event: &Event, format: Format) -> Result<(), ProduceError> {
         let value = match format {
+            Format::Postcard => codec::event_to_postcard(event),
             Format::Bincode => codec::event_to_bincode(event),
             _ => codec::event_to_json(event).into_bytes(),
         };

@@ -65,32 +65,33 @@ pub(super) fn apply_record<K: Kv + ?Sized>(
             let rec = &rec;
             // A forwarded event: skip a copy already applied, else unwrap it.
             let forwarded;
-            let (format, payload, forwarded_from) = if rec.format == Format::Forwarded.as_u8() {
-                match codec::decode_bin::<Forwarded>(&rec.value) {
-                    Ok(f) => {
-                        let mark = meta::forwarded_from(f.from_partition);
-                        if f.from_offset < meta_u64(txn, &mark)? {
-                            stats.duplicates += 1;
+            let (format, payload, forwarded_from) =
+                if let Some(f) = codec::decode_forwarded(rec.format, &rec.value) {
+                    match f {
+                        Ok(f) => {
+                            let mark = meta::forwarded_from(f.from_partition);
+                            if f.from_offset < meta_u64(txn, &mark)? {
+                                stats.duplicates += 1;
+                                return Ok(());
+                            }
+                            txn.put(Cf::Meta, mark, (f.from_offset + 1).to_be_bytes().to_vec());
+                            forwarded = f;
+                            (
+                                forwarded.format,
+                                &forwarded.payload[..],
+                                Some(forwarded.from_partition),
+                            )
+                        }
+                        Err(e) => {
+                            stats.dead_letters += 1;
+                            let reason = format!("invalid forwarded record: {e}");
+                            pending.push(dead_letter("events", p, rec, &reason));
                             return Ok(());
                         }
-                        txn.put(Cf::Meta, mark, (f.from_offset + 1).to_be_bytes().to_vec());
-                        forwarded = f;
-                        (
-                            forwarded.format,
-                            &forwarded.payload[..],
-                            Some(forwarded.from_partition),
-                        )
                     }
-                    Err(e) => {
-                        stats.dead_letters += 1;
-                        let reason = format!("invalid forwarded record: {e}");
-                        pending.push(dead_letter("events", p, rec, &reason));
-                        return Ok(());
-                    }
-                }
-            } else {
-                (rec.format, &rec.value[..], None)
-            };
+                } else {
+                    (rec.format, &rec.value[..], None)
+                };
             match codec::decode_event(format, payload) {
                 Ok(ev) if ctx.owns(ev.actor()) => {
                     stats.count_event(ev.kind());
@@ -143,16 +144,17 @@ fn misrouted(ev: &Event, partitions: u32) -> String {
 /// `events` partition (where it gets a version from the owner's own log).
 fn forward(ctx: &Ctx, ev: &Event, rec: &Record) -> Pending {
     let actor = ev.actor();
+    let (format, value) = codec::encode_forwarded(&Forwarded {
+        from_partition: ctx.partition,
+        from_offset: rec.offset.0,
+        format: rec.format,
+        payload: rec.value.clone(),
+    });
     Pending {
         topic: Topic::Events,
         partition: partition_for(actor, ctx.partitions),
-        format: Format::Forwarded,
+        format,
         key: actor.to_string().into_bytes(),
-        value: codec::encode_bin(&Forwarded {
-            from_partition: ctx.partition,
-            from_offset: rec.offset.0,
-            format: rec.format,
-            payload: rec.value.clone(),
-        }),
+        value,
     }
 }

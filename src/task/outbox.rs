@@ -54,12 +54,15 @@ impl Pending {
         // (partition, effects, items) per open record, in order of first use.
         let mut open: Vec<(u32, Vec<Effect>, usize)> = Vec::new();
         let mut records = Vec::new();
-        let close = |partition: u32, effects: Vec<Effect>| Pending {
-            topic: Topic::Effects,
-            partition,
-            format: Format::Effects,
-            key: effects[0].key_user().to_string().into_bytes(),
-            value: codec::encode_effects(&effects),
+        let close = |partition: u32, effects: Vec<Effect>| {
+            let (format, value) = codec::encode_effects(&effects);
+            Pending {
+                topic: Topic::Effects,
+                partition,
+                format,
+                key: effects[0].key_user().to_string().into_bytes(),
+                value,
+            }
         };
         for out in outs {
             let i = match open.iter().position(|(p, ..)| *p == out.partition) {
@@ -185,7 +188,10 @@ mod tests {
         let records = Pending::effects(outs);
         let mut got: Vec<Vec<Effect>> = vec![Vec::new(); 3];
         for r in &records {
-            assert_eq!((r.topic, r.format), (Topic::Effects, Format::Effects));
+            assert_eq!(
+                (r.topic, r.format),
+                (Topic::Effects, Format::PostcardEffects)
+            );
             let effects = decode_effects(r.format.as_u8(), &r.value).expect("decodes");
             assert!(effects.len() <= EFFECTS_PER_RECORD);
             let items: usize = effects.iter().map(items_of).sum();

@@ -2,6 +2,7 @@
 //! RocksDB puts of the same keys.
 
 use super::{run_until_idle, workload, Cleanup};
+use crate::cli::say::say;
 use anyhow::{Context, Result};
 use feedlog::core::codec::Format;
 use feedlog::ingest::generate::Rng;
@@ -25,7 +26,7 @@ pub fn fanout(
     let _cleanup = Cleanup(tmp.clone());
     let dir = DataDir::create_or_open(&tmp.join("data"), Some(partitions))?;
     let mut rng = Rng(42);
-    eprintln!(
+    say!(
         "setup: {users} users, {follows} follows each (power-law), {partitions} partitions, \
          pull threshold {pull_threshold}, inactive after {} ms",
         inactive_after.unwrap_or(0)
@@ -33,7 +34,7 @@ pub fn fanout(
     let (follow_events, post_events) = workload(users, follows, posts, &mut rng);
     let mut producer = Producer::new(&dir)?;
     for e in &follow_events {
-        producer.event(e, Format::Bincode)?;
+        producer.event(e, Format::Postcard)?;
     }
     producer.finish()?;
     let cfg = ProcessorConfig {
@@ -44,10 +45,10 @@ pub fn fanout(
     let processor = Processor::open(&dir, cfg.clone())?;
     run_until_idle(&processor)?;
     for e in &post_events {
-        producer.event(e, Format::Bincode)?;
+        producer.event(e, Format::Postcard)?;
     }
     producer.finish()?;
-    eprintln!("measuring: {posts} posts fanned out through the processor");
+    say!("measuring: {posts} posts fanned out through the processor");
     let (delivered, secs) = run_until_idle(&processor)?;
     let feed_rate = delivered as f64 / secs;
 

@@ -2,6 +2,7 @@
 //! and of two processors, against the embedded log.
 
 use super::{process_cpu_secs, workload, Cleanup, Throughput};
+use crate::cli::say::say;
 use anyhow::{Context, Result};
 use feedlog::core::codec::Format;
 use feedlog::core::event::Event;
@@ -38,7 +39,7 @@ pub fn kafka(
     let mut rng = Rng(42);
     let (setup, post_events) = workload(users, follows, posts, &mut rng);
     let events: Vec<Event> = setup.into_iter().chain(post_events).collect();
-    eprintln!(
+    say!(
         "workload: {} events ({users} users, {follows} follows each, {posts} posts), {partitions} partitions",
         events.len()
     );
@@ -47,7 +48,7 @@ pub fn kafka(
     let dir = DataDir::create_or_open(&tmp.join("embedded"), Some(partitions))?;
     let mut producer = Producer::new(&dir)?;
     for e in &events {
-        producer.event(e, Format::Bincode)?;
+        producer.event(e, Format::Postcard)?;
     }
     producer.finish()?;
     let processor = Processor::open(&dir, ProcessorConfig::default())?;
@@ -145,7 +146,7 @@ pub fn kafka(
                         }
                     }
                     // Timed: produce the workload (keyed by the actor, in the
-                    // partition that owns it, bincode with its header) while
+                    // partition that owns it, postcard with its header) while
                     // the processors run, until the members have applied (and
                     // committed to their states) as many events and deliveries
                     // as the embedded run: the same end as the embedded run's.
@@ -237,7 +238,7 @@ fn embedded_live(
             let cpu = process_cpu_secs();
             let mut producer = Producer::new(&dir)?;
             for e in events {
-                producer.event(e, Format::Bincode)?;
+                producer.event(e, Format::Postcard)?;
             }
             producer.finish()?;
             drop(producer);

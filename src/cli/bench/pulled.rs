@@ -4,6 +4,7 @@
 
 use super::http::{through_http, which, Load};
 use super::{run_until_idle, Cleanup};
+use crate::cli::say::say;
 use anyhow::{Context, Result};
 use feedlog::api::query::Reader;
 use feedlog::core::codec::Format;
@@ -77,14 +78,14 @@ pub fn pulled(partitions: u32, threads: usize, connections: usize, secs: u64) ->
     let dir = DataDir::create_or_open(&tmp.join("data"), Some(partitions))?;
     let mut producer = Producer::new(&dir)?;
     for e in events() {
-        producer.event(&e, Format::Bincode)?;
+        producer.event(&e, Format::Postcard)?;
     }
     producer.finish()?;
     let cfg = ProcessorConfig {
         pull_threshold: Some(THRESHOLD),
         ..ProcessorConfig::default()
     };
-    eprintln!("setup: 50 pulled and 90 pushed authors, 3 x {READERS} readers ({partitions} partitions, threshold {THRESHOLD})");
+    say!("setup: 50 pulled and 90 pushed authors, 3 x {READERS} readers ({partitions} partitions, threshold {THRESHOLD})");
     let processor = Processor::open(&dir, cfg)?;
     run_until_idle(&processor)?;
     drop(processor);

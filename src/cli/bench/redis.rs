@@ -17,6 +17,7 @@
 use super::http::{readers, through_http, which, Load};
 use super::resp::{number, Conn, Resp};
 use super::{workload, Cleanup};
+use crate::cli::say::say;
 use anyhow::{bail, Context, Result};
 use feedlog::api::query::Reader;
 use feedlog::core::codec::{decode_event, Format};
@@ -63,7 +64,7 @@ pub struct RedisBench<'a> {
 /// (embedded log, durable) against the Redis design on the same events.
 pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     let Some(server_bin) = which("redis-server") else {
-        eprintln!(
+        say!(
             "bench redis: skipped: redis-server is not installed \
              (Debian/Ubuntu: apt-get install redis-server redis-tools; scripts/setup.sh --bench installs it)"
         );
@@ -75,12 +76,12 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
 
     let (by_partition, partitions, cap) = if b.data.join("feedlog.json").exists() {
         let dir = DataDir::open(b.data)?;
-        eprintln!("workload: the events log of {}", b.data.display());
+        say!("workload: the events log of {}", b.data.display());
         let cap = dir.inbox_cap().unwrap_or(DEFAULT_INBOX_CAP);
         (logged_events(&dir)?, dir.partitions(), cap)
     } else {
         let (users, follows, posts) = b.generated;
-        eprintln!(
+        say!(
             "workload: generated ({users} users, {follows} follows each, {posts} posts; \
              {} has no data directory)",
             b.data.display()
@@ -103,7 +104,7 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     dir.set_inbox_cap(cap)?;
     let mut producer = Producer::new(&dir)?;
     for e in by_partition.iter().flatten() {
-        producer.event(e, Format::Bincode)?;
+        producer.event(e, Format::Postcard)?;
     }
     producer.finish()?;
     let cfg = ProcessorConfig {
@@ -113,7 +114,7 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
         ..ProcessorConfig::default()
     };
     let processor = Processor::open(&dir, cfg.clone())?;
-    eprintln!(
+    say!(
         "feedlog: processing {total} events ({partitions} partitions, sync={}, pull threshold {}, \
          inactive after {} ms)",
         cfg.sync,
@@ -129,7 +130,7 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     let server = RedisServer::start(&server_bin, &tmp)?;
     let mut events: Vec<&Event> = by_partition.iter().flatten().collect();
     events.sort_by_key(|e| e.ts());
-    eprintln!("redis: mass insertion of the same {total} events");
+    say!("redis: mass insertion of the same {total} events");
     let cpu_before = server.cpu_secs();
     let (entries, commands, redis_secs) = server.replay(&events, cap)?;
     let busy = match (cpu_before, server.cpu_secs()) {
@@ -170,7 +171,7 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
 
     // Pages: the same readers' first pages at the same concurrency.
     let (Some(wrk), Some(bench_bin)) = (which("wrk"), which("redis-benchmark")) else {
-        eprintln!(
+        say!(
             "bench redis: the page runs are skipped: they need wrk and redis-benchmark \
              (Debian/Ubuntu: apt-get install wrk redis-tools; scripts/setup.sh --bench installs them)"
         );
@@ -225,7 +226,7 @@ fn logged_events(dir: &DataDir) -> Result<Vec<Vec<Event>>> {
         out.push(events);
     }
     if undecodable > 0 {
-        eprintln!("{undecodable} records of the log are not events (both sides skip them)");
+        say!("{undecodable} records of the log are not events (both sides skip them)");
     }
     Ok(out)
 }

@@ -6,12 +6,16 @@
 //!
 //! - [`Format::Json`]: the interchange format any producer can write, one
 //!   object per record, exactly as in the README.
-//! - [`Format::Bincode`]: compact events for Rust producers (bincode 2, standard
-//!   config). This module is the only place that names bincode, so switching
-//!   to another binary codec is a one-file change.
-//! - [`Format::Effect`] and [`Format::Effects`]: feedlog's internal messages
-//!   (`effects` topic), one per record or several to the same partition in
-//!   one record.
+//! - [`Format::Postcard`]: compact events for Rust producers, and what
+//!   feedlog's own tools write (postcard 1.x, whose wire format is stable).
+//! - [`Format::PostcardEffects`] and [`Format::PostcardForwarded`]:
+//!   feedlog's internal messages (`effects` topic; events forwarded to the
+//!   partition that owns their actor), in postcard.
+//! - [`Format::Bincode`], [`Format::Effect`], [`Format::Effects`] and
+//!   [`Format::Forwarded`]: the same in bincode 2 (standard config), as
+//!   earlier versions wrote them. They are still read, never written (bincode
+//!   events from outside producers excepted), so a log from before the change
+//!   replays unchanged. This module is the only place that names either codec.
 //! - [`Format::DeadLetter`]: a JSON dead-letter record.
 
 use crate::core::effect::Effect;
@@ -36,7 +40,26 @@ pub enum Format {
     /// Internal messages to one partition, in order: a bincode sequence of
     /// effects (what a processing step sends there, in chunks).
     Effects = 6,
+    /// A postcard-encoded [`Event`].
+    Postcard = 7,
+    /// [`Format::Effects`] in postcard: what this version writes.
+    PostcardEffects = 8,
+    /// [`Format::Forwarded`] in postcard: what this version writes.
+    PostcardForwarded = 9,
 }
+
+/// Every format, in marker order.
+const FORMATS: [Format; 9] = [
+    Format::Json,
+    Format::Bincode,
+    Format::Effect,
+    Format::DeadLetter,
+    Format::Forwarded,
+    Format::Effects,
+    Format::Postcard,
+    Format::PostcardEffects,
+    Format::PostcardForwarded,
+];
 
 impl Format {
     /// The marker byte.
@@ -46,15 +69,7 @@ impl Format {
 
     /// Reads a marker byte; `None` for a byte no format owns.
     pub fn from_u8(b: u8) -> Option<Format> {
-        Some(match b {
-            1 => Format::Json,
-            2 => Format::Bincode,
-            3 => Format::Effect,
-            4 => Format::DeadLetter,
-            5 => Format::Forwarded,
-            6 => Format::Effects,
-            _ => return None,
-        })
+        FORMATS.into_iter().find(|f| f.as_u8() == b)
     }
 
     /// The name used in Kafka headers and messages.
@@ -66,21 +81,15 @@ impl Format {
             Format::DeadLetter => "dead-letter",
             Format::Forwarded => "forwarded",
             Format::Effects => "effects",
+            Format::Postcard => "postcard",
+            Format::PostcardEffects => "effects-postcard",
+            Format::PostcardForwarded => "forwarded-postcard",
         }
     }
 
     /// Inverse of [`Format::name`] (Kafka record headers).
     pub fn from_name(name: &str) -> Option<Format> {
-        [
-            Format::Json,
-            Format::Bincode,
-            Format::Effect,
-            Format::DeadLetter,
-            Format::Forwarded,
-            Format::Effects,
-        ]
-        .into_iter()
-        .find(|f| f.name() == name)
+        FORMATS.into_iter().find(|f| f.name() == name)
     }
 }
 
@@ -112,6 +121,9 @@ pub enum DecodeError {
     /// Not a valid bincode payload.
     #[error("invalid bincode: {0}")]
     Bincode(String),
+    /// Not a valid postcard payload.
+    #[error("invalid postcard: {0}")]
+    Postcard(String),
     /// `type` is missing or names no event kind.
     #[error("unknown event type {0:?} (expected follow, unfollow, post, delete_post or seen)")]
     UnknownType(String),
@@ -207,28 +219,52 @@ fn decimal_id(s: &str) -> Option<u64> {
 }
 
 /// One `effects` record's value: effects to one partition, in the order
-/// they are to be applied ([`Format::Effects`]).
-pub fn encode_effects(effects: &[Effect]) -> Vec<u8> {
-    encode_bin(&effects)
+/// they are to be applied, with its marker ([`Format::PostcardEffects`]).
+pub fn encode_effects(effects: &[Effect]) -> (Format, Vec<u8>) {
+    (Format::PostcardEffects, encode_compact(&effects))
 }
 
 /// The effects of one `effects` record: a single effect
-/// ([`Format::Effect`]) or a sequence ([`Format::Effects`], never empty).
+/// ([`Format::Effect`]) or a sequence ([`Format::Effects`],
+/// [`Format::PostcardEffects`]; never empty).
 pub fn decode_effects(format: u8, value: &[u8]) -> Result<Vec<Effect>, String> {
+    let many = match Format::from_u8(format) {
+        Some(Format::Effect) => {
+            return Ok(vec![
+                decode_bincode::<Effect>(value).map_err(|e| format!("invalid effect: {e}"))?
+            ])
+        }
+        Some(Format::Effects) => decode_bincode::<Vec<Effect>>(value),
+        Some(Format::PostcardEffects) => decode_compact::<Vec<Effect>>(value),
+        _ => {
+            return Err(format!(
+                "effects record has format marker {format}, expected {}, {} or {}",
+                Format::PostcardEffects.as_u8(),
+                Format::Effects.as_u8(),
+                Format::Effect.as_u8()
+            ))
+        }
+    };
+    match many {
+        Ok(v) if v.is_empty() => Err("an effects record with no effects".into()),
+        Ok(v) => Ok(v),
+        Err(e) => Err(format!("invalid effects: {e}")),
+    }
+}
+
+/// A forwarded event's record value, with its marker
+/// ([`Format::PostcardForwarded`]).
+pub fn encode_forwarded(forwarded: &Forwarded) -> (Format, Vec<u8>) {
+    (Format::PostcardForwarded, encode_compact(forwarded))
+}
+
+/// Unwraps a forwarded event ([`Format::PostcardForwarded`] or
+/// [`Format::Forwarded`]); `None` when `format` is no forwarding format.
+pub fn decode_forwarded(format: u8, value: &[u8]) -> Option<Result<Forwarded, String>> {
     match Format::from_u8(format) {
-        Some(Format::Effect) => Ok(vec![
-            decode_bin::<Effect>(value).map_err(|e| format!("invalid effect: {e}"))?
-        ]),
-        Some(Format::Effects) => match decode_bin::<Vec<Effect>>(value) {
-            Ok(v) if v.is_empty() => Err("an effects record with no effects".into()),
-            Ok(v) => Ok(v),
-            Err(e) => Err(format!("invalid effects: {e}")),
-        },
-        _ => Err(format!(
-            "effects record has format marker {format}, expected {} or {}",
-            Format::Effect.as_u8(),
-            Format::Effects.as_u8()
-        )),
+        Some(Format::PostcardForwarded) => Some(decode_compact(value)),
+        Some(Format::Forwarded) => Some(decode_bincode(value)),
+        _ => None,
     }
 }
 
@@ -236,7 +272,8 @@ pub fn decode_effects(format: u8, value: &[u8]) -> Result<Vec<Effect>, String> {
 pub fn decode_event(format: u8, value: &[u8]) -> Result<Event, DecodeError> {
     let event = match Format::from_u8(format) {
         Some(Format::Json) => decode_json(value)?,
-        Some(Format::Bincode) => decode_bin::<Event>(value).map_err(DecodeError::Bincode)?,
+        Some(Format::Postcard) => decode_compact::<Event>(value).map_err(DecodeError::Postcard)?,
+        Some(Format::Bincode) => decode_bincode::<Event>(value).map_err(DecodeError::Bincode)?,
         _ => return Err(DecodeError::Format(format)),
     };
     event.validate()?;
@@ -349,9 +386,17 @@ pub fn event_to_json(event: &Event) -> String {
     }
 }
 
-/// Encodes an event in the compact binary format (marker [`Format::Bincode`]).
+/// Encodes an event in the compact binary format (marker
+/// [`Format::Postcard`]).
+pub fn event_to_postcard(event: &Event) -> Vec<u8> {
+    encode_compact(event)
+}
+
+/// Encodes an event in bincode (marker [`Format::Bincode`]), the compact
+/// format of earlier versions, still read: for producers that write it.
 pub fn event_to_bincode(event: &Event) -> Vec<u8> {
-    encode_bin(event)
+    bincode::serde::encode_to_vec(event, bincode::config::standard())
+        .expect("bincode encoding of an in-memory value cannot fail")
 }
 
 /// The most payload bytes a dead-letter record carries; a longer payload is cut
@@ -406,14 +451,23 @@ pub fn dead_letter_excerpt(
     body.to_string().into_bytes()
 }
 
-/// Encodes any serde value with bincode's standard configuration.
-pub fn encode_bin<T: Serialize>(value: &T) -> Vec<u8> {
-    bincode::serde::encode_to_vec(value, bincode::config::standard())
-        .expect("bincode encoding of an in-memory value cannot fail")
+/// Encodes any serde value in postcard.
+pub fn encode_compact<T: Serialize>(value: &T) -> Vec<u8> {
+    postcard::to_stdvec(value).expect("postcard encoding of an in-memory value cannot fail")
 }
 
-/// Decodes a bincode value, refusing trailing bytes.
-pub fn decode_bin<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+/// Decodes a postcard value, refusing trailing bytes.
+pub fn decode_compact<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    let (value, rest) = postcard::take_from_bytes(bytes).map_err(|e| e.to_string())?;
+    if !rest.is_empty() {
+        return Err(format!("{} trailing bytes", rest.len()));
+    }
+    Ok(value)
+}
+
+/// Decodes a bincode value (standard config) as earlier versions wrote it,
+/// refusing trailing bytes.
+fn decode_bincode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
     let (value, used) = bincode::serde::decode_from_slice(bytes, bincode::config::standard())
         .map_err(|e| e.to_string())?;
     if used != bytes.len() {

@@ -363,7 +363,7 @@ where
 
 /// Produces `events` into `cfg`'s `events` topic as any client would:
 /// keyed by the actor, into the partition that owns it (of `partitions`),
-/// bincode with its format header; returns once every record is
+/// postcard with its format header; returns once every record is
 /// acknowledged.
 pub fn produce_events(
     cfg: &KafkaConfig,
@@ -381,14 +381,14 @@ pub fn produce_events(
     let topic = cfg.name(Topic::Events);
     for e in events {
         let key = e.actor().to_string();
-        let payload = crate::core::codec::event_to_bincode(e);
+        let payload = crate::core::codec::event_to_postcard(e);
         let rec = BaseRecord::to(&topic)
             .key(&key)
             .payload(&payload)
             .partition(crate::core::partition::partition_for(e.actor(), partitions) as i32)
             .headers(OwnedHeaders::new().insert(Header {
                 key: super::FORMAT_HEADER,
-                value: Some("bincode"),
+                value: Some(crate::core::codec::Format::Postcard.name()),
             }));
         send_when_room(&producer, rec).map_err(kafka_err(format!("producing to {topic}")))?;
     }
