@@ -19,6 +19,7 @@ fn main() {
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
+    cli::say::set_json(matches!(cli.log_format, cli::args::LogFormat::Json));
     match cli.log_format {
         cli::args::LogFormat::Json => logs.json().init(),
         cli::args::LogFormat::Text => {
@@ -29,7 +30,7 @@ fn main() {
     match cli::dispatch(cli) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("error: {}", error_text(&e));
+            cli::say::error(error_text(&e));
             std::process::exit(1);
         }
     }

@@ -504,6 +504,45 @@ fn run_progress_interval_and_quiet() {
     assert_eq!(progress_lines(&["--quiet", "--progress", "0.01"]), 0);
 }
 
+// Proves that with `--log-format json` every stderr line of a run (status and progress lines included) and a command's error are JSON records.
+#[test]
+fn json_status_and_error_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let post = br#"{"type":"post","author":1,"post_id":1,"ts":1}"#;
+    let (code, _, err) = feedlog(tmp.path(), &["produce", "-"], Some(post));
+    assert_eq!(code, 0, "{err}");
+    let records = |err: &str| -> Vec<serde_json::Value> {
+        err.lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+            .collect()
+    };
+    let json = ["--log-format", "json"];
+    let run = [
+        &json[..],
+        &["run", "--until-idle", "--no-sync", "--progress", "0.01"],
+    ]
+    .concat();
+    let (code, _, err) = feedlog(tmp.path(), &run, None);
+    assert_eq!(code, 0, "{err}");
+    let lines = records(&err);
+    assert!(
+        lines.iter().any(|v| v["level"] == "INFO"
+            && v["fields"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("events to process")),
+        "{err}"
+    );
+    let (code, _, err) = feedlog(
+        tmp.path(),
+        &[&json[..], &["drop-state", "nope"]].concat(),
+        None,
+    );
+    assert_eq!(code, 1);
+    let lines = records(&err);
+    assert_eq!(lines.last().unwrap()["level"], "ERROR", "{err}");
+}
+
 // Proves `--log-format json` writes log lines as JSON objects (here the warning that a torn log tail was cut).
 #[test]
 fn json_log_lines() {

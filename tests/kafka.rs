@@ -207,6 +207,15 @@ fn group_reset_to_checkpoints_and_to_start() {
         !refused.status.success() && err.contains("stop every processor"),
         "{err}"
     );
+    let preview = feedlog_kafka(&b, "gw", None, &["reset", "--to-start", "--dry-run"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&preview.stdout);
+    assert!(
+        preview.status.success() && said.contains("dry run") && said.contains("would refuse now"),
+        "{said}{}",
+        String::from_utf8_lossy(&preview.stderr)
+    );
     m.stop();
     let at_first: Vec<Positions> = (0..4)
         .map(|p| {
@@ -231,9 +240,16 @@ fn group_reset_to_checkpoints_and_to_start() {
     // goes to a group it has not seen; the processor brings its data
     // directory from group gw.
     let to_checkpoints = GroupResetTo::Checkpoints(checkpoints.clone());
-    let r = reset_group(&cfg("gr1").kafka, &to_checkpoints).unwrap();
+    let preview = reset_group(&cfg("gr1").kafka, &to_checkpoints, false).unwrap();
+    let r = reset_group(&cfg("gr1").kafka, &to_checkpoints, true).unwrap();
     let positions: Vec<Positions> = r.positions.iter().map(|(at, _)| *at).collect();
     assert_eq!(positions, at_first);
+    assert!(r.executed && !preview.executed);
+    let previewed: Vec<Positions> = preview.positions.iter().map(|(at, _)| *at).collect();
+    assert_eq!(
+        previewed, positions,
+        "the preview showed the positions the reset committed"
+    );
     let (s, st) = run_to_idle("gr1");
     assert_eq!(s.replayed, 0, "seeded at the group's positions: {s:?}");
     let after_checkpoint: u64 = st

@@ -113,8 +113,9 @@ fn rebuild_equals_live_and_a_killed_rebuild_resumes_to_the_same_digest() {
     assert!(out.contains("identical"), "{out}");
 
     // Killed at its first progress line (records replayed and committed),
-    // then run again. Progress every 0.1 s, so such a line comes well
-    // before the end however fast the rebuild is (checked below).
+    // then run again. Progress every 0.01 s, so such a line comes well
+    // before the end however fast the rebuild is (a release build replays
+    // this log in about 0.1 s; checked below).
     let b = tmp.path().join("b");
     let mut child = Command::new(env!("CARGO_BIN_EXE_feedlog"))
         .arg("--data")
@@ -126,7 +127,7 @@ fn rebuild_equals_live_and_a_killed_rebuild_resumes_to_the_same_digest() {
             "--inbox-cap",
             "50",
             "--progress",
-            "0.1",
+            "0.01",
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -314,8 +315,38 @@ fn checkpoint_plus_tail_equals_full_replay() {
     // effects positions differ: processing again re-emitted effects, which
     // the receivers skipped as duplicates; at the same events positions
     // verify warns about that and compares the views, which are equal.)
+    // A dry run first: it names what the reset will do and changes nothing.
+    let (preview, _) = ok(
+        &live,
+        &["reset", "--to-checkpoint", path(&c), "--dry-run"],
+        None,
+    );
+    assert!(
+        preview.contains("dry run: nothing was changed")
+            && preview.contains("as state generation state.1"),
+        "{preview}"
+    );
+    let (states, _) = ok(&live, &["states"], None);
+    assert!(
+        !states.contains("state.1"),
+        "a dry run made a generation: {states}"
+    );
+    let (code, out) = verify(&live, &full);
+    assert_eq!(code, 0, "a dry run moved the state: {out}");
     let (out, _) = ok(&live, &["reset", "--to-checkpoint", path(&c)], None);
     assert!(out.contains("now uses state generation state.1"), "{out}");
+    // "... N records again": N.
+    let again = |s: &str| {
+        s.split(" records again")
+            .next()
+            .and_then(|h| h.rsplit(' ').next())
+            .map(str::to_string)
+    };
+    assert_eq!(
+        again(&preview),
+        again(&out),
+        "the dry run's count of records to process again: {preview} / {out}"
+    );
     ok(&live, &["run", "--until-idle", "--no-sync"], None);
     let (code, out) = verify(&live, &full);
     assert_eq!(code, 0, "{out}");

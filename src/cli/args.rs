@@ -26,8 +26,8 @@ pub struct Cli {
     #[command(flatten)]
     pub kafka: kafka::KafkaArgs,
     /// Log lines (warnings, errors, lifecycle): `text` (colours only on a
-    /// terminal) or `json`, one object per line. Progress and summary
-    /// lines stay text.
+    /// terminal) or `json`, one object per line; with `json` the status,
+    /// progress and error lines on stderr are JSON records too.
     #[arg(long, global = true, env = "FEEDLOG_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     #[command(subcommand)]
@@ -200,6 +200,11 @@ pub enum Command {
         /// directory; each partition goes back to its newest checkpoint).
         #[arg(long, value_name = "C")]
         to_checkpoint: Option<PathBuf>,
+        /// Print what the reset would do (positions, records to process
+        /// again, the state kept) after every check it makes, and change
+        /// nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// List the state generations of --data (active and kept).
     States,

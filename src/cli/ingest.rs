@@ -2,6 +2,7 @@
 
 use super::args::ImportFormat;
 use super::shell::per_sec;
+use crate::cli::say::say;
 use anyhow::{bail, Context, Result};
 use feedlog::ingest::import::{ImportSummary, SnapFormat};
 use feedlog::ingest::produce::Producer;
@@ -105,7 +106,7 @@ pub fn import_file(
             if last.elapsed() >= Duration::from_secs(1) {
                 last = Instant::now();
                 let pct = 100.0 * consumed.load(Ordering::Relaxed) as f64 / size as f64;
-                eprintln!(
+                say!(
                     "importing {name}: {pct:>5.1}%  {} lines ({:.0}/s)  {} events",
                     s.lines,
                     per_sec(s.lines, start),

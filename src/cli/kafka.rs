@@ -3,6 +3,7 @@
 
 use super::args::ApiArgs;
 use super::shell::{per_sec, shutdown_on_signal, BoundApi, RunMode};
+use crate::cli::say::say;
 use anyhow::{bail, Context, Result};
 use feedlog::log::kafka::{apply_topics, KafkaConfig};
 use feedlog::log::Topic;
@@ -231,7 +232,7 @@ pub fn config_check(args: &KafkaArgs, file: &Path) -> Result<i32> {
     let (settings, cluster) = match checked {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("{}: {e:#}", file.display());
+            say!("{}: {e:#}", file.display());
             return Ok(1);
         }
     };
@@ -295,7 +296,7 @@ pub fn run(
         .clone()
         .or_else(|| f.advertise.clone())
         .or_else(|| bound.as_ref().map(|b| advertised(b.addr)));
-    eprintln!(
+    say!(
         "kafka mode: brokers {}, group {}, member {}{}{}",
         cfg.kafka.brokers,
         cfg.kafka.group,
@@ -327,7 +328,7 @@ pub fn run(
             let t = cluster.progress().totals();
             let events: u64 = t.events.iter().sum();
             let owned = cluster.shared().partitions();
-            eprintln!(
+            say!(
                 "{:>6.1}s  partitions {:?}  events {events} ({:.0}/s)  deliveries {} ({:.0}/s)  forwarded {}  dead letters {}",
                 start.elapsed().as_secs_f64(),
                 owned.keys().collect::<Vec<_>>(),
@@ -391,7 +392,7 @@ pub fn topics_apply(settings: &Settings, partitions: Option<u32>, replication: i
         }
     }
     if differs {
-        eprintln!("some topics differ from their specs; feedlog does not alter existing topics: fix them with your Kafka tools");
+        say!("some topics differ from their specs; feedlog does not alter existing topics: fix them with your Kafka tools");
         return Ok(1);
     }
     Ok(0)
@@ -407,13 +408,13 @@ pub fn status(settings: &Settings) -> Result<i32> {
 
 /// `feedlog reset --kafka`: moves the group back (see
 /// [`reset::reset_group`]).
-pub fn reset(settings: &Settings, to_checkpoint: Option<PathBuf>) -> Result<i32> {
+pub fn reset(settings: &Settings, to_checkpoint: Option<PathBuf>, dry_run: bool) -> Result<i32> {
     let kafka = settings.require_kafka("reset")?;
     let to = match to_checkpoint {
         Some(c) => reset::GroupResetTo::Checkpoints(c),
         None => reset::GroupResetTo::Start,
     };
-    let r = reset::reset_group(kafka, &to)?;
+    let r = reset::reset_group(kafka, &to, !dry_run)?;
     for (p, (at, from)) in r.positions.iter().enumerate() {
         match from {
             Some(c) => println!(
@@ -422,6 +423,22 @@ pub fn reset(settings: &Settings, to_checkpoint: Option<PathBuf>) -> Result<i32>
             ),
             None => println!("partition {p}: events {} effects {}", at.events, at.effects),
         }
+    }
+    if !r.executed {
+        println!(
+            "dry run: nothing was committed. `feedlog reset` without --dry-run would commit these positions for \
+             group {}{}",
+            kafka.group,
+            match r.members.is_empty() {
+                true => ".".to_string(),
+                false => format!(
+                    ", but would refuse now: the group has {} member(s) ({}); stop every processor of the group first.",
+                    r.members.len(),
+                    r.members.join(", ")
+                ),
+            }
+        );
+        return Ok(0);
     }
     println!(
         "reset group {} under epoch {}: each processor drops its store of a partition it takes that is ahead of these \

@@ -1,6 +1,7 @@
 //! `feedlog log check`, `feedlog log repair` and `feedlog dead-letters`:
 //! the operator's view of the embedded log and the dead-letter log.
 
+use crate::cli::say::say;
 use anyhow::{bail, Context, Result};
 use feedlog::log::embedded::{self, PartitionCheck};
 use feedlog::log::kafka::{KafkaConfig, KafkaLog};
@@ -274,7 +275,7 @@ pub fn dead_letters(
         }
     }
     if !json {
-        eprintln!("{count} dead letter(s)");
+        say!("{count} dead letter(s)");
     }
     Ok(0)
 }

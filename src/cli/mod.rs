@@ -10,6 +10,7 @@ pub mod kafka;
 pub mod log;
 pub mod query;
 pub mod run;
+pub mod say;
 pub mod shell;
 pub mod state;
 
@@ -140,9 +141,10 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             to_start: _,
             regenerate_effects,
             to_checkpoint,
+            dry_run,
         } => match settings.kafka {
-            Some(_) => kafka::reset(&settings, to_checkpoint),
-            None => state::reset(data, to_checkpoint, regenerate_effects),
+            Some(_) => kafka::reset(&settings, to_checkpoint, dry_run),
+            None => state::reset(data, to_checkpoint, regenerate_effects, dry_run),
         },
         Command::States => state::states(data),
         Command::DropState { name } => state::drop_state(data, &name),

@@ -1,5 +1,6 @@
 //! `query`: one view of one user, or a stream of JSON queries on stdin.
 
+use crate::cli::say::say;
 use anyhow::{Context, Result};
 use feedlog::api::query::{self, QueryError, Reader};
 use feedlog::core::View;
@@ -30,7 +31,7 @@ pub fn query(
             Ok(0)
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            say!("error: {e}");
             Ok(2)
         }
     }

@@ -2,6 +2,7 @@
 //! SIGTERM, a progress ticker, scratch directories, and the HTTP API's
 //! server thread.
 
+use crate::cli::say::say;
 use anyhow::{bail, Context, Result};
 use feedlog::api::http::{self, Api, ApiConfig};
 use feedlog::task::Shutdown;
@@ -26,7 +27,7 @@ pub fn shutdown_on_signal() -> Shutdown {
                 r = tokio::signal::ctrl_c() => r?,
                 _ = term.recv() => {}
             }
-            eprintln!("stopping: finishing the current batches");
+            say!("stopping: finishing the current batches");
             token.request();
             Ok(())
         })
@@ -110,7 +111,7 @@ impl BoundApi {
                     let _ = rx.await;
                 }))
             })?;
-        eprintln!("serving the read API on http://{addr} (see http://{addr}/openapi.json)");
+        say!("serving the read API on http://{addr} (see http://{addr}/openapi.json)");
         Ok(ApiServer {
             stop: Some(tx),
             thread: Some(thread),
@@ -137,8 +138,8 @@ impl ApiServer {
         }
         if let Some(t) = self.thread.take() {
             match t.join() {
-                Ok(Err(e)) => eprintln!("error: the read API stopped: {e}"),
-                Err(_) => eprintln!("error: the read API thread panicked"),
+                Ok(Err(e)) => say!("error: the read API stopped: {e}"),
+                Err(_) => say!("error: the read API thread panicked"),
                 Ok(Ok(())) => {}
             }
         }

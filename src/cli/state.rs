@@ -2,6 +2,7 @@
 //! `states` and `drop-state`.
 
 use super::shell::{every, shutdown_on_signal, PROGRESS_EVERY};
+use crate::cli::say::say;
 use anyhow::{bail, Context, Result};
 use feedlog::core::position::Positions;
 use feedlog::core::View;
@@ -27,7 +28,7 @@ pub fn rebuild(
 ) -> Result<i32> {
     let r = Rebuild::open(live, into, from_checkpoint, cfg).context("preparing the rebuild")?;
     let total = rebuild::behind(&r.started_at, &r.plan.target);
-    eprintln!(
+    say!(
         "rebuilding {} from its log into {}: {} partitions, {total} records to replay{}",
         live.display(),
         into.display(),
@@ -78,7 +79,7 @@ pub fn rebuild(
                     format!("p{i} {pct:.0}%")
                 })
                 .collect();
-            eprintln!(
+            say!(
                 "{secs:>6.1}s  {done}/{total} records ({rate:.0}/s, {eta})  {}",
                 parts.join(" ")
             );
@@ -88,7 +89,7 @@ pub fn rebuild(
     let secs = start.elapsed().as_secs_f64();
     let events: u64 = stats.events.iter().sum();
     if !r.finished()? {
-        eprintln!(
+        say!(
             "stopped after {secs:.1}s; run the same command again to resume ({} keeps its progress)",
             into.display()
         );
@@ -124,7 +125,7 @@ pub fn verify(a: &Path, b: &Path) -> Result<i32> {
     let sa = digest::open_stores(a).with_context(|| format!("opening {}", a.display()))?;
     let sb = digest::open_stores(b).with_context(|| format!("opening {}", b.display()))?;
     if sa.len() != sb.len() {
-        eprintln!(
+        say!(
             "not comparable: {} has {} partitions, {} has {}",
             a.display(),
             sa.len(),
@@ -138,7 +139,7 @@ pub fn verify(a: &Path, b: &Path) -> Result<i32> {
     print_digest(b, &db);
     for (pa, pb) in da.partitions.iter().zip(&db.partitions) {
         if pa.position.events != pb.position.events {
-            eprintln!(
+            say!(
                 "not comparable: partition {} is at {} in {} but at {} in {} \
                  (stop the processor, or rebuild to the same position)",
                 pa.partition,
@@ -153,7 +154,7 @@ pub fn verify(a: &Path, b: &Path) -> Result<i32> {
             // The same input, but internal messages counted differently: a
             // processor that crashed re-ships a suffix of its outbox, so its
             // effects logs are longer. What readers see must still agree.
-            eprintln!(
+            say!(
                 "warning: partition {} has read {} effects in {} but {} in {} (re-shipped after a crash?); \
                  both are at events {}: comparing the views",
                 pa.partition, pa.position.effects, a.display(), pb.position.effects, b.display(), pa.position.events
@@ -189,16 +190,16 @@ fn to_processor(data: &Path, request: Request) -> Result<serde_json::Value> {
     let d = DataDir::open(data)?;
     let answer = match d.try_lock()? {
         Some(_lock) => {
-            let say = |line: String| eprintln!("{line}");
+            let say = |line: String| say!("{line}");
             control::carry_out(&d, None, &request, &say)
         }
         None => {
-            eprintln!(
+            say!(
                 "a processor is running on {}: asking it (see its output for progress)",
                 data.display()
             );
             control::request(&d, request, &|waited| {
-                eprintln!("  waiting for the processor ({:.0}s)", waited.as_secs_f64())
+                say!("  waiting for the processor ({:.0}s)", waited.as_secs_f64())
             })
         }
     };
@@ -254,7 +255,7 @@ pub fn swap_to(data: &Path, from: &Path) -> Result<i32> {
 /// swap to it.
 pub fn backfill(data: &Path, view: View, cfg: ProcessorConfig) -> Result<i32> {
     let into = data.join("backfill");
-    eprintln!(
+    say!(
         "backfill of {view} (inbox cap {}): rebuilding the state beside the live one in {}, then swapping it in",
         cfg.inbox_cap,
         into.display()
@@ -267,7 +268,12 @@ pub fn backfill(data: &Path, view: View, cfg: ProcessorConfig) -> Result<i32> {
 }
 
 /// `feedlog reset --to-start [--regenerate-effects] | --to-checkpoint C`.
-pub fn reset(data: &Path, to_checkpoint: Option<PathBuf>, regenerate: bool) -> Result<i32> {
+pub fn reset(
+    data: &Path,
+    to_checkpoint: Option<PathBuf>,
+    regenerate: bool,
+    dry_run: bool,
+) -> Result<i32> {
     let to = match to_checkpoint {
         Some(c) => ResetTo::Checkpoint(c),
         None if regenerate => ResetTo::Regenerate,
@@ -280,18 +286,36 @@ pub fn reset(data: &Path, to_checkpoint: Option<PathBuf>, regenerate: bool) -> R
             data.display()
         );
     };
+    let whither = match &to {
+        ResetTo::Start => "the start of the log".to_string(),
+        ResetTo::Regenerate => {
+            "the start of the log, with a new effects log (the old one is kept as log/effects.before-*)"
+                .to_string()
+        }
+        ResetTo::Checkpoint(c) => format!("checkpoint {}", c.display()),
+    };
+    if dry_run {
+        let r = reset::preview(data, &to)?;
+        for (p, at) in r.positions.iter().enumerate() {
+            println!("partition {p}: events {} effects {}", at.events, at.effects);
+        }
+        println!(
+            "dry run: nothing was changed. `feedlog reset` without --dry-run would move {} to {whither} as state \
+             generation {}, and the next `feedlog run` would process {} records again; the current state would be \
+             kept as {}.",
+            data.display(),
+            r.generation,
+            r.to_process,
+            data.join(&r.previous).display(),
+        );
+        return Ok(0);
+    }
     let r = reset::reset(data, &to)?;
     println!(
         "reset: {} now uses state generation {}, at {}; the next `feedlog run` processes {} records again (their effects are emitted again, and readers dedupe them by version). The old state is kept as {}: `feedlog --data {} drop-state {}` removes it.",
         data.display(),
         r.generation,
-        match &to {
-            ResetTo::Start => "the start of the log".to_string(),
-            ResetTo::Regenerate =>
-                "the start of the log, with a new effects log (the old one is kept as log/effects.before-*)"
-                    .to_string(),
-            ResetTo::Checkpoint(c) => format!("checkpoint {}", c.display()),
-        },
+        whither,
         r.to_process,
         data.join(&r.previous).display(),
         data.display(),

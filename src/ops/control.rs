@@ -182,12 +182,12 @@ pub fn carry_out(
 pub fn serve_requests(d: &DataDir, live: &Processor, shutdown: &Shutdown) {
     while !shutdown.is_requested() && !live.ended() {
         if let Some(env) = take_request(d) {
-            eprintln!("request {}: {:?}", env.id, env.request);
-            let say = |line: String| eprintln!("{line}");
+            tracing::info!(id = %env.id, request = ?env.request, "control request");
+            let say = |line: String| tracing::info!(id = %env.id, "{line}");
             let a = carry_out(d, Some(live), &env.request, &say);
             match &a {
-                Ok(v) => eprintln!("request {} done: {v}", env.id),
-                Err(e) => eprintln!("request {} failed: {e}", env.id),
+                Ok(v) => tracing::info!(id = %env.id, "request done: {v}"),
+                Err(e) => tracing::warn!(id = %env.id, "request failed: {e}"),
             }
             answer(d, &env.id, &a);
         }

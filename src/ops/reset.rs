@@ -40,10 +40,12 @@ pub enum ResetTo {
     Checkpoint(PathBuf),
 }
 
-/// What [`reset`] did.
+/// What [`reset`] did, or what [`preview`] says it would do.
 #[derive(Debug, Clone, Serialize)]
 pub struct ResetReport {
-    /// The generation now active.
+    /// Whether anything changed: false for a [`preview`].
+    pub executed: bool,
+    /// The generation now active (for a preview: the one a reset would make).
     pub generation: String,
     /// The generation that was active, kept on disk.
     pub previous: String,
@@ -58,6 +60,17 @@ pub struct ResetReport {
 /// Refuses, changing nothing, when the log no longer holds a position
 /// processing would resume from (retention).
 pub fn reset(dir: &Path, to: &ResetTo) -> Result<ResetReport, ReplayError> {
+    reset_or_preview(dir, to, true)
+}
+
+/// What [`reset`] would do to `dir`, with every check it makes, changing
+/// nothing: `feedlog reset --dry-run`, as Kafka's offset tools preview
+/// before `--execute`.
+pub fn preview(dir: &Path, to: &ResetTo) -> Result<ResetReport, ReplayError> {
+    reset_or_preview(dir, to, false)
+}
+
+fn reset_or_preview(dir: &Path, to: &ResetTo, execute: bool) -> Result<ResetReport, ReplayError> {
     let mut d = DataDir::open(dir)?;
     let logs = d.logs();
     let (positions, cap) = match to {
@@ -95,6 +108,16 @@ pub fn reset(dir: &Path, to: &ResetTo) -> Result<ResetReport, ReplayError> {
         to_process += at.records_to(end);
     }
     let generation = d.next_state_name()?;
+    let previous = d.state_name().to_string();
+    if !execute {
+        return Ok(ResetReport {
+            executed: false,
+            generation,
+            previous,
+            positions,
+            to_process,
+        });
+    }
     let root = d.root().join(&generation);
     let made = match to {
         ResetTo::Start | ResetTo::Regenerate => std::fs::create_dir(&root),
@@ -104,7 +127,6 @@ pub fn reset(dir: &Path, to: &ResetTo) -> Result<ResetReport, ReplayError> {
         }
     };
     made.map_err(|e| refused(format!("creating {}: {e}", root.display())))?;
-    let previous = d.state_name().to_string();
     if matches!(to, ResetTo::Regenerate) {
         // Before the switch: a crash in between leaves the old state over
         // an empty effects log, which `run` refuses, never old effects
@@ -119,6 +141,7 @@ pub fn reset(dir: &Path, to: &ResetTo) -> Result<ResetReport, ReplayError> {
     }
     d.set_state(&generation, cap)?;
     Ok(ResetReport {
+        executed: true,
         generation,
         previous,
         positions,
@@ -182,10 +205,17 @@ pub enum GroupResetTo {
     Checkpoints(std::path::PathBuf),
 }
 
-/// What a group reset did, per partition.
+/// What a group reset did, per partition, or would do ([`GroupReset::executed`]
+/// false: a preview).
 #[derive(Debug, Clone)]
 pub struct GroupReset {
-    /// The epoch the new positions were committed under.
+    /// Whether the positions were committed: false for a preview.
+    pub executed: bool,
+    /// Members the group has now. A reset refuses while there are any; a
+    /// preview lists them instead.
+    pub members: Vec<String>,
+    /// The epoch the new positions were committed under (for a preview:
+    /// the form it would take).
     pub epoch: String,
     /// Per partition: the `events` and `effects` positions committed, and
     /// the checkpoint they came from.
@@ -199,8 +229,14 @@ pub struct GroupReset {
 /// `--checkpoints`, else from the log), and outputs above the new
 /// positions are emitted again (receivers skip them by version). Refuses,
 /// changing nothing, while the group has members or when the log no longer
-/// holds a position (retention).
-pub fn reset_group(cfg: &KafkaConfig, to: &GroupResetTo) -> Result<GroupReset, ClusterError> {
+/// holds a position (retention). With `execute` false, makes every check
+/// but the members one and commits nothing: a preview that lists the
+/// members instead.
+pub fn reset_group(
+    cfg: &KafkaConfig,
+    to: &GroupResetTo,
+    execute: bool,
+) -> Result<GroupReset, ClusterError> {
     let log = KafkaLog::connect(cfg.clone(), Arc::new(AtomicBool::new(false)))?;
     let client = GroupClient::new(cfg, "a reset client")?;
     let members: Vec<String> = match client.members()? {
@@ -210,7 +246,7 @@ pub fn reset_group(cfg: &KafkaConfig, to: &GroupResetTo) -> Result<GroupReset, C
         // until it runs again and leaves).
         None => read_owners(cfg)?.members.into_keys().collect(),
     };
-    if !members.is_empty() {
+    if execute && !members.is_empty() {
         return Err(ClusterError::Refused(format!(
             "group {} has {} member(s) ({}): stop every processor of the group first; nothing was changed",
             cfg.group,
@@ -264,6 +300,14 @@ pub fn reset_group(cfg: &KafkaConfig, to: &GroupResetTo) -> Result<GroupReset, C
         positions.push((at, from));
     }
     let epoch = format!("reset/{}", crate::log::now_ms());
+    if !execute {
+        return Ok(GroupReset {
+            executed: false,
+            members,
+            epoch,
+            positions,
+        });
+    }
     let commit: Vec<(u32, Positions, String)> = positions
         .iter()
         .enumerate()
@@ -275,7 +319,14 @@ pub fn reset_group(cfg: &KafkaConfig, to: &GroupResetTo) -> Result<GroupReset, C
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         match client.commit(&commit) {
-            Ok(()) => return Ok(GroupReset { epoch, positions }),
+            Ok(()) => {
+                return Ok(GroupReset {
+                    executed: true,
+                    members,
+                    epoch,
+                    positions,
+                })
+            }
             Err(OutsideCommit::Busy(e)) if Instant::now() < deadline => {
                 tracing::info!(error = %e, "the broker still lists members of the group: waiting for their sessions to end");
                 std::thread::sleep(Duration::from_secs(1));

@@ -2,6 +2,7 @@
 //! raw RocksDB puts of the rebuilt state, and a checkpoint plus tail.
 
 use super::Cleanup;
+use crate::cli::say::say;
 use anyhow::{Context, Result};
 use feedlog::state::datadir::DataDir;
 use feedlog::state::{Cf, Kv};
@@ -51,7 +52,7 @@ pub fn rebuild(data: &std::path::Path) -> Result<()> {
         }
     }
     let read_secs = start.elapsed().as_secs_f64();
-    eprintln!("raw log read: {records} records, {bytes} bytes in {read_secs:.2}s");
+    say!("raw log read: {records} records, {bytes} bytes in {read_secs:.2}s");
 
     // Timed: the rebuild itself.
     let into = tmp.join("rebuilt");
