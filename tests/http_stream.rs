@@ -69,6 +69,73 @@ fn timeline_stream_delivers_posts_made_after_subscription() {
     assert_eq!(stream.next(Duration::from_millis(500)), None);
 }
 
+// Proves the stream is woken by the processor's commits (its poll interval is an hour) and announces retracted entries, a deleted post and an unfollowed author's, as delete events without an id.
+#[test]
+fn timeline_stream_is_pushed_by_commits_and_announces_deletes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = [
+        r#"{"type":"follow","follower":1,"followee":2,"ts":1000}"#,
+        r#"{"type":"follow","follower":1,"followee":3,"ts":1001}"#,
+        r#"{"type":"post","author":2,"post_id":10,"ts":1002}"#,
+    ]
+    .join("\n");
+    let processor = processed(tmp.path(), &log, 2);
+    let cfg = ApiConfig {
+        stream_poll: Duration::from_secs(3600),
+        ..ApiConfig::default()
+    };
+    let server = Server::start(&processor, cfg);
+    let mut stream = server.client.events("/v1/users/1/timeline/stream");
+    assert_eq!(stream.status, 200);
+    let comment = stream.next(Duration::from_secs(10)).map(|e| e.event);
+    assert_eq!(comment, Some("comment".into()));
+    let step = |lines: &[&str]| {
+        append(tmp.path(), &lines.join("\n"));
+        processor
+            .run(&feedlog::task::Shutdown::new(), true)
+            .unwrap();
+    };
+    // Collects `n` events (no comments), as (event, data, id).
+    let mut take = |n: usize| {
+        let mut got = Vec::new();
+        while got.len() < n {
+            let Some(Sse { event, data, id }) = stream.next(Duration::from_secs(10)) else {
+                panic!("only {got:?} within 10 s of a commit");
+            };
+            if event != "comment" {
+                let data: serde_json::Value = serde_json::from_str(&data).unwrap();
+                got.push((event, data["post_id"].as_u64().unwrap(), id));
+            }
+        }
+        got.sort();
+        got
+    };
+    step(&[
+        r#"{"type":"post","author":2,"post_id":11,"ts":2000}"#,
+        r#"{"type":"post","author":3,"post_id":12,"ts":2001}"#,
+        r#"{"type":"post","author":3,"post_id":13,"ts":2002}"#,
+    ]);
+    let entry = |p: u64, ts: u64, a: u64| ("entry".to_string(), p, Some(format!("{ts}:{p}:{a}")));
+    assert_eq!(
+        take(3),
+        vec![entry(11, 2000, 2), entry(12, 2001, 3), entry(13, 2002, 3)]
+    );
+    // Post 12 deleted; author 2 unfollowed (post 11 leaves; post 10, from
+    // before the stream opened, leaves unannounced); a new post by 3.
+    step(&[
+        r#"{"type":"delete_post","author":3,"post_id":12,"ts":3000}"#,
+        r#"{"type":"unfollow","follower":1,"followee":2,"ts":3001}"#,
+        r#"{"type":"post","author":3,"post_id":14,"ts":3002}"#,
+    ]);
+    let delete = |p: u64| ("delete".to_string(), p, None);
+    assert_eq!(take(3), vec![delete(11), delete(12), entry(14, 3002, 3)]);
+    assert_eq!(
+        stream.next(Duration::from_millis(500)),
+        None,
+        "nothing else"
+    );
+}
+
 // Proves stream entries carry ids and a reconnect with Last-Event-ID gets every entry it missed, oldest first, before the live ones; an id it cannot read starts the stream fresh.
 #[test]
 fn timeline_stream_resumes_from_last_event_id() {

@@ -3,6 +3,7 @@
 
 use super::args::ApiArgs;
 use super::shell::{per_sec, shutdown_on_signal, tempfile_dir, ApiServer, RunMode};
+use crate::cli::say::say;
 use anyhow::{bail, Result};
 use feedlog::api::http::Api;
 use feedlog::api::query::Reader;
@@ -83,10 +84,7 @@ pub fn serve(data: &Path, listen: &str, api: &ApiArgs) -> Result<i32> {
         &dir, &scratch.0,
     )?));
     let parts: Arc<dyn Partitions> = set.clone();
-    let node = Arc::new(LogNode {
-        log: Arc::new(dir.logs()),
-        progress: None,
-    });
+    let node = Arc::new(LogNode::new(Arc::new(dir.logs()), None));
     let server = ApiServer::start(listen, api.config(), |cfg| {
         Api::new(Reader::over(parts, None).following(), node, cfg)
     })?;
@@ -102,9 +100,9 @@ pub fn serve(data: &Path, listen: &str, api: &ApiArgs) -> Result<i32> {
                 Ok(stores) => {
                     set.replace(stores);
                     generation = now.state_name().to_string();
-                    eprintln!("now serving state generation {generation}");
+                    say!("now serving state generation {generation}");
                 }
-                Err(e) => eprintln!(
+                Err(e) => say!(
                     "warning: could not open state generation {}: {e}",
                     now.state_name()
                 ),
@@ -129,7 +127,7 @@ pub fn process(
         .iter()
         .map(|l| l.at.events.records_to(l.end.events))
         .sum();
-    eprintln!(
+    say!(
         "{} partitions; {backlog} events to process",
         dir.partitions()
     );
@@ -146,7 +144,7 @@ pub fn process(
                 _ => "ETA ?".to_string(),
             };
             let lag = lag_now().map_or("?".into(), |l| l.to_string());
-            eprintln!(
+            say!(
             "{:>6.1}s  events {read}/{backlog} ({rate:.0}/s, {eta})  deliveries {} ({:.0}/s)  lag {lag}  dead letters {}",
             start.elapsed().as_secs_f64(),
             t.delivered,

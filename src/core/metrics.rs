@@ -187,7 +187,6 @@ impl StepStats {
 }
 
 /// Progress figures, updated as batches commit.
-#[derive(Debug)]
 pub struct Progress {
     /// Totals since start.
     pub totals: Mutex<StepStats>,
@@ -195,6 +194,19 @@ pub struct Progress {
     pub batch_records: Histogram,
     /// Seconds per state commit.
     pub commit_seconds: Histogram,
+    /// Called after each non-empty step ([`Progress::on_commit`]).
+    listeners: Mutex<Vec<Listener>>,
+}
+
+/// A function called after each committed step.
+type Listener = Box<dyn Fn() + Send + Sync>;
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Progress")
+            .field("totals", &self.totals())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for Progress {
@@ -203,6 +215,7 @@ impl Default for Progress {
             totals: Mutex::default(),
             batch_records: Histogram::new(SIZE_BUCKETS),
             commit_seconds: Histogram::new(LATENCY_BUCKETS),
+            listeners: Mutex::default(),
         }
     }
 }
@@ -214,6 +227,24 @@ impl Progress {
         self.commit_seconds
             .observe(stats.commit_micros as f64 / 1e6);
         self.lock().add(stats);
+        for f in self
+            .listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            f();
+        }
+    }
+
+    /// Calls `f` after every non-empty step from now on, on the thread that
+    /// committed it: readers that wait for new state (the timeline stream)
+    /// are woken so instead of polling. `f` must be quick.
+    pub fn on_commit(&self, f: impl Fn() + Send + Sync + 'static) {
+        self.listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Box::new(f));
     }
 
     /// The totals so far.

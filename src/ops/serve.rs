@@ -15,12 +15,32 @@ use crate::task::kafka::Cluster;
 use std::sync::Arc;
 
 /// A node whose figures come from its log (embedded or Kafka) and, when
-/// the processor runs in this process, its progress.
+/// the processor runs in this process, its progress and commits.
 pub struct LogNode {
     /// The node's log.
     pub log: Arc<dyn Log>,
     /// The in-process processor's figures, if any.
     pub progress: Option<Arc<Progress>>,
+    /// Moves at each of its commits.
+    commits: Option<tokio::sync::watch::Sender<u64>>,
+}
+
+impl LogNode {
+    /// A node over `log`, with the figures and commits of the processor in
+    /// this process when there is one.
+    pub fn new(log: Arc<dyn Log>, progress: Option<Arc<Progress>>) -> LogNode {
+        let commits = progress.as_ref().map(|p| {
+            let tx = tokio::sync::watch::Sender::new(0u64);
+            let moved = tx.clone();
+            p.on_commit(move || moved.send_modify(|n| *n = n.wrapping_add(1)));
+            tx
+        });
+        LogNode {
+            log,
+            progress,
+            commits,
+        }
+    }
 }
 
 impl Node for LogNode {
@@ -42,6 +62,10 @@ impl Node for LogNode {
 
     fn progress(&self) -> Option<Arc<Progress>> {
         self.progress.clone()
+    }
+
+    fn commits(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.commits.as_ref().map(|tx| tx.subscribe())
     }
 }
 
@@ -65,10 +89,7 @@ pub fn reader_of(processor: &Processor) -> Reader {
 
 /// The read API of an embedded processor running in this process.
 pub fn processor_api(processor: &Processor, cfg: ApiConfig) -> Arc<Api> {
-    let node = LogNode {
-        log: processor.logs().clone(),
-        progress: Some(processor.progress().clone()),
-    };
+    let node = LogNode::new(processor.logs().clone(), Some(processor.progress().clone()));
     Api::new(reader_of(processor), Arc::new(node), cfg)
 }
 
@@ -77,10 +98,7 @@ pub fn processor_api(processor: &Processor, cfg: ApiConfig) -> Arc<Api> {
 pub fn cluster_api(cluster: &Cluster, cfg: ApiConfig) -> Result<Arc<Api>, LogError> {
     let members = Arc::new(MembersView::start(cluster.log().config())?);
     let reader = Reader::over(cluster.shared().clone(), None);
-    let node = LogNode {
-        log: cluster.log().clone(),
-        progress: Some(cluster.progress().clone()),
-    };
+    let node = LogNode::new(cluster.log().clone(), Some(cluster.progress().clone()));
     Ok(Api::clustered(
         reader,
         Arc::new(node),

@@ -1,11 +1,10 @@
-//! A minimal blocking HTTP/1.1 client for processor-to-processor reads in
-//! Kafka mode (forwarded requests, remote outboxes): one `GET` per
-//! connection, a body delimited by `Content-Length`, chunks or the close.
-//! It runs on the API's blocking pool, like the RocksDB reads it stands in
-//! for.
+//! The blocking HTTP/1.1 client of processor-to-processor reads in Kafka
+//! mode (forwarded requests, remote outboxes), on `ureq`: one agent for the
+//! process, whose pool keeps connections to each processor alive between
+//! requests. It runs on the API's blocking pool, like the RocksDB reads it
+//! stands in for.
 
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 /// A response.
@@ -27,24 +26,35 @@ pub enum ClientError {
     /// The base URL is not `http://host:port`.
     #[error("not an http://host:port address: {0:?}")]
     BadUrl(String),
-    /// Connecting, sending or reading failed.
-    #[error("{url}: {source}")]
-    Io {
-        /// Where.
-        url: String,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The answer is not HTTP.
-    #[error("{url}: malformed response: {reason}")]
-    Malformed {
+    /// Connecting, sending or reading failed, or the answer is not HTTP.
+    #[error("{url}: {reason}")]
+    Failed {
         /// Where.
         url: String,
         /// Why.
         reason: String,
     },
 }
+
+/// The most bytes of one answer: a page at the API's largest limit is far
+/// below it.
+const MAX_BODY: u64 = 64 << 20;
+
+/// Idle connections kept per processor: one per blocking-pool thread that
+/// forwards at the same moment, within reason.
+const IDLE_PER_HOST: usize = 32;
+
+/// The process's agent: its pool is shared by every forwarded request.
+static AGENT: LazyLock<ureq::Agent> = LazyLock::new(|| {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .max_idle_connections(4 * IDLE_PER_HOST)
+        .max_idle_connections_per_host(IDLE_PER_HOST)
+        .user_agent(concat!("feedlog/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .into()
+});
 
 /// `GET base + path_and_query` with extra headers, within `timeout`.
 pub fn get(
@@ -53,67 +63,38 @@ pub fn get(
     headers: &[(&str, &str)],
     timeout: Duration,
 ) -> Result<Response, ClientError> {
-    let hostport = base
-        .strip_prefix("http://")
+    base.strip_prefix("http://")
         .map(|h| h.trim_end_matches('/'))
         .filter(|h| !h.is_empty() && !h.contains('/'))
         .ok_or_else(|| ClientError::BadUrl(base.to_string()))?;
-    let url = format!("{base}{path_and_query}");
-    let io = |source| ClientError::Io {
+    let url = format!("{}{path_and_query}", base.trim_end_matches('/'));
+    let failed = |reason: String| ClientError::Failed {
         url: url.clone(),
-        source,
+        reason,
     };
-    let addr = hostport
-        .to_socket_addrs()
-        .map_err(io)?
-        .next()
-        .ok_or_else(|| ClientError::BadUrl(base.to_string()))?;
-    let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(io)?;
-    s.set_read_timeout(Some(timeout)).map_err(io)?;
-    s.set_write_timeout(Some(timeout)).map_err(io)?;
-    let mut req =
-        format!("GET {path_and_query} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n");
+    let mut req = AGENT
+        .get(&url)
+        .config()
+        .timeout_global(Some(timeout))
+        .build();
     for (k, v) in headers {
-        req += &format!("{k}: {v}\r\n");
+        req = req.header(*k, *v);
     }
-    req += "\r\n";
-    s.write_all(req.as_bytes()).map_err(io)?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).map_err(io)?;
-    parse(&raw).map_err(|reason| ClientError::Malformed { url, reason })
-}
-
-fn parse(raw: &[u8]) -> Result<Response, String> {
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or("no end of headers")?;
-    let head = std::str::from_utf8(&raw[..end]).map_err(|_| "headers are not UTF-8")?;
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|c| c.parse().ok())
-        .ok_or("no status line")?;
-    let mut content_type = None;
-    let mut link = None;
-    let mut chunked = false;
-    for l in lines {
-        if let Some((k, v)) = l.split_once(':') {
-            match k.trim().to_ascii_lowercase().as_str() {
-                "content-type" => content_type = Some(v.trim().to_string()),
-                "link" => link = Some(v.trim().to_string()),
-                "transfer-encoding" => chunked = v.to_ascii_lowercase().contains("chunked"),
-                _ => {}
-            }
-        }
-    }
-    let rest = &raw[end + 4..];
-    let body = if chunked {
-        dechunk(rest)?
-    } else {
-        rest.to_vec()
+    let mut resp = req.call().map_err(|e| failed(e.to_string()))?;
+    let header = |name: &str| {
+        resp.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
     };
+    let (content_type, link) = (header("content-type"), header("link"));
+    let status = resp.status().as_u16();
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(MAX_BODY)
+        .read_to_vec()
+        .map_err(|e| failed(e.to_string()))?;
     Ok(Response {
         status,
         content_type,
@@ -122,42 +103,82 @@ fn parse(raw: &[u8]) -> Result<Response, String> {
     })
 }
 
-fn dechunk(mut raw: &[u8]) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    loop {
-        let nl = raw
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .ok_or("truncated chunk")?;
-        let size_text = std::str::from_utf8(&raw[..nl]).map_err(|_| "bad chunk size")?;
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
-            .map_err(|_| "bad chunk size")?;
-        if size == 0 {
-            return Ok(out);
-        }
-        let start = nl + 2;
-        let chunk = raw.get(start..start + size).ok_or("truncated chunk")?;
-        out.extend_from_slice(chunk);
-        raw = raw.get(start + size + 2..).ok_or("truncated chunk")?;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::TcpListener;
 
-    // Proves content-length and chunked bodies parse, and garbage is refused.
+    /// A server on loopback that answers `answers` in turn, each to the
+    /// next request on whatever connection it comes; returns its address
+    /// and, once every answer is sent, how many connections it accepted.
+    fn serve(answers: Vec<&'static [u8]>) -> (String, std::thread::JoinHandle<usize>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", l.local_addr().unwrap());
+        let h = std::thread::spawn(move || {
+            let mut connections = 0;
+            let mut answers = answers.into_iter().peekable();
+            while answers.peek().is_some() {
+                let (s, _) = l.accept().unwrap();
+                connections += 1;
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut w = s;
+                let mut line = String::new();
+                // Each request head ends with an empty line; an answer
+                // follows it. A closed connection waits for the next one.
+                while answers.peek().is_some() && r.read_line(&mut line).unwrap() > 0 {
+                    if line == "\r\n" {
+                        w.write_all(answers.next().unwrap()).unwrap();
+                    }
+                    line.clear();
+                }
+            }
+            connections
+        });
+        (base, h)
+    }
+
+    // Proves content-length and chunked bodies, statuses and headers come through, and that three requests to one processor share one connection.
     #[test]
-    fn parses_plain_and_chunked_bodies() {
-        let plain =
-            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
-        let r = parse(plain).unwrap();
+    fn answers_parse_and_connections_are_reused() {
+        let (base, server) = serve(vec![
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nlink: <x>; rel=\"next\"\r\ncontent-length: 2\r\n\r\n{}",
+            b"HTTP/1.1 503 Service Unavailable\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+            b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n",
+        ]);
+        let t = Duration::from_secs(5);
+        let r = get(&base, "/a", &[("X-Feedlog-Forwarded", "1")], t).unwrap();
         assert_eq!((r.status, r.body.as_slice()), (200, &b"{}"[..]));
         assert_eq!(r.content_type.as_deref(), Some("application/json"));
-        let chunked = b"HTTP/1.1 503 Service Unavailable\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
-        let r = parse(chunked).unwrap();
+        assert_eq!(r.link.as_deref(), Some("<x>; rel=\"next\""));
+        let r = get(&base, "/b", &[], t).unwrap();
         assert_eq!((r.status, r.body.as_slice()), (503, &b"abcde"[..]));
-        assert!(parse(b"garbage").is_err());
-        assert!(get("ftp://x", "/", &[], Duration::from_secs(1)).is_err());
+        let r = get(&base, "/c", &[], t).unwrap();
+        assert_eq!((r.status, r.body.len()), (404, 0));
+        assert_eq!(
+            server.join().unwrap(),
+            1,
+            "one connection for three requests"
+        );
+        assert!(matches!(
+            get("ftp://x", "/", &[], t),
+            Err(ClientError::BadUrl(_))
+        ));
+    }
+
+    // Proves an answer that is not HTTP is an error naming the URL, not a hang or a panic.
+    #[test]
+    fn garbage_is_an_error() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", l.local_addr().unwrap());
+        let h = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            s.write_all(b"garbage\r\n\r\n").unwrap();
+        });
+        let e = get(&base, "/x", &[], Duration::from_secs(5)).unwrap_err();
+        h.join().unwrap();
+        assert!(e.to_string().contains("/x"), "{e}");
     }
 }

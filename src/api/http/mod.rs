@@ -159,6 +159,12 @@ pub trait Node: Send + Sync {
     fn progress(&self) -> Option<Arc<Progress>> {
         None
     }
+    /// A counter that moves at each commit of the processor in this
+    /// process: what a timeline stream waits on. `None` when the processor
+    /// runs elsewhere (the stream polls).
+    fn commits(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
 }
 
 /// Who serves which partition, in a cluster (Kafka mode): where to forward

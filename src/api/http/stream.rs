@@ -3,57 +3,175 @@
 use super::errors::ApiError;
 use super::handlers::{params, read, user_id, Params};
 use super::Api;
-use crate::api::query::{PostItem, QueryError, Reader};
+use crate::api::query::PostItem;
 use crate::core::event::{PostId, Ts, UserId};
 use crate::core::keys::TimelineKey;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
-
-/// The timeline entries newer than `after`, newest first, up to about
-/// 10,000 ([`Reader::timeline_above`]); only the newest one when `after`
-/// is `None`.
-fn newer_entries(
-    r: &Reader,
-    user: UserId,
-    after: Option<(u64, u64, u64)>,
-) -> Result<Vec<PostItem>, QueryError> {
-    const MOST: usize = 10_000;
-    match after {
-        None => Ok(r.timeline(user, 1, None)?.items),
-        Some((ts, post_id, author)) => {
-            let anchor = TimelineKey {
-                ts: Ts(ts),
-                post_id: PostId(post_id),
-                author: UserId(author),
-            };
-            Ok(r.timeline_above(user, anchor, MOST)?.0)
-        }
-    }
-}
+use std::time::{Duration, Instant};
 
 /// An entry's event id: `ts:post_id:author`, its place in timeline order.
-fn event_id(item: &PostItem) -> String {
-    format!("{}:{}:{}", item.ts, item.post_id, item.author)
+fn event_id(k: &TimelineKey) -> String {
+    format!("{}:{}:{}", k.ts, k.post_id, k.author)
 }
 
 /// The timeline key a `Last-Event-ID` names.
-fn parse_event_id(id: &str) -> Option<(u64, u64, u64)> {
+fn parse_event_id(id: &str) -> Option<TimelineKey> {
     let mut parts = id.trim().split(':').map(|p| p.parse::<u64>().ok());
-    let key = (parts.next()??, parts.next()??, parts.next()??);
+    let key = TimelineKey {
+        ts: Ts(parts.next()??),
+        post_id: PostId(parts.next()??),
+        author: UserId(parts.next()??),
+    };
     parts.next().is_none().then_some(key)
+}
+
+/// Entries a stream remembers having sent, newest last: a retraction of
+/// one of them is announced (`event: delete`). About a page: each wake
+/// reads the timeline down to the oldest of them.
+const TRACKED: usize = 200;
+
+/// The shortest time between two reads of one stream while commits come
+/// faster: a stream reads at most this often, however busy the processor.
+const MIN_GAP: Duration = Duration::from_millis(25);
+
+/// The longest a stream waits for a commit signal before it reads anyway.
+const MAX_WAIT: Duration = Duration::from_secs(5);
+
+/// What one stream holds between wakes.
+struct Stream {
+    api: Arc<Api>,
+    user: UserId,
+    /// The newest entry sent (or on the timeline when it opened; else
+    /// [`BOTTOM`]).
+    newest: TimelineKey,
+    /// Entries sent, oldest first, at most [`TRACKED`].
+    sent: VecDeque<TimelineKey>,
+    /// Events ready to go, in order.
+    queue: VecDeque<SseEvent>,
+    /// Commits of the processor in this process, if it runs here.
+    commits: Option<tokio::sync::watch::Receiver<u64>>,
+    last_read: Option<Instant>,
+}
+
+impl Stream {
+    /// Waits until there may be something new: a commit (at most
+    /// [`MIN_GAP`] after the last read), or the poll interval when the
+    /// processor runs elsewhere.
+    async fn wait(&mut self) {
+        let since = self.last_read.map(|t| t.elapsed());
+        match &mut self.commits {
+            Some(rx) => {
+                if let Ok(Err(_)) = tokio::time::timeout(MAX_WAIT, rx.changed()).await {
+                    // The processor is gone (shutting down): poll.
+                    self.commits = None;
+                }
+                if let Some(gap) = since.and_then(|s| MIN_GAP.checked_sub(s)) {
+                    tokio::time::sleep(gap).await;
+                }
+            }
+            None => tokio::time::sleep(self.api.cfg.stream_poll).await,
+        }
+    }
+
+    /// Reads the timeline above the oldest entry sent (or the newest known)
+    /// and queues what is new and what was retracted.
+    async fn read(&mut self) -> Result<(), ApiError> {
+        self.last_read = Some(Instant::now());
+        let (user, newest) = (self.user, self.newest);
+        let floor = self.sent.front().copied();
+        let (items, complete) = read(&self.api, move |r| match floor {
+            Some(f) => r.timeline_down_to(user, f, MOST),
+            None => r.timeline_above(user, newest, MOST),
+        })
+        .await?;
+        // Retractions first: a tracked entry the walk did not meet. Only
+        // when the walk reached its floor, so a cut walk announces nothing.
+        if complete && floor.is_some() {
+            let present: HashSet<TimelineKey> = items.iter().map(key_of).collect();
+            let json = self.api.cfg.string_ids;
+            self.sent.retain(|k| {
+                let kept = present.contains(k);
+                if !kept {
+                    self.queue.push_back(
+                        SseEvent::default()
+                            .event("delete")
+                            .data(entry_json(k, json)),
+                    );
+                }
+                kept
+            });
+        }
+        let fresh: Vec<TimelineKey> = items
+            .iter()
+            .map(key_of)
+            .take_while(|k| *k < newest)
+            .collect();
+        if let Some(first) = fresh.first() {
+            self.newest = *first;
+        }
+        for k in fresh.into_iter().rev() {
+            self.queue.push_back(
+                SseEvent::default()
+                    .event("entry")
+                    .id(event_id(&k))
+                    .data(entry_json(&k, self.api.cfg.string_ids)),
+            );
+            if self.sent.len() == TRACKED {
+                self.sent.pop_front();
+            }
+            self.sent.push_back(k);
+        }
+        Ok(())
+    }
+}
+
+/// The most entries one read of the stream walks
+/// ([`crate::api::query::Reader::timeline_above`]).
+const MOST: usize = 10_000;
+
+/// Below every entry (ids start at 1): what a stream opened on an empty
+/// timeline has seen.
+const BOTTOM: TimelineKey = TimelineKey {
+    ts: Ts(0),
+    post_id: PostId(0),
+    author: UserId(0),
+};
+
+/// An entry's key.
+fn key_of(i: &PostItem) -> TimelineKey {
+    TimelineKey {
+        ts: Ts(i.ts),
+        post_id: PostId(i.post_id),
+        author: UserId(i.author),
+    }
+}
+
+/// An entry as the stream's data: `{"post_id","author","ts"}`.
+fn entry_json(k: &TimelineKey, string_ids: bool) -> String {
+    let (post_id, author, ts) = (k.post_id, k.author, k.ts);
+    if string_ids {
+        format!(r#"{{"post_id":"{post_id}","author":"{author}","ts":{ts}}}"#)
+    } else {
+        format!(r#"{{"post_id":{post_id},"author":{author},"ts":{ts}}}"#)
+    }
 }
 
 /// Server-sent events: each timeline entry newer than every entry already
 /// on the timeline when the stream opened, oldest first, as it becomes
 /// visible (`event: entry`, `id: ts:post_id:author`, data
-/// `{"post_id","author","ts"}`). A client that reconnects with
+/// `{"post_id","author","ts"}`), and `event: delete` (same data, no id) when
+/// one of the last [`TRACKED`] entries it sent leaves the timeline (a
+/// deleted post, an unfollow). A client that reconnects with
 /// `Last-Event-ID` (browsers do it themselves) first gets every entry newer
 /// than that one, up to the newest 10,000, then the live ones; an id it
-/// cannot read is ignored. The stream
-/// opens with a `subscribed` comment.
+/// cannot read is ignored. The stream opens with a `subscribed` comment.
+/// It reads when the processor in this process commits (at most every
+/// [`MIN_GAP`]), or every `stream_poll` when the processor runs elsewhere.
 pub(super) async fn timeline_stream(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
@@ -68,68 +186,40 @@ pub(super) async fn timeline_stream(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .and_then(parse_event_id);
+    // Subscribed before the first read, so no commit after it is missed.
+    let commits = api.node.commits();
+    // A fresh stream starts above the newest entry; a resumed one catches
+    // up at its first read.
     let newest = match resume {
-        Some(key) => Some(key),
+        Some(k) => k,
         None => {
-            let top = read(&api, move |r| newer_entries(r, user, None)).await?;
-            top.first().map(|i| (i.ts, i.post_id, i.author))
+            let top = read(&api, move |r| r.timeline(user, 1, None)).await?;
+            top.items.first().map(key_of).unwrap_or(BOTTOM)
         }
     };
-    let poll = api.cfg.stream_poll;
-    struct S {
-        api: Arc<Api>,
-        newest: Option<(u64, u64, u64)>,
-        queue: std::collections::VecDeque<PostItem>,
-        opened: bool,
-        polled: bool,
-    }
-    let state = S {
+    let mut s = Stream {
         api,
+        user,
         newest,
-        queue: Default::default(),
-        opened: false,
-        polled: resume.is_none(),
+        sent: VecDeque::new(),
+        queue: VecDeque::new(),
+        commits,
+        last_read: None,
     };
-    let stream = futures_util::stream::unfold(state, move |mut s| async move {
-        if !s.opened {
-            s.opened = true;
-            let ev = SseEvent::default().comment("subscribed");
-            return Some((Ok::<_, std::convert::Infallible>(ev), s));
-        }
+    let opened = SseEvent::default().comment("subscribed");
+    s.queue.push_back(opened);
+    let mut catch_up = resume.is_some();
+    let stream = futures_util::stream::unfold(s, move |mut s| async move {
         loop {
-            if let Some(item) = s.queue.pop_front() {
-                let id = event_id(&item);
-                let PostItem {
-                    post_id,
-                    author,
-                    ts,
-                } = item;
-                let json = if s.api.cfg.string_ids {
-                    format!(r#"{{"post_id":"{post_id}","author":"{author}","ts":{ts}}}"#)
-                } else {
-                    format!(r#"{{"post_id":{post_id},"author":{author},"ts":{ts}}}"#)
-                };
-                let ev = SseEvent::default().event("entry").id(id).data(json);
+            if let Some(ev) = s.queue.pop_front() {
+                return Some((Ok::<_, std::convert::Infallible>(ev), s));
+            }
+            if !std::mem::take(&mut catch_up) {
+                s.wait().await;
+            }
+            if let Err(e) = s.read().await {
+                let ev = SseEvent::default().event("error").data(e.message);
                 return Some((Ok(ev), s));
-            }
-            // A resumed stream catches up at once; then it polls.
-            if s.polled {
-                tokio::time::sleep(poll).await;
-            }
-            s.polled = true;
-            let after = s.newest.unwrap_or((0, 0, 0));
-            match read(&s.api, move |r| newer_entries(r, user, Some(after))).await {
-                Ok(mut items) => {
-                    if let Some(first) = items.first() {
-                        s.newest = Some((first.ts, first.post_id, first.author));
-                    }
-                    items.reverse();
-                    s.queue.extend(items);
-                }
-                Err(e) => {
-                    let ev = SseEvent::default().event("error").data(e.message);
-                    return Some((Ok(ev), s));
-                }
             }
         }
     });

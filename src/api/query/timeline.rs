@@ -272,6 +272,27 @@ impl Reader {
         anchor: TimelineKey,
         most: usize,
     ) -> Result<(Vec<PostItem>, bool), QueryError> {
+        self.timeline_walk(user, anchor, most, false)
+    }
+
+    /// [`Reader::timeline_above`], with the anchor's own entry when it is
+    /// still on the timeline: the stream looks for retracted entries so.
+    pub fn timeline_down_to(
+        &self,
+        user: UserId,
+        anchor: TimelineKey,
+        most: usize,
+    ) -> Result<(Vec<PostItem>, bool), QueryError> {
+        self.timeline_walk(user, anchor, most, true)
+    }
+
+    fn timeline_walk(
+        &self,
+        user: UserId,
+        anchor: TimelineKey,
+        most: usize,
+        with_anchor: bool,
+    ) -> Result<(Vec<PostItem>, bool), QueryError> {
         const STEP: usize = 200;
         let mut newer = Vec::new();
         let mut cursor: Option<String> = None;
@@ -279,7 +300,8 @@ impl Reader {
             let page = self.timeline(user, STEP, cursor.as_deref())?;
             let mut reached = false;
             for i in page.items {
-                if key_of(&i) >= anchor {
+                let k = key_of(&i);
+                if k > anchor || (k == anchor && !with_anchor) {
                     reached = true;
                     break;
                 }

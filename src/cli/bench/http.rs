@@ -2,6 +2,7 @@
 //! seeks of the same inboxes.
 
 use super::Cleanup;
+use crate::cli::say::say;
 use anyhow::{Context, Result};
 use feedlog::api::query::Reader;
 use feedlog::core::event::UserId;
@@ -107,7 +108,7 @@ pub(super) fn through_http(
         .take(1000)
         .map(|&u| reader.timeline(UserId(u), 20, None).map(|p| p.items.len()))
         .sum::<Result<usize, _>>()?;
-    eprintln!(
+    say!(
         "{} readers; their first pages hold {:.1} entries on average",
         users.len(),
         entries as f64 / users.len().min(1000) as f64
@@ -118,10 +119,7 @@ pub(super) fn through_http(
         .build()?;
     let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
     let addr = listener.local_addr()?;
-    let node = std::sync::Arc::new(LogNode {
-        log: std::sync::Arc::new(dir.logs()),
-        progress: None,
-    });
+    let node = std::sync::Arc::new(LogNode::new(std::sync::Arc::new(dir.logs()), None));
     let api = Api::new(reader, node, ApiConfig::default());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let server = std::thread::spawn(move || {
@@ -147,7 +145,7 @@ pub(super) fn through_http(
              return wrk.format(\"GET\", \"/v1/users/\" .. users[i] .. \"/timeline?limit=20\")\nend\n"
         ),
     )?;
-    eprintln!("HTTP: wrk -t{threads} -c{connections} -d{secs}s against http://{addr}");
+    say!("HTTP: wrk -t{threads} -c{connections} -d{secs}s against http://{addr}");
     let out = std::process::Command::new(wrk)
         .args([
             format!("-t{threads}"),
