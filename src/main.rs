@@ -5,7 +5,7 @@
 
 mod cli;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 /// mimalloc keeps freed memory for reuse where glibc's malloc trims it and
 /// faults it in again (see Cargo.toml).
@@ -13,7 +13,14 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    let cli = cli::args::Cli::parse();
+    // The --config file's settings become the variables the environment
+    // leaves unset; then clap reads flags, then variables.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Err(e) = cli::config::file_into_env(&cli::args::Cli::command(), &argv) {
+        eprintln!("error: {e:#}");
+        std::process::exit(2);
+    }
+    let cli = cli::args::Cli::parse_from(argv);
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| "feedlog=info".into());
     let logs = tracing_subscriber::fmt()

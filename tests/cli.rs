@@ -466,7 +466,8 @@ checkpoints = "/var/lib/feedlog/checkpoints"
     assert!(out.contains("sasl.mechanisms = SCRAM-SHA-512"), "{out}");
     assert!(!out.contains("hunter2"), "the password is printed: {out}");
     for (name, text, reason) in [
-        ("typo.toml", "kafka = \"b:1\"\nlistn = \"x\"\n", "unknown field `listn`"),
+        ("typo.toml", "kafka = \"b:1\"\nlistn = \"x\"\n", "unknown setting `listn`"),
+        ("value.toml", "inbox_cap = \"lots\"\n", "invalid value 'lots'"),
         (
             "mechanism.toml",
             "kafka = \"b:1\"\n[kafka_options]\n\"security.protocol\" = \"SASL_SSL\"\n\"sasl.mechanisms\" = \"NOPE\"\n",
@@ -483,6 +484,74 @@ checkpoints = "/var/lib/feedlog/checkpoints"
         assert_eq!(code, 1, "{name}: {out}{err}");
         assert!(err.contains(reason), "{name}: {err}");
     }
+}
+
+// Proves any flag's setting can come from the --config file in embedded mode (here the inbox cap and the data directory), that its variable wins over the file and the flag over both, and that an unknown key stops the command before it does anything.
+#[test]
+fn config_file_settings_in_embedded_mode_with_flags_and_variables_on_top() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("feedlog.toml");
+    let run = |data: &str, config: &str, env: Option<&str>, flag: Option<&str>| {
+        std::fs::write(
+            &file,
+            format!("data = \"{data}\"\ninbox_cap = 3\nquiet = true\n{config}"),
+        )
+        .unwrap();
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_feedlog"));
+        c.env_remove("FEEDLOG_INBOX_CAP")
+            .env_remove("FEEDLOG_DATA")
+            .env_remove("FEEDLOG_QUIET");
+        if let Some(v) = env {
+            c.env("FEEDLOG_INBOX_CAP", v);
+        }
+        c.arg("--config")
+            .arg(&file)
+            .args(["run", "--until-idle", "--no-sync"]);
+        if let Some(v) = flag {
+            c.args(["--inbox-cap", v]);
+        }
+        let dir = tmp.path().join(data);
+        let post = br#"{"type":"post","author":1,"post_id":1,"ts":1}"#;
+        if !config.contains("inbox_capp") {
+            let (code, _, err) = feedlog(&dir, &["produce", "-"], Some(post));
+            assert_eq!(code, 0, "{err}");
+        }
+        let out = c.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        let cap = std::fs::read_to_string(dir.join("feedlog.json"))
+            .ok()
+            .and_then(|j| serde_json::from_str::<serde_json::Value>(&j).ok())
+            .and_then(|j| j["inbox_cap"].as_u64());
+        (out.status.code(), cap, err)
+    };
+    let (code, cap, err) = run(&tmp.path().join("a").display().to_string(), "", None, None);
+    assert_eq!((code, cap), (Some(0), Some(3)), "{err}");
+    assert!(
+        !err.contains("s  events "),
+        "quiet came from the file: {err}"
+    );
+    let (code, cap, err) = run(
+        &tmp.path().join("b").display().to_string(),
+        "",
+        Some("4"),
+        None,
+    );
+    assert_eq!((code, cap), (Some(0), Some(4)), "{err}");
+    let (code, cap, err) = run(
+        &tmp.path().join("c").display().to_string(),
+        "",
+        Some("4"),
+        Some("5"),
+    );
+    assert_eq!((code, cap), (Some(0), Some(5)), "{err}");
+    let d = tmp.path().join("d").display().to_string();
+    let (code, cap, err) = run(&d, "inbox_capp = 2\n", None, None);
+    assert_eq!((code, cap), (Some(2), None), "{err}");
+    assert!(err.contains("unknown setting `inbox_capp`"), "{err}");
+    assert!(
+        !std::path::Path::new(&d).exists(),
+        "a refused file created {d}"
+    );
 }
 
 // Proves `run --progress SECS` prints progress lines at that pace and `--quiet` prints none but the summary.

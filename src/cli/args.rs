@@ -361,11 +361,11 @@ pub enum LogAction {
 
 #[derive(Subcommand)]
 pub enum ConfigAction {
-    /// Reads FILE as `--config FILE` would (the global Kafka flags and
-    /// variables on top) and checks it without a broker: TOML, key names
-    /// and types, consistent settings, and that librdkafka accepts the
-    /// client settings. Prints the effective settings, secrets masked;
-    /// exits 1 on a problem.
+    /// Reads FILE as `--config FILE` would (flags and variables on top)
+    /// and checks it without a broker: TOML, that every key names a flag,
+    /// that `run` accepts every value, consistent settings, and that
+    /// librdkafka accepts the client settings. Prints the effective
+    /// settings, secrets masked; exits 1 on a problem.
     Check {
         /// The TOML settings file.
         file: PathBuf,

@@ -41,8 +41,9 @@ pub struct KafkaArgs {
         value_delimiter = ';'
     )]
     pub kafka_options: Vec<String>,
-    /// A TOML file with any of the Kafka-mode settings; flags and
-    /// environment variables take precedence over it.
+    /// A TOML file with any setting, by its flag's long name with `_`
+    /// (`inbox_cap = 800`), in either mode; flags and environment variables
+    /// take precedence over it.
     #[arg(long, global = true, env = "FEEDLOG_CONFIG")]
     pub config: Option<PathBuf>,
 }
@@ -81,9 +82,10 @@ pub struct KafkaRunArgs {
     pub checkpoint_every: Option<u64>,
 }
 
-/// The config file: the same settings, by their flag names (with `_`).
+/// The config file's Kafka settings, by their flag names (with `_`). Its
+/// other keys are every other flag's ([`super::config`], which also refuses
+/// unknown keys).
 #[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
 struct FileConfig {
     kafka: Option<String>,
     group: Option<String>,
@@ -212,6 +214,37 @@ fn cluster_config(
 /// that librdkafka accepts the client settings (security, codecs). Prints
 /// the effective settings (secrets masked); exit 1 on a problem.
 pub fn config_check(args: &KafkaArgs, file: &Path) -> Result<i32> {
+    // Every key names a flag, and `run` accepts every value.
+    let cli = <super::args::Cli as clap::CommandFactory>::command();
+    let settings = super::config::settings_of(&cli, file).and_then(|settings| {
+        for (_, var, value) in &settings {
+            if std::env::var_os(var).is_none() {
+                std::env::set_var(var, value);
+            }
+        }
+        // A new command: clap reads each variable when it is built.
+        let cli = <super::args::Cli as clap::CommandFactory>::command();
+        match cli.try_get_matches_from(["feedlog", "run"]) {
+            Ok(_) => Ok(settings),
+            Err(e) => {
+                let e = e.to_string();
+                bail!(
+                    "{}",
+                    e.lines()
+                        .next()
+                        .unwrap_or_default()
+                        .trim_start_matches("error: ")
+                )
+            }
+        }
+    });
+    let file_settings = match settings {
+        Ok(s) => s,
+        Err(e) => {
+            say!("{}: {e:#}", file.display());
+            return Ok(1);
+        }
+    };
     let mut args = args.clone();
     args.config = Some(file.to_path_buf());
     let checked = Settings::load(&args).and_then(|settings| {
@@ -270,6 +303,15 @@ pub fn config_check(args: &KafkaArgs, file: &Path) -> Result<i32> {
     }
     if let Some(listen) = settings.listen(None) {
         println!("listen {listen}");
+    }
+    for (key, var, value) in &file_settings {
+        let secret = key.contains("token");
+        let value = if secret { "(set, not shown)" } else { value };
+        let from = match std::env::var(var) {
+            Ok(v) if v != *value && !secret => format!(" (but {var} is {v})"),
+            _ => String::new(),
+        };
+        println!("setting {key} = {value}{from}");
     }
     Ok(0)
 }

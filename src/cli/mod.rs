@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod bench;
+pub mod config;
 pub mod demo;
 pub mod ingest;
 pub mod kafka;
