@@ -1,0 +1,221 @@
+//! Settings and what a command writes about itself: the --config file
+//! (checked, and read for every flag in both modes, under variables and
+//! flags), progress lines and their pace, and log lines as JSON.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{feedlog, generated_log};
+
+// Proves `config check` passes a valid TLS + SCRAM file with its effective settings (secrets masked) and exits 1 with the reason for an unknown key, a mechanism librdkafka refuses, and inconsistent settings.
+#[test]
+fn config_check_reports_effective_settings_and_refuses_bad_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let good = write(
+        "good.toml",
+        r#"kafka = "broker-1:9094"
+events_topic = "app.events"
+checkpoints = "/var/lib/feedlog/checkpoints"
+[kafka_options]
+"security.protocol" = "SASL_SSL"
+"sasl.mechanisms" = "SCRAM-SHA-512"
+"sasl.username" = "feedlog"
+"sasl.password" = "hunter2"
+"compression.codec" = "zstd"
+"#,
+    );
+    let (code, out, err) = feedlog(tmp.path(), &["config", "check", &good], None);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("topics: events app.events, effects effects"),
+        "{out}"
+    );
+    assert!(out.contains("sasl.mechanisms = SCRAM-SHA-512"), "{out}");
+    assert!(!out.contains("hunter2"), "the password is printed: {out}");
+    for (name, text, reason) in [
+        ("typo.toml", "kafka = \"b:1\"\nlistn = \"x\"\n", "unknown setting `listn`"),
+        ("value.toml", "inbox_cap = \"lots\"\n", "invalid value 'lots'"),
+        (
+            "mechanism.toml",
+            "kafka = \"b:1\"\n[kafka_options]\n\"security.protocol\" = \"SASL_SSL\"\n\"sasl.mechanisms\" = \"NOPE\"\n",
+            "Unsupported SASL mechanism",
+        ),
+        (
+            "every.toml",
+            "kafka = \"b:1\"\ncheckpoint_every = 5\n",
+            "needs a checkpoint directory",
+        ),
+    ] {
+        let path = write(name, text);
+        let (code, out, err) = feedlog(tmp.path(), &["config", "check", &path], None);
+        assert_eq!(code, 1, "{name}: {out}{err}");
+        assert!(err.contains(reason), "{name}: {err}");
+    }
+}
+
+// Proves any flag's setting can come from the --config file in embedded mode (here the inbox cap and the data directory), that its variable wins over the file and the flag over both, and that an unknown key stops the command before it does anything.
+#[test]
+fn config_file_settings_in_embedded_mode_with_flags_and_variables_on_top() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("feedlog.toml");
+    let run = |data: &str, config: &str, env: Option<&str>, flag: Option<&str>| {
+        std::fs::write(
+            &file,
+            format!("data = \"{data}\"\ninbox_cap = 3\nquiet = true\n{config}"),
+        )
+        .unwrap();
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_feedlog"));
+        c.env_remove("FEEDLOG_INBOX_CAP")
+            .env_remove("FEEDLOG_DATA")
+            .env_remove("FEEDLOG_QUIET");
+        if let Some(v) = env {
+            c.env("FEEDLOG_INBOX_CAP", v);
+        }
+        c.arg("--config")
+            .arg(&file)
+            .args(["run", "--until-idle", "--no-sync"]);
+        if let Some(v) = flag {
+            c.args(["--inbox-cap", v]);
+        }
+        let dir = tmp.path().join(data);
+        let post = br#"{"type":"post","author":1,"post_id":1,"ts":1}"#;
+        if !config.contains("inbox_capp") {
+            let (code, _, err) = feedlog(&dir, &["produce", "-"], Some(post));
+            assert_eq!(code, 0, "{err}");
+        }
+        let out = c.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        let cap = std::fs::read_to_string(dir.join("feedlog.json"))
+            .ok()
+            .and_then(|j| serde_json::from_str::<serde_json::Value>(&j).ok())
+            .and_then(|j| j["inbox_cap"].as_u64());
+        (out.status.code(), cap, err)
+    };
+    let (code, cap, err) = run(&tmp.path().join("a").display().to_string(), "", None, None);
+    assert_eq!((code, cap), (Some(0), Some(3)), "{err}");
+    assert!(
+        !err.contains("s  events "),
+        "quiet came from the file: {err}"
+    );
+    let (code, cap, err) = run(
+        &tmp.path().join("b").display().to_string(),
+        "",
+        Some("4"),
+        None,
+    );
+    assert_eq!((code, cap), (Some(0), Some(4)), "{err}");
+    let (code, cap, err) = run(
+        &tmp.path().join("c").display().to_string(),
+        "",
+        Some("4"),
+        Some("5"),
+    );
+    assert_eq!((code, cap), (Some(0), Some(5)), "{err}");
+    let d = tmp.path().join("d").display().to_string();
+    let (code, cap, err) = run(&d, "inbox_capp = 2\n", None, None);
+    assert_eq!((code, cap), (Some(2), None), "{err}");
+    assert!(err.contains("unknown setting `inbox_capp`"), "{err}");
+    assert!(
+        !std::path::Path::new(&d).exists(),
+        "a refused file created {d}"
+    );
+}
+
+// Proves `run --progress SECS` prints progress lines at that pace and `--quiet` prints none but the summary.
+#[test]
+fn run_progress_interval_and_quiet() {
+    let log = generated_log(300, 20_000);
+    let progress_lines = |args: &[&str]| {
+        let tmp = tempfile::tempdir().unwrap();
+        let (code, _, err) = feedlog(tmp.path(), &["produce", "-"], Some(log.as_bytes()));
+        assert_eq!(code, 0, "{err}");
+        let mut run = vec!["run", "--until-idle"];
+        run.extend_from_slice(args);
+        let (code, out, err) = feedlog(tmp.path(), &run, None);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("processed "), "no summary: {out}");
+        err.lines().filter(|l| l.contains("s  events ")).count()
+    };
+    assert!(progress_lines(&["--progress", "0.01"]) >= 1);
+    assert_eq!(progress_lines(&["--quiet", "--progress", "0.01"]), 0);
+}
+
+// Proves that with `--log-format json` every stderr line of a run (status and progress lines included) and a command's error are JSON records.
+#[test]
+fn json_status_and_error_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let post = br#"{"type":"post","author":1,"post_id":1,"ts":1}"#;
+    let (code, _, err) = feedlog(tmp.path(), &["produce", "-"], Some(post));
+    assert_eq!(code, 0, "{err}");
+    let records = |err: &str| -> Vec<serde_json::Value> {
+        err.lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+            .collect()
+    };
+    let json = ["--log-format", "json"];
+    let run = [
+        &json[..],
+        &["run", "--until-idle", "--no-sync", "--progress", "0.01"],
+    ]
+    .concat();
+    let (code, _, err) = feedlog(tmp.path(), &run, None);
+    assert_eq!(code, 0, "{err}");
+    let lines = records(&err);
+    assert!(
+        lines.iter().any(|v| v["level"] == "INFO"
+            && v["fields"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("events to process")),
+        "{err}"
+    );
+    let (code, _, err) = feedlog(
+        tmp.path(),
+        &[&json[..], &["drop-state", "nope"]].concat(),
+        None,
+    );
+    assert_eq!(code, 1);
+    let lines = records(&err);
+    assert_eq!(lines.last().unwrap()["level"], "ERROR", "{err}");
+}
+
+// Proves `--log-format json` writes log lines as JSON objects (here the warning that a torn log tail was cut).
+#[test]
+fn json_log_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let post = |id: u64| format!("{{\"type\":\"post\",\"author\":1,\"post_id\":{id},\"ts\":1}}\n");
+    let (code, _, err) = feedlog(tmp.path(), &["produce", "-"], Some(post(1).as_bytes()));
+    assert_eq!(code, 0, "{err}");
+    // Bytes that never became a record, at the end of user 1's partition.
+    let events = tmp.path().join("log/events");
+    for p in std::fs::read_dir(&events).unwrap() {
+        let seg = p.unwrap().path().join("00000000000000000000.log");
+        if seg.exists() && std::fs::metadata(&seg).unwrap().len() > 0 {
+            let mut f = std::fs::OpenOptions::new().append(true).open(&seg).unwrap();
+            std::io::Write::write_all(&mut f, &[1, 2, 3]).unwrap();
+        }
+    }
+    let (code, _, err) = feedlog(
+        tmp.path(),
+        &["--log-format", "json", "produce", "-"],
+        Some(post(2).as_bytes()),
+    );
+    assert_eq!(code, 0, "{err}");
+    let warning = err
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["level"] == "WARN")
+        .unwrap_or_else(|| panic!("no JSON warning in {err}"));
+    assert!(warning["fields"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("torn tail"));
+}
