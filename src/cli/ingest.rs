@@ -2,7 +2,7 @@
 
 use super::args::ImportFormat;
 use super::shell::per_sec;
-use crate::cli::say::say;
+use crate::cli::say::Meter;
 use anyhow::{bail, Context, Result};
 use feedlog::ingest::import::{ImportSummary, SnapFormat};
 use feedlog::ingest::produce::Producer;
@@ -94,6 +94,8 @@ pub fn import_file(
     let start = Instant::now();
     let mut last = Instant::now();
     let (size, consumed) = (input.size.max(1), input.consumed.clone());
+    let meter = Meter::new(size, "bytes");
+    let every = meter.every(Duration::from_secs(1));
     let name = file.display().to_string();
     let s = feedlog::ingest::import::import(
         format,
@@ -103,17 +105,27 @@ pub fn import_file(
         producer,
         observe,
         |s| {
-            if last.elapsed() >= Duration::from_secs(1) {
+            if last.elapsed() >= every {
                 last = Instant::now();
-                let pct = 100.0 * consumed.load(Ordering::Relaxed) as f64 / size as f64;
-                say!(
-                    "importing {name}: {pct:>5.1}%  {} lines ({:.0}/s)  {} events",
+                let read = consumed.load(Ordering::Relaxed);
+                let msg = format!(
+                    "{} lines ({:.0}/s), {} events",
                     s.lines,
                     per_sec(s.lines, start),
                     s.events
                 );
+                meter.show(read, msg, || {
+                    let pct = 100.0 * read as f64 / size as f64;
+                    format!(
+                        "importing {name}: {pct:>5.1}%  {} lines ({:.0}/s)  {} events",
+                        s.lines,
+                        per_sec(s.lines, start),
+                        s.events
+                    )
+                })
             }
         },
     )?;
+    meter.finish();
     Ok(s)
 }

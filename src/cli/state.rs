@@ -2,7 +2,7 @@
 //! `states` and `drop-state`.
 
 use super::shell::{every, shutdown_on_signal, PROGRESS_EVERY};
-use crate::cli::say::say;
+use crate::cli::say::{say, Meter};
 use anyhow::{bail, Context, Result};
 use feedlog::core::position::Positions;
 use feedlog::core::View;
@@ -54,8 +54,9 @@ pub fn rebuild(
             })
             .sum()
     };
+    let meter = Meter::new(total, "records");
     let stats = every(
-        progress_every,
+        meter.every(progress_every),
         || {
             let done = done_records();
             let secs = start.elapsed().as_secs_f64();
@@ -79,13 +80,14 @@ pub fn rebuild(
                     format!("p{i} {pct:.0}%")
                 })
                 .collect();
-            say!(
-                "{secs:>6.1}s  {done}/{total} records ({rate:.0}/s, {eta})  {}",
-                parts.join(" ")
-            );
+            let parts = parts.join(" ");
+            meter.show(done, format!("{rate:.0}/s  {parts}"), || {
+                format!("{secs:>6.1}s  {done}/{total} records ({rate:.0}/s, {eta})  {parts}")
+            });
         },
         || r.run(&shutdown),
     )?;
+    meter.finish();
     let secs = start.elapsed().as_secs_f64();
     let events: u64 = stats.events.iter().sum();
     if !r.finished()? {
