@@ -1,3 +1,4 @@
+# syntax=docker/dockerfile:1
 # feedlog's image: `docker build -t feedlog .`, or `docker compose build`.
 #
 # Build stage: RocksDB and librdkafka are compiled from their bundled
@@ -12,7 +13,12 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY topics ./topics
-RUN cargo build --release --locked --bin feedlog \
+# Cache mounts (BuildKit): the crate registry and the build directory
+# survive between builds, so a change to feedlog's code does not compile
+# RocksDB and librdkafka again.
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked --bin feedlog \
  && cp target/release/feedlog /usr/local/bin/feedlog
 
 # Runtime stage: the binary (RocksDB and librdkafka are linked in), the
