@@ -358,9 +358,10 @@ fn openapi_limits_match_the_handlers() {
     );
 }
 
-/// The document's schemas as strict JSON Schema: OpenAPI 3.0's `nullable`
-/// becomes a `null` type, and every object refuses properties it does not
-/// list, so an answer's undocumented field fails as a missing one does.
+/// The document's schemas as strict JSON Schema: every object refuses
+/// properties it does not list, so an answer's undocumented field fails as
+/// a missing one does (and an OpenAPI 3.0 `nullable`, should one appear,
+/// becomes a `null` type).
 fn strict(mut v: serde_json::Value) -> serde_json::Value {
     if let Some(o) = v.as_object_mut() {
         if o.remove("nullable") == Some(serde_json::Value::Bool(true)) {

@@ -60,9 +60,33 @@ impl From<QueryRejection> for ApiError {
     }
 }
 
+/// An error answer's body.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[schema(as = Error)]
+pub(super) struct ErrorBody {
+    /// What went wrong.
+    error: ErrorDetail,
+}
+
+/// An error's code and message.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(super) struct ErrorDetail {
+    /// `bad_user`, `bad_limit`, `bad_cursor`, `bad_query`, `not_found`,
+    /// `method_not_allowed`, `unavailable` or `internal`.
+    #[schema(value_type = String, pattern = "^[a-z_]+$")]
+    code: &'static str,
+    /// For a person to read.
+    message: String,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: self.message,
+            },
+        };
         let mut r = (self.status, Json(body)).into_response();
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
             r.headers_mut()

@@ -369,7 +369,7 @@ pub(super) async fn counters_many(
     }
     let Some(routing) = api.routing.clone() else {
         let counters = read(&api, move |r| r.counters_many(&users)).await?;
-        return Ok(Json(serde_json::json!({ "counters": counters })).into_response());
+        return Ok(Json(crate::api::query::CountersList { counters }).into_response());
     };
     // Kafka mode: the users of this processor's partitions here, the others
     // from their owners, one request each, answers in the order asked.
@@ -480,14 +480,26 @@ pub(super) async fn openapi(State(api): State<Arc<Api>>) -> Response {
         .into_response()
 }
 
-pub(super) async fn healthz() -> Response {
-    Json(serde_json::json!({"status": "ok"})).into_response()
+/// The liveness answer.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Health {
+    /// Always `ok`.
+    #[schema(value_type = String, pattern = "^ok$")]
+    status: &'static str,
 }
 
-#[derive(Serialize)]
-struct Ready {
+pub(super) async fn healthz() -> Response {
+    Json(Health { status: "ok" }).into_response()
+}
+
+/// The readiness answer.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Ready {
+    /// Whether the processor is ready.
     ready: bool,
+    /// Records not yet applied, both input logs, all partitions.
     lag: u64,
+    /// The most records not yet applied for ready (`--ready-lag`).
     max_lag: u64,
     /// Why not ready, when it is not the lag: the log does not hold what the
     /// state has applied, or cannot be read.

@@ -1,6 +1,7 @@
 //! The HTTP read API (axum, JSON): every view, a live timeline stream,
 //! health, readiness and Prometheus metrics. Paths and shapes are a public
-//! interface, described in `openapi.json` (served at `/openapi.json`).
+//! interface, described by [`openapi`] (generated from the code with
+//! utoipa, served at `/openapi.json`).
 //!
 //! Every page is read from one RocksDB snapshot through [`Reader`], so the
 //! answers are exactly those of `feedlog query`. RocksDB calls run on the

@@ -1,14 +1,23 @@
-//! The API description served at `/openapi.json`: `openapi.json` (paths,
-//! schemas, operation ids) with the page limits filled in from the code
-//! and the configuration, so the document states the defaults the handlers
-//! apply and the maximum this server enforces. `tests/http.rs` checks the
-//! served document against the handlers' answers.
+//! The API description served at `/openapi.json`, generated from the code:
+//! the answers' schemas are derived from the types the handlers serialize
+//! (`utoipa::ToSchema`), and each route's parameters and answers are
+//! declared here beside the route table, one `#[utoipa::path]` per route.
+//! At start the page limits are filled in from the handlers' constants and
+//! the configuration, so the document states the defaults the handlers
+//! apply and the maximum this server enforces. `tests/http_hardening.rs`
+//! checks every answer against the schema stated for it, and the limits.
 
+// The functions below only carry the routes' descriptions.
+#![allow(dead_code)]
+
+use super::errors::ErrorBody;
+use super::handlers::{Health, Ready};
+use super::routing::OutboxesAnswer;
 use super::ApiConfig;
-use crate::api::query::{DEFAULT_LIMIT, DEFAULT_RECENT};
-
-/// The hand-written part of the description.
-const TEMPLATE: &str = include_str!("openapi.json");
+use crate::api::query::{
+    Counters, CountersList, FollowerItem, List, Page, PostItem, DEFAULT_LIMIT, DEFAULT_RECENT,
+};
+use utoipa::OpenApi;
 
 /// The page size a route answers with when the request names no `limit`
 /// (`None`: the route takes no `limit`).
@@ -23,11 +32,178 @@ pub fn default_limit(route: &str) -> Option<usize> {
     }
 }
 
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "feedlog read API",
+        version = "1",
+        description = "Read-only views materialized by feedlog. Every page is read from one consistent snapshot of the owning partition. Errors are {\"error\":{\"code\",\"message\"}}: 400 for a bad id, cursor, limit or parameter; 404 for an unknown route. In Kafka mode any processor answers for any user: it forwards a request to the processor that serves the user's partition (a timeline stream is redirected, 307), and answers 503 with Retry-After while the partition moves between processors."
+    ),
+    paths(
+        timeline, stream, posts, counters, counters_many, recent_followers, followers,
+        followees, openapi, healthz, readyz, metrics, internal_outboxes
+    ),
+    components(schemas(
+        PostItem, FollowerItem, Counters, Page<PostItem>, Page<FollowerItem>,
+        List<FollowerItem>, CountersList, Ready, ErrorBody, Health, OutboxesAnswer
+    ))
+)]
+struct ApiDoc;
+
+const ID: &str = "User id (a whole number from 1). An unknown user is an empty view.";
+const LIMIT: &str = "Page size, 1 to the server's maximum (default maximum 200; above it is a 400 naming the maximum). The default and the maximum are filled in by the server (`--max-limit`).";
+const CURSOR: &str = "The next_cursor of the previous page. Opaque, bound to its view and user.";
+const BAD: &str = "Bad id, cursor, limit or parameter";
+const MOVING: &str =
+    "Kafka mode: the user's partition is moving between processors; retry (Retry-After)";
+
+#[utoipa::path(get, path = "/v1/users/{id}/timeline", operation_id = "getTimeline",
+    summary = "Home timeline: live posts of current followees, newest first (ts, then post_id, then author, descending).",
+    params(
+        ("id" = u64, Path, description = ID, minimum = 1),
+        ("limit" = Option<u64>, Query, description = LIMIT, minimum = 1),
+        ("cursor" = Option<String>, Query, description = CURSOR),
+        ("newer_than" = Option<String>, Query, description = "A page's `prev_cursor`: the `limit` entries just newer than that page's first, newest first (Mastodon's `min_id`); an empty page with the same `prev_cursor` when there are none yet. Not with `cursor`. Walks at most 1,000 entries from the top (a deeper cursor is a 400 bad_cursor)."),
+    ),
+    responses(
+        (status = 200, description = "A page", body = Page<PostItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
+        (status = 400, description = BAD, body = ErrorBody),
+        (status = 503, description = MOVING, body = ErrorBody),
+    ))]
+fn timeline() {}
+
+#[utoipa::path(get, path = "/v1/users/{id}/timeline/stream", operation_id = "streamTimeline",
+    summary = "Server-sent events: every timeline entry newer than the newest one already sent (at first: than those present when the stream opened, or than the entry Last-Event-ID names), oldest first, as it is materialized (event `entry`, id `ts:post_id:author`, data a Post). Opens with a `subscribed` comment. When one of the last 200 entries sent leaves the timeline (deleted, or its author unfollowed), event `delete` with the same data and no id. An entry that materializes later with an older (ts, post_id, author) than one already sent is not streamed; it is on the timeline.",
+    params(
+        ("id" = u64, Path, description = ID, minimum = 1),
+        ("Last-Event-ID" = Option<String>, Header, pattern = "^[0-9]+:[0-9]+:[0-9]+$", description = "Resume after this entry (an `id` the stream sent): every newer entry, up to the newest 10,000, comes first. An id the stream cannot read is ignored: the stream starts fresh."),
+    ),
+    responses(
+        (status = 200, description = "An event stream", content_type = "text/event-stream", body = String),
+        (status = 400, description = BAD, body = ErrorBody),
+        (status = 503, description = MOVING, body = ErrorBody),
+    ))]
+fn stream() {}
+
+#[utoipa::path(get, path = "/v1/users/{id}/posts", operation_id = "getPosts",
+    summary = "The user's own live posts, newest first.",
+    params(
+        ("id" = u64, Path, description = ID, minimum = 1),
+        ("limit" = Option<u64>, Query, description = LIMIT, minimum = 1),
+        ("cursor" = Option<String>, Query, description = CURSOR),
+    ),
+    responses(
+        (status = 200, description = "A page", body = Page<PostItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
+        (status = 400, description = BAD, body = ErrorBody),
+        (status = 503, description = MOVING, body = ErrorBody),
+    ))]
+fn posts() {}
+
+#[utoipa::path(get, path = "/v1/users/{id}/counters", operation_id = "getCounters",
+    summary = "Follower, followee and post counts.",
+    params(("id" = u64, Path, description = ID, minimum = 1)),
+    responses(
+        (status = 200, description = "The counters", body = Counters),
+        (status = 400, description = BAD, body = ErrorBody),
+        (status = 503, description = MOVING, body = ErrorBody),
+    ))]
+fn counters() {}
+
+#[utoipa::path(get, path = "/v1/counters", operation_id = "getCountersMany",
+    summary = "Counters of up to 1,000 users, in the order asked.",
+    params(("ids" = String, Query, description = "Comma-separated user ids (at most 1,000).")),
+    responses(
+        (status = 200, description = "The counters", body = CountersList),
+        (status = 400, description = BAD, body = ErrorBody),
+        (status = 503, description = MOVING, body = ErrorBody),
+    ))]
+fn counters_many() {}
+
+#[utoipa::path(get, path = "/v1/users/{id}/followers/recent", operation_id = "getRecentFollowers",
+    summary = "The most recent live followers, newest follow first.",
+    params(
+        ("id" = u64, Path, description = ID, minimum = 1),
+        ("limit" = Option<u64>, Query, minimum = 1, description = "How many (K), 1 to the maximum. The default and the maximum are filled in by the server (`--max-limit`)."),
+    ),
+    responses(
+        (status = 200, description = "The followers", body = List<FollowerItem>),
+        (status = 400, description = BAD, body = ErrorBody),
+        (status = 503, description = MOVING, body = ErrorBody),
+    ))]
+fn recent_followers() {}
+
+#[utoipa::path(get, path = "/v1/users/{id}/followers", operation_id = "getFollowers",
+    summary = "Live followers, by user id ascending, with follow time.",
+    params(
+        ("id" = u64, Path, description = ID, minimum = 1),
+        ("limit" = Option<u64>, Query, description = LIMIT, minimum = 1),
+        ("cursor" = Option<String>, Query, description = CURSOR),
+    ),
+    responses(
+        (status = 200, description = "A page", body = Page<FollowerItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
+        (status = 400, description = BAD, body = ErrorBody),
+        (status = 503, description = MOVING, body = ErrorBody),
+    ))]
+fn followers() {}
+
+#[utoipa::path(get, path = "/v1/users/{id}/followees", operation_id = "getFollowees",
+    summary = "Live followees, by user id ascending, with follow time.",
+    params(
+        ("id" = u64, Path, description = ID, minimum = 1),
+        ("limit" = Option<u64>, Query, description = LIMIT, minimum = 1),
+        ("cursor" = Option<String>, Query, description = CURSOR),
+    ),
+    responses(
+        (status = 200, description = "A page", body = Page<FollowerItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
+        (status = 400, description = BAD, body = ErrorBody),
+        (status = 503, description = MOVING, body = ErrorBody),
+    ))]
+fn followees() {}
+
+#[utoipa::path(get, path = "/openapi.json", operation_id = "getOpenApi",
+    summary = "This document.",
+    responses((status = 200, description = "OpenAPI 3.1", body = Object)))]
+fn openapi() {}
+
+#[utoipa::path(get, path = "/healthz", operation_id = "getHealth",
+    summary = "Liveness: the process serves requests.",
+    responses((status = 200, description = "Alive", body = Health)))]
+fn healthz() {}
+
+#[utoipa::path(get, path = "/readyz", operation_id = "getReady",
+    summary = "Readiness: 200 while the records not yet applied (both input logs, all partitions) are at most the configured lag, else 503.",
+    responses(
+        (status = 200, description = "Ready", body = Ready),
+        (status = 503, description = "Behind, or the state does not match its logs", body = Ready),
+    ))]
+fn readyz() {}
+
+#[utoipa::path(get, path = "/metrics", operation_id = "getMetrics",
+    summary = "Prometheus text: events applied by kind, deliveries, dead letters, lag per partition, batch size and commit latency histograms, RocksDB figures, request latency by route and responses by code, build and process figures.",
+    responses((status = 200, description = "Prometheus exposition format 0.0.4", content_type = "text/plain", body = String)))]
+fn metrics() {}
+
+#[utoipa::path(get, path = "/v1/internal/outboxes", operation_id = "getInternalOutboxes",
+    summary = "Internal, Kafka mode: the outboxes of authors whose partitions this processor serves, for another processor's timeline pull path. 503 when a partition is not served here.",
+    params(
+        ("authors" = String, Query, description = "Comma-separated user ids."),
+        ("from_ts" = u64, Query, description = "Start at this post time (inclusive, with from_post)."),
+        ("from_post" = u64, Query, description = "Start at this post id (inclusive)."),
+        ("limit" = u64, Query, minimum = 1, description = "Posts per author, at most."),
+    ),
+    responses(
+        (status = 200, description = "Per author, [ts, post_id] pairs newest first", body = OutboxesAnswer),
+        (status = 400, description = "Bad parameter", body = ErrorBody),
+        (status = 404, description = "Embedded mode: the route is not served (there is no other processor to answer)", body = ErrorBody),
+        (status = 503, description = "A partition is not served here (moving)", body = ErrorBody),
+    ))]
+fn internal_outboxes() {}
+
 /// The description as served with `cfg`: every public route's `limit`
 /// parameter carries the handler's default and `cfg.max_limit`.
 pub fn document(cfg: &ApiConfig) -> String {
-    let mut doc: serde_json::Value =
-        serde_json::from_str(TEMPLATE).expect("openapi.json is valid JSON (a unit test reads it)");
+    let mut doc =
+        serde_json::to_value(ApiDoc::openapi()).expect("an OpenAPI document serializes to JSON");
     if let Some(paths) = doc["paths"].as_object_mut() {
         for (route, item) in paths.iter_mut() {
             let Some(default) = default_limit(route) else {
@@ -44,28 +220,39 @@ pub fn document(cfg: &ApiConfig) -> String {
         }
     }
     if cfg.string_ids {
-        // The answers' ids are strings (`--string-ids`).
-        if let Some(schemas) = doc["components"]["schemas"].as_object_mut() {
-            for schema in schemas.values_mut() {
-                let Some(props) = schema["properties"].as_object_mut() else {
-                    continue;
-                };
-                for field in ["post_id", "author", "user"] {
-                    if let Some(p) = props.get_mut(field) {
-                        *p = serde_json::json!({"type": "string", "pattern": "^[1-9][0-9]*$"});
-                    }
+        // The answers' ids are strings (`--string-ids`), wherever a schema
+        // holds one (pages hold their items' schemas inline).
+        string_ids(&mut doc["components"]["schemas"]);
+    }
+    doc.to_string()
+}
+
+/// Every `post_id`, `author` and `user` property under `v` becomes a
+/// string of decimal digits.
+fn string_ids(v: &mut serde_json::Value) {
+    if let Some(props) = v.get_mut("properties").and_then(|p| p.as_object_mut()) {
+        for field in ["post_id", "author", "user"] {
+            if let Some(p) = props.get_mut(field) {
+                let description = p["description"].clone();
+                *p = serde_json::json!({"type": "string", "pattern": "^[1-9][0-9]*$"});
+                if !description.is_null() {
+                    p["description"] = description;
                 }
             }
         }
     }
-    doc.to_string()
+    match v {
+        serde_json::Value::Object(o) => o.values_mut().for_each(string_ids),
+        serde_json::Value::Array(a) => a.iter_mut().for_each(string_ids),
+        _ => {}
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    // Proves every operation of the template has a unique operationId and every paged route's limit is filled in from the code.
+    // Proves the document has exactly the router's routes, each with a unique operationId, and every paged route's limit filled in from the code.
     #[test]
     fn operations_are_named_and_limits_filled_in() {
         let cfg = ApiConfig {
@@ -73,6 +260,18 @@ mod tests {
             ..ApiConfig::default()
         };
         let doc: serde_json::Value = serde_json::from_str(&document(&cfg)).unwrap();
+        let documented: std::collections::BTreeSet<&str> = doc["paths"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let routed: std::collections::BTreeSet<&str> =
+            super::super::ROUTES.iter().copied().collect();
+        assert_eq!(
+            documented, routed,
+            "the document's paths are the router's routes"
+        );
         let mut ids = std::collections::BTreeSet::new();
         for route in super::super::ROUTES {
             let op = &doc["paths"][*route]["get"];

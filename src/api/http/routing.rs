@@ -78,10 +78,18 @@ impl Routing {
 pub struct RemoteOutboxes(pub Arc<Routing>);
 
 /// The internal outbox answer.
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct OutboxesAnswer {
-    /// Per author: `[ts, post_id]` pairs, newest first.
+    /// Per author: `[author, [[ts, post_id], ...]]`, posts newest first.
+    #[schema(schema_with = outboxes_schema)]
     pub outboxes: Vec<(u64, Vec<(u64, u64)>)>,
+}
+
+/// [`OutboxesAnswer::outboxes`]: an array of `[author, pairs]` arrays.
+fn outboxes_schema() -> utoipa::openapi::schema::Array {
+    utoipa::openapi::schema::ArrayBuilder::new()
+        .items(utoipa::openapi::schema::ArrayBuilder::new())
+        .build()
 }
 
 impl Remote for RemoteOutboxes {

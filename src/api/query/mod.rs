@@ -17,7 +17,7 @@ mod timeline;
 mod types;
 
 use cursor::{decode_cursor, encode_cursor, CursorView};
-pub use types::{Counters, FollowerItem, List, Page, PostItem, QueryError};
+pub use types::{Counters, CountersList, FollowerItem, List, Page, PostItem, QueryError};
 
 /// Default page size.
 pub const DEFAULT_LIMIT: usize = 20;

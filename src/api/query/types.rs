@@ -78,27 +78,29 @@ impl QueryError {
 }
 
 /// A post in a timeline or outbox page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(as = Post)]
 pub struct PostItem {
     /// The post.
     pub post_id: u64,
     /// Its author.
     pub author: u64,
-    /// Post time, ms.
+    /// Post time, ms since the epoch.
     pub ts: u64,
 }
 
 /// A user in a follower or followee list, with the follow time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(as = UserItem)]
 pub struct FollowerItem {
     /// The follower.
     pub user: u64,
-    /// Follow time, ms.
+    /// Follow time, ms since the epoch.
     pub ts: u64,
 }
 
 /// A user's counters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Counters {
     /// The user.
     pub user: u64,
@@ -111,7 +113,7 @@ pub struct Counters {
 }
 
 /// One page of a view.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Page<T> {
     /// The items, in view order.
     pub items: Vec<T>,
@@ -124,8 +126,15 @@ pub struct Page<T> {
 }
 
 /// A list without paging (recent followers).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct List<T> {
     /// The items, in view order.
     pub items: Vec<T>,
+}
+
+/// The counters of several users, in the order asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct CountersList {
+    /// One per user asked.
+    pub counters: Vec<Counters>,
 }
