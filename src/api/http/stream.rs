@@ -37,7 +37,10 @@ const TRACKED: usize = 200;
 
 /// The shortest time between two reads of one stream while commits come
 /// faster: a stream reads at most this often, however busy the processor.
-const MIN_GAP: Duration = Duration::from_millis(25);
+/// It is the old poll interval: a busy processor costs as many reads as
+/// polling did (each walking down to the oldest tracked entry, up to one
+/// page more), a quiet one none, and a commit after a pause is read at once.
+const MIN_GAP: Duration = Duration::from_millis(100);
 
 /// The longest a stream waits for a commit signal before it reads anyway.
 const MAX_WAIT: Duration = Duration::from_secs(5);
