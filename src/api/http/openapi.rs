@@ -50,9 +50,28 @@ pub fn default_limit(route: &str) -> Option<usize> {
 )]
 struct ApiDoc;
 
-const ID: &str = "User id (a whole number from 1). An unknown user is an empty view.";
-const LIMIT: &str = "Page size, 1 to the server's maximum (default maximum 200; above it is a 400 naming the maximum). The default and the maximum are filled in by the server (`--max-limit`).";
-const CURSOR: &str = "The next_cursor of the previous page. Opaque, bound to its view and user.";
+/// The user a route reads.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+struct User {
+    /// User id (a whole number from 1). An unknown user is an empty view.
+    #[param(minimum = 1)]
+    id: u64,
+}
+
+/// A page of a paged view.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+struct Paging {
+    /// Page size, 1 to the server's maximum (default maximum 200; above it
+    /// is a 400 naming the maximum). The default and the maximum are filled
+    /// in by the server (`--max-limit`).
+    #[param(minimum = 1)]
+    limit: Option<u64>,
+    /// The next_cursor of the previous page. Opaque, bound to its view and
+    /// user.
+    cursor: Option<String>,
+}
 const BAD: &str = "Bad id, cursor, limit or parameter";
 const MOVING: &str =
     "Kafka mode: the user's partition is moving between processors; retry (Retry-After)";
@@ -60,9 +79,8 @@ const MOVING: &str =
 #[utoipa::path(get, path = "/v1/users/{id}/timeline", operation_id = "getTimeline",
     summary = "Home timeline: live posts of current followees, newest first (ts, then post_id, then author, descending).",
     params(
-        ("id" = u64, Path, description = ID, minimum = 1),
-        ("limit" = Option<u64>, Query, description = LIMIT, minimum = 1),
-        ("cursor" = Option<String>, Query, description = CURSOR),
+        User,
+        Paging,
         ("newer_than" = Option<String>, Query, description = "A page's `prev_cursor`: the `limit` entries just newer than that page's first, newest first (Mastodon's `min_id`); an empty page with the same `prev_cursor` when there are none yet. Not with `cursor`. Walks at most 1,000 entries from the top (a deeper cursor is a 400 bad_cursor)."),
     ),
     responses(
@@ -75,7 +93,7 @@ fn timeline() {}
 #[utoipa::path(get, path = "/v1/users/{id}/timeline/stream", operation_id = "streamTimeline",
     summary = "Server-sent events: every timeline entry newer than the newest one already sent (at first: than those present when the stream opened, or than the entry Last-Event-ID names), oldest first, as it is materialized (event `entry`, id `ts:post_id:author`, data a Post). Opens with a `subscribed` comment. When one of the last 200 entries sent leaves the timeline (deleted, or its author unfollowed), event `delete` with the same data and no id. An entry that materializes later with an older (ts, post_id, author) than one already sent is not streamed; it is on the timeline.",
     params(
-        ("id" = u64, Path, description = ID, minimum = 1),
+        User,
         ("Last-Event-ID" = Option<String>, Header, pattern = "^[0-9]+:[0-9]+:[0-9]+$", description = "Resume after this entry (an `id` the stream sent): every newer entry, up to the newest 10,000, comes first. An id the stream cannot read is ignored: the stream starts fresh."),
     ),
     responses(
@@ -88,9 +106,8 @@ fn stream() {}
 #[utoipa::path(get, path = "/v1/users/{id}/posts", operation_id = "getPosts",
     summary = "The user's own live posts, newest first.",
     params(
-        ("id" = u64, Path, description = ID, minimum = 1),
-        ("limit" = Option<u64>, Query, description = LIMIT, minimum = 1),
-        ("cursor" = Option<String>, Query, description = CURSOR),
+        User,
+        Paging,
     ),
     responses(
         (status = 200, description = "A page", body = Page<PostItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
@@ -101,7 +118,7 @@ fn posts() {}
 
 #[utoipa::path(get, path = "/v1/users/{id}/counters", operation_id = "getCounters",
     summary = "Follower, followee and post counts.",
-    params(("id" = u64, Path, description = ID, minimum = 1)),
+    params(User),
     responses(
         (status = 200, description = "The counters", body = Counters),
         (status = 400, description = BAD, body = ErrorBody),
@@ -122,7 +139,7 @@ fn counters_many() {}
 #[utoipa::path(get, path = "/v1/users/{id}/followers/recent", operation_id = "getRecentFollowers",
     summary = "The most recent live followers, newest follow first.",
     params(
-        ("id" = u64, Path, description = ID, minimum = 1),
+        User,
         ("limit" = Option<u64>, Query, minimum = 1, description = "How many (K), 1 to the maximum. The default and the maximum are filled in by the server (`--max-limit`)."),
     ),
     responses(
@@ -135,9 +152,8 @@ fn recent_followers() {}
 #[utoipa::path(get, path = "/v1/users/{id}/followers", operation_id = "getFollowers",
     summary = "Live followers, by user id ascending, with follow time.",
     params(
-        ("id" = u64, Path, description = ID, minimum = 1),
-        ("limit" = Option<u64>, Query, description = LIMIT, minimum = 1),
-        ("cursor" = Option<String>, Query, description = CURSOR),
+        User,
+        Paging,
     ),
     responses(
         (status = 200, description = "A page", body = Page<FollowerItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
@@ -149,9 +165,8 @@ fn followers() {}
 #[utoipa::path(get, path = "/v1/users/{id}/followees", operation_id = "getFollowees",
     summary = "Live followees, by user id ascending, with follow time.",
     params(
-        ("id" = u64, Path, description = ID, minimum = 1),
-        ("limit" = Option<u64>, Query, description = LIMIT, minimum = 1),
-        ("cursor" = Option<String>, Query, description = CURSOR),
+        User,
+        Paging,
     ),
     responses(
         (status = 200, description = "A page", body = Page<FollowerItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
