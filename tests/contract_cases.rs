@@ -1,6 +1,6 @@
 //! The contract on named scenarios the property tests reach only by chance:
 //! a stale forwarded copy, a delivery replayed before the follow it was sent
-//! for.
+//! for, an owner whose first step applies nothing.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -239,4 +239,67 @@ fn a_late_threshold_request_is_asked_back() {
     let five = open(5);
     five.run(&feedlog::task::Shutdown::new(), true).unwrap();
     assert_eq!(in_force(&five), 5);
+}
+
+// Regression: an owner's first step that applied nothing (a delivery waiting for a follow not yet in the log) marked its pull-threshold request as sent and dropped it with the step's uncommitted records, so the configured threshold never came into force. It is now asked with the first batch that commits.
+#[test]
+fn a_first_step_that_applies_nothing_keeps_the_owners_requests() {
+    use feedlog::core::effect::Effect;
+    use feedlog::core::position::Version;
+    use feedlog::log::{Log, NewRecord};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::create_or_open(tmp.path(), Some(1)).unwrap();
+    let (author, follower) = (UserId(1), UserId(2));
+    // effects[0]: a delivery for the follow that will be events[0] offset 0.
+    let (format, value) = codec::encode_effects(&[Effect::Deliver {
+        author,
+        post_id: PostId(9),
+        ts: Ts(5),
+        targets: vec![(follower, Version(1))],
+    }]);
+    let logs: std::sync::Arc<dyn Log> = std::sync::Arc::new(dir.logs());
+    let mut sink = logs.sink(false).unwrap();
+    let rec = NewRecord {
+        timestamp_ms: 0,
+        format: format.as_u8(),
+        key: b"2",
+        value: &value,
+    };
+    sink.append(Topic::Effects, 0, &[rec]).unwrap();
+    sink.flush().unwrap();
+    drop(sink);
+    let cfg = ProcessorConfig {
+        pull_threshold: Some(3),
+        sync: false,
+        cache_bytes: 1 << 20,
+        ..ProcessorConfig::default()
+    };
+    let processor = Processor::open(&dir, cfg).unwrap();
+    let threshold = || {
+        processor
+            .store(0)
+            .meta_u64(feedlog::core::keys::PULL_THRESHOLD)
+            .unwrap()
+    };
+    // One owner for the whole scenario, as a long `run` or a Kafka
+    // processor keeps it. Its first step applies nothing: the delivery
+    // waits for its follow.
+    let mut task = processor.task_after(0, Positions::START, false).unwrap();
+    let step = |task: &mut PartitionTask| task.step(&mut feedlog::task::NoFaults).unwrap();
+    assert_eq!(step(&mut task).input(), 0);
+    let mut producer = Producer::new(&dir).unwrap();
+    let follow = Event::Follow {
+        follower,
+        followee: author,
+        ts: Ts(4),
+    };
+    producer.event(&follow, Format::Json).unwrap();
+    producer.finish().unwrap();
+    drop(producer);
+    // The follow and the delivery, then the request's own record.
+    while step(&mut task).input() > 0 {}
+    assert_eq!(threshold(), 3, "the configured threshold is in force");
+    let reader = feedlog::ops::serve::reader_of(&processor);
+    let page = reader.timeline(follower, 10, None).unwrap();
+    assert_eq!(page.items.len(), 1, "the delivery waited for its follow");
 }

@@ -395,11 +395,16 @@ impl PartitionTask {
                 stats.replayed += 1;
             }
         }
+        // The requests below go out only with a batch that commits: a step
+        // that applied nothing (effects waiting for events not read yet)
+        // commits nothing and drops its outgoing records, and a request
+        // marked as asked there would never be sent.
+        let commits = stats.input() > 0;
         // Once caught up (what follows is this owner's to answer), ask for
         // the configured pull threshold through this partition's own log;
         // again whenever another one comes into force (a previous owner's
         // request, applied late).
-        if self.caught_up() && self.ctx.pull_threshold.is_some() {
+        if commits && self.caught_up() && self.ctx.pull_threshold.is_some() {
             let in_force = crate::core::views::pull_threshold(&*txn)?;
             if self.threshold_seen != Some(in_force) {
                 self.threshold_seen = Some(in_force);
@@ -413,7 +418,7 @@ impl PartitionTask {
         // Once caught up, ask again for every refill the state awaits: a
         // quiet replay may have woken a reader its previous owner did not
         // (another interleaving of the same inputs), and sent nothing.
-        if self.caught_up() && !self.refills_asked {
+        if commits && self.caught_up() && !self.refills_asked {
             out.extend(crate::core::active::refill_requests(&*txn, &self.ctx)?);
             self.refills_asked = true;
         }
