@@ -63,18 +63,24 @@ struct User {
 #[derive(utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 struct Paging {
-    /// Page size, 1 to the server's maximum (default maximum 200; above it
-    /// is a 400 naming the maximum). The default and the maximum are filled
-    /// in by the server (`--max-limit`).
+    /// Page size, 1 to the server's maximum (default maximum 200; above it is a 400 naming the maximum). The default and the maximum are filled in by the server (`--max-limit`).
     #[param(minimum = 1)]
     limit: Option<u64>,
-    /// The next_cursor of the previous page. Opaque, bound to its view and
-    /// user.
+    /// The next_cursor of the previous page. Opaque, bound to its view and user.
     cursor: Option<String>,
 }
-const BAD: &str = "Bad id, cursor, limit or parameter";
-const MOVING: &str =
-    "Kafka mode: the user's partition is moving between processors; retry (Retry-After)";
+
+/// The refusals of a route that reads one user's partition. (Doc lines
+/// here are the document's descriptions: one line each.)
+#[derive(utoipa::IntoResponses)]
+enum Refusals {
+    /// Bad id, cursor, limit or parameter
+    #[response(status = 400)]
+    Bad(ErrorBody),
+    /// Kafka mode: the user's partition is moving between processors; retry (Retry-After)
+    #[response(status = 503)]
+    Moving(ErrorBody),
+}
 
 #[utoipa::path(get, path = "/v1/users/{id}/timeline", operation_id = "getTimeline",
     summary = "Home timeline: live posts of current followees, newest first (ts, then post_id, then author, descending).",
@@ -85,8 +91,7 @@ const MOVING: &str =
     ),
     responses(
         (status = 200, description = "A page", body = Page<PostItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
-        (status = 400, description = BAD, body = ErrorBody),
-        (status = 503, description = MOVING, body = ErrorBody),
+        Refusals,
     ))]
 fn timeline() {}
 
@@ -98,8 +103,7 @@ fn timeline() {}
     ),
     responses(
         (status = 200, description = "An event stream", content_type = "text/event-stream", body = String),
-        (status = 400, description = BAD, body = ErrorBody),
-        (status = 503, description = MOVING, body = ErrorBody),
+        Refusals,
     ))]
 fn stream() {}
 
@@ -111,8 +115,7 @@ fn stream() {}
     ),
     responses(
         (status = 200, description = "A page", body = Page<PostItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
-        (status = 400, description = BAD, body = ErrorBody),
-        (status = 503, description = MOVING, body = ErrorBody),
+        Refusals,
     ))]
 fn posts() {}
 
@@ -121,8 +124,7 @@ fn posts() {}
     params(User),
     responses(
         (status = 200, description = "The counters", body = Counters),
-        (status = 400, description = BAD, body = ErrorBody),
-        (status = 503, description = MOVING, body = ErrorBody),
+        Refusals,
     ))]
 fn counters() {}
 
@@ -131,8 +133,7 @@ fn counters() {}
     params(("ids" = String, Query, description = "Comma-separated user ids (at most 1,000).")),
     responses(
         (status = 200, description = "The counters", body = CountersList),
-        (status = 400, description = BAD, body = ErrorBody),
-        (status = 503, description = MOVING, body = ErrorBody),
+        Refusals,
     ))]
 fn counters_many() {}
 
@@ -144,8 +145,7 @@ fn counters_many() {}
     ),
     responses(
         (status = 200, description = "The followers", body = List<FollowerItem>),
-        (status = 400, description = BAD, body = ErrorBody),
-        (status = 503, description = MOVING, body = ErrorBody),
+        Refusals,
     ))]
 fn recent_followers() {}
 
@@ -157,8 +157,7 @@ fn recent_followers() {}
     ),
     responses(
         (status = 200, description = "A page", body = Page<FollowerItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
-        (status = 400, description = BAD, body = ErrorBody),
-        (status = 503, description = MOVING, body = ErrorBody),
+        Refusals,
     ))]
 fn followers() {}
 
@@ -170,8 +169,7 @@ fn followers() {}
     ),
     responses(
         (status = 200, description = "A page", body = Page<FollowerItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
-        (status = 400, description = BAD, body = ErrorBody),
-        (status = 503, description = MOVING, body = ErrorBody),
+        Refusals,
     ))]
 fn followees() {}
 
