@@ -1,6 +1,8 @@
 //! The contract on named scenarios the property tests reach only by chance:
 //! a stale forwarded copy, a delivery replayed before the follow it was sent
-//! for, an owner whose first step applies nothing.
+//! for, an owner whose first step applies nothing, and an old owner whose
+//! late records (a backfill, a delivery, a copy) arrive after its
+//! successor's newer ones and are fenced.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -12,11 +14,12 @@ use feedlog::core::codec::{self, Format};
 use feedlog::core::event::{Event, PostId, Ts, UserId};
 use feedlog::core::partition::partition_for;
 use feedlog::core::position::Positions;
+use feedlog::core::Epoch;
 use feedlog::ingest::produce::Producer;
 use feedlog::log::Topic;
 use feedlog::state::datadir::DataDir;
 use feedlog::task::embedded::{Processor, ProcessorConfig};
-use feedlog::task::{BatchLimits, PartitionTask};
+use feedlog::task::{BatchLimits, CrashPoint, PartitionTask, Takeover, TaskError};
 
 // Proves a stale copy of a forwarded event (same source position, arriving after a later event of that actor) is skipped, not re-applied.
 #[test]
@@ -62,7 +65,7 @@ fn stale_forwarded_copy_is_skipped() {
         .run(&feedlog::task::Shutdown::new(), true)
         .unwrap();
     assert_eq!(
-        (stats.events[0], stats.events[1], stats.duplicates),
+        (stats.events.follow, stats.events.unfollow, stats.duplicates),
         (1, 1, 1)
     );
     let reader = feedlog::ops::serve::reader_of(&processor);
@@ -145,14 +148,18 @@ fn rebuild_applies_a_delivery_after_its_follow() {
         .collect();
     let mut tasks: Vec<PartitionTask> = (0..2)
         .map(|p| {
+            let takeover = Takeover {
+                epoch: Epoch(1),
+                emitted: Some(ends[p as usize]),
+                reship: true,
+            };
             PartitionTask::open_after(
                 processor.ctx(p),
                 cfg.limits,
                 false,
                 processor.store(p).clone(),
                 logs.clone(),
-                Some(ends[p as usize]),
-                true,
+                takeover,
             )
             .unwrap()
         })
@@ -251,12 +258,19 @@ fn a_first_step_that_applies_nothing_keeps_the_owners_requests() {
     let dir = DataDir::create_or_open(tmp.path(), Some(1)).unwrap();
     let (author, follower) = (UserId(1), UserId(2));
     // effects[0]: a delivery for the follow that will be events[0] offset 0.
-    let (format, value) = codec::encode_effects(&[Effect::Deliver {
-        author,
-        post_id: PostId(9),
-        ts: Ts(5),
-        targets: vec![(follower, Version(1))],
-    }]);
+    let stamp = feedlog::core::Stamp {
+        from: 0,
+        epoch: Epoch::ZERO,
+    };
+    let (format, value) = codec::encode_effects(
+        stamp,
+        &[Effect::Deliver {
+            author,
+            post_id: PostId(9),
+            ts: Ts(5),
+            targets: vec![(follower, Version(1))],
+        }],
+    );
     let logs: std::sync::Arc<dyn Log> = std::sync::Arc::new(dir.logs());
     let mut sink = logs.sink(false).unwrap();
     let rec = NewRecord {
@@ -284,7 +298,12 @@ fn a_first_step_that_applies_nothing_keeps_the_owners_requests() {
     // One owner for the whole scenario, as a long `run` or a Kafka
     // processor keeps it. Its first step applies nothing: the delivery
     // waits for its follow.
-    let mut task = processor.task_after(0, Positions::START, false).unwrap();
+    let takeover = Takeover {
+        epoch: Epoch(1),
+        emitted: Some(Positions::START),
+        reship: false,
+    };
+    let mut task = processor.task_after(0, takeover).unwrap();
     let step = |task: &mut PartitionTask| task.step(&mut feedlog::task::NoFaults).unwrap();
     assert_eq!(step(&mut task).input(), 0);
     let mut producer = Producer::new(&dir).unwrap();
@@ -302,4 +321,204 @@ fn a_first_step_that_applies_nothing_keeps_the_owners_requests() {
     let reader = feedlog::ops::serve::reader_of(&processor);
     let page = reader.timeline(follower, 10, None).unwrap();
     assert_eq!(page.items.len(), 1, "the delivery waited for its follow");
+}
+
+/// How an old owner's late record can do damage without the fence.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Stale {
+    /// Its backfill, replacing the follower's entries of the author, drops
+    /// a newer post its successor delivered.
+    Backfill,
+    /// Its delivery brings back a post its successor delivered and retracted.
+    Delivery,
+    /// Its copy of a pulled author drops a newer post from the partition's copy.
+    Copy,
+}
+
+/// A's partition has an owner (epoch 1) that commits its answer to an
+/// input and stalls before shipping it; its successor (epoch `successor`)
+/// takes the partition over from the group's positions, decides that
+/// input anew and answers newer events; then the old owner ships, late.
+/// Returns the difference from the oracle (if any) after everything is
+/// applied, and the records the fence skipped in F's partition.
+fn stale_owner(stale: Stale, successor: u64) -> (Result<(), String>, u64) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = DataDir::create_or_open(tmp.path(), Some(2)).unwrap();
+    let a = UserId(1);
+    let f = (2..)
+        .map(UserId)
+        .find(|u| partition_for(*u, 2) != partition_for(a, 2))
+        .unwrap();
+    let (pa, pf) = (partition_for(a, 2), partition_for(f, 2));
+    let cfg = ProcessorConfig {
+        // One record per step, so the stall lands on the input named.
+        limits: BatchLimits {
+            max_records: 1,
+            ..BatchLimits::default()
+        },
+        // Copy: authors with a follower are pulled.
+        pull_threshold: (stale == Stale::Copy).then_some(1),
+        inactive_after: None,
+        sync: false,
+        cache_bytes: 1 << 20,
+        ..ProcessorConfig::default()
+    };
+    let mut oracle = Oracle::default();
+    let produce = |events: &[Event], oracle: &mut Oracle| {
+        let mut producer = Producer::new(&dir).unwrap();
+        for e in events {
+            producer.event(e, Format::Json).unwrap();
+            oracle.apply(e);
+        }
+        producer.finish().unwrap();
+    };
+    let post = |id, ts| Event::Post {
+        author: a,
+        post_id: PostId(id),
+        ts: Ts(ts),
+    };
+    let follow = Event::Follow {
+        follower: f,
+        followee: a,
+        ts: Ts(3),
+    };
+    let open = |p: u32, processor: &Processor, epoch, emitted| {
+        let takeover = Takeover {
+            epoch: Epoch(epoch),
+            emitted: Some(emitted),
+            reship: false,
+        };
+        processor.task_after(p, takeover).unwrap()
+    };
+    let drain =
+        |t: &mut PartitionTask| while t.step(&mut feedlog::task::NoFaults).unwrap().input() > 0 {};
+    // The old owner of A's partition, and F's partition's owner.
+    let processor = Processor::open(&dir, cfg.clone()).unwrap();
+    let mut old = open(pa, &processor, 1, Positions::START);
+    let mut tf = open(pf, &processor, 1, Positions::START);
+    drain(&mut old);
+    match stale {
+        // The old owner's stalled answer is the backfill of F's follow.
+        Stale::Backfill | Stale::Copy => {
+            produce(&[post(1, 1), post(2, 2)], &mut oracle);
+            drain(&mut old);
+            produce(&[follow], &mut oracle);
+            drain(&mut tf);
+        }
+        // It is the delivery of a new post to F.
+        Stale::Delivery => {
+            produce(&[follow], &mut oracle);
+            drain(&mut tf);
+            drain(&mut old);
+            drain(&mut tf);
+            produce(&[post(1, 4)], &mut oracle);
+        }
+    }
+    // Everything so far is acknowledged: the group commits it. The next
+    // step commits the answer and stalls before shipping it.
+    let committed = old.applied();
+    let crashed = old.step(&mut CrashOnce(CrashPoint::AfterCommit));
+    assert!(matches!(crashed, Err(TaskError::Crashed(_))), "{crashed:?}");
+    assert!(
+        old.applied() != committed,
+        "the stalled step applied its input"
+    );
+    drop((old, tf, processor));
+    // Its session expires: its store stays with it, A's partition moves.
+    let aside = tmp.path().join("old-owner");
+    std::fs::rename(dir.state_dir(pa), &aside).unwrap();
+    let processor = Processor::open(&dir, cfg.clone()).unwrap();
+    let mut new = open(pa, &processor, successor, committed);
+    let mut tf = open(pf, &processor, 1, Positions::START);
+    produce(
+        &match stale {
+            Stale::Backfill | Stale::Copy => vec![post(3, 5)],
+            Stale::Delivery => vec![Event::DeletePost {
+                author: a,
+                post_id: PostId(1),
+                ts: Ts(6),
+            }],
+        },
+        &mut oracle,
+    );
+    for _ in 0..3 {
+        drain(&mut new);
+        drain(&mut tf);
+    }
+    // The old owner comes back and ships what it committed, late.
+    let store = feedlog::state::Store::open(
+        &aside,
+        pa,
+        2,
+        processor.cache(),
+        &feedlog::state::StoreOptions {
+            sync: false,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let takeover = Takeover {
+        epoch: Epoch(1),
+        emitted: None,
+        reship: true,
+    };
+    let late = PartitionTask::open_after(
+        processor.ctx(pa),
+        cfg.limits,
+        false,
+        std::sync::Arc::new(store),
+        processor.logs().clone(),
+        takeover,
+    )
+    .unwrap();
+    drop(late);
+    drain(&mut tf);
+    drain(&mut new);
+    let fenced = feedlog::core::fence::fence_of(&*processor.store(pf), pa)
+        .unwrap()
+        .fenced;
+    let reader = feedlog::ops::serve::reader_of(&processor);
+    (common::check_all(&reader, &oracle, f.0.max(a.0), 2), fenced)
+}
+
+/// Crashes at one point of the next step.
+struct CrashOnce(CrashPoint);
+
+impl feedlog::task::Faults for CrashOnce {
+    fn crash_at(&mut self, point: CrashPoint) -> bool {
+        point == self.0
+    }
+}
+
+// Proves the fence keeps an old owner's late backfill from dropping a newer post its successor delivered (and that without a newer epoch the same interleaving loses it for good).
+#[test]
+fn a_late_backfill_of_an_old_owner_is_fenced() {
+    let (without, _) = stale_owner(Stale::Backfill, 1);
+    let lost = without.expect_err("same epochs: the late backfill drops p3");
+    assert!(lost.starts_with("timeline of "), "{lost}");
+    let (with, fenced) = stale_owner(Stale::Backfill, 2);
+    with.unwrap();
+    assert!(fenced > 0, "the late backfill was fenced");
+}
+
+// Proves the fence keeps an old owner's late delivery from bringing back a post its successor delivered and retracted (and that without a newer epoch it comes back for good).
+#[test]
+fn a_late_delivery_of_an_old_owner_does_not_resurrect_a_deleted_post() {
+    let (without, _) = stale_owner(Stale::Delivery, 1);
+    let lost = without.expect_err("same epochs: the deleted post comes back");
+    assert!(lost.starts_with("timeline of "), "{lost}");
+    let (with, fenced) = stale_owner(Stale::Delivery, 2);
+    with.unwrap();
+    assert!(fenced > 0, "the late delivery was fenced");
+}
+
+// Proves the fence keeps an old owner's late copy of a pulled author from erasing the author's newer posts from a partition's copy (and that without a newer epoch they are erased for good).
+#[test]
+fn a_late_copy_of_an_old_owner_is_fenced() {
+    let (without, _) = stale_owner(Stale::Copy, 1);
+    let lost = without.expect_err("same epochs: the late copy erases p3");
+    assert!(lost.starts_with("timeline of "), "{lost}");
+    let (with, fenced) = stale_owner(Stale::Copy, 2);
+    with.unwrap();
+    assert!(fenced > 0, "the late copy was fenced");
 }

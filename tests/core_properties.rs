@@ -2,8 +2,12 @@
 //! in-memory `MemKv` (no RocksDB, no log), thousands of cases per run. Any
 //! partition count, inbox size and fan-out chunk; any interleaving of each
 //! partition's two inputs that respects causality; effects re-shipped
-//! (duplicated suffixes of a partition's outbox, as after a crash). At
-//! quiescence every view of every user equals the oracle.
+//! (duplicated suffixes of a partition's outbox, as after a crash); and
+//! partitions handed to a new owner (from the state at the group's last
+//! commit, with a newer epoch) while the old owner keeps stepping on its own
+//! state and ships what it decides at arbitrary later points — every message
+//! stamped with its sender's epoch and fenced by receivers as the processor
+//! does. At quiescence every view of every user equals the oracle.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -12,12 +16,15 @@ mod common;
 
 use common::oracle::Oracle;
 use feedlog::core::event::{Event, PostId, Ts, UserId};
+use feedlog::core::fence::{self, Admission};
 use feedlog::core::keys::TimelineKey;
 use feedlog::core::kv::{Cf, Kv, MemKv, Txn};
 use feedlog::core::partition::partition_for;
 use feedlog::core::pulled;
 use feedlog::core::timeline::held_timeline;
-use feedlog::core::{apply_effect, apply_event, views, Ctx, Effect, Offset, Out, Version};
+use feedlog::core::{
+    apply_effect, apply_event, views, Ctx, Effect, Epoch, Offset, Out, Stamp, Version,
+};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
@@ -67,7 +74,13 @@ fn event() -> impl Strategy<Value = Event> {
 /// effects (kind 1), re-ship the last `n` messages partition `p` sent
 /// (kind 2), or have partition `p` ask for pull threshold `n % 4` and put
 /// readers asleep after `n % 5` of log time (kind 3, as a processor
-/// restarted with other settings does).
+/// restarted with other settings does). With expired owners: the group
+/// commits `p`'s state (kind 4), `p` moves to a new owner that starts from
+/// the last commit while its old owner keeps running (kind 5), old owner
+/// `p` steps its events or effects by the parity of `n` (kind 6), or ships
+/// the first `n` messages it holds for partition `p / 2` (kind 7: each
+/// destination gets a prefix of what it was sent, in order, independently
+/// of the others, as an idempotent producer delivers per partition).
 #[derive(Debug, Clone, Copy)]
 struct Choice {
     p: u32,
@@ -84,20 +97,89 @@ fn choice() -> impl Strategy<Value = Choice> {
         .prop_map(|(p, kind, n)| Choice { p, kind, n })
 }
 
-/// One simulated partition: its state and its two input logs.
-struct Partition {
+/// [`choice`] with expired owners (kinds 4 to 7).
+fn choice_with_expired_owners() -> impl Strategy<Value = Choice> {
+    (
+        0u32..8,
+        prop_oneof![
+            4 => Just(0u8), 4 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8),
+            1 => Just(4u8), 1 => Just(5u8), 3 => Just(6u8), 2 => Just(7u8),
+        ],
+        1usize..6,
+    )
+        .prop_map(|(p, kind, n)| Choice { p, kind, n })
+}
+
+/// A message in an `effects` log, with its sender's stamp.
+type Stamped = (Stamp, Effect);
+
+/// What an owner has: its state and how far it applied each input.
+#[derive(Clone)]
+struct Owner {
     kv: MemKv,
-    ctx: Ctx,
-    events: Vec<Event>,
     events_at: usize,
-    effects: Vec<Effect>,
     effects_at: usize,
-    /// Every message this partition sent, in order (its outbox's history).
-    sent: Vec<Out>,
+}
+
+/// One simulated partition: its current owner and its two input logs.
+struct Partition {
+    owner: Owner,
+    ctx: Ctx,
+    epoch: Epoch,
+    events: Vec<Event>,
+    effects: Vec<Stamped>,
+    /// Every message this partition's owners sent, in order (the outbox's
+    /// history).
+    sent: Vec<(Stamp, Out)>,
+    /// The owner as of the group's last commit (what a successor starts from).
+    committed: Owner,
+    /// Whether an owner started from a commit since: messages may then
+    /// name events it has not applied again yet, and wait for them.
+    restored: bool,
+}
+
+/// An old owner that keeps running after its partition moved on: it
+/// steps on its own state and holds what it sends until it ships it.
+struct Expired {
+    p: usize,
+    owner: Owner,
+    epoch: Epoch,
+    held: Vec<Out>,
 }
 
 struct Sim {
     parts: Vec<Partition>,
+    expired: Vec<Expired>,
+}
+
+/// Applies `e`, stamped `stamp`, to `owner` of a partition with `ctx`:
+/// fenced or applied; returns what it sends, or `None` when it must wait
+/// for events the owner has not applied (after a restore from a commit).
+fn apply_stamped(owner: &mut Owner, ctx: &Ctx, stamp: Stamp, e: &Effect) -> Option<Vec<Out>> {
+    if e.requires_events().0 > owner.events_at as u64 {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut t = Txn::new(&owner.kv);
+    if fence::admit(&mut t, Some(stamp)).unwrap() == Admission::Admitted {
+        apply_effect(&mut t, ctx, e, &mut out).unwrap();
+    }
+    let w = t.into_writes();
+    apply_lowering_horizons_only(&mut owner.kv, w);
+    owner.effects_at += 1;
+    Some(out)
+}
+
+/// Applies `e`, the event at `owner.events_at`, to `owner`; what it sends.
+fn apply_next_event(owner: &mut Owner, ctx: &Ctx, e: &Event) -> Vec<Out> {
+    let version = Version::of(Offset(owner.events_at as u64));
+    let mut out = Vec::new();
+    let mut t = Txn::new(&owner.kv);
+    apply_event(&mut t, ctx, e, version, &mut out).unwrap();
+    let w = t.into_writes();
+    apply_lowering_horizons_only(&mut owner.kv, w);
+    owner.events_at += 1;
+    out
 }
 
 impl Sim {
@@ -108,9 +190,17 @@ impl Sim {
         fanout_chunk: usize,
         (pull_threshold, inactive_after): (u64, u64),
     ) -> Sim {
+        let start = Owner {
+            kv: MemKv::default(),
+            events_at: 0,
+            effects_at: 0,
+        };
         let mut parts: Vec<Partition> = (0..partitions)
             .map(|p| Partition {
-                kv: MemKv::default(),
+                owner: start.clone(),
+                committed: start.clone(),
+                epoch: Epoch(1),
+                restored: false,
                 ctx: Ctx {
                     partition: p,
                     partitions,
@@ -120,9 +210,7 @@ impl Sim {
                     inactive_after: Some(inactive_after),
                 },
                 events: Vec::new(),
-                events_at: 0,
                 effects: Vec::new(),
-                effects_at: 0,
                 sent: Vec::new(),
             })
             .collect();
@@ -131,7 +219,10 @@ impl Sim {
                 .events
                 .push(*e);
         }
-        let mut sim = Sim { parts };
+        let mut sim = Sim {
+            parts,
+            expired: Vec::new(),
+        };
         for p in 0..partitions as usize {
             sim.ask_threshold(p);
         }
@@ -142,90 +233,173 @@ impl Sim {
     /// processor does once it has caught up.
     fn ask_threshold(&mut self, p: usize) {
         let part = &self.parts[p];
-        let ask: Vec<Out> = pulled::threshold_request(&part.kv, &part.ctx)
+        let ask: Vec<Out> = pulled::threshold_request(&part.owner.kv, &part.ctx)
             .unwrap()
             .into_iter()
             .collect();
-        self.parts[p].sent.extend(ask.iter().cloned());
-        self.deliver(&ask);
+        self.send(p, ask);
     }
 
-    fn deliver(&mut self, outs: &[Out]) {
-        for o in outs {
+    /// What partition `p`'s current owner sends: stamped, recorded, delivered.
+    fn send(&mut self, p: usize, outs: Vec<Out>) {
+        let stamp = Stamp {
+            from: p as u32,
+            epoch: self.parts[p].epoch,
+        };
+        let outs: Vec<(Stamp, Out)> = outs.into_iter().map(|o| (stamp, o)).collect();
+        self.parts[p].sent.extend(outs.iter().cloned());
+        self.deliver(&outs);
+    }
+
+    fn deliver(&mut self, outs: &[(Stamp, Out)]) {
+        for (stamp, o) in outs {
             self.parts[o.partition as usize]
                 .effects
-                .push(o.effect.clone());
+                .push((*stamp, o.effect.clone()));
         }
     }
 
     /// Applies partition `p`'s next event; false when it has none.
     fn step_event(&mut self, p: usize) -> bool {
         let part = &mut self.parts[p];
-        let Some(e) = part.events.get(part.events_at).cloned() else {
+        let Some(e) = part.events.get(part.owner.events_at).cloned() else {
             return false;
         };
-        let version = Version::of(Offset(part.events_at as u64));
-        let mut out = Vec::new();
-        let mut t = Txn::new(&part.kv);
-        apply_event(&mut t, &part.ctx, &e, version, &mut out).unwrap();
-        let w = t.into_writes();
-        apply_lowering_horizons_only(&mut part.kv, w);
-        part.events_at += 1;
-        part.sent.extend(out.iter().cloned());
-        self.deliver(&out);
+        let out = apply_next_event(&mut part.owner, &part.ctx, &e);
+        self.send(p, out);
         true
     }
 
-    /// Applies partition `p`'s next message; false when it has none.
+    /// Applies partition `p`'s next message; false when it has none (or
+    /// it waits for events).
     fn step_effect(&mut self, p: usize) -> bool {
         let part = &mut self.parts[p];
-        let Some(e) = part.effects.get(part.effects_at).cloned() else {
+        let Some((stamp, e)) = part.effects.get(part.owner.effects_at).cloned() else {
             return false;
         };
         // Causality: a message never names an event its receiver has not
-        // applied (the follow it was sent for caused it).
+        // applied (the follow it was sent for caused it) — unless the
+        // owner started again from a commit, and waits for it.
         assert!(
-            e.requires_events().0 <= part.events_at as u64,
+            part.restored || e.requires_events().0 <= part.owner.events_at as u64,
             "partition {p} got {e:?} before applying events up to {}",
             e.requires_events()
         );
-        let mut out = Vec::new();
-        let mut t = Txn::new(&part.kv);
-        apply_effect(&mut t, &part.ctx, &e, &mut out).unwrap();
-        let w = t.into_writes();
-        apply_lowering_horizons_only(&mut part.kv, w);
-        part.effects_at += 1;
-        part.sent.extend(out.iter().cloned());
-        self.deliver(&out);
+        let Some(out) = apply_stamped(&mut part.owner, &part.ctx, stamp, &e) else {
+            return false;
+        };
+        self.send(p, out);
         true
     }
 
-    /// Re-sends the last `n` messages partition `p` sent, in order.
+    /// Re-sends the last `n` messages partition `p` sent, in order, with
+    /// the stamps they were sent with.
     fn reship(&mut self, p: usize, n: usize) {
         let sent = &self.parts[p].sent;
         let again = sent[sent.len().saturating_sub(n)..].to_vec();
         self.deliver(&again);
     }
 
+    /// The group commits partition `p`'s current state: every message its
+    /// owner sent so far is delivered (acknowledged).
+    fn commit(&mut self, p: usize) {
+        let part = &mut self.parts[p];
+        part.committed = part.owner.clone();
+    }
+
+    /// Partition `p` moves to a new owner, which starts from the last
+    /// commit with a newer epoch and decides what follows anew; the old
+    /// owner keeps running on its own state.
+    fn expire(&mut self, p: usize) {
+        let part = &mut self.parts[p];
+        let old = std::mem::replace(&mut part.owner, part.committed.clone());
+        self.expired.push(Expired {
+            p,
+            owner: old,
+            epoch: part.epoch,
+            held: Vec::new(),
+        });
+        part.epoch = Epoch(part.epoch.0 + 1);
+        part.restored = true;
+        self.ask_threshold(p);
+    }
+
+    /// Old owner `i` applies its next event (`events`) or message; what it
+    /// sends, it holds.
+    fn step_expired(&mut self, i: usize, events: bool) {
+        let Some(x) = self.expired.get_mut(i) else {
+            return;
+        };
+        let part = &self.parts[x.p];
+        let out = if events {
+            match part.events.get(x.owner.events_at) {
+                Some(e) => apply_next_event(&mut x.owner, &part.ctx, e),
+                None => return,
+            }
+        } else {
+            let Some((stamp, e)) = part.effects.get(x.owner.effects_at) else {
+                return;
+            };
+            match apply_stamped(&mut x.owner, &part.ctx, *stamp, e) {
+                Some(out) => out,
+                None => return,
+            }
+        };
+        x.held.extend(out);
+    }
+
+    /// Old owner `i` ships the first `n` messages it holds for partition
+    /// `to` (`None`: for every partition), late, stamped with its own epoch.
+    fn ship_expired(&mut self, i: usize, to: Option<u32>, n: usize) {
+        let Some(x) = self.expired.get_mut(i) else {
+            return;
+        };
+        let stamp = Stamp {
+            from: x.p as u32,
+            epoch: x.epoch,
+        };
+        let mut ship = Vec::new();
+        let mut kept = Vec::new();
+        for o in x.held.drain(..) {
+            if ship.len() < n && to.is_none_or(|to| to == o.partition) {
+                ship.push((stamp, o));
+            } else {
+                kept.push(o);
+            }
+        }
+        x.held = kept;
+        self.deliver(&ship);
+    }
+
     fn run(&mut self, choices: &[Choice]) {
         let n = self.parts.len() as u32;
         for c in choices {
             let p = (c.p % n) as usize;
+            let x = c.p as usize % self.expired.len().max(1);
             match c.kind {
-                0 => self.step_event(p),
-                1 => self.step_effect(p),
-                2 => {
-                    self.reship(p, c.n);
-                    true
+                0 => {
+                    self.step_event(p);
                 }
-                _ => {
+                1 => {
+                    self.step_effect(p);
+                }
+                2 => self.reship(p, c.n),
+                3 => {
                     self.parts[p].ctx.pull_threshold = Some(c.n as u64 % 4);
                     self.parts[p].ctx.inactive_after = Some(c.n as u64 % 5);
                     self.ask_threshold(p);
-                    true
                 }
+                4 => self.commit(p),
+                5 => self.expire(p),
+                6 => self.step_expired(x, c.n % 2 == 0),
+                _ => self.ship_expired(x, Some(c.p / 2 % n), c.n),
             };
         }
+        // Old owners ship what they hold, and stop.
+        for i in 0..self.expired.len() {
+            self.ship_expired(i, None, usize::MAX);
+        }
+        self.expired.clear();
         // Quiescence: drain everything, effects first, then events.
         loop {
             let mut moved = false;
@@ -243,7 +417,7 @@ impl Sim {
 
     fn kv_of(&self, u: u64) -> &MemKv {
         let n = self.parts.len() as u32;
-        &self.parts[partition_for(UserId(u), n) as usize].kv
+        &self.parts[partition_for(UserId(u), n) as usize].owner.kv
     }
 
     /// Every view of every user against the oracle; the first difference.
@@ -334,6 +508,25 @@ impl Sim {
     }
 }
 
+/// Simulates `events` under `choices` on `partitions` partitions with
+/// (inbox cap, fan-out chunk, pull threshold, inactivity span), then checks
+/// every view against the oracle.
+fn run_sim(
+    events: &[Event],
+    choices: &[Choice],
+    partitions: u32,
+    (inbox_cap, fanout_chunk, pull_threshold, inactive_after): (u64, usize, u64, u64),
+) -> Result<(), TestCaseError> {
+    let mut oracle = Oracle::default();
+    for e in events {
+        oracle.apply(e);
+    }
+    let settings = (pull_threshold, inactive_after);
+    let mut sim = Sim::new(events, partitions, inbox_cap, fanout_chunk, settings);
+    sim.run(choices);
+    sim.check(&oracle).map_err(TestCaseError::fail)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: 10_000,
@@ -352,15 +545,22 @@ proptest! {
         pull_threshold in prop_oneof![Just(0u64), 1u64..=3],
         inactive_after in prop_oneof![Just(0u64), 1u64..=12],
     ) {
-        let mut oracle = Oracle::default();
-        for e in &events {
-            oracle.apply(e);
-        }
-        let settings = (pull_threshold, inactive_after);
-        let mut sim = Sim::new(&events, partitions, inbox_cap, fanout_chunk, settings);
-        sim.run(&choices);
-        if let Err(diff) = sim.check(&oracle) {
-            return Err(TestCaseError::fail(diff));
-        }
+        let settings = (inbox_cap, fanout_chunk, pull_threshold, inactive_after);
+        run_sim(&events, &choices, partitions, settings)?;
+    }
+
+    // Proves the same when partitions move to new owners (starting from the group's last commit, with a newer epoch) while their old owners keep stepping on their own state and ship what they decided at arbitrary later points: receivers fence what an old owner sends once its successor's messages are applied, and every view still equals the oracle.
+    #[test]
+    fn the_core_equals_the_oracle_with_expired_owners(
+        events in prop::collection::vec(event(), 0..70),
+        choices in prop::collection::vec(choice_with_expired_owners(), 0..240),
+        partitions in 1u32..=4,
+        inbox_cap in 1u64..=5,
+        fanout_chunk in 1usize..=3,
+        pull_threshold in prop_oneof![Just(0u64), 1u64..=3],
+        inactive_after in prop_oneof![Just(0u64), 1u64..=12],
+    ) {
+        let settings = (inbox_cap, fanout_chunk, pull_threshold, inactive_after);
+        run_sim(&events, &choices, partitions, settings)?;
     }
 }

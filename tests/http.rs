@@ -280,7 +280,7 @@ fn metrics_parse_and_readiness_follows_lag() {
             .filter(|l| l.contains(&format!("\"type\":\"{kind}\"")))
             .count() as f64
     };
-    for kind in feedlog::core::event::EventKind::ALL.map(|k| k.as_str()) {
+    for kind in feedlog::core::event::EventKind::all().map(|k| k.as_str()) {
         assert_eq!(
             value("feedlog_events_applied_total", Some(("kind", kind))),
             count(kind),

@@ -188,8 +188,7 @@ fn group_reset_to_checkpoints_and_to_start() {
     let (oracle, max_user) = common::oracle_of(&log);
     // Records read from `events` (forwarded copies included: they are
     // written there too).
-    let events_in =
-        |s: &StepStats| s.events.iter().sum::<u64>() + s.forwarded + s.dead_letters + s.duplicates;
+    let events_in = |s: &StepStats| s.events.total() + s.forwarded + s.dead_letters + s.duplicates;
     let run_to_idle = |group: &str| {
         let mut m = Member::start(dir.clone(), cfg(group));
         let s = wait_idle(&cfg(group).kafka, Duration::from_secs(120));
@@ -338,7 +337,7 @@ fn broker_outage_and_duplicates() {
     }
     let s = wait_idle(&kafka, Duration::from_secs(180));
     let t = sum(&[a.stop(), b.stop()]);
-    let applied: u64 = t.events.iter().sum::<u64>() + t.forwarded;
+    let applied: u64 = t.events.total() + t.forwarded;
     assert!(
         applied > lines.len() as u64,
         "redelivery made some events arrive twice: {applied} applications of {} events",

@@ -1,7 +1,8 @@
 //! Kafka mode through the binary: `feedlog run --kafka` processes killed
 //! with SIGKILL and restarted, a successor seeded from periodic checkpoints,
-//! events written by an independent client (kcat). Every view equals the
-//! oracle at quiescence.
+//! a processor paused past its session timeout that comes back and ships
+//! stale records (fenced), events written by an independent client (kcat).
+//! Every view equals the oracle at quiescence.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -90,6 +91,151 @@ fn sigkill_one_of_two(b: &Broker, partitions: u32) {
     }
     let reader = final_reader(&[&dirs[0], &dirs[1]], &s);
     check_all(&reader, &oracle, max_user(&log), 7).unwrap();
+}
+
+// Proves the fence through the binary: of two `feedlog run --kafka` processes, one stops itself (SIGSTOP) right after a commit, before shipping it; while it stays stopped past its session timeout, events keep arriving and the other takes its partitions over and processes them; then it gets SIGCONT and ships its stale records. Every view equals the oracle, and the receivers fenced stale records (listed in the dead-letter log as fenced).
+#[test]
+fn a_paused_owner_that_comes_back_is_fenced() {
+    paused_owner_comes_back(&Broker::mock(4), 4);
+}
+
+// Proves the same as a_paused_owner_that_comes_back_is_fenced against a real Kafka-compatible broker (FEEDLOG_TEST_KAFKA).
+#[test]
+#[ignore = "needs a Kafka broker: FEEDLOG_TEST_KAFKA=host:port"]
+fn real_broker_a_paused_owner_that_comes_back_is_fenced() {
+    paused_owner_comes_back(&Broker::real(4), 4);
+}
+
+/// Whether process `pid` is stopped (state `T` in `/proc/PID/stat`).
+fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('T'))
+        })
+        .unwrap_or(false)
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+fn paused_owner_comes_back(b: &Broker, partitions: u32) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("p{i}"))).collect();
+    let spawn = |i: usize, stop_after: Option<&str>| {
+        let mut c = run_process(b, "gz", &dirs[i], &format!("p{i}"), &[]);
+        if std::env::var_os("FEEDLOG_TEST_LOGS").is_some() {
+            let log = std::fs::File::create(format!("/tmp/gz-p{i}.log")).unwrap();
+            c.stderr(log)
+                .env("RUST_LOG", "info");
+        }
+        if let Some(n) = stop_after {
+            c.env("FEEDLOG_TEST_STOP_AFTER_COMMIT", n);
+        }
+        if std::env::var_os("FEEDLOG_TEST_LOGS").is_none() {
+            c.stdout(std::process::Stdio::null());
+        }
+        c.spawn().unwrap()
+    };
+    let mut p1 = spawn(1, None);
+    // p0 stops itself in its third step with records to ship, after the
+    // commit and before shipping: within the first part (a step takes up to
+    // 2,048 records of each input).
+    let mut p0 = spawn(0, Some("3"));
+    let log = generated_log(60, 3000);
+    let lines: Vec<&str> = log.lines().collect();
+    let third = lines.len() / 3;
+    let (first, rest) = lines.split_at(third);
+    let (second, last) = rest.split_at(third);
+    let start = Instant::now();
+    while cli_status(b, "gz")["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["owner"] != "p0" && p["owner"] != "p1")
+        || !cli_status(b, "gz")["partitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["owner"] == "p0")
+    {
+        assert!(start.elapsed() < Duration::from_secs(60), "no assignment");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    produce(
+        &b.brokers,
+        &b.topic("events"),
+        partitions,
+        &first.join("\n"),
+    );
+    wait_until("p0 stopped after a commit", Duration::from_secs(60), || {
+        stopped(p0.id())
+    });
+    // While p0 is stopped, events keep coming and p1 takes everything over
+    // once p0's session (6 s) expires.
+    produce(
+        &b.brokers,
+        &b.topic("events"),
+        partitions,
+        &second.join("\n"),
+    );
+    let kafka = b.config("gz", "x").kafka;
+    let start = Instant::now();
+    loop {
+        let s = wait_idle(&kafka, Duration::from_secs(120));
+        if s.partitions
+            .iter()
+            .all(|p| p.owner.as_deref() == Some("p1"))
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "p1 did not take every partition: {s:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // p0 comes back: its step ships what it committed before it stopped,
+    // after the process has noticed it lost its partitions.
+    signal(p0.id(), "-CONT");
+    produce(&b.brokers, &b.topic("events"), partitions, &last.join("\n"));
+    std::thread::sleep(Duration::from_secs(2));
+    let s = wait_idle(&kafka, Duration::from_secs(180));
+    for p in [&mut p0, &mut p1] {
+        signal(p.id(), "-TERM");
+        assert!(
+            p.wait().unwrap().success(),
+            "a processor stops cleanly on SIGTERM"
+        );
+    }
+    let (oracle, max_user) = common::oracle_of(&log);
+    let reader = final_reader(&[&dirs[0], &dirs[1]], &s);
+    check_all(&reader, &oracle, max_user, 7).unwrap();
+    // The stale records are listed in the dead-letter log as fenced.
+    let out = common::kafka::feedlog_kafka(b, "gz", None, &["dead-letters", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fenced = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("\"fenced: "))
+        .count();
+    assert!(
+        fenced > 0,
+        "no stale record was fenced; dead letters:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 // Proves a crashed processor's successor seeds from its periodic checkpoints: two `feedlog run --kafka --checkpoints DIR --checkpoint-every 1` processes, one killed with SIGKILL once the group is idle; the survivor takes its partitions over, replays none of what the group had processed (its summary says 0 replayed), and every view equals the oracle.

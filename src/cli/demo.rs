@@ -151,11 +151,11 @@ fn load(data: &Path, a: &DemoArgs) -> Result<()> {
     let s = producer.finish()?;
     say!(
         "  then {} posts in bursts, {} new follows, {} unfollows, {} deletes, {} app opens (`seen`; half the users never come back): {} events in the log ({:.1}s)",
-        kinds[2],
-        kinds[0],
-        kinds[1],
-        kinds[3],
-        kinds[4],
+        kinds.post,
+        kinds.follow,
+        kinds.unfollow,
+        kinds.delete_post,
+        kinds.seen,
         s.accepted,
         start.elapsed().as_secs_f64()
     );
@@ -222,7 +222,7 @@ fn tour(
         println!("the log holds no users yet");
         return Ok(());
     };
-    let events: u64 = totals.events.iter().sum();
+    let events: u64 = totals.events.total();
     println!("\n=== feedlog tour ===");
     println!(
         "processed {events} events and {} internal messages in {secs:.1}s: {:.0} events/s, {} inbox deliveries ({:.0}/s)",

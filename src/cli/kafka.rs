@@ -203,6 +203,14 @@ fn cluster_config(
     if cfg.checkpoint_every == Some(Duration::ZERO) {
         bail!("--checkpoint-every must be at least 1 second");
     }
+    // A test hook, not a setting: the Kafka process tests pause a processor
+    // between a commit and its shipping this way.
+    if let Ok(n) = std::env::var("FEEDLOG_TEST_STOP_AFTER_COMMIT") {
+        let n = n
+            .parse()
+            .with_context(|| format!("FEEDLOG_TEST_STOP_AFTER_COMMIT={n:?} is not a number"))?;
+        cfg.stop_after_commit = Some(n);
+    }
     Ok(cfg)
 }
 
@@ -368,7 +376,7 @@ pub fn run(
     let totals = mode.with_progress(
         || {
             let t = cluster.progress().totals();
-            let events: u64 = t.events.iter().sum();
+            let events: u64 = t.events.total();
             let owned = cluster.shared().partitions();
             say!(
                 "{:>6.1}s  partitions {:?}  events {events} ({:.0}/s)  deliveries {} ({:.0}/s)  forwarded {}  dead letters {}",
@@ -387,13 +395,14 @@ pub fn run(
         s.stop();
     }
     let secs = start.elapsed().as_secs_f64();
-    let events: u64 = totals.events.iter().sum();
+    let events: u64 = totals.events.total();
     println!(
         "processed {events} events ({}) and {} effects in {secs:.1}s \
-         ({:.0} events/s); {} inbox deliveries ({:.0}/s); {} forwarded; {} replayed after handovers; {} dead letters",
+         ({:.0} events/s); {} inbox deliveries ({:.0}/s); {} forwarded; {} replayed after handovers; {} dead letters; \
+         {} fenced",
         totals.events_by_kind(), totals.effects,
         events as f64 / secs.max(1e-9), totals.delivered, totals.delivered as f64 / secs.max(1e-9),
-        totals.forwarded, totals.replayed, totals.dead_letters
+        totals.forwarded, totals.replayed, totals.dead_letters, totals.fenced
     );
     Ok(0)
 }
@@ -460,8 +469,11 @@ pub fn reset(settings: &Settings, to_checkpoint: Option<PathBuf>, dry_run: bool)
     for (p, (at, from)) in r.positions.iter().enumerate() {
         match from {
             Some(c) => println!(
-                "partition {p}: events {} effects {} (checkpoint of {}, inbox cap {})",
-                at.events, at.effects, c.epoch, c.identity.inbox_cap
+                "partition {p}: events {} effects {} (checkpoint of epoch {}, inbox cap {})",
+                at.events,
+                at.effects,
+                c.epoch.map_or("unknown".into(), |e| e.to_string()),
+                c.identity.inbox_cap
             ),
             None => println!("partition {p}: events {} effects {}", at.events, at.effects),
         }

@@ -256,11 +256,15 @@ pub fn dead_letters(
     let mut count = 0u64;
     for p in 0..log.partitions(Topic::DeadLetter) {
         let mut source = log.source(Topic::DeadLetter, p, Offset(from))?;
+        // Every record up to the end the log has now: a read may come back
+        // empty before that (a Kafka fetch still on its way).
+        let end = log.end_offset(Topic::DeadLetter, p)?;
         loop {
             let batch = source.read(1000, 4 << 20, None)?;
             if batch.is_empty() {
                 let last = p + 1 == log.partitions(Topic::DeadLetter);
-                if follow && last && !shutdown.wait(Duration::from_millis(200)) {
+                let behind = source.position() < end;
+                if (behind || (follow && last)) && !shutdown.wait(Duration::from_millis(50)) {
                     continue;
                 }
                 break;

@@ -136,7 +136,7 @@ pub fn process(
     let totals = mode.with_progress(
         || {
             let t = progress.totals();
-            let read = t.events.iter().sum::<u64>() + t.dead_letters;
+            let read = t.events.total() + t.dead_letters;
             let rate = per_sec(read, start);
             let eta = match backlog.saturating_sub(read) {
                 0 => "input read; settling internal messages".to_string(),
@@ -155,7 +155,7 @@ pub fn process(
         || processor.run(shutdown, mode.until_idle),
     )?;
     let secs = start.elapsed().as_secs_f64();
-    let events: u64 = totals.events.iter().sum();
+    let events: u64 = totals.events.total();
     println!(
         "processed {events} events ({}) and {} effects in {secs:.1}s \
          ({:.0} events/s); {} inbox deliveries ({:.0}/s); {} dead letters",

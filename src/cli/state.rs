@@ -89,7 +89,7 @@ pub fn rebuild(
     )?;
     meter.finish();
     let secs = start.elapsed().as_secs_f64();
-    let events: u64 = stats.events.iter().sum();
+    let events: u64 = stats.events.total();
     if !r.finished()? {
         say!(
             "stopped after {secs:.1}s; run the same command again to resume ({} keeps its progress)",

@@ -219,15 +219,24 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    /// Every kind, in the order [`crate::core::metrics::StepStats::events`]
-    /// counts them.
-    pub const ALL: [EventKind; 5] = [
-        EventKind::Follow,
-        EventKind::Unfollow,
-        EventKind::Post,
-        EventKind::DeletePost,
-        EventKind::Seen,
-    ];
+    /// Every kind, in the order of the JSON spellings in the README
+    /// (follow, unfollow, post, delete_post, seen). Derived from
+    /// [`EventKind::next`], whose exhaustive `match` makes a new kind
+    /// impossible to leave out.
+    pub fn all() -> impl Iterator<Item = EventKind> {
+        std::iter::successors(Some(EventKind::Follow), |k| k.next())
+    }
+
+    /// The kind after this one in [`EventKind::all`].
+    fn next(self) -> Option<EventKind> {
+        match self {
+            EventKind::Follow => Some(EventKind::Unfollow),
+            EventKind::Unfollow => Some(EventKind::Post),
+            EventKind::Post => Some(EventKind::DeletePost),
+            EventKind::DeletePost => Some(EventKind::Seen),
+            EventKind::Seen => None,
+        }
+    }
 }
 
 impl EventKind {

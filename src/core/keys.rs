@@ -292,6 +292,18 @@ pub const CLOCK: &[u8] = b"clock";
 /// `meta`: the pull threshold in force in this partition (u64; absent: 0).
 pub const PULL_THRESHOLD: &[u8] = b"pull/threshold";
 
+/// `meta`: the prefix of the per-sender fences ([`fence`]).
+pub const FENCE_PREFIX: &[u8] = b"fence/";
+
+/// `meta`: `fence/` + the sending partition (u32): the highest owner epoch
+/// applied from it and the count of its records fenced
+/// ([`crate::core::fence::FenceVal`], 16 bytes).
+pub fn fence(from: u32) -> Vec<u8> {
+    let mut k = FENCE_PREFIX.to_vec();
+    k.extend_from_slice(&from.to_be_bytes());
+    k
+}
+
 /// `copies`: a partition's copy of a pulled author's newest posts, entries
 /// `author | !ts | !post_id`, under the header at `author` ([`CopyVal`]).
 pub fn copy(author: UserId, ts: Ts, post_id: PostId) -> Vec<u8> {

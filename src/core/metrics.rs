@@ -2,6 +2,7 @@
 //! their running totals ([`Progress`]), and fixed-bucket histograms
 //! rendered as Prometheus text (exposition format 0.0.4).
 
+use crate::core::event::EventKind;
 use crate::core::position::Positions;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -96,12 +97,58 @@ pub fn sample(out: &mut String, name: &str, labels: &str, value: impl std::fmt::
     }
 }
 
+/// Input events applied, by kind (a field per kind, reached through an
+/// exhaustive `match`: a new kind cannot be counted in another's place).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EventCounts {
+    /// `follow` events.
+    pub follow: u64,
+    /// `unfollow` events.
+    pub unfollow: u64,
+    /// `post` events.
+    pub post: u64,
+    /// `delete_post` events.
+    pub delete_post: u64,
+    /// `seen` events.
+    pub seen: u64,
+}
+
+impl EventCounts {
+    /// The count of `kind`.
+    pub fn get(&self, kind: EventKind) -> u64 {
+        *{ *self }.field(kind)
+    }
+
+    fn field(&mut self, kind: EventKind) -> &mut u64 {
+        match kind {
+            EventKind::Follow => &mut self.follow,
+            EventKind::Unfollow => &mut self.unfollow,
+            EventKind::Post => &mut self.post,
+            EventKind::DeletePost => &mut self.delete_post,
+            EventKind::Seen => &mut self.seen,
+        }
+    }
+
+    /// Every kind's count.
+    pub fn total(&self) -> u64 {
+        EventKind::all().map(|k| self.get(k)).sum()
+    }
+
+    /// `self + o` (`add`), or `self - o`, kind by kind.
+    fn combine(&mut self, o: &EventCounts, add: bool) {
+        for k in EventKind::all() {
+            let n = o.get(k);
+            let f = self.field(k);
+            *f = if add { *f + n } else { *f - n };
+        }
+    }
+}
+
 /// What one step did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StepStats {
-    /// Input events read, by kind: follow, unfollow, post, delete_post,
-    /// seen (the order of [`crate::core::event::EventKind::ALL`]).
-    pub events: [u64; 5],
+    /// Input events applied, by kind.
+    pub events: EventCounts,
     /// Effects read (an `effects` record carries one or more).
     pub effects: u64,
     /// Records sent to the dead-letter log.
@@ -118,25 +165,24 @@ pub struct StepStats {
     pub duplicates: u64,
     /// Records applied quietly (a previous owner already emitted their outputs).
     pub replayed: u64,
+    /// `effects` records skipped by the fence: sent by an owner older than
+    /// one whose records from the same partition were already applied.
+    pub fenced: u64,
     /// Time spent committing the state batch, µs.
     pub commit_micros: u64,
 }
 
 impl StepStats {
     /// Counts one event of `kind` read.
-    pub fn count_event(&mut self, kind: crate::core::event::EventKind) {
-        use crate::core::event::EventKind;
-        let i = EventKind::ALL.iter().position(|&k| k == kind).unwrap_or(0);
-        self.events[i] += 1;
+    pub fn count_event(&mut self, kind: EventKind) {
+        *self.events.field(kind) += 1;
     }
 
     /// The events read by kind, as `follow N, unfollow N, post N,
     /// delete_post N, seen N`.
     pub fn events_by_kind(&self) -> String {
-        crate::core::event::EventKind::ALL
-            .iter()
-            .zip(self.events)
-            .map(|(k, n)| format!("{} {n}", k.as_str()))
+        EventKind::all()
+            .map(|k| format!("{} {}", k.as_str(), self.events.get(k)))
             .collect::<Vec<_>>()
             .join(", ")
     }
@@ -144,18 +190,17 @@ impl StepStats {
     /// Messages read from both inputs (an `effects` record carries one or
     /// more effects, each counted).
     pub fn input(&self) -> u64 {
-        self.events.iter().sum::<u64>()
+        self.events.total()
             + self.effects
             + self.dead_letters
             + self.forwarded
             + self.duplicates
+            + self.fenced
     }
 
     /// Adds another step's figures.
     pub fn add(&mut self, o: &StepStats) {
-        for (n, o) in self.events.iter_mut().zip(o.events) {
-            *n += o;
-        }
+        self.events.combine(&o.events, true);
         self.effects += o.effects;
         self.dead_letters += o.dead_letters;
         self.delivered += o.delivered;
@@ -164,15 +209,14 @@ impl StepStats {
         self.forwarded += o.forwarded;
         self.duplicates += o.duplicates;
         self.replayed += o.replayed;
+        self.fenced += o.fenced;
         self.commit_micros += o.commit_micros;
     }
 
     /// The figures added since `before` (an earlier copy of a running total).
     pub fn since(&self, before: &StepStats) -> StepStats {
         let mut d = *self;
-        for (n, b) in d.events.iter_mut().zip(before.events) {
-            *n -= b;
-        }
+        d.events.combine(&before.events, false);
         d.effects -= before.effects;
         d.dead_letters -= before.dead_letters;
         d.delivered -= before.delivered;
@@ -181,6 +225,7 @@ impl StepStats {
         d.forwarded -= before.forwarded;
         d.duplicates -= before.duplicates;
         d.replayed -= before.replayed;
+        d.fenced -= before.fenced;
         d.commit_micros -= before.commit_micros;
         d
     }

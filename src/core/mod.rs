@@ -10,6 +10,7 @@ pub mod apply;
 pub mod codec;
 pub mod effect;
 pub mod event;
+pub mod fence;
 mod inbox;
 pub mod keys;
 pub mod kv;
@@ -25,6 +26,7 @@ pub use apply::{apply_effect, apply_event};
 pub use effect::{
     Applied, Ctx, Effect, Out, DEFAULT_INACTIVE_AFTER_MS, DEFAULT_INBOX_CAP, DEFAULT_PULL_THRESHOLD,
 };
+pub use fence::{Epoch, Stamp};
 pub use position::{Offset, Positions, Version};
 pub use view::View;
 

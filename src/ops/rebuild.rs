@@ -13,13 +13,13 @@
 use crate::api::query::QueryError;
 use crate::core::metrics::StepStats;
 use crate::core::position::{Offset, Positions};
-use crate::core::Ctx;
+use crate::core::{Ctx, Epoch};
 use crate::log::{Log, LogError, NewRecord, Sink, Source, Topic};
 use crate::state::checkpoint::{canonical, DirCheckpoint};
 use crate::state::datadir::{DataDir, DataDirError, FIRST_STATE};
 use crate::state::{BlockCache, Store, StoreError};
 use crate::task::embedded::ProcessorConfig;
-use crate::task::{NoFaults, PartitionTask, Shutdown, TaskError};
+use crate::task::{NoFaults, PartitionTask, Shutdown, Takeover, TaskError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -342,16 +342,16 @@ pub fn replay_to(
         pull_threshold: None,
         ..ctx
     };
-    let mut task = PartitionTask::open_after(
-        ctx,
-        cfg.limits,
-        false,
-        store,
-        log as Arc<dyn Log>,
-        Some(target),
-        false,
-    )
-    .map_err(task_err)?;
+    // Quiet up to its target, where it stops: it sends nothing, so its
+    // epoch is never stamped on anything.
+    let takeover = Takeover {
+        epoch: Epoch::ZERO,
+        emitted: Some(target),
+        reship: false,
+    };
+    let mut task =
+        PartitionTask::open_after(ctx, cfg.limits, false, store, log as Arc<dyn Log>, takeover)
+            .map_err(task_err)?;
     let mut total = StepStats::default();
     while !task.caught_up() {
         if shutdown.is_requested() {

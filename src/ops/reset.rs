@@ -4,6 +4,7 @@
 //! data directory: list, drop.
 
 use super::rebuild::ReplayError;
+use crate::core::fence::Epoch;
 use crate::core::position::Positions;
 use crate::core::DEFAULT_INBOX_CAP;
 use crate::log::kafka::group::OutsideCommit;
@@ -215,15 +216,17 @@ pub struct GroupReset {
     /// preview lists them instead.
     pub members: Vec<String>,
     /// The epoch the new positions were committed under (for a preview:
-    /// the form it would take).
-    pub epoch: String,
+    /// the one it would take).
+    pub epoch: Epoch,
     /// Per partition: the `events` and `effects` positions committed, and
     /// the checkpoint they came from.
     pub positions: Vec<(Positions, Option<PartitionCheckpoint>)>,
 }
 
-/// Moves the group's positions back, under a new epoch that no processor's
-/// store carries: every processor then treats each partition it takes as
+/// Moves the group's positions back, under a new epoch above every one
+/// the group has committed (so above every store's, and every epoch stamped
+/// on a record: the processors after the reset take higher ones still, and
+/// receivers never fence them): every processor then treats each partition it takes as
 /// owned by someone else since — a store ahead of the new positions is
 /// dropped and rebuilt (from a checkpoint within them when it runs with
 /// `--checkpoints`, else from the log), and outputs above the new
@@ -257,7 +260,9 @@ pub fn reset_group(
     let events = log.name(Topic::Events).to_string();
     let n = log.partitions(Topic::Events);
     let mut positions = Vec::new();
+    let mut seen = Vec::new();
     for p in 0..n {
+        seen.extend(client.committed(p)?.1);
         let start = Positions::new(
             log.start_offset(Topic::Events, p)?,
             log.start_offset(Topic::Effects, p)?,
@@ -299,7 +304,7 @@ pub fn reset_group(
         }
         positions.push((at, from));
     }
-    let epoch = format!("reset/{}", crate::log::now_ms());
+    let epoch = Epoch::succeeding(seen, crate::log::now_ms());
     if !execute {
         return Ok(GroupReset {
             executed: false,
@@ -308,10 +313,10 @@ pub fn reset_group(
             positions,
         });
     }
-    let commit: Vec<(u32, Positions, String)> = positions
+    let commit: Vec<(u32, Positions, Epoch)> = positions
         .iter()
         .enumerate()
-        .map(|(p, (at, _))| (p as u32, *at, epoch.clone()))
+        .map(|(p, (at, _))| (p as u32, *at, epoch))
         .collect();
     // A commit from outside the group, as Kafka's own offset-reset tools do:
     // brokers accept it only while the group has no members. One that

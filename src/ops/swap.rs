@@ -275,9 +275,12 @@ fn swap_live(
         let generation = install(d, &rebuilt.dir, cfg.inbox_cap)?;
         let reopened = open_stores(d, cache, cfg.sync)
             .map_err(|e| e.to_string())
-            .and_then(|s| match live.replace_stores(s, cfg.inbox_cap) {
-                true => Ok(()),
-                false => Err("the processor was not paused".to_string()),
+            .and_then(|s| {
+                let epoch = crate::state::datadir::generation_number(&generation);
+                match live.replace_stores(s, cfg.inbox_cap, epoch) {
+                    true => Ok(()),
+                    false => Err("the processor was not paused".to_string()),
+                }
             });
         match reopened {
             Ok(()) => {

@@ -18,6 +18,7 @@
 
 use super::datadir::DataDir;
 use super::store::{Store, StoreError};
+use crate::core::fence::Epoch;
 use crate::core::position::Positions;
 use crate::log::now_ms;
 use crate::log::{Log, Topic};
@@ -51,13 +52,31 @@ pub struct PartitionCheckpoint {
     /// Next `events` and `effects` offsets of the checkpointed state (read
     /// back from the checkpoint itself).
     pub positions: Positions,
-    /// The ownership epoch of the processor that wrote it.
-    pub epoch: String,
+    /// The ownership epoch of the processor that wrote it (`None`: written
+    /// by an earlier version, whose epochs were not numbers).
+    #[serde(default, deserialize_with = "epoch_or_earlier")]
+    pub epoch: Option<Epoch>,
     /// Written as the owner gave the partition up: its task had stopped at
     /// `positions`, and it applied nothing after them.
     pub handed_over: bool,
     /// When it was written, ms since the epoch.
     pub created_ms: u64,
+}
+
+/// Reads `epoch` of a `checkpoint.json`: a number, or the text an earlier
+/// version wrote (`member/ms/n`), which names no epoch of this version.
+fn epoch_or_earlier<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Epoch>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        Number(u64),
+        Text(String),
+    }
+    Ok(match Option::<Written>::deserialize(d)? {
+        Some(Written::Number(n)) => Some(Epoch(n)),
+        Some(Written::Text(s)) => Epoch::parse(&s),
+        None => None,
+    })
 }
 
 impl PartitionCheckpoint {
@@ -144,7 +163,7 @@ impl CheckpointDir {
         &self,
         p: u32,
         store: &Store,
-        epoch: &str,
+        epoch: Epoch,
         handed_over: bool,
     ) -> Result<PartitionCheckpoint, StoreError> {
         let dir = self.partition_dir(p);
@@ -176,7 +195,7 @@ impl CheckpointDir {
         tmp: &Path,
         p: u32,
         store: &Store,
-        epoch: &str,
+        epoch: Epoch,
         handed_over: bool,
         created_ms: u64,
     ) -> Result<PartitionCheckpoint, StoreError> {
@@ -189,7 +208,7 @@ impl CheckpointDir {
             identity: self.identity.clone(),
             partition: p,
             positions,
-            epoch: epoch.to_string(),
+            epoch: Some(epoch),
             handed_over,
             created_ms,
         };

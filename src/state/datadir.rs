@@ -88,6 +88,14 @@ pub fn is_state_name(name: &str) -> bool {
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// The number of state generation `name` (`state`: 0, `state.N`: N; a
+/// name that is not a generation's: 0).
+pub fn generation_number(name: &str) -> u64 {
+    name.strip_prefix("state.")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
 impl DataDir {
     /// Opens `root`, creating it with `partitions` (or the `events` spec's
     /// default) when new. `partitions` given for an existing directory must
@@ -262,6 +270,13 @@ impl DataDir {
     /// The active state generation's name (`state`, `state.1`, ...).
     pub fn state_name(&self) -> &str {
         self.id.state.as_deref().unwrap_or(FIRST_STATE)
+    }
+
+    /// The active state generation's number: 0 for `state`, N for
+    /// `state.N`. Generations only move forward (a swap or reset makes the
+    /// next one), so the embedded processor uses it as its owner epoch.
+    pub fn generation(&self) -> u64 {
+        generation_number(self.state_name())
     }
 
     /// The active state generation's directory.

@@ -22,9 +22,10 @@ pub const APPLIED: &[u8] = b"applied";
 /// `u64` next sequence number in the `pending` column family.
 pub const NEXT_SEQ: &[u8] = b"pending/next";
 /// Kafka mode: the ownership epoch under which this store last
-/// processed (UTF-8); the group's committed positions carry the epoch
-/// of the latest owner, so a store can tell whether another processor
-/// owned its partition since.
+/// processed (decimal text, [`crate::core::fence::Epoch`]; an earlier
+/// version's `member/ms/n` text reads as none); the group's committed
+/// positions carry the epoch of the latest owner, so a store can tell
+/// whether another processor owned its partition since.
 pub const OWNER_EPOCH: &[u8] = b"owner/epoch";
 
 /// `fwd/` + source partition `u32`: `u64`, one past the highest source

@@ -3,11 +3,13 @@
 //! stay off any async executor), until shut down or — with `until_idle` —
 //! until every log is consumed and nothing is in flight.
 
+use super::partition::Takeover;
 use super::runner::{drive, Hooks};
 use super::{BatchLimits, PartitionTask, Shutdown, TaskError};
 use crate::core::metrics::{Progress, StepStats};
-use crate::core::position::Positions;
-use crate::core::{Ctx, DEFAULT_INACTIVE_AFTER_MS, DEFAULT_INBOX_CAP, DEFAULT_PULL_THRESHOLD};
+use crate::core::{
+    Ctx, Epoch, DEFAULT_INACTIVE_AFTER_MS, DEFAULT_INBOX_CAP, DEFAULT_PULL_THRESHOLD,
+};
 use crate::log::{Log, Logs};
 use crate::state::datadir::DataDir;
 use crate::state::{BlockCache, Store, StoreSet};
@@ -99,6 +101,9 @@ pub struct Processor {
     paused: AtomicBool,
     /// Set when [`Processor::run`] has returned.
     ended: AtomicBool,
+    /// The owner epoch its tasks stamp on what they send: the number of the
+    /// state generation they process (see [`DataDir::generation`]).
+    epoch: AtomicU64,
 }
 
 impl Processor {
@@ -117,6 +122,7 @@ impl Processor {
             pause: AtomicBool::new(false),
             paused: AtomicBool::new(false),
             ended: AtomicBool::new(false),
+            epoch: AtomicU64::new(dir.generation()),
         })
     }
 
@@ -184,14 +190,16 @@ impl Processor {
         self.ended.load(Ordering::SeqCst)
     }
 
-    /// Replaces every store at once (while paused) and the inbox cap they
-    /// were built with; readers move to them with their next request.
+    /// Replaces every store at once (while paused), with the inbox cap they
+    /// were built with and the generation they are (the epoch the owners
+    /// stamp from then on); readers move to them with their next request.
     /// `false` (nothing replaced) when the owners are not paused.
-    pub fn replace_stores(&self, stores: Vec<Arc<Store>>, inbox_cap: u64) -> bool {
+    pub fn replace_stores(&self, stores: Vec<Arc<Store>>, inbox_cap: u64, generation: u64) -> bool {
         if !self.paused.load(Ordering::SeqCst) {
             return false;
         }
         self.inbox_cap.store(inbox_cap, Ordering::SeqCst);
+        self.epoch.store(generation, Ordering::SeqCst);
         self.stores.replace(stores);
         true
     }
@@ -216,27 +224,25 @@ impl Processor {
         self.config().ctx(partition, self.dir.partitions())
     }
 
+    /// The owner epoch of this processor's tasks (its state generation).
+    pub fn epoch(&self) -> Epoch {
+        Epoch(self.epoch.load(Ordering::SeqCst))
+    }
+
     /// Opens the owner task of one partition at its stored positions.
     pub fn task(&self, partition: u32) -> Result<PartitionTask, ProcessorError> {
-        PartitionTask::open(
-            self.ctx(partition),
-            self.cfg.limits,
-            self.cfg.sync,
-            self.store(partition),
-            self.logs.clone() as Arc<dyn Log>,
-        )
-        .map_err(|source| ProcessorError::Task { partition, source })
+        self.task_after(partition, Takeover::resume(self.epoch()))
     }
 
     /// The task of `partition` as a processor opens it when it takes the
-    /// partition over in Kafka mode (see [`super::kafka`]): below `emitted`
-    /// (the group's committed positions) it replays quietly, and it
-    /// re-ships its stored outbox only with `reship`.
+    /// partition over (see [`Takeover`] and [`super::kafka`]): below
+    /// `takeover.emitted` (the group's committed positions) it replays
+    /// quietly, it re-ships its stored outbox only with `takeover.reship`,
+    /// and it stamps what it sends with `takeover.epoch`.
     pub fn task_after(
         &self,
         partition: u32,
-        emitted: Positions,
-        reship: bool,
+        takeover: Takeover,
     ) -> Result<PartitionTask, ProcessorError> {
         PartitionTask::open_after(
             self.ctx(partition),
@@ -244,8 +250,7 @@ impl Processor {
             self.cfg.sync,
             self.store(partition),
             self.logs.clone() as Arc<dyn Log>,
-            Some(emitted),
-            reship,
+            takeover,
         )
         .map_err(|source| ProcessorError::Task { partition, source })
     }

@@ -30,17 +30,19 @@
 //!   broker refused (a rebalance in progress), which leaves the group's
 //!   positions behind the owner's.
 
+use crate::core::fence::Epoch;
 use crate::core::position::Positions;
 use crate::state::checkpoint::{CheckpointDir, Identity, PartitionCheckpoint};
 use std::path::PathBuf;
 
 /// Where the group is for one partition, as a new owner finds it.
 #[derive(Debug, Clone, Copy)]
-pub struct GroupPosition<'a> {
+pub struct GroupPosition {
     /// The group's committed `events` and `effects` positions.
     pub committed: Positions,
-    /// The epoch those positions were committed under.
-    pub epoch: &'a str,
+    /// The epoch those positions were committed under (`None`: none, or
+    /// one of an earlier version).
+    pub epoch: Option<Epoch>,
 }
 
 /// Picks the checkpoint to seed partition `partition`'s store from, if any
@@ -54,7 +56,7 @@ pub fn choose(
     identity: &Identity,
     partition: u32,
     local: Positions,
-    group: GroupPosition<'_>,
+    group: GroupPosition,
     log_start: Positions,
 ) -> Option<usize> {
     let records = |p: Positions| p.events.0 + p.effects.0;
@@ -64,7 +66,8 @@ pub fn choose(
         .filter(|(_, c)| {
             c.identity == *identity
                 && c.partition == partition
-                && (c.within(group.committed) || (c.handed_over && c.epoch == group.epoch))
+                && (c.within(group.committed)
+                    || (c.handed_over && c.epoch.is_some() && c.epoch == group.epoch))
                 && c.positions.covers(log_start)
                 && records(c.positions) > records(local)
         })
@@ -78,7 +81,7 @@ pub fn best(
     dir: &CheckpointDir,
     p: u32,
     local: Positions,
-    group: GroupPosition<'_>,
+    group: GroupPosition,
     log_start: Positions,
 ) -> Option<(PathBuf, PartitionCheckpoint)> {
     let mut found = dir.list(p);
@@ -110,16 +113,16 @@ mod tests {
             identity: id(),
             partition: 1,
             positions: positions.into(),
-            epoch: "m/1/0".into(),
+            epoch: Some(Epoch(1)),
             handed_over: false,
             created_ms,
         }
     }
 
-    fn at(committed: (u64, u64)) -> GroupPosition<'static> {
+    fn at(committed: (u64, u64)) -> GroupPosition {
         GroupPosition {
             committed: committed.into(),
-            epoch: "other/2/0",
+            epoch: Some(Epoch(2)),
         }
     }
 
@@ -178,7 +181,7 @@ mod tests {
         let mut handed = cp((90, 50), 4);
         let mine = GroupPosition {
             committed: P(60, 30),
-            epoch: "m/1/0",
+            epoch: Some(Epoch(1)),
         };
         assert_eq!(
             choose(&[handed.clone()], &id(), 1, P(0, 0), mine, P(0, 0)),
@@ -220,7 +223,7 @@ mod tests {
                     );
                 })
                 .unwrap();
-            let info = dir.write(1, &store, "m/1/0", n == 3).unwrap();
+            let info = dir.write(1, &store, Epoch(1), n == 3).unwrap();
             assert_eq!(info.positions, P(n, n * 2));
             std::thread::sleep(std::time::Duration::from_millis(2));
         }

@@ -1,15 +1,18 @@
 //! One input record through the core: decode it (a record that is not a
 //! valid message becomes a dead letter), forward an event that arrived in
 //! a partition that does not own its actor, skip a forwarded copy already
-//! applied, and apply the rest.
+//! applied, fence an `effects` record of an owner older than one already
+//! applied from its sender (listed in the dead-letter log), and apply the
+//! rest.
 
 use super::outbox::Pending;
-use crate::core::codec::{self, Format, Forwarded};
+use crate::core::codec::{self, EffectsError, Envelope, Format, Forwarded};
 use crate::core::event::Event;
+use crate::core::fence::{self, Admission, Stamp};
 use crate::core::kv::{Cf, Kv, KvError, Txn};
 use crate::core::metrics::StepStats;
 use crate::core::partition::partition_for;
-use crate::core::{self, Ctx, Effect, Out, Version};
+use crate::core::{self, Ctx, Out, Version};
 use crate::log::{Record, Topic};
 use crate::state::meta::{self, meta_u64};
 
@@ -30,7 +33,7 @@ pub(super) fn dead_letter(topic: &str, partition: u32, rec: &Record, reason: &st
 /// why it does not decode).
 pub(super) enum Input {
     Event(Record),
-    Effect(Record, Result<Vec<Effect>, String>),
+    Effect(Record, Result<Envelope, EffectsError>),
 }
 
 /// Applies one input record; a record that is not a valid message becomes
@@ -46,8 +49,16 @@ pub(super) fn apply_record<K: Kv + ?Sized>(
     let p = ctx.partition;
     let applied = match input {
         Input::Effect(rec, decoded) => match decoded {
-            Ok(effects) => {
-                for e in &effects {
+            Ok(envelope) => {
+                tracing::trace!(partition = p, offset = %rec.offset, stamp = ?envelope.stamp, "effects record");
+                if let Admission::Fenced { applied } = fence::admit(txn, envelope.stamp)? {
+                    stats.fenced += 1;
+                    if let Some(stamp) = envelope.stamp {
+                        pending.push(fenced(p, &rec, stamp, applied));
+                    }
+                    return Ok(());
+                }
+                for e in &envelope.effects {
                     stats.effects += 1;
                     let applied = core::apply_effect(txn, ctx, e, out)?;
                     stats.delivered += applied.delivered;
@@ -57,7 +68,7 @@ pub(super) fn apply_record<K: Kv + ?Sized>(
             }
             Err(reason) => {
                 stats.dead_letters += 1;
-                pending.push(dead_letter("effects", p, &rec, &reason));
+                pending.push(dead_letter("effects", p, &rec, &reason.to_string()));
                 return Ok(());
             }
         },
@@ -126,9 +137,23 @@ pub(super) fn apply_record<K: Kv + ?Sized>(
     Ok(())
 }
 
-/// The effects of one `effects` record, or why it holds none.
-pub(super) fn decode_effects(rec: &Record) -> Result<Vec<Effect>, String> {
+/// The effects of one `effects` record and who sent them, or why it holds
+/// none.
+pub(super) fn decode_effects(rec: &Record) -> Result<Envelope, EffectsError> {
     codec::decode_effects(rec.format, &rec.value)
+}
+
+/// The dead-letter record that lists a fenced `effects` record read from
+/// `effects[partition]`: its reason names the sender, its epoch and the
+/// newer epoch already applied; the record itself is the payload.
+fn fenced(partition: u32, rec: &Record, stamp: Stamp, applied: core::Epoch) -> Pending {
+    let reason = format!(
+        "fenced: sent by {stamp}, but records of epoch {applied} from partition {} were applied \
+         already (an owner that had lost the partition shipped it late; its successor answered \
+         the same inputs)",
+        stamp.from
+    );
+    dead_letter("effects", partition, rec, &reason)
 }
 
 fn misrouted(ev: &Event, partitions: u32) -> String {

@@ -7,7 +7,7 @@
 use super::faults::{CrashPoint, Faults};
 use super::TaskError;
 use crate::core::codec::{self, Format};
-use crate::core::{Effect, Out};
+use crate::core::{Effect, Out, Stamp};
 use crate::log::now_ms;
 use crate::log::{NewRecord, Sink, Topic};
 
@@ -50,12 +50,14 @@ impl Pending {
     /// effects carry [`ITEMS_PER_RECORD`] targets or posts). One record per
     /// effect would cost a log record (a broker message in Kafka mode) and
     /// a `pending` write each; a follow's two effects were most of them.
-    pub(super) fn effects(outs: Vec<Out>) -> Vec<Pending> {
+    /// Every record carries `stamp`, the sender and its owner's epoch
+    /// (see [`crate::core::fence`]), and keeps it when re-shipped.
+    pub(super) fn effects(outs: Vec<Out>, stamp: Stamp) -> Vec<Pending> {
         // (partition, effects, items) per open record, in order of first use.
         let mut open: Vec<(u32, Vec<Effect>, usize)> = Vec::new();
         let mut records = Vec::new();
         let close = |partition: u32, effects: Vec<Effect>| {
-            let (format, value) = codec::encode_effects(&effects);
+            let (format, value) = codec::encode_effects(stamp, &effects);
             Pending {
                 topic: Topic::Effects,
                 partition,
@@ -122,6 +124,9 @@ pub(super) fn ship(
     pending: &[Pending],
     faults: &mut dyn Faults,
 ) -> Result<(), TaskError> {
+    if !pending.is_empty() && faults.crash_at(CrashPoint::BeforeShip) {
+        return Err(TaskError::Crashed(CrashPoint::BeforeShip));
+    }
     let mut groups: Vec<((Topic, u32), Vec<&Pending>)> = Vec::new();
     for rec in pending {
         let dest = (rec.topic, rec.partition);
@@ -165,7 +170,7 @@ mod tests {
         }
     }
 
-    // Proves a step's effects reach each partition in the order they were emitted, all of them, in records closed at the effect and item limits.
+    // Proves a step's effects reach each partition in the order they were emitted, all of them, in records closed at the effect and item limits, each stamped with its sender.
     #[test]
     fn effects_are_grouped_per_partition_in_order_and_chunked() {
         let mut outs = Vec::new();
@@ -185,14 +190,20 @@ mod tests {
             sent[partition as usize].push(effect.clone());
             outs.push(Out { partition, effect });
         }
-        let records = Pending::effects(outs);
+        let stamp = Stamp {
+            from: 2,
+            epoch: crate::core::Epoch(9),
+        };
+        let records = Pending::effects(outs, stamp);
         let mut got: Vec<Vec<Effect>> = vec![Vec::new(); 3];
         for r in &records {
             assert_eq!(
                 (r.topic, r.format),
-                (Topic::Effects, Format::PostcardEffects)
+                (Topic::Effects, Format::StampedEffects)
             );
-            let effects = decode_effects(r.format.as_u8(), &r.value).expect("decodes");
+            let envelope = decode_effects(r.format.as_u8(), &r.value).expect("decodes");
+            assert_eq!(envelope.stamp, Some(stamp));
+            let effects = envelope.effects;
             assert!(effects.len() <= EFFECTS_PER_RECORD);
             let items: usize = effects.iter().map(items_of).sum();
             let last = items_of(effects.last().expect("not empty"));
@@ -206,6 +217,6 @@ mod tests {
         assert_eq!(got, sent);
         // The 1,000-target deliveries close records by items, before 256 effects.
         assert!(records.len() > 3, "{} records", records.len());
-        assert!(Pending::effects(Vec::new()).is_empty());
+        assert!(Pending::effects(Vec::new(), stamp).is_empty());
     }
 }

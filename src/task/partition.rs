@@ -18,11 +18,12 @@ use super::faults::{CrashPoint, Faults, NoFaults};
 use super::input::{apply_record, decode_effects, Input};
 use super::outbox::{ship, Pending};
 use super::TaskError;
+use crate::core::codec::{EffectsError, Envelope};
 use crate::core::keys;
 use crate::core::kv::{Cf, Kv, Txn};
 use crate::core::metrics::StepStats;
 use crate::core::position::{Offset, Positions};
-use crate::core::{Ctx, Effect};
+use crate::core::{Ctx, Effect, Epoch, Stamp};
 use crate::log::{Log, Record, Sink, Source, Topic};
 use crate::state::meta;
 use crate::state::reads::Cached;
@@ -77,9 +78,40 @@ impl Default for BatchLimits {
     }
 }
 
+/// How a task takes its partition over (see [`PartitionTask::open_after`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Takeover {
+    /// This owner's epoch, stamped on every `effects` record it sends:
+    /// receivers apply no record of an older owner of this partition once
+    /// they have applied one of this owner's (see [`crate::core::fence`]).
+    pub epoch: Epoch,
+    /// Where every previous owner's outputs are known to be acknowledged
+    /// (in Kafka mode, the group's committed positions): below them the
+    /// task applies records quietly, emitting nothing. `None`: nowhere.
+    pub emitted: Option<Positions>,
+    /// Whether to re-ship the store's unshipped outbox: only when no other
+    /// owner has had the partition since this store last did (its records
+    /// answered inputs another owner has answered too).
+    pub reship: bool,
+}
+
+impl Takeover {
+    /// The owner of a store nobody else processed since: it re-ships its
+    /// outbox and replays nothing quietly.
+    pub fn resume(epoch: Epoch) -> Takeover {
+        Takeover {
+            epoch,
+            emitted: None,
+            reship: true,
+        }
+    }
+}
+
 /// The owner of one partition.
 pub struct PartitionTask {
     ctx: Ctx,
+    /// This owner's epoch (see [`Takeover::epoch`]).
+    epoch: Epoch,
     limits: BatchLimits,
     store: Arc<Store>,
     /// The committed values of the hottest point reads (taken out of the
@@ -109,7 +141,7 @@ pub struct PartitionTask {
     /// each waits until `events` is applied up to what its effects require
     /// ([`Effect::requires_events`]).
     /// Each with the `events` position its effects require, found once.
-    waiting: VecDeque<(Record, Result<Vec<Effect>, String>, Offset)>,
+    waiting: VecDeque<(Record, Result<Envelope, EffectsError>, Offset)>,
     /// Where `events` is applied up to (next offset).
     events_applied: Offset,
     /// Positions before the last [`PartitionTask::redeliver`]: everything
@@ -119,35 +151,36 @@ pub struct PartitionTask {
 
 impl PartitionTask {
     /// Opens the task at its stored positions, first re-shipping whatever the
-    /// previous owner committed but may not have shipped.
+    /// previous owner committed but may not have shipped; it stamps what it
+    /// sends with `epoch`.
     pub fn open(
         ctx: Ctx,
         limits: BatchLimits,
         sync_logs: bool,
         store: Arc<Store>,
         log: Arc<dyn Log>,
+        epoch: Epoch,
     ) -> Result<PartitionTask, TaskError> {
-        PartitionTask::open_after(ctx, limits, sync_logs, store, log, None, true)
+        let takeover = Takeover::resume(epoch);
+        PartitionTask::open_after(ctx, limits, sync_logs, store, log, takeover)
     }
 
     /// Opens the task of a partition that other owners may have processed
-    /// since this store last did. `emitted` is where every owner's outputs
-    /// are known to be acknowledged (the consumer group's committed
-    /// positions for `events[p]` and `effects[p]`): the task reads from its
-    /// own stored positions, and below `emitted` it applies records to its
-    /// state but emits nothing — previous owners emitted all of that
+    /// since this store last did (see [`Takeover`]): the task reads from its
+    /// own stored positions, and below `takeover.emitted` it applies records
+    /// to its state but emits nothing — previous owners emitted all of that
     /// already (a rebuild that does not re-emit). Its unshipped outbox is
-    /// re-shipped only with `reship`; when another owner has had the
-    /// partition since, those records answered inputs the other owner has
-    /// answered too, and a late re-ship could overtake its newer messages.
+    /// re-shipped only with `takeover.reship`; when another owner has had
+    /// the partition since, those records answered inputs the other owner
+    /// has answered too, and a late re-ship could overtake its newer
+    /// messages (the fence would skip them; not sending them is cheaper).
     pub fn open_after(
         ctx: Ctx,
         limits: BatchLimits,
         sync_logs: bool,
         store: Arc<Store>,
         log: Arc<dyn Log>,
-        emitted: Option<Positions>,
-        reship: bool,
+        takeover: Takeover,
     ) -> Result<PartitionTask, TaskError> {
         let p = ctx.partition;
         let at = store.positions()?;
@@ -158,6 +191,7 @@ impl PartitionTask {
         let applied_below = meta::applied(&*store)?.unwrap_or_default();
         let mut task = PartitionTask {
             ctx,
+            epoch: takeover.epoch,
             reads: ReadCache::new(limits.cached_reads),
             limits,
             store,
@@ -172,11 +206,11 @@ impl PartitionTask {
             threshold_asked: false,
             refills_asked: false,
             threshold_seen: None,
-            quiet_below: emitted.unwrap_or_default(),
+            quiet_below: takeover.emitted.unwrap_or_default(),
             waiting: VecDeque::new(),
             applied_below,
         };
-        if !reship {
+        if !takeover.reship {
             task.shipped_below = Some(task.next_seq);
             task.forget_shipped()?;
         }
@@ -205,6 +239,14 @@ impl PartitionTask {
     /// This task's partition.
     pub fn partition(&self) -> u32 {
         self.ctx.partition
+    }
+
+    /// What this owner stamps on the `effects` records it sends.
+    pub fn stamp(&self) -> Stamp {
+        Stamp {
+            from: self.ctx.partition,
+            epoch: self.epoch,
+        }
     }
 
     /// Next offsets to apply in `events[p]` and `effects[p]` (what a
@@ -294,6 +336,14 @@ impl PartitionTask {
             return Err(TaskError::Crashed(CrashPoint::BeforeCommit));
         }
         stats.commit_micros = self.commit(&writes, &pending)?;
+        if stats.fenced > 0 {
+            tracing::warn!(
+                partition = self.ctx.partition,
+                records = stats.fenced,
+                "skipped effects records of an owner older than one already applied from the same \
+                 partition (fenced; listed in the dead-letter log)"
+            );
+        }
         reads.committed(&writes);
         if faults.crash_at(CrashPoint::AfterCommit) {
             return Err(TaskError::Crashed(CrashPoint::AfterCommit));
@@ -317,7 +367,7 @@ impl PartitionTask {
         let waiting: usize = self
             .waiting
             .iter()
-            .map(|(_, e, _)| e.as_ref().map_or(1, Vec::len))
+            .map(|(_, e, _)| e.as_ref().map_or(1, |e| e.effects.len()))
             .sum();
         let room = self.limits.max_records.saturating_sub(waiting);
         if room > 0 {
@@ -326,8 +376,9 @@ impl PartitionTask {
                 .read(room, self.limits.max_bytes, end.map(|e| e.effects))?;
             for rec in read {
                 let effects = decode_effects(&rec);
-                let requires = effects.as_ref().map_or(Offset(0), |effects| {
-                    effects
+                let requires = effects.as_ref().map_or(Offset(0), |envelope| {
+                    envelope
+                        .effects
                         .iter()
                         .map(Effect::requires_events)
                         .max()
@@ -423,7 +474,7 @@ impl PartitionTask {
             self.refills_asked = true;
         }
         stats.emitted = out.len() as u64;
-        pending.extend(Pending::effects(out));
+        pending.extend(Pending::effects(out, self.stamp()));
         Ok(())
     }
 

@@ -142,7 +142,7 @@ fn link(
 /// pages should keep them this way (the tests do).
 pub fn kept_timeline_page(user: UserId, limit: usize, page: &Page<PostItem>) -> Option<Bytes> {
     let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
-    let mut kept = links(super::ROUTES[0], user, limit, next, prev).into_bytes();
+    let mut kept = links(super::route::TIMELINE, user, limit, next, prev).into_bytes();
     kept.push(b'\n');
     serde_json::to_writer(&mut kept, page).ok()?;
     kept.shrink_to_fit();
@@ -223,7 +223,7 @@ pub(super) async fn timeline(
         params(q, &["limit", "cursor", "newer_than"])?,
     );
     let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
-    let route = super::ROUTES[0];
+    let route = super::route::TIMELINE;
     let linked = |mut resp: Response, next: Option<&str>, prev: Option<&str>| {
         link(&mut resp, route, user, l, next, prev);
         resp
@@ -304,7 +304,7 @@ pub(super) async fn posts(
     Path(id): Path<String>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    paged(api, &id, q, Reader::posts, super::ROUTES[2]).await
+    paged(api, &id, q, Reader::posts, super::route::POSTS).await
 }
 
 pub(super) async fn followers(
@@ -312,7 +312,7 @@ pub(super) async fn followers(
     Path(id): Path<String>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    paged(api, &id, q, Reader::followers, super::ROUTES[6]).await
+    paged(api, &id, q, Reader::followers, super::route::FOLLOWERS).await
 }
 
 pub(super) async fn followees(
@@ -320,7 +320,7 @@ pub(super) async fn followees(
     Path(id): Path<String>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    paged(api, &id, q, Reader::followees, super::ROUTES[7]).await
+    paged(api, &id, q, Reader::followees, super::route::FOLLOWEES).await
 }
 
 pub(super) async fn recent_followers(

@@ -57,9 +57,9 @@ pub fn render_metrics(api: &Api) -> String {
         let t = p.totals();
         let name = "feedlog_events_applied_total";
         metrics::header(o, name, "counter", "Input events applied, by kind.");
-        for (i, kind) in crate::core::event::EventKind::ALL.iter().enumerate() {
-            let kind = kind.as_str();
-            metrics::sample(o, name, &format!("kind=\"{kind}\""), t.events[i]);
+        for kind in crate::core::event::EventKind::all() {
+            let label = format!("kind=\"{}\"", kind.as_str());
+            metrics::sample(o, name, &label, t.events.get(kind));
         }
         for (name, help, v) in [
             (
@@ -128,6 +128,7 @@ pub fn render_metrics(api: &Api) -> String {
         }
     }
     render_page_cache(o, api);
+    render_fences(o, api);
     let name = "feedlog_http_request_duration_seconds";
     metrics::header(o, name, "histogram", "Request latency, by route.");
     for (i, h) in api.requests.iter().enumerate() {
@@ -231,6 +232,41 @@ fn render_process(o: &mut String) {
         let name = "process_max_fds";
         metrics::header(o, name, "gauge", "Most open file descriptors allowed.");
         metrics::sample(o, name, "", v);
+    }
+}
+
+/// Per receiving partition and sender, the `effects` records the fence
+/// skipped and the owner epoch in force, as the partition's state holds them
+/// (a function of the log, like every view; a partition whose state cannot
+/// be read is left out).
+fn render_fences(o: &mut String, api: &Api) {
+    let figures: Vec<(u32, Vec<(u32, crate::core::fence::FenceVal)>)> = api
+        .reader
+        .stores()
+        .iter()
+        .filter_map(|(p, s)| crate::core::fence::fences(&**s).ok().map(|f| (*p, f)))
+        .collect();
+    for (name, kind, help, value) in [
+        (
+            "feedlog_effects_fenced_total",
+            "counter",
+            "Internal records skipped by the fence: sent by an owner of partition `from` older than one whose records this partition had applied (an owner that lost the partition shipped them late; see the dead-letter log).",
+            (|f: &crate::core::fence::FenceVal| f.fenced) as fn(&_) -> u64,
+        ),
+        (
+            "feedlog_effects_fence_epoch",
+            "gauge",
+            "The newest owner epoch of partition `from` whose records this partition has applied.",
+            |f: &crate::core::fence::FenceVal| f.epoch.0,
+        ),
+    ] {
+        metrics::header(o, name, kind, help);
+        for (p, fences) in &figures {
+            for (from, f) in fences {
+                let labels = format!("partition=\"{p}\",from=\"{from}\"");
+                metrics::sample(o, name, &labels, value(f));
+            }
+        }
     }
 }
 

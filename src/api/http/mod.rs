@@ -34,21 +34,52 @@ use std::time::{Duration, Instant};
 pub mod ids;
 pub mod openapi;
 
+/// The routes, by name (the router and the handlers name them so, never by
+/// their place in [`ROUTES`]).
+pub mod route {
+    /// Home timeline pages.
+    pub const TIMELINE: &str = "/v1/users/{id}/timeline";
+    /// The timeline stream (server-sent events).
+    pub const TIMELINE_STREAM: &str = "/v1/users/{id}/timeline/stream";
+    /// An author's posts.
+    pub const POSTS: &str = "/v1/users/{id}/posts";
+    /// One user's counters.
+    pub const COUNTERS: &str = "/v1/users/{id}/counters";
+    /// Counters of many users.
+    pub const COUNTERS_MANY: &str = "/v1/counters";
+    /// The newest followers.
+    pub const RECENT_FOLLOWERS: &str = "/v1/users/{id}/followers/recent";
+    /// Followers.
+    pub const FOLLOWERS: &str = "/v1/users/{id}/followers";
+    /// Followees.
+    pub const FOLLOWEES: &str = "/v1/users/{id}/followees";
+    /// The OpenAPI document.
+    pub const OPENAPI: &str = "/openapi.json";
+    /// Liveness.
+    pub const HEALTHZ: &str = "/healthz";
+    /// Readiness.
+    pub const READYZ: &str = "/readyz";
+    /// Prometheus metrics.
+    pub const METRICS: &str = "/metrics";
+    /// Processor-to-processor outbox reads (Kafka mode).
+    pub const INTERNAL_OUTBOXES: &str = "/v1/internal/outboxes";
+}
+
 /// Every route, as matched (also the `route` label of the request metrics).
 pub const ROUTES: &[&str] = &[
-    "/v1/users/{id}/timeline",
-    "/v1/users/{id}/timeline/stream",
-    "/v1/users/{id}/posts",
-    "/v1/users/{id}/counters",
-    "/v1/counters",
-    "/v1/users/{id}/followers/recent",
-    "/v1/users/{id}/followers",
-    "/v1/users/{id}/followees",
-    "/openapi.json",
-    "/healthz",
-    "/readyz",
-    "/metrics",
-    "/v1/internal/outboxes",
+    route::TIMELINE,
+    route::TIMELINE_STREAM,
+    route::POSTS,
+    route::COUNTERS,
+    route::COUNTERS_MANY,
+    route::RECENT_FOLLOWERS,
+    route::FOLLOWERS,
+    route::FOLLOWEES,
+    route::OPENAPI,
+    route::HEALTHZ,
+    route::READYZ,
+    route::METRICS,
+    route::INTERNAL_OUTBOXES,
 ];
 
 /// Most ids one `/v1/counters` request may name.
@@ -247,19 +278,19 @@ impl Api {
 /// The API's routes.
 pub fn router(api: Arc<Api>) -> Router {
     Router::new()
-        .route(ROUTES[0], get(handlers::timeline))
-        .route(ROUTES[1], get(stream::timeline_stream))
-        .route(ROUTES[2], get(handlers::posts))
-        .route(ROUTES[3], get(handlers::counters))
-        .route(ROUTES[4], get(handlers::counters_many))
-        .route(ROUTES[5], get(handlers::recent_followers))
-        .route(ROUTES[6], get(handlers::followers))
-        .route(ROUTES[7], get(handlers::followees))
-        .route(ROUTES[8], get(handlers::openapi))
-        .route(ROUTES[9], get(handlers::healthz))
-        .route(ROUTES[10], get(handlers::readyz))
-        .route(ROUTES[11], get(handlers::metrics_route))
-        .route(ROUTES[12], get(handlers::internal_outboxes))
+        .route(route::TIMELINE, get(handlers::timeline))
+        .route(route::TIMELINE_STREAM, get(stream::timeline_stream))
+        .route(route::POSTS, get(handlers::posts))
+        .route(route::COUNTERS, get(handlers::counters))
+        .route(route::COUNTERS_MANY, get(handlers::counters_many))
+        .route(route::RECENT_FOLLOWERS, get(handlers::recent_followers))
+        .route(route::FOLLOWERS, get(handlers::followers))
+        .route(route::FOLLOWEES, get(handlers::followees))
+        .route(route::OPENAPI, get(handlers::openapi))
+        .route(route::HEALTHZ, get(handlers::healthz))
+        .route(route::READYZ, get(handlers::readyz))
+        .route(route::METRICS, get(handlers::metrics_route))
+        .route(route::INTERNAL_OUTBOXES, get(handlers::internal_outboxes))
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(

@@ -56,7 +56,7 @@ pub fn kafka(
     let cpu = process_cpu_secs();
     let t = processor.run(&Shutdown::new(), true)?;
     let embedded = Throughput {
-        events: t.events.iter().sum(),
+        events: t.events.total(),
         delivered: t.delivered,
         secs: start.elapsed().as_secs_f64(),
         cpu_secs: process_cpu_secs() - cpu,
@@ -191,15 +191,15 @@ pub fn kafka(
                 Ok((produced, done, idle, totals))
             })?;
         anyhow::ensure!(
-            totals.events.iter().sum::<u64>() == embedded.events && totals.delivered == embedded.delivered,
+            totals.events.total() == embedded.events && totals.delivered == embedded.delivered,
             "the {members}-processor group applied {} events and {} deliveries, the embedded run {} and {}: not comparable",
-            totals.events.iter().sum::<u64>(),
+            totals.events.total(),
             totals.delivered,
             embedded.events,
             embedded.delivered
         );
         let k = Throughput {
-            events: totals.events.iter().sum(),
+            events: totals.events.total(),
             delivered: totals.delivered,
             secs: done_in,
             cpu_secs: cpu_in,
@@ -246,7 +246,7 @@ fn embedded_live(
                 let t = processor.progress().totals();
                 if done.reached_by(&t) {
                     return Ok(Throughput {
-                        events: t.events.iter().sum(),
+                        events: t.events.total(),
                         delivered: t.delivered,
                         secs: start.elapsed().as_secs_f64(),
                         cpu_secs: process_cpu_secs() - cpu,

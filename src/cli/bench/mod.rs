@@ -86,7 +86,7 @@ struct Throughput {
 impl Throughput {
     /// Whether `applied` holds as many events and deliveries as this run.
     fn reached_by(&self, applied: &feedlog::core::metrics::StepStats) -> bool {
-        applied.events.iter().sum::<u64>() >= self.events && applied.delivered >= self.delivered
+        applied.events.total() >= self.events && applied.delivered >= self.delivered
     }
 
     fn line(&self, what: &str) -> String {

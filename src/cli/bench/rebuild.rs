@@ -156,10 +156,10 @@ pub fn rebuild(data: &std::path::Path) -> Result<()> {
 
     println!(
         "rebuild: {records} records replayed ({} events, {} effects) in {rebuild_secs:.2}s = {:.0} records/s, {:.0} events/s",
-        stats.events.iter().sum::<u64>(),
+        stats.events.total(),
         stats.effects,
         records as f64 / rebuild_secs,
-        stats.events.iter().sum::<u64>() as f64 / rebuild_secs
+        stats.events.total() as f64 / rebuild_secs
     );
     println!(
         "raw log read: {records} records in {read_secs:.2}s = {:.0} records/s",
@@ -181,7 +181,7 @@ pub fn rebuild(data: &std::path::Path) -> Result<()> {
          time / full rebuild time: {:.3} (a rebuild from the start took {head_secs:.2}s to reach the checkpoint, \
          so the same tail took about {:.2}s of the full rebuild)",
         100.0 * at as f64 / total.max(1) as f64,
-        tail.events.iter().sum::<u64>(),
+        tail.events.total(),
         tail.effects,
         tail_secs / rebuild_secs,
         rebuild_secs - head_secs

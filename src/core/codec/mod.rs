@@ -8,18 +8,30 @@
 //!   object per record, exactly as in the README.
 //! - [`Format::Postcard`]: compact events for Rust producers, and what
 //!   feedlog's own tools write (postcard 1.x, whose wire format is stable).
-//! - [`Format::PostcardEffects`] and [`Format::PostcardForwarded`]:
-//!   feedlog's internal messages (`effects` topic; events forwarded to the
-//!   partition that owns their actor), in postcard.
+//! - [`Format::StampedEffects`]: feedlog's internal messages to one
+//!   partition (`effects` topic), in postcard, with the sender's partition
+//!   and owner epoch (see [`crate::core::fence`]): what this version writes.
+//! - [`Format::PostcardForwarded`]: events forwarded to the partition that
+//!   owns their actor, in postcard.
+//! - [`Format::PostcardEffects`]: internal messages without a stamp, as the
+//!   previous version wrote them; still read (as unstamped, never fenced).
 //! - [`Format::Bincode`], [`Format::Effect`], [`Format::Effects`] and
 //!   [`Format::Forwarded`]: the same in bincode 2 (standard config), as
 //!   earlier versions wrote them. They are still read, never written (bincode
 //!   events from outside producers excepted), so a log from before the change
 //!   replays unchanged. This module is the only place that names either codec.
 //! - [`Format::DeadLetter`]: a JSON dead-letter record.
+//!
+//! Postcard and bincode encode an enum by its variant's index and a struct
+//! by its fields' order: the variants of [`Event`] and [`Effect`] and the
+//! fields of every encoded type are **append-only** — a new variant or
+//! field goes at the end, none is ever removed or reordered — and the
+//! golden-bytes tests (`tests.rs`, `golden_bytes_*`) pin every record kind
+//! of every codec, so a change that would misread an old log fails them.
 
 use crate::core::effect::Effect;
 use crate::core::event::{Event, InvalidEvent, PostId, Ts, UserId, SCHEMA_VERSION};
+use crate::core::fence::{Epoch, Stamp};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 /// The format marker stored with every record.
@@ -46,10 +58,13 @@ pub enum Format {
     PostcardEffects = 8,
     /// [`Format::Forwarded`] in postcard: what this version writes.
     PostcardForwarded = 9,
+    /// [`Format::PostcardEffects`] with the sender's stamp (a postcard
+    /// [`StampedEffects`]): what this version writes to `effects`.
+    StampedEffects = 10,
 }
 
 /// Every format, in marker order.
-const FORMATS: [Format; 9] = [
+const FORMATS: [Format; 10] = [
     Format::Json,
     Format::Bincode,
     Format::Effect,
@@ -59,6 +74,7 @@ const FORMATS: [Format; 9] = [
     Format::Postcard,
     Format::PostcardEffects,
     Format::PostcardForwarded,
+    Format::StampedEffects,
 ];
 
 impl Format {
@@ -84,6 +100,7 @@ impl Format {
             Format::Postcard => "postcard",
             Format::PostcardEffects => "effects-postcard",
             Format::PostcardForwarded => "forwarded-postcard",
+            Format::StampedEffects => "effects-stamped",
         }
     }
 
@@ -218,38 +235,116 @@ fn decimal_id(s: &str) -> Option<u64> {
     canonical.then(|| s.parse().ok()).flatten()
 }
 
-/// One `effects` record's value: effects to one partition, in the order
-/// they are to be applied, with its marker ([`Format::PostcardEffects`]).
-pub fn encode_effects(effects: &[Effect]) -> (Format, Vec<u8>) {
-    (Format::PostcardEffects, encode_compact(&effects))
+/// One `effects` record: the effects to one partition, in the order they
+/// are to be applied, and who sent them (`None` for records written before
+/// stamps existed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    /// The sender and its owner's epoch.
+    pub stamp: Option<Stamp>,
+    /// The effects (never empty).
+    pub effects: Vec<Effect>,
 }
 
-/// The effects of one `effects` record: a single effect
-/// ([`Format::Effect`]) or a sequence ([`Format::Effects`],
-/// [`Format::PostcardEffects`]; never empty).
-pub fn decode_effects(format: u8, value: &[u8]) -> Result<Vec<Effect>, String> {
-    let many = match Format::from_u8(format) {
-        Some(Format::Effect) => {
-            return Ok(vec![
-                decode_bincode::<Effect>(value).map_err(|e| format!("invalid effect: {e}"))?
-            ])
-        }
-        Some(Format::Effects) => decode_bincode::<Vec<Effect>>(value),
-        Some(Format::PostcardEffects) => decode_compact::<Vec<Effect>>(value),
-        _ => {
-            return Err(format!(
-                "effects record has format marker {format}, expected {}, {} or {}",
-                Format::PostcardEffects.as_u8(),
-                Format::Effects.as_u8(),
-                Format::Effect.as_u8()
-            ))
-        }
-    };
-    match many {
-        Ok(v) if v.is_empty() => Err("an effects record with no effects".into()),
-        Ok(v) => Ok(v),
-        Err(e) => Err(format!("invalid effects: {e}")),
+/// The postcard layout of a [`Format::StampedEffects`] record (fields are
+/// append-only, like every encoded type).
+#[derive(Serialize, Deserialize)]
+struct StampedEffects {
+    from: u32,
+    epoch: Epoch,
+    effects: Vec<Effect>,
+}
+
+/// Why an `effects` record holds no effects to apply.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EffectsError {
+    /// The marker names no effects format.
+    #[error(
+        "effects record has format marker {0}, expected {stamped} (or {postcard}, {effects}, {effect} of earlier versions)",
+        stamped = Format::StampedEffects.as_u8(),
+        postcard = Format::PostcardEffects.as_u8(),
+        effects = Format::Effects.as_u8(),
+        effect = Format::Effect.as_u8()
+    )]
+    Format(u8),
+    /// The value does not decode in its format.
+    #[error("invalid effects ({codec}): {reason}")]
+    Decode {
+        /// The codec tried.
+        codec: &'static str,
+        /// What the decoder said.
+        reason: String,
+    },
+    /// A well-formed record that carries no effect.
+    #[error("an effects record with no effects")]
+    Empty,
+}
+
+/// One `effects` record's value, stamped with its sender, with its marker
+/// ([`Format::StampedEffects`]).
+pub fn encode_effects(stamp: Stamp, effects: &[Effect]) -> (Format, Vec<u8>) {
+    #[derive(Serialize)]
+    struct Borrowed<'a> {
+        from: u32,
+        epoch: Epoch,
+        effects: &'a [Effect],
     }
+    let value = encode_compact(&Borrowed {
+        from: stamp.from,
+        epoch: stamp.epoch,
+        effects,
+    });
+    (Format::StampedEffects, value)
+}
+
+/// The effects of one `effects` record and who sent them: a stamped
+/// sequence ([`Format::StampedEffects`]), or, as earlier versions wrote
+/// them, an unstamped sequence ([`Format::PostcardEffects`],
+/// [`Format::Effects`]) or a single effect ([`Format::Effect`]).
+pub fn decode_effects(format: u8, value: &[u8]) -> Result<Envelope, EffectsError> {
+    let postcard = |reason| EffectsError::Decode {
+        codec: "postcard",
+        reason,
+    };
+    let bincode = |reason| EffectsError::Decode {
+        codec: "bincode",
+        reason,
+    };
+    let envelope = match Format::from_u8(format) {
+        Some(Format::StampedEffects) => {
+            let r: StampedEffects = decode_compact(value).map_err(postcard)?;
+            Envelope {
+                stamp: Some(Stamp {
+                    from: r.from,
+                    epoch: r.epoch,
+                }),
+                effects: r.effects,
+            }
+        }
+        Some(Format::PostcardEffects) => Envelope {
+            stamp: None,
+            effects: decode_compact(value).map_err(postcard)?,
+        },
+        Some(Format::Effects) => Envelope {
+            stamp: None,
+            effects: decode_bincode(value).map_err(bincode)?,
+        },
+        Some(Format::Effect) => Envelope {
+            stamp: None,
+            effects: vec![decode_bincode(value).map_err(bincode)?],
+        },
+        _ => return Err(EffectsError::Format(format)),
+    };
+    if envelope.effects.is_empty() {
+        return Err(EffectsError::Empty);
+    }
+    Ok(envelope)
+}
+
+/// One `effects` record's value without a stamp ([`Format::PostcardEffects`]),
+/// as the previous version wrote it: for tests of reading old logs.
+pub fn encode_unstamped_effects(effects: &[Effect]) -> (Format, Vec<u8>) {
+    (Format::PostcardEffects, encode_compact(&effects))
 }
 
 /// A forwarded event's record value, with its marker
@@ -476,5 +571,7 @@ fn decode_bincode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
     Ok(value)
 }
 
+#[cfg(test)]
+mod golden;
 #[cfg(test)]
 mod tests;

@@ -131,7 +131,7 @@ fn round_trips() {
     }
 }
 
-// Proves an effects record decodes to its effects in order under either marker, and that an empty, truncated or mismarked one is refused with a reason.
+// Proves an effects record decodes to its stamp and effects in order under every marker (unstamped for the earlier ones), and that an empty, truncated or mismarked one is refused with a reason.
 #[test]
 fn effects_records_round_trip_and_bad_ones_are_refused() {
     use crate::core::position::Version;
@@ -167,30 +167,54 @@ fn effects_records_round_trip_and_bad_ones_are_refused() {
             live: false,
         },
     ];
-    let (format, value) = encode_effects(&effects);
-    assert_eq!(format, Format::PostcardEffects);
-    assert_eq!(decode_effects(format.as_u8(), &value), Ok(effects.clone()));
-    // What earlier versions wrote: a bincode sequence, or one bincode effect.
+    let stamp = Stamp {
+        from: 3,
+        epoch: Epoch(1_700_000_000_000),
+    };
+    let (format, value) = encode_effects(stamp, &effects);
+    assert_eq!(format, Format::StampedEffects);
+    assert_eq!(
+        decode_effects(format.as_u8(), &value),
+        Ok(Envelope {
+            stamp: Some(stamp),
+            effects: effects.clone()
+        })
+    );
+    let unstamped = |effects: &[Effect]| Envelope {
+        stamp: None,
+        effects: effects.to_vec(),
+    };
+    // What earlier versions wrote: a postcard or bincode sequence, or one
+    // bincode effect, all without a stamp.
+    let (f, plain) = encode_unstamped_effects(&effects);
+    assert_eq!(decode_effects(f.as_u8(), &plain), Ok(unstamped(&effects)));
     let old = bincode::serde::encode_to_vec(&effects, bincode::config::standard()).unwrap();
     assert_eq!(
         decode_effects(Format::Effects.as_u8(), &old),
-        Ok(effects.clone())
+        Ok(unstamped(&effects))
     );
     let one = bincode::serde::encode_to_vec(&effects[1], bincode::config::standard()).unwrap();
     assert_eq!(
         decode_effects(Format::Effect.as_u8(), &one),
-        Ok(vec![effects[1].clone()])
+        Ok(unstamped(&effects[1..2]))
     );
-    let reason =
-        |format: Format, value: &[u8]| decode_effects(format.as_u8(), value).expect_err("refused");
-    let empty = encode_effects(&[]).1;
-    assert!(reason(Format::PostcardEffects, &empty).contains("no effects"));
+    let reason = |format: Format, value: &[u8]| {
+        decode_effects(format.as_u8(), value)
+            .expect_err("refused")
+            .to_string()
+    };
+    assert!(reason(Format::StampedEffects, &encode_effects(stamp, &[]).1).contains("no effects"));
+    assert!(
+        reason(Format::PostcardEffects, &encode_unstamped_effects(&[]).1).contains("no effects")
+    );
     let cut = &value[..value.len() - 1];
-    assert!(reason(Format::PostcardEffects, cut).contains("invalid effects"));
-    assert!(reason(Format::Effects, &old[..old.len() - 1]).contains("invalid effects"));
-    assert!(reason(Format::Effect, &old).contains("invalid effect"));
-    // The marker says which codec; small values are the same bytes in both
-    // (one-byte varints), so the payload could not tell them apart.
+    assert!(reason(Format::StampedEffects, cut).contains("invalid effects (postcard)"));
+    assert!(reason(Format::PostcardEffects, &plain[..plain.len() - 1]).contains("invalid effects"));
+    assert!(reason(Format::Effects, &old[..old.len() - 1]).contains("invalid effects (bincode)"));
+    assert!(reason(Format::Effect, &old).contains("invalid effects"));
+    // The marker says which codec and layout: a stamped record read as an
+    // unstamped one is refused, not misread.
+    assert!(decode_effects(Format::PostcardEffects.as_u8(), &value).is_err());
     assert!(reason(Format::Postcard, &value).contains("format marker 7"));
 }
 
@@ -230,7 +254,7 @@ fn markers_and_names_round_trip() {
                 assert_eq!(f.as_u8(), b);
                 assert_eq!(Format::from_name(f.name()), Some(f));
             }
-            None => assert!(b == 0 || b > 9, "marker {b} unowned"),
+            None => assert!(b == 0 || b > 10, "marker {b} unowned"),
         }
     }
 }

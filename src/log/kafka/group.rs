@@ -13,6 +13,7 @@
 //! can tell whether another processor owned its partition since.
 
 use super::{kafka_err, KafkaConfig, REQUEST_TIMEOUT};
+use crate::core::fence::Epoch;
 use crate::core::position::Positions;
 use crate::log::LogError;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, RebalanceProtocol};
@@ -211,18 +212,30 @@ impl GroupMember {
         self.consumer.assignment_lost()
     }
 
+    /// librdkafka's fatal error of the group consumer, if one occurred
+    /// (e.g. another process took this one's static membership): the
+    /// member is out of the group for good.
+    pub fn fatal_error(&self) -> Option<String> {
+        self.consumer
+            .client()
+            .fatal_error()
+            .map(|(code, reason)| format!("{code}: {reason}"))
+    }
+
     /// The group's committed positions of `events[p]` and `effects[p]` (0
     /// where nothing is committed), and the epoch of the owner that
-    /// committed them ("" when none).
-    pub fn committed(&self, p: u32) -> Result<(Positions, String), LogError> {
+    /// committed them (`None` when none, or one of an earlier version).
+    pub fn committed(&self, p: u32) -> Result<(Positions, Option<Epoch>), LogError> {
         committed_of(&self.consumer, &self.events_topic, &self.effects_topic, p)
     }
 
     /// Commits positions with their owners' epochs: synchronously (a
-    /// handover), or in the background.
+    /// handover; success also means the coordinator took this process for
+    /// a member of the current generation then, since it refuses commits
+    /// of an expired or older member), or in the background.
     pub fn commit(
         &self,
-        positions: &[(u32, Positions, String)],
+        positions: &[(u32, Positions, Epoch)],
         sync: bool,
     ) -> Result<(), LogError> {
         let tpl = positions_tpl(&self.events_topic, &self.effects_topic, positions);
@@ -258,14 +271,14 @@ impl GroupMember {
 fn positions_tpl(
     events: &str,
     effects: &str,
-    positions: &[(u32, Positions, String)],
+    positions: &[(u32, Positions, Epoch)],
 ) -> TopicPartitionList {
     let mut tpl = TopicPartitionList::new();
     for (p, at, epoch) in positions {
         for (topic, offset) in [(events, at.events.0), (effects, at.effects.0)] {
             let mut e = tpl.add_partition(topic, *p as i32);
             let _ = e.set_offset(Offset::Offset(offset as i64));
-            e.set_metadata(epoch);
+            e.set_metadata(epoch.to_string());
         }
     }
     tpl
@@ -276,7 +289,7 @@ fn committed_of<C: ConsumerContext>(
     events: &str,
     effects: &str,
     p: u32,
-) -> Result<(Positions, String), LogError> {
+) -> Result<(Positions, Option<Epoch>), LogError> {
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition(events, p as i32);
     tpl.add_partition(effects, p as i32);
@@ -293,8 +306,7 @@ fn committed_of<C: ConsumerContext>(
     };
     let epoch = got
         .find_partition(events, p as i32)
-        .map(|e| e.metadata().to_string())
-        .unwrap_or_default();
+        .and_then(|e| Epoch::parse(e.metadata()));
     Ok((Positions::new(at(events), at(effects)), epoch))
 }
 
@@ -338,7 +350,7 @@ impl GroupClient {
     }
 
     /// The group's committed positions and epoch of partition `p`.
-    pub fn committed(&self, p: u32) -> Result<(Positions, String), LogError> {
+    pub fn committed(&self, p: u32) -> Result<(Positions, Option<Epoch>), LogError> {
         let (events, effects) = (
             self.cfg.name(crate::log::Topic::Events),
             self.cfg.name(crate::log::Topic::Effects),
@@ -370,7 +382,7 @@ impl GroupClient {
     /// Commits `positions` from outside the group, as Kafka's own
     /// offset-reset tools do: brokers accept it only while the group has
     /// no members.
-    pub fn commit(&self, positions: &[(u32, Positions, String)]) -> Result<(), OutsideCommit> {
+    pub fn commit(&self, positions: &[(u32, Positions, Epoch)]) -> Result<(), OutsideCommit> {
         let (events, effects) = (
             self.cfg.name(crate::log::Topic::Events),
             self.cfg.name(crate::log::Topic::Effects),

@@ -12,7 +12,7 @@
 //!   away a task waits (and a shutdown interrupts the wait; the outbox
 //!   re-ships on the next start).
 //! - A record's format marker travels in the `feedlog-format` header
-//!   (`json`, `postcard`, `effects-postcard`, `forwarded-postcard`,
+//!   (`json`, `postcard`, `effects-stamped`, `forwarded-postcard`,
 //!   `dead-letter`, and the bincode formats of earlier versions); a record
 //!   without it — any producer's plain JSON — is JSON.
 
@@ -249,6 +249,25 @@ impl KafkaLog {
             Topic::Effects => 1,
             Topic::DeadLetter => 2,
         }
+    }
+
+    /// Drops every record the process's producer still holds — queued, or
+    /// sent and not acknowledged — so that no task waits for them: what a
+    /// processor does when it learns it lost its partitions. Their sinks'
+    /// waits end with a delivery failure. A purged record may still reach
+    /// the broker (it was on the wire); its receivers fence it.
+    pub fn purge(&self) {
+        self.producer
+            .purge(rdkafka::producer::PurgeConfig::default().queue().inflight());
+    }
+
+    /// librdkafka's fatal error of the producer, if one occurred (the
+    /// producer cannot be used any more).
+    pub fn fatal_error(&self) -> Option<String> {
+        self.producer
+            .client()
+            .fatal_error()
+            .map(|(code, reason)| format!("{code}: {reason}"))
     }
 
     /// The Kafka name of `topic`.

@@ -31,10 +31,16 @@ impl Cluster {
         let mut retry_at: BTreeMap<u32, Instant> = BTreeMap::new();
         let mut last_checkpoint = Instant::now();
         let mut checkpointing: Option<JoinHandle<()>> = None;
+        let mut last_turn = Instant::now();
+        let mut unconfirmed = false;
         while !shutdown.is_requested() {
             for r in group.poll(Duration::from_millis(100)) {
                 self.handover(&group, &r);
             }
+            if let Some(fatal) = group.fatal_error().or_else(|| self.log.fatal_error()) {
+                return Err(self.give_up(fatal, &members, group));
+            }
+            self.renew_lease(&group, &mut last_turn, &mut unconfirmed);
             self.start_assigned(&group, &mut retry_at);
             self.restart_failed(&mut retry_at);
             // Every interval while positions move; and at once when they
@@ -104,13 +110,24 @@ impl Cluster {
     pub(super) fn handover(&self, group: &GroupMember, r: &crate::log::kafka::Rebalance) {
         match &r.event {
             GroupEvent::Revoked { partitions, lost } => {
-                tracing::info!(?partitions, "revoked: finishing their batches");
-                let stopped = self.shared.stop(partitions);
-                if *lost && !stopped.is_empty() {
+                if *lost {
+                    // Another member may own them already: what their tasks
+                    // still hold for the brokers answers inputs the new
+                    // owner decides anew. Drop it rather than wait for it
+                    // (it is in their stores' outboxes, re-shipped only if
+                    // nobody else owned the partitions since).
                     tracing::warn!(
                         ?partitions,
-                        "assignment lost (session expired): not committing, another member owns them now"
+                        "assignment lost (session expired): dropping unsent records, not committing; \
+                         another member owns these partitions now"
                     );
+                    self.log.purge();
+                } else {
+                    tracing::info!(?partitions, "revoked: finishing their batches");
+                }
+                let stopped = self.shared.stop(partitions);
+                if *lost {
+                    // Nothing to commit: see above.
                 } else if !stopped.is_empty() {
                     let positions = Shared::commit_positions(&stopped);
                     if let Err(e) = group.commit(&positions, true) {
@@ -169,6 +186,52 @@ impl Cluster {
                 }
             }
         }
+    }
+
+    /// Extends the lease (see [`Lease`]) for another turn of this loop, which
+    /// polls the group every 100 ms: librdkafka heartbeats on its own
+    /// thread, and reports a lost session through that poll. After a gap
+    /// longer than the lease (the process was paused, or this loop was held
+    /// up), the session may have expired with nothing reported yet: the
+    /// lease is extended only once a synchronous commit proves the
+    /// coordinator still takes this process for a member.
+    fn renew_lease(&self, group: &GroupMember, last_turn: &mut Instant, unconfirmed: &mut bool) {
+        let turn = Instant::now();
+        let gap = turn.duration_since(*last_turn);
+        *last_turn = turn;
+        if gap > self.shared.lease.span() && !*unconfirmed {
+            tracing::warn!(
+                gap_ms = gap.as_millis() as u64,
+                "this processor did not run for longer than its lease: confirming its membership before it steps or serves again"
+            );
+            *unconfirmed = true;
+        }
+        if !*unconfirmed {
+            self.shared.lease.confirm(turn);
+            return;
+        }
+        let positions = Shared::commit_positions(&lock(&self.shared.owned));
+        match group.commit(&positions, true) {
+            Ok(()) => {
+                tracing::info!("membership confirmed by the group coordinator");
+                self.shared.lease.confirm(turn);
+                *unconfirmed = false;
+            }
+            Err(e) => tracing::info!(error = %e, "membership not confirmed yet"),
+        }
+    }
+
+    /// A fatal Kafka error: stops every task without committing (the group
+    /// has moved on without this process), says so and leaves.
+    fn give_up(&self, reason: String, members: &MembersWriter, group: GroupMember) -> ClusterError {
+        tracing::error!(error = %reason, "Kafka fatal error: giving up every partition");
+        self.log.purge();
+        self.shared.stop_all();
+        if let Err(e) = members.leave() {
+            tracing::warn!(error = %e, "announcing departure");
+        }
+        group.leave();
+        ClusterError::Fatal(reason)
     }
 
     /// Restarts tasks that failed (a broker error, say) from their stores.

@@ -35,8 +35,10 @@ mod tasks;
 pub use shared::Shared;
 
 use super::handover::{best, GroupPosition};
+use super::partition::Takeover;
 use super::runner::{drive, Hooks};
 use super::{PartitionTask, Shutdown, TaskError};
+use crate::core::fence::Epoch;
 use crate::core::metrics::{Progress, StepStats};
 use crate::core::position::Positions;
 use crate::log::kafka::{
@@ -50,7 +52,7 @@ use crate::state::{
     meta, BlockCache, Cf, Kv, Partitions, Store, StoreError, StoreOptions, Unavailable,
 };
 use crate::task::embedded::ProcessorConfig;
-use shared::{checkpoint_all, lock, AppliedPositions, Owned};
+use shared::{checkpoint_all, lock, AppliedPositions, Lease, Owned};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -69,6 +71,10 @@ pub enum ClusterError {
     /// The data directory and the topics disagree.
     #[error("{0}")]
     Refused(String),
+    /// librdkafka reported a fatal error: this process is out of the group
+    /// for good (e.g. another process took its static membership).
+    #[error("Kafka fatal error, this processor gave up every partition without committing: {0}")]
+    Fatal(String),
 }
 
 /// Settings of one Kafka-mode processor.
@@ -102,6 +108,10 @@ pub struct ClusterConfig {
     /// With `checkpoints`, also checkpoint every owned, caught-up partition
     /// this often (so a crashed owner's successor replays only the tail).
     pub checkpoint_every: Option<Duration>,
+    /// Fault injection for tests: the process stops itself (SIGSTOP) right
+    /// after this many commits, before shipping (see
+    /// [`crate::task::faults::StopAfterCommit`]).
+    pub stop_after_commit: Option<u64>,
 }
 
 impl ClusterConfig {
@@ -121,6 +131,7 @@ impl ClusterConfig {
             redeliver_every: 0,
             checkpoints: None,
             checkpoint_every: None,
+            stop_after_commit: None,
         }
     }
 }
@@ -136,6 +147,9 @@ pub struct Cluster {
     /// Requested to make every wait for Kafka give up (shutdown).
     stopping: Shutdown,
     checkpoints: Option<Arc<CheckpointDir>>,
+    /// Shared by every task of the process (see
+    /// [`ClusterConfig::stop_after_commit`]).
+    stop_after_commit: Option<crate::task::faults::StopAfterCommit>,
 }
 
 /// Whether the whole group is idle (every partition consumed to its end
@@ -170,6 +184,10 @@ impl Cluster {
             to_start: Mutex::default(),
             changes: AtomicU64::new(0),
             count: partitions,
+            // Three quarters of the session: the coordinator expels a
+            // member a session after its last heartbeat, and librdkafka
+            // heartbeats every quarter of it.
+            lease: Lease::new(cfg.session_timeout * 3 / 4),
         });
         let checkpoints = cfg.checkpoints.as_ref().map(|root| {
             Arc::new(CheckpointDir::new(
@@ -182,6 +200,9 @@ impl Cluster {
             ))
         });
         Ok(Cluster {
+            stop_after_commit: cfg
+                .stop_after_commit
+                .map(crate::task::faults::StopAfterCommit::new),
             dir,
             cache: BlockCache::new(cfg.processor.cache_bytes),
             checkpoints,

@@ -13,8 +13,55 @@ pub(super) struct Owned {
     pub(super) serving: Arc<AtomicBool>,
     /// The group's committed positions when the task started.
     pub(super) committed: Positions,
-    /// This ownership's epoch, committed with every position.
-    pub(super) epoch: String,
+    /// This ownership's epoch, committed with every position and stamped
+    /// on every `effects` record the task sends.
+    pub(super) epoch: Epoch,
+}
+
+/// How long this processor may still act as the owner of its partitions:
+/// a span (three quarters of the session timeout) past the last turn of the
+/// control loop, which polls the group — and so learns of a lost session —
+/// every 100 ms. A process that was paused (a stop, a VM freeze, a long
+/// GC) finds its lease expired: its tasks do not step and its partitions
+/// answer no reads until a commit proves the coordinator still takes it
+/// for a member, or the group takes the partitions away. Within the span,
+/// the session cannot have expired (librdkafka heartbeats every quarter of
+/// it). This narrows what an old owner can do; the fence
+/// (`crate::core::fence`) is what makes it harmless.
+pub(super) struct Lease {
+    base: Instant,
+    /// Until when, in ms after `base` (0: never confirmed).
+    until_ms: AtomicU64,
+    span: Duration,
+}
+
+impl Lease {
+    /// A lease of `span` from each confirmation, not confirmed yet.
+    pub(super) fn new(span: Duration) -> Lease {
+        Lease {
+            base: Instant::now(),
+            until_ms: AtomicU64::new(0),
+            span,
+        }
+    }
+
+    /// The span of the lease.
+    pub(super) fn span(&self) -> Duration {
+        self.span
+    }
+
+    /// This member was confirmed at `at`: the lease runs to `at + span`
+    /// (it never shortens).
+    pub(super) fn confirm(&self, at: Instant) {
+        let until = at.saturating_duration_since(self.base) + self.span;
+        self.until_ms
+            .fetch_max(until.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// Whether the lease runs now.
+    pub(super) fn valid(&self) -> bool {
+        (self.base.elapsed().as_millis() as u64) < self.until_ms.load(Ordering::SeqCst)
+    }
 }
 
 /// A task's applied positions, shared with the control loop.
@@ -46,6 +93,8 @@ pub struct Shared {
     /// Bumped on every change of ownership or serving state.
     pub(super) changes: AtomicU64,
     pub(super) count: u32,
+    /// Whether this processor may act as the owner of its partitions now.
+    pub(super) lease: Lease,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -60,6 +109,8 @@ impl Partitions for Shared {
 
     fn store(&self, p: u32) -> Result<Arc<Store>, Unavailable> {
         match lock(&self.owned).get(&p) {
+            // Ownership not confirmed lately: maybe another processor's.
+            Some(_) if !self.lease.valid() => Err(Unavailable::Moving { partition: p }),
             Some(o) if o.serving.load(Ordering::SeqCst) => Ok(o.store.clone()),
             Some(_) => Err(Unavailable::Moving { partition: p }),
             None if lock(&self.to_start).contains(&p) => Err(Unavailable::Moving { partition: p }),
@@ -68,6 +119,9 @@ impl Partitions for Shared {
     }
 
     fn local(&self) -> Vec<(u32, Arc<Store>)> {
+        if !self.lease.valid() {
+            return Vec::new();
+        }
         self.partitions()
             .into_iter()
             .filter(|(_, (_, st))| *st == PartitionState::Serving)
@@ -100,10 +154,10 @@ impl Shared {
     /// The positions to commit for `owned`, never behind what the group
     /// had when each task started (a task still replaying below its
     /// predecessors' positions must not move the group back).
-    pub(super) fn commit_positions(owned: &BTreeMap<u32, Owned>) -> Vec<(u32, Positions, String)> {
+    pub(super) fn commit_positions(owned: &BTreeMap<u32, Owned>) -> Vec<(u32, Positions, Epoch)> {
         owned
             .iter()
-            .map(|(&p, o)| (p, o.applied.get().max(o.committed), o.epoch.clone()))
+            .map(|(&p, o)| (p, o.applied.get().max(o.committed), o.epoch))
             .collect()
     }
 
@@ -164,7 +218,7 @@ pub(super) fn checkpoint_all(dir: Option<&CheckpointDir>, stopped: &BTreeMap<u32
     let Some(dir) = dir else { return };
     for (&p, o) in stopped {
         let start = Instant::now();
-        match dir.write(p, &o.store, &o.epoch, true) {
+        match dir.write(p, &o.store, o.epoch, true) {
             Ok(c) => tracing::info!(
                 partition = p,
                 positions = %c.positions,

@@ -26,14 +26,10 @@ impl Cluster {
         &self,
         p: u32,
         committed: Positions,
-        group_epoch: &str,
+        group_epoch: Option<Epoch>,
     ) -> Result<(Arc<Store>, Positions, bool), ClusterError> {
         let mut store = self.open_store(p)?;
-        let local_epoch = store
-            .get(Cf::Meta, meta::OWNER_EPOCH)
-            .map_err(StoreError::from)?
-            .map(|v| String::from_utf8_lossy(&v).into_owned())
-            .unwrap_or_default();
+        let local_epoch = owner_epoch(&store)?;
         let mut local = store.positions()?;
         // Did another processor own this partition since this store did?
         let intervened = group_epoch != local_epoch;
@@ -92,17 +88,26 @@ impl Cluster {
     /// Opens partition `p`'s store and starts its task.
     pub(super) fn start(&self, group: &GroupMember, p: u32) -> Result<(), ClusterError> {
         let (committed, group_epoch) = group.committed(p)?;
-        let (store, local, intervened) = self.open_for(p, committed, &group_epoch)?;
-        // Take ownership before answering anything: a new epoch, in the
-        // group and in the store, so that whoever owns the partition next
-        // knows this processor had it.
-        let epoch = format!("{}/{}/{}", self.cfg.member, now_ms(), self.shared.version());
-        group.commit(&[(p, committed, epoch.clone())], true)?;
+        let (store, local, intervened) = self.open_for(p, committed, group_epoch)?;
+        // Take ownership before answering anything: a new epoch, above every
+        // epoch this processor can see (the group's, its store's) and at
+        // least the wall clock in ms (so a group whose metadata was lost
+        // cannot take it back), in the group and in the store, so that
+        // whoever owns the partition next knows this processor had it, and
+        // takes a higher one: receivers fence this owner's records once they
+        // have applied the next owner's (crate::core::fence).
+        let seen = group_epoch.into_iter().chain(owner_epoch(&store)?);
+        let epoch = Epoch::succeeding(seen, now_ms());
+        let sent = Instant::now();
+        group.commit(&[(p, committed, epoch)], true)?;
+        // A commit the coordinator accepts proves membership.
+        self.shared.lease.confirm(sent);
         // Then in the store (only once the group has it: a commit refused
         // during a rebalance leaves both as they were, and the retry finds
         // the store still current).
+        let text = epoch.to_string();
         store.commit(&Default::default(), |b| {
-            b.put(Cf::Meta, meta::OWNER_EPOCH, epoch.as_bytes())
+            b.put(Cf::Meta, meta::OWNER_EPOCH, text.as_bytes())
         })?;
         for (topic, at) in [
             (Topic::Events, local.events),
@@ -118,14 +123,18 @@ impl Cluster {
                 )));
             }
         }
+        let takeover = Takeover {
+            epoch,
+            emitted: Some(committed),
+            reship: !intervened,
+        };
         let task = PartitionTask::open_after(
             self.cfg.processor.ctx(p, self.dir.partitions()),
             self.cfg.processor.limits,
             self.cfg.processor.sync,
             store.clone(),
             self.log.clone() as Arc<dyn Log>,
-            Some(committed),
-            !intervened,
+            takeover,
         )
         .map_err(|e| match e {
             TaskError::Store(s) => ClusterError::Store(s),
@@ -137,6 +146,7 @@ impl Cluster {
             local = %local,
             committed = %committed,
             intervened,
+            %epoch,
             "starting: replaying quietly up to the committed positions"
         );
         self.spawn(p, task, store, local, committed, epoch)
@@ -150,7 +160,7 @@ impl Cluster {
         store: Arc<Store>,
         local: Positions,
         committed: Positions,
-        epoch: String,
+        epoch: Epoch,
     ) -> Result<(), ClusterError> {
         let stop = Arc::new(AtomicBool::new(false));
         let applied = Arc::new(AppliedPositions::default());
@@ -166,6 +176,8 @@ impl Cluster {
             progress: self.progress.clone(),
             redeliver_every: self.cfg.redeliver_every as u64,
             steps: 0,
+            leased: true,
+            faults: self.stop_after_commit.clone(),
         };
         let thread = std::thread::Builder::new()
             .name(format!("feedlog-k{p}"))
@@ -196,17 +208,17 @@ impl Cluster {
     /// checkpoint is consistent). Such a checkpoint becomes usable once the
     /// group's positions reach it (the next commit).
     pub(super) fn checkpoint_serving(&self, cps: &Arc<CheckpointDir>) -> Option<JoinHandle<()>> {
-        let serving: Vec<(u32, Arc<Store>, String)> = lock(&self.shared.owned)
+        let serving: Vec<(u32, Arc<Store>, Epoch)> = lock(&self.shared.owned)
             .iter()
             .filter(|(_, o)| o.serving.load(Ordering::SeqCst))
-            .map(|(&p, o)| (p, o.store.clone(), o.epoch.clone()))
+            .map(|(&p, o)| (p, o.store.clone(), o.epoch))
             .collect();
         let cps = cps.clone();
         let spawned = std::thread::Builder::new()
             .name("feedlog-checkpoints".into())
             .spawn(move || {
                 for (p, store, epoch) in serving {
-                    match cps.write(p, &store, &epoch, false) {
+                    match cps.write(p, &store, epoch, false) {
                         Ok(c) => tracing::debug!(partition = p, positions = %c.positions, "checkpoint written"),
                         Err(e) => tracing::warn!(partition = p, error = %e, "writing a checkpoint"),
                     }
@@ -222,6 +234,15 @@ impl Cluster {
     }
 }
 
+/// The epoch this store last processed under (`None`: never in Kafka mode,
+/// or under an earlier version's epoch).
+fn owner_epoch(store: &Store) -> Result<Option<Epoch>, ClusterError> {
+    Ok(store
+        .get(Cf::Meta, meta::OWNER_EPOCH)
+        .map_err(StoreError::from)?
+        .and_then(|v| Epoch::parse(&String::from_utf8_lossy(&v))))
+}
+
 /// One owned partition's hooks into the step loop.
 pub(super) struct KafkaOwner {
     p: u32,
@@ -233,11 +254,40 @@ pub(super) struct KafkaOwner {
     progress: Arc<Progress>,
     redeliver_every: u64,
     steps: u64,
+    /// Whether the lease ran at the last look (for logging its changes).
+    leased: bool,
+    /// Faults injected into its steps (tests).
+    faults: Option<crate::task::faults::StopAfterCommit>,
 }
 
 impl Hooks for KafkaOwner {
     fn stop(&self) -> bool {
         self.stop.load(Ordering::SeqCst) || self.stopping.is_requested()
+    }
+
+    fn faults(&mut self) -> Option<&mut dyn crate::task::Faults> {
+        self.faults
+            .as_mut()
+            .map(|f| f as &mut dyn crate::task::Faults)
+    }
+
+    /// Steps only while this processor's ownership is confirmed (see
+    /// [`Lease`]): after a pause longer than the lease, the task waits for
+    /// the group to confirm it or take the partition away.
+    fn may_step(&mut self) -> bool {
+        let valid = self.shared.lease.valid();
+        if valid != self.leased {
+            self.leased = valid;
+            match valid {
+                true => tracing::info!(partition = self.p, "ownership confirmed again: stepping"),
+                false => tracing::warn!(
+                    partition = self.p,
+                    "the group has not confirmed this processor's ownership lately (a pause, or the \
+                     brokers out of reach): not stepping until it does or takes the partition away"
+                ),
+            }
+        }
+        valid
     }
 
     fn after(&mut self, task: &mut PartitionTask, stats: &StepStats) -> Result<(), TaskError> {

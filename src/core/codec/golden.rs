@@ -1,0 +1,292 @@
+//! Golden bytes: every record kind of every codec, pinned. Postcard and
+//! bincode encode an enum by its variant's index and a struct by its
+//! fields' order, so reordering a variant or a field would silently misread
+//! every old log; these tests fail first. A new variant or field goes at
+//! the end, and its own golden line is added here.
+
+use super::*;
+use crate::core::fence::{Epoch, Stamp};
+use crate::core::position::Version;
+
+/// One of each event kind, with ids and times that fill several bytes.
+fn events() -> Vec<Event> {
+    let (a, b) = (UserId(300), UserId(u64::MAX));
+    vec![
+        Event::Follow {
+            follower: a,
+            followee: b,
+            ts: Ts(1_700_000_000_000),
+        },
+        Event::Unfollow {
+            follower: a,
+            followee: b,
+            ts: Ts(1_700_000_000_001),
+        },
+        Event::Post {
+            author: a,
+            post_id: PostId(77),
+            ts: Ts(1_700_000_000_002),
+        },
+        Event::DeletePost {
+            author: a,
+            post_id: PostId(77),
+            ts: Ts(1_700_000_000_003),
+        },
+        Event::Seen {
+            user: b,
+            ts: Ts(1_700_000_000_004),
+        },
+    ]
+}
+
+/// One of each effect kind.
+fn effects() -> Vec<Effect> {
+    let (a, f) = (UserId(300), UserId(2));
+    let posts = vec![(Ts(9), PostId(8)), (Ts(7), PostId(6))];
+    vec![
+        Effect::FollowerAdded {
+            author: a,
+            follower: f,
+            version: Version(5),
+            ts: Ts(4),
+        },
+        Effect::FollowerRemoved {
+            author: a,
+            follower: f,
+            version: Version(6),
+        },
+        Effect::Deliver {
+            author: a,
+            post_id: PostId(8),
+            ts: Ts(9),
+            targets: vec![(f, Version(5))],
+        },
+        Effect::Backfill {
+            author: a,
+            follower: f,
+            version: Version(5),
+            posts: posts.clone(),
+            truncated: true,
+        },
+        Effect::Retract {
+            author: a,
+            post_id: PostId(8),
+            ts: Ts(9),
+            targets: vec![f],
+        },
+        Effect::Pull {
+            author: a,
+            pulled: false,
+            posts: posts.clone(),
+            truncated: false,
+            targets: vec![(f, Version(5))],
+        },
+        Effect::Copy {
+            author: a,
+            pulled: true,
+            posts,
+            truncated: false,
+        },
+        Effect::PullThreshold { threshold: 10_000 },
+        Effect::CopyPost {
+            author: a,
+            post_id: PostId(8),
+            ts: Ts(9),
+            live: true,
+        },
+        Effect::Refill {
+            author: a,
+            follower: f,
+            version: Version(5),
+            wake: 3,
+        },
+        Effect::Refilled {
+            author: a,
+            follower: f,
+            version: Version(5),
+            wake: 3,
+            pulled: false,
+            posts: vec![(Ts(9), PostId(8))],
+            truncated: true,
+        },
+    ]
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn bincode_of<T: Serialize>(v: &T) -> Vec<u8> {
+    bincode::serde::encode_to_vec(v, bincode::config::standard()).expect("encodes")
+}
+
+/// Every encoding this build writes or reads, as (name, hex).
+fn encodings() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for e in events() {
+        let k = e.kind().as_str();
+        out.push((format!("json {k}"), hex(event_to_json(&e).as_bytes())));
+        out.push((format!("postcard {k}"), hex(&event_to_postcard(&e))));
+        out.push((format!("bincode {k}"), hex(&event_to_bincode(&e))));
+    }
+    let stamp = Stamp {
+        from: 3,
+        epoch: Epoch(1_764_000_000_000),
+    };
+    for e in effects() {
+        let k = e.name();
+        let one = std::slice::from_ref(&e);
+        out.push((format!("stamped {k}"), hex(&encode_effects(stamp, one).1)));
+        out.push((
+            format!("postcard {k}"),
+            hex(&encode_unstamped_effects(one).1),
+        ));
+        out.push((format!("bincode {k}"), hex(&bincode_of(&e))));
+    }
+    let forwarded = Forwarded {
+        from_partition: 2,
+        from_offset: 1_000_000,
+        format: Format::Json.as_u8(),
+        payload: b"{}".to_vec(),
+    };
+    out.push((
+        "postcard forwarded".into(),
+        hex(&encode_forwarded(&forwarded).1),
+    ));
+    out.push(("bincode forwarded".into(), hex(&bincode_of(&forwarded))));
+    out
+}
+
+/// The pinned bytes: (name, hex).
+const GOLDEN: &[(&str, &str)] = &[
+    ("json follow", "7b2274797065223a22666f6c6c6f77222c22666f6c6c6f776572223a3330302c22666f6c6c6f776565223a31383434363734343037333730393535313631352c227473223a313730303030303030303030307d"),
+    ("postcard follow", "00ac02ffffffffffffffffff0180d095ffbc31"),
+    ("bincode follow", "00fb2c01fdfffffffffffffffffd0068e5cf8b010000"),
+    ("json unfollow", "7b2274797065223a22756e666f6c6c6f77222c22666f6c6c6f776572223a3330302c22666f6c6c6f776565223a31383434363734343037333730393535313631352c227473223a313730303030303030303030317d"),
+    ("postcard unfollow", "01ac02ffffffffffffffffff0181d095ffbc31"),
+    ("bincode unfollow", "01fb2c01fdfffffffffffffffffd0168e5cf8b010000"),
+    ("json post", "7b2274797065223a22706f7374222c22617574686f72223a3330302c22706f73745f6964223a37372c227473223a313730303030303030303030327d"),
+    ("postcard post", "02ac024d82d095ffbc31"),
+    ("bincode post", "02fb2c014dfd0268e5cf8b010000"),
+    ("json delete_post", "7b2274797065223a2264656c6574655f706f7374222c22617574686f72223a3330302c22706f73745f6964223a37372c227473223a313730303030303030303030337d"),
+    ("postcard delete_post", "03ac024d83d095ffbc31"),
+    ("bincode delete_post", "03fb2c014dfd0368e5cf8b010000"),
+    ("json seen", "7b2274797065223a227365656e222c2275736572223a31383434363734343037333730393535313631352c227473223a313730303030303030303030347d"),
+    ("postcard seen", "04ffffffffffffffffff0184d095ffbc31"),
+    ("bincode seen", "04fdfffffffffffffffffd0468e5cf8b010000"),
+    ("stamped follower_added", "0380d0dfb4ab330100ac02020504"),
+    ("postcard follower_added", "0100ac02020504"),
+    ("bincode follower_added", "00fb2c01020504"),
+    ("stamped follower_removed", "0380d0dfb4ab330101ac020206"),
+    ("postcard follower_removed", "0101ac020206"),
+    ("bincode follower_removed", "01fb2c010206"),
+    ("stamped deliver", "0380d0dfb4ab330102ac020809010205"),
+    ("postcard deliver", "0102ac020809010205"),
+    ("bincode deliver", "02fb2c010809010205"),
+    ("stamped backfill", "0380d0dfb4ab330103ac020205020908070601"),
+    ("postcard backfill", "0103ac020205020908070601"),
+    ("bincode backfill", "03fb2c010205020908070601"),
+    ("stamped retract", "0380d0dfb4ab330104ac0208090102"),
+    ("postcard retract", "0104ac0208090102"),
+    ("bincode retract", "04fb2c0108090102"),
+    ("stamped pull", "0380d0dfb4ab330105ac0200020908070600010205"),
+    ("postcard pull", "0105ac0200020908070600010205"),
+    ("bincode pull", "05fb2c0100020908070600010205"),
+    ("stamped copy", "0380d0dfb4ab330106ac0201020908070600"),
+    ("postcard copy", "0106ac0201020908070600"),
+    ("bincode copy", "06fb2c0101020908070600"),
+    ("stamped pull_threshold", "0380d0dfb4ab330107904e"),
+    ("postcard pull_threshold", "0107904e"),
+    ("bincode pull_threshold", "07fb1027"),
+    ("stamped copy_post", "0380d0dfb4ab330108ac02080901"),
+    ("postcard copy_post", "0108ac02080901"),
+    ("bincode copy_post", "08fb2c01080901"),
+    ("stamped refill", "0380d0dfb4ab330109ac02020503"),
+    ("postcard refill", "0109ac02020503"),
+    ("bincode refill", "09fb2c01020503"),
+    ("stamped refilled", "0380d0dfb4ab33010aac020205030001090801"),
+    ("postcard refilled", "010aac020205030001090801"),
+    ("bincode refilled", "0afb2c010205030001090801"),
+    ("postcard forwarded", "02c0843d01027b7d"),
+    ("bincode forwarded", "02fc40420f0001027b7d"),
+];
+
+// Proves every record kind of every codec (JSON, postcard and bincode events; stamped, unstamped and bincode effects; forwarded events in postcard and bincode) encodes to the pinned bytes and decodes from them back to the same value.
+#[test]
+fn golden_bytes_of_every_record_kind() {
+    let got = encodings();
+    let listing: String = got
+        .iter()
+        .map(|(n, h)| format!("    (\"{n}\", \"{h}\"),\n"))
+        .collect();
+    let want: Vec<(String, String)> = GOLDEN
+        .iter()
+        .map(|(n, h)| (n.to_string(), h.to_string()))
+        .collect();
+    assert!(
+        got == want,
+        "an encoding changed: a variant or field was reordered, removed or inserted \
+         before the last one (they are append-only). Today's bytes:\n{listing}"
+    );
+}
+
+// Proves the pinned bytes decode to the values they were made from, under their format markers: a log written today reads back unchanged.
+#[test]
+fn golden_bytes_decode_back() {
+    let unhex = |h: &str| -> Vec<u8> {
+        (0..h.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&h[i..i + 2], 16).expect("hex"))
+            .collect()
+    };
+    let golden = |name: &str| unhex(GOLDEN.iter().find(|(n, _)| *n == name).expect(name).1);
+    for e in events() {
+        let k = e.kind().as_str();
+        for (codec, format) in [
+            ("json", Format::Json),
+            ("postcard", Format::Postcard),
+            ("bincode", Format::Bincode),
+        ] {
+            let bytes = golden(&format!("{codec} {k}"));
+            assert_eq!(decode_event(format.as_u8(), &bytes), Ok(e), "{codec} {k}");
+        }
+    }
+    for e in effects() {
+        let k = e.name();
+        let stamped = decode_effects(
+            Format::StampedEffects.as_u8(),
+            &golden(&format!("stamped {k}")),
+        )
+        .expect(k);
+        assert_eq!(stamped.effects, vec![e.clone()]);
+        assert_eq!(
+            stamped.stamp,
+            Some(Stamp {
+                from: 3,
+                epoch: Epoch(1_764_000_000_000)
+            })
+        );
+        for (codec, format) in [
+            ("postcard", Format::PostcardEffects),
+            ("bincode", Format::Effect),
+        ] {
+            let bytes = golden(&format!("{codec} {k}"));
+            let got = decode_effects(format.as_u8(), &bytes).expect(k);
+            assert_eq!(
+                (got.stamp, got.effects),
+                (None, vec![e.clone()]),
+                "{codec} {k}"
+            );
+        }
+    }
+    let forwarded = decode_forwarded(
+        Format::PostcardForwarded.as_u8(),
+        &golden("postcard forwarded"),
+    );
+    let old = decode_forwarded(Format::Forwarded.as_u8(), &golden("bincode forwarded"));
+    assert_eq!(forwarded, old);
+    assert_eq!(
+        forwarded.and_then(Result::ok).map(|f| f.from_offset),
+        Some(1_000_000)
+    );
+}
