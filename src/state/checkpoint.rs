@@ -430,3 +430,34 @@ pub fn write_dir_checkpoint(
 pub fn canonical(p: &Path) -> PathBuf {
     std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves a checkpoint.json reads its epoch as a number, and an earlier version's text epoch (member/ms/n) as none rather than as an error or a number.
+    #[test]
+    fn checkpoint_epochs_read_as_numbers_and_earlier_text_as_none() {
+        let json = |epoch: &str| {
+            format!(
+                r#"{{"identity":{{"events_topic":"events","partitions":4,"inbox_cap":800}},"partition":1,
+                "positions":[3,4],"epoch":{epoch},"handed_over":true,"created_ms":5}}"#
+            )
+        };
+        let read = |epoch: &str| {
+            serde_json::from_str::<PartitionCheckpoint>(&json(epoch))
+                .expect("reads")
+                .epoch
+        };
+        assert_eq!(read("1795625919698"), Some(Epoch(1795625919698)));
+        assert_eq!(read(r#""42""#), Some(Epoch(42)));
+        assert_eq!(read(r#""feedlog-1/1700000000000/3""#), None);
+        let written = PartitionCheckpoint {
+            epoch: Some(Epoch(7)),
+            ..serde_json::from_str(&json("7")).expect("reads")
+        };
+        let again: PartitionCheckpoint =
+            serde_json::from_slice(&serde_json::to_vec(&written).expect("writes")).expect("reads");
+        assert_eq!(again, written);
+    }
+}

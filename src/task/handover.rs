@@ -193,9 +193,17 @@ mod tests {
             Some(0)
         );
         assert_eq!(
-            choose(&[handed], &id(), 1, P(0, 0), at((60, 30)), P(0, 0)),
+            choose(&[handed.clone()], &id(), 1, P(0, 0), at((60, 30)), P(0, 0)),
             None
         );
+        // An earlier version's checkpoint and group carry no epoch: unknown
+        // owners are never taken for the same one.
+        let unknown = GroupPosition {
+            epoch: None,
+            ..mine
+        };
+        handed.epoch = None;
+        assert_eq!(choose(&[handed], &id(), 1, P(0, 0), unknown, P(0, 0)), None);
         // Equal positions: the newest.
         let twins = vec![cp((40, 20), 7), cp((40, 20), 9), cp((40, 20), 8)];
         assert_eq!(

@@ -50,7 +50,6 @@ pub(super) fn apply_record<K: Kv + ?Sized>(
     let applied = match input {
         Input::Effect(rec, decoded) => match decoded {
             Ok(envelope) => {
-                tracing::trace!(partition = p, offset = %rec.offset, stamp = ?envelope.stamp, "effects record");
                 if let Admission::Fenced { applied } = fence::admit(txn, envelope.stamp)? {
                     stats.fenced += 1;
                     if let Some(stamp) = envelope.stamp {

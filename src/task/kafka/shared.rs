@@ -229,3 +229,29 @@ pub(super) fn checkpoint_all(dir: Option<&CheckpointDir>, stopped: &BTreeMap<u32
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Lease;
+    use std::time::{Duration, Instant};
+
+    // Proves a lease runs only from a confirmation, for its span, and never shortens when an older confirmation arrives.
+    #[test]
+    fn a_lease_runs_for_its_span_from_the_latest_confirmation() {
+        let lease = Lease::new(Duration::from_millis(200));
+        assert!(!lease.valid(), "not confirmed yet");
+        lease.confirm(Instant::now());
+        assert!(lease.valid());
+        std::thread::sleep(Duration::from_millis(250));
+        assert!(!lease.valid(), "the span passed");
+        let old = Instant::now() - Duration::from_millis(300);
+        lease.confirm(old);
+        assert!(
+            !lease.valid(),
+            "a confirmation older than the span extends nothing"
+        );
+        lease.confirm(Instant::now());
+        lease.confirm(old);
+        assert!(lease.valid(), "an older confirmation does not shorten it");
+    }
+}
