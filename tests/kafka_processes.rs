@@ -126,6 +126,17 @@ fn signal(pid: u32, sig: &str) {
     assert!(ok, "kill {sig} {pid}");
 }
 
+/// A child process killed (SIGKILL, also when stopped) when dropped: a
+/// failed check never leaves processors running.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn paused_owner_comes_back(b: &Broker, partitions: u32) {
     let tmp = tempfile::tempdir().unwrap();
     let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("p{i}"))).collect();
@@ -141,7 +152,7 @@ fn paused_owner_comes_back(b: &Broker, partitions: u32) {
         if std::env::var_os("FEEDLOG_TEST_LOGS").is_none() {
             c.stdout(std::process::Stdio::null());
         }
-        c.spawn().unwrap()
+        KillOnDrop(c.spawn().unwrap())
     };
     let mut p1 = spawn(1, None);
     // p0 stops itself in its third step with records to ship, after the
@@ -175,7 +186,7 @@ fn paused_owner_comes_back(b: &Broker, partitions: u32) {
         &first.join("\n"),
     );
     wait_until("p0 stopped after a commit", Duration::from_secs(60), || {
-        stopped(p0.id())
+        stopped(p0.0.id())
     });
     // While p0 is stopped, events keep coming and p1 takes everything over
     // once p0's session (6 s) expires.
@@ -203,14 +214,14 @@ fn paused_owner_comes_back(b: &Broker, partitions: u32) {
     }
     // p0 comes back: its step ships what it committed before it stopped,
     // after the process has noticed it lost its partitions.
-    signal(p0.id(), "-CONT");
+    signal(p0.0.id(), "-CONT");
     produce(&b.brokers, &b.topic("events"), partitions, &last.join("\n"));
     std::thread::sleep(Duration::from_secs(2));
     let s = wait_idle(&kafka, Duration::from_secs(180));
     for p in [&mut p0, &mut p1] {
-        signal(p.id(), "-TERM");
+        signal(p.0.id(), "-TERM");
         assert!(
-            p.wait().unwrap().success(),
+            p.0.wait().unwrap().success(),
             "a processor stops cleanly on SIGTERM"
         );
     }

@@ -205,6 +205,7 @@ pub(super) fn encode(buf: &mut Vec<u8>, offset: u64, r: &NewRecord<'_>) {
 }
 
 /// What a [`SegmentCursor`] found at its position.
+#[derive(Debug)]
 pub(super) enum Step {
     /// A valid record and its encoded length (not consumed yet: call `advance`).
     Record(Record, usize),
@@ -212,6 +213,7 @@ pub(super) enum Step {
     Stop(Stop),
 }
 
+#[derive(Debug)]
 pub(super) enum Stop {
     /// The file ends exactly here.
     End,
@@ -329,9 +331,34 @@ impl SegmentCursor {
             }
             step => step,
         };
+        self.settle(step, expected, keep)
+    }
+
+    /// What a step that decoded no record means: a torn tail, corruption,
+    /// or the end (see [`SegmentCursor::next`]).
+    pub(super) fn settle(
+        &mut self,
+        step: Step,
+        expected: u64,
+        keep: bool,
+    ) -> Result<Step, LogError> {
         match step {
             Step::Stop(Stop::Torn(reason) | Stop::Corrupt(reason)) => {
-                self.classify(expected, reason)
+                let classified = self.classify(expected, reason)?;
+                if let Step::Stop(Stop::Corrupt(_)) = classified {
+                    // A valid record after this one: the writer may have
+                    // finished this one since it was read (a reader that
+                    // reads while a record is being written sees part of
+                    // it: the file grows a page at a time, and the search
+                    // for a later record reads the file again later). The
+                    // single writer appends in order, so read it once more;
+                    // real corruption fails again.
+                    self.rewind()?;
+                    if let step @ Step::Record(..) = self.decode(expected, keep)? {
+                        return Ok(step);
+                    }
+                }
+                Ok(classified)
             }
             Step::Stop(Stop::End) if self.end_checked != Some(self.file_pos) => {
                 // Ending cleanly short of what the writer had synced: records

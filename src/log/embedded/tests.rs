@@ -315,6 +315,43 @@ fn unsynced_corruption_followed_by_valid_records_is_not_a_torn_tail() {
     assert!(is_corrupt(end_offset(dir)));
 }
 
+// Regression: a reader that read part of a record while the writer was writing it, then (looking for a valid record after it) found the next one complete, reported the segment corrupt. It now reads the record again and returns it.
+#[test]
+fn a_record_completed_while_it_was_read_is_not_corruption() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    append_range(&mut PartitionWriter::open(dir, 1 << 20).unwrap(), 0..1, 1);
+    let path = segment_path(dir, 0);
+    let mut rest = Vec::new();
+    encode(&mut rest, 1, &new_record(&rec(1)));
+    let half = rest.len() / 2;
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(&rest[..half])
+        .unwrap();
+    let mut c = super::segment::SegmentCursor::open_existing(dir, 0).unwrap();
+    match c.next(0).unwrap() {
+        super::segment::Step::Record(_, len) => c.advance(len),
+        other => panic!("record 0 is complete: {other:?}"),
+    }
+    let torn = c.decode(1, true).unwrap();
+    assert!(matches!(
+        torn,
+        super::segment::Step::Stop(super::segment::Stop::Torn(_))
+    ));
+    // The writer finishes the record and appends the next one.
+    let mut more = rest[half..].to_vec();
+    encode(&mut more, 2, &new_record(&rec(2)));
+    let mut f = fs::OpenOptions::new().append(true).open(&path).unwrap();
+    f.write_all(&more).unwrap();
+    match c.settle(torn, 1, true).unwrap() {
+        super::segment::Step::Record(r, _) => assert_eq!(r, rec(1)),
+        other => panic!("record 1 is complete now: {other:?}"),
+    }
+}
+
 #[test]
 fn torn_tails_are_cut_only_past_the_watermark() {
     // Garbage, zeros or a partial record after the last synced byte, with nothing valid after, is cut; synced records stay.
