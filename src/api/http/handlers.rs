@@ -3,7 +3,7 @@
 
 use super::errors::ApiError;
 use super::{render_metrics, routing, Api, MAX_COUNTER_IDS};
-use crate::api::query::{Page, PostItem, QueryError, Reader};
+use crate::api::query::{Page, PostItem, QueryError, Reader, RepostMode};
 use crate::core::event::{PostId, Ts, UserId};
 use crate::core::metrics::PartitionLag;
 use axum::extract::rejection::QueryRejection;
@@ -24,6 +24,7 @@ pub(super) struct PageParams {
     cursor: Option<String>,
     newer_than: Option<String>,
     ids: Option<String>,
+    reposts: Option<RepostMode>,
 }
 
 pub(super) fn params(p: Params, allowed: &[&str]) -> Result<PageParams, ApiError> {
@@ -50,6 +51,14 @@ pub(super) fn params(p: Params, allowed: &[&str]) -> Result<PageParams, ApiError
             }
             "cursor" => out.cursor = Some(v),
             "newer_than" => out.newer_than = Some(v),
+            "reposts" => {
+                out.reposts = Some(RepostMode::parse(&v).ok_or_else(|| {
+                    ApiError::bad(
+                        "bad_query",
+                        format!("reposts must be newest, first or none, got {v:?}"),
+                    )
+                })?)
+            }
             "ids" => out.ids = Some(v),
             other => {
                 return Err(ApiError::internal(format!(
@@ -113,7 +122,8 @@ async fn paged<T: Serialize + Send + 'static>(
     let (user, l, cursor) = page_request(&api, id, q)?;
     let page = read(&api, move |r| view(r, user, l, cursor.as_deref())).await?;
     let mut resp = Json(&page).into_response();
-    link(&mut resp, route, user, l, page.next_cursor.as_deref(), None);
+    let next = page.next_cursor.as_deref();
+    link(&mut resp, route, user, RepostMode::Newest, l, (next, None));
     Ok(resp)
 }
 
@@ -124,11 +134,11 @@ fn link(
     resp: &mut Response,
     route: &str,
     user: UserId,
+    mode: RepostMode,
     limit: usize,
-    next: Option<&str>,
-    prev: Option<&str>,
+    (next, prev): (Option<&str>, Option<&str>),
 ) {
-    let links = links(route, user, limit, next, prev);
+    let links = links(route, user, mode, limit, next, prev);
     if !links.is_empty() {
         if let Ok(v) = HeaderValue::from_str(&links) {
             resp.headers_mut().insert(header::LINK, v);
@@ -142,7 +152,8 @@ fn link(
 /// pages should keep them this way (the tests do).
 pub fn kept_timeline_page(user: UserId, limit: usize, page: &Page<PostItem>) -> Option<Bytes> {
     let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
-    let mut kept = links(super::route::TIMELINE, user, limit, next, prev).into_bytes();
+    let mode = RepostMode::Newest;
+    let mut kept = links(super::route::TIMELINE, user, mode, limit, next, prev).into_bytes();
     kept.push(b'\n');
     serde_json::to_writer(&mut kept, page).ok()?;
     kept.shrink_to_fit();
@@ -170,22 +181,30 @@ struct Cursors {
     prev_cursor: Option<String>,
 }
 
-/// The `Link` header's value ("" for none).
+/// The `Link` header's value ("" for none); a timeline's in another mode
+/// than the default names it.
 fn links(
     route: &str,
     user: UserId,
+    mode: RepostMode,
     limit: usize,
     next: Option<&str>,
     prev: Option<&str>,
 ) -> String {
     let path = route.replace("{id}", &user.0.to_string());
+    let mode = match mode {
+        RepostMode::Newest => String::new(),
+        other => format!("&reposts={}", other.as_str()),
+    };
     let mut links = Vec::new();
     if let Some(c) = next {
-        links.push(format!(r#"<{path}?limit={limit}&cursor={c}>; rel="next""#));
+        links.push(format!(
+            r#"<{path}?limit={limit}{mode}&cursor={c}>; rel="next""#
+        ));
     }
     if let Some(c) = prev {
         links.push(format!(
-            r#"<{path}?limit={limit}&newer_than={c}>; rel="prev""#
+            r#"<{path}?limit={limit}{mode}&newer_than={c}>; rel="prev""#
         ));
     }
     links.join(", ")
@@ -220,12 +239,13 @@ pub(super) async fn timeline(
 ) -> Result<Response, ApiError> {
     let (user, p) = (
         user_id(&id)?,
-        params(q, &["limit", "cursor", "newer_than"])?,
+        params(q, &["limit", "cursor", "newer_than", "reposts"])?,
     );
     let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
     let route = super::route::TIMELINE;
+    let mode = p.reposts.unwrap_or_default();
     let linked = |mut resp: Response, next: Option<&str>, prev: Option<&str>| {
-        link(&mut resp, route, user, l, next, prev);
+        link(&mut resp, route, user, mode, l, (next, prev));
         resp
     };
     let cursor = match (p.cursor, p.newer_than) {
@@ -236,13 +256,14 @@ pub(super) async fn timeline(
             ))
         }
         (None, Some(newer)) => {
-            let page = read(&api, move |r| r.timeline_newer(user, l, &newer)).await?;
+            let page = read(&api, move |r| r.timeline_newer(user, mode, l, &newer)).await?;
             let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
             return Ok(linked(json_page(&page), next, prev));
         }
         (cursor, None) => cursor,
     };
-    if l <= INLINE_LIMIT && !api.reader.is_following() {
+    // The inline reads and the page cache serve the default placement.
+    if l <= INLINE_LIMIT && !api.reader.is_following() && mode == RepostMode::Newest {
         let reader = api.reader.current();
         if cursor.is_none() {
             let encode = |page: &Page<PostItem>| kept_timeline_page(user, l, page);
@@ -254,7 +275,7 @@ pub(super) async fn timeline(
                     // encoding (a plain page): read its cursors.
                     None => serde_json::from_slice::<Cursors>(&body).ok().and_then(|c| {
                         let (next, prev) = (c.next_cursor.as_deref(), c.prev_cursor.as_deref());
-                        HeaderValue::from_str(&links(route, user, l, next, prev)).ok()
+                        HeaderValue::from_str(&links(route, user, mode, l, next, prev)).ok()
                     }),
                 };
                 let mut resp = json_response(body);
@@ -268,7 +289,10 @@ pub(super) async fn timeline(
             return Ok(linked(json_page(&page), next, prev));
         }
     }
-    let page = read(&api, move |r| r.timeline(user, l, cursor.as_deref())).await?;
+    let page = read(&api, move |r| {
+        r.timeline_in(user, mode, l, cursor.as_deref())
+    })
+    .await?;
     let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
     Ok(linked(json_page(&page), next, prev))
 }

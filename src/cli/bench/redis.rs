@@ -591,6 +591,35 @@ impl Worker {
                     out.zrem('i', f, &[post]);
                 }
             }
+            // The design's repost: the original's id goes into each
+            // follower's inbox (sorted set) at the repost's time, and the
+            // reposter into the inbox's hash of sources beside it (no check
+            // that the original is live, no removal when it goes: the
+            // design filters when it reads).
+            Event::Repost {
+                author,
+                of_post_id,
+                ts,
+                ..
+            } => {
+                let followers = self.followers.remove(&author.0).unwrap_or_default();
+                for &f in &followers {
+                    out.command(4);
+                    out.bytes(b"ZADD");
+                    out.key('i', f);
+                    out.number(ts.0);
+                    out.number(of_post_id.0);
+                    out.command(4);
+                    out.bytes(b"HSET");
+                    out.key('s', f);
+                    out.number(of_post_id.0);
+                    out.number(author.0);
+                    self.grown(f, 1, out);
+                }
+                if !followers.is_empty() {
+                    self.followers.insert(author.0, followers);
+                }
+            }
             // Activity: the push design has nothing to do for it.
             Event::Seen { .. } => {}
         }
