@@ -11,7 +11,7 @@ use super::active;
 use super::effect::{Applied, Ctx, Effect, Out};
 use super::inbox::{insert_inbox, lower_horizon, purge_author};
 use super::pulled;
-use super::repost::{self, Repost};
+use super::repost;
 use crate::core::event::{Event, PostId, Ts, UserId};
 use crate::core::keys::{EdgeVal, PostVal, TimelineKey};
 use crate::core::kv::{Cf, Kv, KvError, Txn};
@@ -20,6 +20,8 @@ use crate::core::position::Version;
 use crate::core::views::{self, live_edges};
 
 /// Applies one input event (already validated, owned by this partition).
+// Long: one arm per event kind, each the whole of what that event decides
+// here; splitting it would scatter the table of event kinds.
 pub fn apply_event<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
     ctx: &Ctx,
@@ -240,6 +242,7 @@ pub(super) fn fan_out<K: Kv + ?Sized>(
 
 /// Applies one internal message addressed to users of this partition.
 /// Stale, duplicate and no-longer-relevant messages change nothing.
+// Long: the dispatch table of every internal message kind, one arm each.
 pub fn apply_effect<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
     ctx: &Ctx,
@@ -343,64 +346,10 @@ pub fn apply_effect<K: Kv + ?Sized>(
             t.set_pull_threshold(threshold);
             applied.changed = true;
         }
-        &Effect::RepostOf {
-            of_author,
-            of_post_id,
-            reposter,
-            repost,
-            ts,
-            hops,
-            version,
-        } => {
-            let r = Repost {
-                reposter,
-                repost,
-                ts,
-                version,
-            };
-            let target = (of_author, of_post_id);
-            applied.changed |= repost::resolve(t, ctx, target, &r, hops, out)?;
-        }
-        &Effect::Reposted {
-            reposter,
-            repost,
-            root_author,
-            root_post_id,
-            post_ts,
-            live,
-            version,
-        } => {
-            let r = Repost {
-                reposter,
-                repost,
-                ts: Ts(0),
-                version,
-            };
-            let root = ((root_author, root_post_id), post_ts);
-            repost::answered(t, ctx, &r, root, live, (&mut applied, out))?;
-        }
-        &Effect::Unrepost {
-            root_author,
-            root_post_id,
-            reposter,
-            repost,
-        } => {
-            let root = (root_author, root_post_id);
-            applied.changed |= repost::unrepost(t, root, (reposter, repost))?;
-        }
-        &Effect::RepostDir {
-            reposter,
-            repost,
-            ts,
-            root_author,
-            root_post_id,
-            post_ts,
-            live,
-        } => {
-            let root = ((root_author, root_post_id), post_ts);
-            repost::directory(t, (reposter, repost), ts, root, live);
-            applied.changed = true;
-        }
+        e @ (Effect::RepostOf { .. }
+        | Effect::Reposted { .. }
+        | Effect::Unrepost { .. }
+        | Effect::RepostDir { .. }) => repost::apply_effect(t, ctx, e, &mut applied, out)?,
         Effect::Retract {
             author,
             post_id,

@@ -152,6 +152,9 @@ pub fn dormant(user: u64, share: f64) -> bool {
 
 /// Posts, reposts, follows, unfollows, deletes and `seen` events over
 /// `graph`, `ts` from `start_ms`. Post and repost ids are `first_post_id..`.
+// Long: one pass over log time that draws every kind of event from the same
+// running state (the pools of recent and famous posts, the follow graph),
+// so the kinds stay interleaved as a real network's are.
 pub fn activity(
     graph: &mut Graph,
     a: Activity,

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod api;
+pub mod core_views;
 pub mod http;
 pub mod kafka;
 pub mod oracle;

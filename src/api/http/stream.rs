@@ -52,6 +52,9 @@ struct Stream {
     /// The newest entry sent (or on the timeline when it opened; else
     /// [`BOTTOM`]).
     newest: TimelineKey,
+    /// The newest entry on the timeline when the stream opened (or the one
+    /// it resumed after): only entries above it are sent.
+    opened: TimelineKey,
     /// Entries sent, oldest first, at most [`TRACKED`].
     sent: VecDeque<Tracked>,
     /// Events ready to go, in order.
@@ -137,18 +140,27 @@ impl Stream {
                 self.sent.push_back(tracked(&i));
             }
         }
-        let fresh: Vec<&PostItem> = items.iter().take_while(|i| key_of(i) < newest).collect();
-        if let Some(first) = fresh.first() {
-            self.newest = key_of(first);
-        }
-        for i in fresh.into_iter().rev() {
+        // New entries: above where the stream opened and not sent yet,
+        // oldest first. One newer than every entry sent carries its id; one
+        // that became visible after a newer one was sent (its partition
+        // applied it later) is sent without (resuming goes by the newest).
+        let sent: HashSet<(PostId, UserId)> = self
+            .sent
+            .iter()
+            .map(|(k, _)| (k.post_id, k.author))
+            .collect();
+        let opened = self.opened;
+        let fresh = items.iter().rev().filter(|i| {
+            key_of(i) < opened && !sent.contains(&(PostId(i.post_id), UserId(i.author)))
+        });
+        for i in fresh {
             let k = key_of(i);
-            self.queue.push_back(
-                SseEvent::default()
-                    .event("entry")
-                    .id(event_id(&k))
-                    .data(item_json(i, json)),
-            );
+            let mut event = SseEvent::default().event("entry");
+            if k < self.newest {
+                self.newest = k;
+                event = event.id(event_id(&k));
+            }
+            self.queue.push_back(event.data(item_json(i, json)));
             self.sent.push_back(tracked(i));
         }
         while self.sent.len() > TRACKED {
@@ -281,6 +293,7 @@ pub(super) async fn timeline_stream(
         api,
         user,
         newest,
+        opened: newest,
         sent: VecDeque::new(),
         queue: VecDeque::new(),
         commits,

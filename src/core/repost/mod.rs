@@ -427,3 +427,76 @@ pub(super) fn directory<K: Kv + ?Sized>(
 
 #[cfg(test)]
 mod tests;
+
+/// Applies a repost message ([`Effect::RepostOf`], [`Effect::Reposted`],
+/// [`Effect::Unrepost`], [`Effect::RepostDir`]); any other changes nothing.
+pub(super) fn apply_effect<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    effect: &Effect,
+    applied: &mut Applied,
+    out: &mut Vec<Out>,
+) -> Result<(), KvError> {
+    match *effect {
+        Effect::RepostOf {
+            of_author,
+            of_post_id,
+            reposter,
+            repost,
+            ts,
+            hops,
+            version,
+        } => {
+            let r = Repost {
+                reposter,
+                repost,
+                ts,
+                version,
+            };
+            let target = (of_author, of_post_id);
+            applied.changed |= resolve(t, ctx, target, &r, hops, out)?;
+        }
+        Effect::Reposted {
+            reposter,
+            repost,
+            root_author,
+            root_post_id,
+            post_ts,
+            live,
+            version,
+        } => {
+            let r = Repost {
+                reposter,
+                repost,
+                ts: Ts(0),
+                version,
+            };
+            let root = ((root_author, root_post_id), post_ts);
+            answered(t, ctx, &r, root, live, (applied, out))?;
+        }
+        Effect::Unrepost {
+            root_author,
+            root_post_id,
+            reposter,
+            repost,
+        } => {
+            let root = (root_author, root_post_id);
+            applied.changed |= unrepost(t, root, (reposter, repost))?;
+        }
+        Effect::RepostDir {
+            reposter,
+            repost,
+            ts,
+            root_author,
+            root_post_id,
+            post_ts,
+            live,
+        } => {
+            let root = ((root_author, root_post_id), post_ts);
+            directory(t, (reposter, repost), ts, root, live);
+            applied.changed = true;
+        }
+        _ => {}
+    }
+    Ok(())
+}
