@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::api::{append, processed, Server};
+use common::api::{append, append_and_process, processed, Server};
 use common::http::Sse;
 use feedlog::api::http::ApiConfig;
 use std::time::Duration;
@@ -92,12 +92,7 @@ fn timeline_stream_is_pushed_by_commits_and_announces_deletes() {
     assert_eq!(stream.status, 200);
     let comment = stream.next(Duration::from_secs(10)).map(|e| e.event);
     assert_eq!(comment, Some("comment".into()));
-    let step = |lines: &[&str]| {
-        append(tmp.path(), &lines.join("\n"));
-        processor
-            .run(&feedlog::task::Shutdown::new(), true)
-            .unwrap();
-    };
+    let step = |lines: &[&str]| append_and_process(tmp.path(), &processor, lines);
     // Collects `n` events (no comments), as (event, data, id).
     let mut take = |n: usize| {
         let mut got = Vec::new();
@@ -325,12 +320,7 @@ fn timeline_stream_moves_entries_with_reposts() {
     let mut stream = server.client.events("/v1/users/1/timeline/stream");
     let comment = stream.next(Duration::from_secs(10)).map(|e| e.event);
     assert_eq!(comment, Some("comment".into()));
-    let step = |lines: &[&str]| {
-        append(tmp.path(), &lines.join("\n"));
-        processor
-            .run(&feedlog::task::Shutdown::new(), true)
-            .unwrap();
-    };
+    let step = |lines: &[&str]| append_and_process(tmp.path(), &processor, lines);
     let mut next = || loop {
         let Some(Sse { event, data, id }) = stream.next(Duration::from_secs(10)) else {
             panic!("nothing within 10 s of a commit");
