@@ -312,6 +312,16 @@ pub fn dir_original_prefix(root: PostRef) -> Vec<u8> {
     k
 }
 
+/// `repost_dir`: `2 | a | p`, valued the number of live reposts of
+/// original `(a, p)` in this directory (absent: none). A point read that
+/// the bloom filter answers when there are none, before a scan of
+/// [`dir_original_prefix`].
+pub fn dir_count(root: PostRef) -> Vec<u8> {
+    let mut k = vec![2];
+    k.extend_from_slice(&key([root.0 .0, root.1 .0]));
+    k
+}
+
 /// `repost_dir`: `1 | reposter | repost`, valued `a | p | original ts`: the
 /// original a live repost reposts.
 pub fn dir_by_repost(reposter: UserId, repost: PostId) -> Vec<u8> {

@@ -46,7 +46,7 @@ impl Reader {
         let mut out = Vec::new();
         // The appearances, a chunk at a time, until the entries fill the
         // page (times whose entries are all known count only).
-        let chunk = (2 * limit + 2).max(64);
+        let chunk = limit + 2;
         loop {
             let keys = self.appearances(&snap, user, from, chunk)?;
             for k in &keys {

@@ -118,6 +118,10 @@ pub fn original_of(
 /// The live reposts of `original` this partition knows of, as appearance
 /// keys (the repost's time and id, the reposter).
 pub fn reposts_of(kv: &(impl Kv + ?Sized), original: PostRef) -> Result<Vec<TimelineKey>, KvError> {
+    // Most posts have none: a point read the bloom filter answers, not a scan.
+    if super::dir_count(kv, original)? == 0 {
+        return Ok(Vec::new());
+    }
     kv.scan_prefix(Cf::RepostDir, &keys::dir_original_prefix(original))
         .map(|r| {
             let (k, v) = r?;

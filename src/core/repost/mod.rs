@@ -412,9 +412,11 @@ pub(super) fn directory<K: Kv + ?Sized>(
     ts: Ts,
     (root, post_ts): (PostRef, Ts),
     live: bool,
-) {
+) -> Result<(), KvError> {
     let by_original = keys::dir_by_original(root, reposter, repost);
     let by_repost = keys::dir_by_repost(reposter, repost);
+    // Present already: a redelivered message changes no count.
+    let present = t.get(Cf::RepostDir, &by_repost)?.is_some();
     if live {
         t.put(Cf::RepostDir, by_original, keys::key([ts.0, post_ts.0]));
         let v = keys::key([root.0 .0, root.1 .0, post_ts.0]);
@@ -423,6 +425,26 @@ pub(super) fn directory<K: Kv + ?Sized>(
         t.delete(Cf::RepostDir, by_original);
         t.delete(Cf::RepostDir, by_repost);
     }
+    if live != present {
+        let n = dir_count(t, root)?;
+        let n = if live { n + 1 } else { n.saturating_sub(1) };
+        let k = keys::dir_count(root);
+        match n {
+            0 => t.delete(Cf::RepostDir, k),
+            n => t.put(Cf::RepostDir, k, n.to_be_bytes().to_vec()),
+        }
+    }
+    Ok(())
+}
+
+/// The live reposts of `root` in this partition's directory.
+pub fn dir_count<K: Kv + ?Sized>(kv: &K, root: PostRef) -> Result<u64, KvError> {
+    let k = keys::dir_count(root);
+    Ok(match kv.get(Cf::RepostDir, &k)? {
+        None => 0,
+        Some(v) if v.len() == 8 => keys::be(&v, 0),
+        Some(_) => return Err(KvError::corrupt(Cf::RepostDir, &k, "expected 8 bytes")),
+    })
 }
 
 #[cfg(test)]
@@ -493,7 +515,7 @@ pub(super) fn apply_effect<K: Kv + ?Sized>(
             live,
         } => {
             let root = ((root_author, root_post_id), post_ts);
-            directory(t, (reposter, repost), ts, root, live);
+            directory(t, (reposter, repost), ts, root, live)?;
             applied.changed = true;
         }
         _ => {}

@@ -62,3 +62,24 @@ fn registrations_are_counted_once() {
     assert!(!unregister(&mut t, target, UserId(3), PostId(3)).unwrap());
     assert_eq!(count(&t, target).unwrap(), 1);
 }
+
+// Proves the directory counts each live repost of an original once however often its message is redelivered, and that the count and the scan agree as reposts come and go (none left: no count key).
+#[test]
+fn the_directory_counts_live_reposts_once() {
+    let kv = MemKv::default();
+    let mut t = Txn::new(&kv);
+    let root = ((UserId(1), PostId(2)), Ts(10));
+    let agree = |t: &Txn<'_, MemKv>, n: u64| {
+        assert_eq!(dir_count(t, root.0).unwrap(), n);
+        assert_eq!(reposts_of(t, root.0).unwrap().len() as u64, n);
+    };
+    for (reposter, live) in [(3, true), (3, true), (4, true), (3, false), (3, false)] {
+        let r = (UserId(reposter), PostId(reposter + 100));
+        directory(&mut t, r, Ts(20 + reposter), root, live).unwrap();
+    }
+    agree(&t, 1);
+    directory(&mut t, (UserId(4), PostId(104)), Ts(24), root, false).unwrap();
+    agree(&t, 0);
+    assert!(t.get(Cf::RepostDir, &keys::dir_count(root.0)).unwrap().is_none());
+    assert!(!any_repost(&t).unwrap());
+}
