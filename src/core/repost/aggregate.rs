@@ -16,6 +16,8 @@ use crate::core::event::{PostId, Ts, UserId};
 use crate::core::keys::{self, PostRef, TimelineKey};
 use crate::core::kv::{Cf, Kv, KvError};
 use crate::core::views;
+use std::collections::HashMap;
+use std::rc::Rc;
 
 /// Reposting users an entry lists at most.
 pub const REPOSTED_BY_MOST: usize = 10;
@@ -137,8 +139,63 @@ pub fn reposts_of(kv: &(impl Kv + ?Sized), original: PostRef) -> Result<Vec<Time
         .collect()
 }
 
-fn follows(kv: &(impl Kv + ?Sized), user: UserId, other: UserId) -> Result<bool, KvError> {
-    Ok(views::edge(kv, Cf::Followees, user, other)?.is_some_and(|e| e.live))
+/// What one read has looked up already: a timeline's appearances keep
+/// meeting the same posts and the same reposting users.
+#[derive(Default)]
+pub struct Memo {
+    /// Whether the reader follows a user.
+    follows: HashMap<UserId, bool>,
+    /// Each original's appearances for the reader, in timeline order
+    /// (`true`: a repost).
+    apps: HashMap<PostRef, Rc<Vec<(TimelineKey, bool)>>>,
+}
+
+impl Memo {
+    fn follows(
+        &mut self,
+        kv: &(impl Kv + ?Sized),
+        user: UserId,
+        other: UserId,
+    ) -> Result<bool, KvError> {
+        if let Some(&f) = self.follows.get(&other) {
+            return Ok(f);
+        }
+        let f = views::edge(kv, Cf::Followees, user, other)?.is_some_and(|e| e.live);
+        self.follows.insert(other, f);
+        Ok(f)
+    }
+
+    /// Every appearance of `original` (posted at `post_ts`) for `user`, in
+    /// timeline order.
+    fn apps(
+        &mut self,
+        kv: &(impl Kv + ?Sized),
+        user: UserId,
+        (original, post_ts): (PostRef, Ts),
+        reposts: Vec<TimelineKey>,
+    ) -> Result<Rc<Vec<(TimelineKey, bool)>>, KvError> {
+        if let Some(a) = self.apps.get(&original) {
+            return Ok(a.clone());
+        }
+        let mut apps: Vec<(TimelineKey, bool)> = Vec::new();
+        let original_app = TimelineKey {
+            ts: post_ts,
+            post_id: original.1,
+            author: original.0,
+        };
+        if self.follows(kv, user, original.0)? {
+            apps.push((original_app, false));
+        }
+        for r in reposts {
+            if self.follows(kv, user, r.author)? {
+                apps.push((r, true));
+            }
+        }
+        apps.sort();
+        let apps = Rc::new(apps);
+        self.apps.insert(original, apps.clone());
+        Ok(apps)
+    }
 }
 
 /// The entry `app`, an appearance in `user`'s timeline (read at the
@@ -150,6 +207,7 @@ pub fn aggregate(
     user: UserId,
     mode: Mode,
     app: TimelineKey,
+    memo: &mut Memo,
 ) -> Result<Option<Entry>, KvError> {
     let (original, post_ts, is_repost) = match original_of(kv, (app.author, app.post_id))? {
         Some((original, post_ts)) => (original, post_ts, true),
@@ -166,26 +224,15 @@ pub fn aggregate(
     if mode == Mode::None {
         return Ok(Some(Entry::plain(place)));
     }
-    let reposts = reposts_of(kv, original)?;
-    if reposts.is_empty() && !is_repost {
+    let reposts = match memo.apps.contains_key(&original) {
+        true => Vec::new(),
+        false => reposts_of(kv, original)?,
+    };
+    if reposts.is_empty() && !is_repost && !memo.apps.contains_key(&original) {
         return Ok(Some(Entry::plain(place)));
     }
     // Every appearance of the post for this user, in timeline order.
-    let mut apps: Vec<(TimelineKey, bool)> = Vec::new();
-    let original_app = TimelineKey {
-        ts: post_ts,
-        post_id: original.1,
-        author: original.0,
-    };
-    if follows(kv, user, original.0)? {
-        apps.push((original_app, false));
-    }
-    for r in reposts {
-        if follows(kv, user, r.author)? {
-            apps.push((r, true));
-        }
-    }
-    apps.sort();
+    let apps = memo.apps(kv, user, (original, post_ts), reposts)?;
     let at = match mode {
         Mode::First => apps.last(),
         Mode::Newest | Mode::None => apps.first(),
@@ -226,6 +273,7 @@ pub struct Entries {
     after: Option<TimelineKey>,
     group: Vec<Entry>,
     group_ts: Option<Ts>,
+    memo: Memo,
 }
 
 impl Entries {
@@ -237,6 +285,7 @@ impl Entries {
             after,
             group: Vec::new(),
             group_ts: None,
+            memo: Memo::default(),
         }
     }
 
@@ -265,7 +314,7 @@ impl Entries {
             self.flush(out);
             self.group_ts = Some(app.ts);
         }
-        if let Some(e) = aggregate(kv, self.user, self.mode, app)? {
+        if let Some(e) = aggregate(kv, self.user, self.mode, app, &mut self.memo)? {
             if self.after.is_none_or(|a| e.key > a) {
                 self.group.push(e);
             }

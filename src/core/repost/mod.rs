@@ -30,7 +30,7 @@
 mod aggregate;
 
 pub use aggregate::{
-    aggregate, any_repost, original_of, reposts_of, Entries, Entry, Mode, Reposter,
+    aggregate, any_repost, original_of, reposts_of, Entries, Entry, Memo, Mode, Reposter,
     REPOSTED_BY_MOST,
 };
 

@@ -80,6 +80,9 @@ fn the_directory_counts_live_reposts_once() {
     agree(&t, 1);
     directory(&mut t, (UserId(4), PostId(104)), Ts(24), root, false).unwrap();
     agree(&t, 0);
-    assert!(t.get(Cf::RepostDir, &keys::dir_count(root.0)).unwrap().is_none());
+    assert!(t
+        .get(Cf::RepostDir, &keys::dir_count(root.0))
+        .unwrap()
+        .is_none());
     assert!(!any_repost(&t).unwrap());
 }
