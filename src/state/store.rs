@@ -106,8 +106,6 @@ fn cf_options(cf: Cf, cache: &BlockCache, opts: &StoreOptions) -> Options {
             | Cf::Copies
             | Cf::Pulls
             | Cf::Refills
-            | Cf::Reposts
-            | Cf::RepostDir
     ) {
         table.set_bloom_filter(10.0, false);
     }
@@ -559,10 +557,7 @@ impl Batch<'_> {
     }
 
     fn touch(&mut self, cf: Cf) {
-        self.pages_touched |= matches!(
-            cf,
-            Cf::Inbox | Cf::Users | Cf::Copies | Cf::Pulls | Cf::RepostDir
-        );
+        self.pages_touched |= matches!(cf, Cf::Inbox | Cf::Users | Cf::Copies | Cf::Pulls);
     }
 }
 

@@ -112,11 +112,7 @@ fn items_of(e: &Effect) -> usize {
         | Effect::FollowerRemoved { .. }
         | Effect::CopyPost { .. }
         | Effect::PullThreshold { .. }
-        | Effect::Refill { .. }
-        | Effect::RepostOf { .. }
-        | Effect::Reposted { .. }
-        | Effect::Unrepost { .. }
-        | Effect::RepostDir { .. } => 1,
+        | Effect::Refill { .. } => 1,
     }
     .max(1)
 }

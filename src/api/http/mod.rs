@@ -12,7 +12,6 @@
 pub mod client;
 mod errors;
 mod handlers;
-mod health;
 mod layers;
 mod metrics_text;
 pub mod routing;
