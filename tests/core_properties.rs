@@ -531,6 +531,9 @@ proptest! {
     #![proptest_config(ProptestConfig {
         cases: 10_000,
         max_shrink_iters: 20_000,
+        // Shrinking stops after five minutes, so a failure is reported within
+        // the test command's time budget.
+        max_shrink_time: 300_000,
         ..ProptestConfig::default()
     })]
 

@@ -30,6 +30,9 @@ pub(crate) struct Harness {
     /// Per partition, its current owner's epoch (each new owner takes one
     /// more).
     pub(crate) epochs: Vec<u64>,
+    /// Per partition, the group's positions its current owner's task was
+    /// last opened with: below them it replays quietly.
+    pub(crate) quiet: Vec<Positions>,
     /// Old owners still running on their own stores.
     pub(crate) zombies: Vec<Zombie>,
     /// Where the old owners' stores live.
@@ -40,6 +43,11 @@ pub(crate) struct Harness {
 pub(crate) struct Zombie {
     pub(crate) partition: u32,
     pub(crate) epoch: Epoch,
+    /// The group's positions its task was opened with, kept for as long as
+    /// it runs: an old owner still replaying quietly when its partition
+    /// moved on goes on replaying quietly (it re-decides nothing its
+    /// predecessors emitted, as a real one would not).
+    pub(crate) quiet: Positions,
     pub(crate) store: Arc<Store>,
     /// Its task (dropped, and opened again on the new log handle, whenever
     /// the harness reopens the processor).
@@ -53,6 +61,7 @@ impl Harness {
     /// positions it replays quietly (all zeros: it resumes as after a crash).
     pub(crate) fn open(&mut self) {
         let p = Processor::open(&self.dir, self.cfg.clone()).expect("open processor");
+        self.quiet = self.committed.clone();
         self.tasks = (0..self.dir.partitions())
             .map(|i| {
                 let takeover = Takeover {
@@ -99,6 +108,7 @@ impl Harness {
             self.zombies.push(Zombie {
                 partition: p,
                 epoch: Epoch(self.epochs[p as usize]),
+                quiet: self.quiet[p as usize],
                 store: Arc::new(store),
                 task: None,
                 stalled: false,
@@ -196,7 +206,7 @@ impl Harness {
 pub(crate) fn zombie_task(processor: &Processor, z: &Zombie, reship: bool) -> PartitionTask {
     let takeover = Takeover {
         epoch: z.epoch,
-        emitted: None,
+        emitted: Some(z.quiet),
         reship,
     };
     let cfg = processor.config();

@@ -76,6 +76,7 @@ fn run_case_with(
         processor: None,
         committed: vec![Positions::START; partitions as usize],
         epochs: vec![0; partitions as usize],
+        quiet: vec![Positions::START; partitions as usize],
         zombies: Vec::new(),
         zombie_root: tmp.path().join("zombies"),
     };
@@ -268,6 +269,10 @@ fn config() -> ProptestConfig {
     ProptestConfig {
         cases,
         max_shrink_iters: 2000,
+        // A case takes seconds here: shrinking stops after five minutes so a
+        // failure is reported (with the input reached so far, and its seed
+        // saved) within the test command's time budget.
+        max_shrink_time: 300_000,
         ..ProptestConfig::default()
     }
 }
