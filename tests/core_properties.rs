@@ -14,13 +14,15 @@
 
 mod common;
 
-use common::oracle::Oracle;
+use common::core_views::{posts_view, timeline};
+use common::oracle::{Mode, Oracle};
 use feedlog::core::event::{Event, PostId, Ts, UserId};
 use feedlog::core::fence::{self, Admission};
 use feedlog::core::keys::TimelineKey;
 use feedlog::core::kv::{Cf, Kv, MemKv, Txn};
 use feedlog::core::partition::partition_for;
 use feedlog::core::pulled;
+use feedlog::core::repost;
 use feedlog::core::timeline::held_timeline;
 use feedlog::core::{
     apply_effect, apply_event, views, Ctx, Effect, Epoch, Offset, Out, Stamp, Version,
@@ -67,6 +69,17 @@ fn event() -> impl Strategy<Value = Event> {
         4 => (user(), post(), ts()).prop_map(|(author, post_id, ts)| Event::Post { author, post_id, ts }),
         1 => (user(), post(), ts()).prop_map(|(author, post_id, ts)| Event::DeletePost { author, post_id, ts }),
         1 => (user(), ts()).prop_map(|(user, ts)| Event::Seen { user, ts }),
+        // Reposts share the posts' ids (a post and a repost of one id: the
+        // first counts), so they name posts, reposts, themselves (refused
+        // as invalid: never generated) and ids never posted.
+        3 => (user(), post(), user(), post(), ts()).prop_filter_map(
+            "a repost naming itself",
+            |(author, post_id, of_author, of_post_id, ts)| {
+                ((author, post_id) != (of_author, of_post_id)).then_some(Event::Repost {
+                    author, post_id, of_author, of_post_id, ts,
+                })
+            },
+        ),
     ]
 }
 
@@ -437,12 +450,10 @@ impl Sim {
                 ));
             }
             let (followers, followees, posts) = oracle.counters(u);
-            let got = (user.followers, user.followees, user.posts);
-            if got != (followers, followees, posts) {
-                return Err(format!(
-                    "counters of {u}: {got:?}, want {:?}",
-                    (followers, followees, posts)
-                ));
+            let got = (user.followers, user.followees, user.posts, user.reposts);
+            let want = (followers, followees, posts, oracle.reposts_counter(u));
+            if got != want {
+                return Err(format!("counters of {u}: {got:?}, want {want:?}"));
             }
             for (cf, want) in [
                 (Cf::Followers, oracle.followers(u)),
@@ -463,26 +474,33 @@ impl Sim {
             if got != want {
                 return Err(format!("recent followers of {u}: {got:?}, want {want:?}"));
             }
-            let got: Vec<(u64, u64)> = views::outbox(kv, UserId(u), None)
-                .map(|r| r.map(|(ts, p)| (p.0, ts.0)).unwrap())
-                .collect();
-            let want = oracle.outbox(u);
+            let got = posts_view(kv, u);
+            let want = oracle.posts_view(u);
             if got != want {
-                return Err(format!("outbox of {u}: {got:?}, want {want:?}"));
+                return Err(format!("posts of {u}: {got:?}, want {want:?}"));
             }
-            let got = self.timeline(u);
-            let want = oracle.timeline(u);
-            if got != want {
-                return Err(format!("timeline of {u}: {got:?}, want {want:?}"));
+            let apps = self.appearances(u);
+            for (mode, oracle_mode) in [
+                (repost::Mode::Newest, Mode::Newest),
+                (repost::Mode::First, Mode::First),
+                (repost::Mode::None, Mode::None),
+            ] {
+                let got = timeline(kv, u, mode, &apps);
+                let want = oracle.timeline_entries(u, oracle_mode);
+                if got != want {
+                    return Err(format!(
+                        "timeline of {u} ({mode:?}): {got:?}, want {want:?}"
+                    ));
+                }
             }
         }
         Ok(())
     }
 
-    /// The timeline as the reader serves it: what the user's partition
-    /// holds (the inbox and its copies of pulled followees), and past their
-    /// bound the current followees' outboxes; (post_id, author, ts).
-    fn timeline(&self, u: u64) -> Vec<(u64, u64, u64)> {
+    /// The timeline's appearances as the reader walks them: what the user's
+    /// partition holds (the inbox and its copies of pulled followees), and
+    /// past their bound the current followees' outboxes, in order.
+    fn appearances(&self, u: u64) -> Vec<TimelineKey> {
         let kv = self.kv_of(u);
         let (held, bound) = held_timeline(kv, UserId(u), None, usize::MAX).unwrap();
         let mut keys: BTreeSet<TimelineKey> = held.into_iter().collect();
@@ -502,9 +520,7 @@ impl Sim {
                 }
             }
         }
-        keys.into_iter()
-            .map(|k| (k.post_id.0, k.author.0, k.ts.0))
-            .collect()
+        keys.into_iter().collect()
     }
 }
 

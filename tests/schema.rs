@@ -40,6 +40,8 @@ const VALID: &[&str] = &[
     r#"{"type":"seen","user":"9007199254740993","ts":5,"v":1}"#,
     r#"{"type":"post","author":2,"post_id":"77","ts":5,"v":null}"#,
     r#"{"type":"post","author":2,"post_id":77,"ts":5,"follower":"anything","extra":[1]}"#,
+    r#"{"type":"repost","author":3,"post_id":90,"of_author":2,"of_post_id":77,"ts":1700000000005}"#,
+    r#"{"type":"repost","author":"3","post_id":"90","of_author":"3","of_post_id":"89","ts":6}"#,
 ];
 
 /// Events the decoder refuses (each a dead letter), one per reason.
@@ -50,6 +52,8 @@ const INVALID: &[&str] = &[
     r#"{"type":"follow","follower":1,"ts":1}"#,
     r#"{"type":"post","author":1,"post_id":2}"#,
     r#"{"type":"seen","ts":1}"#,
+    r#"{"type":"repost","author":3,"post_id":90,"of_author":2,"ts":1}"#,
+    r#"{"type":"repost","author":3,"post_id":90,"of_author":2,"of_post_id":0,"ts":1}"#,
     r#"{"type":"follow","follower":null,"followee":2,"ts":1}"#,
     r#"{"type":"post","author":-1,"post_id":2,"ts":1}"#,
     r#"{"type":"post","author":1.5,"post_id":2,"ts":1}"#,
@@ -79,6 +83,8 @@ const INVALID: &[&str] = &[
 const DECODER_ONLY: &[&str] = &[
     // Following oneself: a comparison of two fields.
     r#"{"type":"follow","follower":3,"followee":3,"ts":1}"#,
+    // A repost naming itself: a comparison of two pairs of fields.
+    r#"{"type":"repost","author":3,"post_id":9,"of_author":3,"of_post_id":9,"ts":1}"#,
     // An id string above u64::MAX: a numeric bound on a string.
     r#"{"type":"post","author":"99999999999999999999","post_id":2,"ts":1}"#,
     // 1.0 is an integer to JSON Schema, not to the decoder.
@@ -127,6 +133,10 @@ fn string_ids_decode_to_the_same_event_as_numbers() {
         (
             r#"{"type":"seen","user":"5","ts":3}"#,
             r#"{"type":"seen","user":5,"ts":3}"#,
+        ),
+        (
+            r#"{"type":"repost","author":"5","post_id":"6","of_author":"7","of_post_id":"8","ts":3}"#,
+            r#"{"type":"repost","author":5,"post_id":6,"of_author":7,"of_post_id":8,"ts":3}"#,
         ),
     ];
     for (s, n) in pairs {

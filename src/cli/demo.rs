@@ -69,6 +69,9 @@ const DEMO_INACTIVE_AFTER_MS: u64 = 3_600_000;
 /// readers put asleep), and `seen` events per post.
 const DEMO_DORMANT_SHARE: f64 = 0.5;
 const DEMO_SEEN_RATE: f64 = 0.5;
+/// Reposts per post in the demo (a tenth: mostly of the most followed
+/// accounts' posts).
+const DEMO_REPOST_RATE: f64 = 0.1;
 
 /// Start of the generated timeline (2023-11-14T22:13:20Z), fixed so that a
 /// demo directory is the same log every time.
@@ -139,6 +142,7 @@ fn load(data: &Path, a: &DemoArgs) -> Result<()> {
         celebrity_share: a.celebrity_share,
         dormant_share: DEMO_DORMANT_SHARE,
         seen_rate: DEMO_SEEN_RATE,
+        repost_rate: DEMO_REPOST_RATE,
         ..Activity::default()
     };
     let events = generate::activity(&mut graph, activity, START_MS + follows + 1000, 1, &mut rng);
@@ -150,8 +154,9 @@ fn load(data: &Path, a: &DemoArgs) -> Result<()> {
     let kinds = counted.events;
     let s = producer.finish()?;
     say!(
-        "  then {} posts in bursts, {} new follows, {} unfollows, {} deletes, {} app opens (`seen`; half the users never come back): {} events in the log ({:.1}s)",
+        "  then {} posts in bursts, {} reposts (mostly of the most followed accounts), {} new follows, {} unfollows, {} deletes, {} app opens (`seen`; half the users never come back): {} events in the log ({:.1}s)",
         kinds.post,
+        kinds.repost,
         kinds.follow,
         kinds.unfollow,
         kinds.delete_post,
@@ -268,8 +273,53 @@ fn tour(
         println!("new entries as they arrive (server-sent events):");
         println!("  $ curl -sN '{base}/v1/users/{fan}/timeline/stream'");
     }
+    reposted_entry(&reader, &base)?;
     inactive_readers(&reader, &base)?;
     println!("\nmore: {base}/openapi.json, {base}/metrics, {base}/readyz");
+    Ok(())
+}
+
+/// The tour's reposts: a timeline entry that several followed accounts
+/// reposted, shown once with who reposted it (found among the first pages
+/// of up to 5,000 readers).
+fn reposted_entry(reader: &Reader, base: &str) -> Result<()> {
+    let mut best: Option<(u64, feedlog::api::query::PostItem)> = None;
+    let mut looked = 0;
+    'stores: for (_, store) in reader.stores() {
+        for r in feedlog::core::views::users(&store.snapshot()) {
+            let (user, rec) = r?;
+            if rec.followees == 0 {
+                continue;
+            }
+            looked += 1;
+            if looked > 5_000 {
+                break 'stores;
+            }
+            for item in reader.timeline(user, 20, None)?.items {
+                let n = item.reposters.unwrap_or(0);
+                if n >= 2
+                    && best
+                        .as_ref()
+                        .is_none_or(|(_, b)| n > b.reposters.unwrap_or(0))
+                {
+                    best = Some((user.0, item));
+                }
+            }
+        }
+    }
+    let Some((user, item)) = best else {
+        return Ok(());
+    };
+    println!(
+        "\nreposts: post {} of user {} is one entry in user {user}'s timeline, placed at its newest \
+         appearance, though {} accounts they follow reposted it (`?reposts=first` places it at its \
+         oldest, `?reposts=none` leaves reposts out):",
+        item.post_id,
+        item.author,
+        item.reposters.unwrap_or(0)
+    );
+    println!("  $ curl -s '{base}/v1/users/{user}/timeline?limit=20'");
+    println!("  {}", serde_json::to_string(&item)?);
     Ok(())
 }
 

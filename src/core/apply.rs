@@ -11,6 +11,7 @@ use super::active;
 use super::effect::{Applied, Ctx, Effect, Out};
 use super::inbox::{insert_inbox, lower_horizon, purge_author};
 use super::pulled;
+use super::repost;
 use crate::core::event::{Event, PostId, Ts, UserId};
 use crate::core::keys::{EdgeVal, PostVal, TimelineKey};
 use crate::core::kv::{Cf, Kv, KvError, Txn};
@@ -19,6 +20,8 @@ use crate::core::position::Version;
 use crate::core::views::{self, live_edges};
 
 /// Applies one input event (already validated, owned by this partition).
+// Long: one arm per event kind, each the whole of what that event decides
+// here; splitting it would scatter the table of event kinds.
 pub fn apply_event<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
     ctx: &Ctx,
@@ -99,24 +102,34 @@ pub fn apply_event<K: Kv + ?Sized>(
             author,
             post_id,
             ts,
-        } => {
-            if views::post(t, author, post_id)?.is_some() {
-                return Ok(applied);
+        } => match views::post(t, author, post_id)? {
+            None => {
+                t.set_post(author, post_id, &PostVal::Live(ts));
+                t.set_outbox(author, ts, post_id, true);
+                let mut u = t.user(author)?;
+                u.posts += 1;
+                t.set_user(author, &u);
+                announce(t, ctx, (author, post_id), ts, (u.pulled, true), out)?;
+                repost::original_posted(t, ctx, (author, post_id), ts, out)?;
             }
-            t.set_post(author, post_id, &PostVal::Live(ts));
-            t.set_outbox(author, ts, post_id, true);
-            let mut u = t.user(author)?;
-            u.posts += 1;
-            t.set_user(author, &u);
-            if u.pulled {
-                pulled::post_changed(ctx, author, post_id, ts, true, out);
-            } else {
-                fan_out(t, ctx, author, out, |targets| Effect::Deliver {
-                    author,
-                    post_id,
-                    ts,
-                    targets,
-                })?;
+            // Deleted before it came: an original for good, never live,
+            // so the reposts that waited for it are not live either.
+            Some(PostVal::Deleted(None)) => {
+                t.set_post(author, post_id, &PostVal::Deleted(Some(ts)));
+                repost::original_dead(t, ctx, (author, post_id), out)?;
+            }
+            Some(_) => return Ok(applied),
+        },
+        Event::Repost {
+            author,
+            post_id,
+            of_author,
+            of_post_id,
+            ts,
+        } => {
+            let of = (of_author, of_post_id);
+            if !repost::event(t, ctx, (author, post_id), of, (ts, version), out)? {
+                return Ok(applied);
             }
         }
         Event::DeletePost {
@@ -134,8 +147,9 @@ pub fn apply_event<K: Kv + ?Sized>(
 }
 
 /// `author` deletes `post_id`, for good (also before the post arrives):
-/// a live post leaves the outbox and every follower's inbox. Whether
-/// anything changed (a post deleted already: no).
+/// a live post leaves the outbox and every follower's inbox, and so does
+/// every repost of it; a repost is taken back. Whether anything changed (a
+/// post deleted already: no).
 fn delete_post<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
     ctx: &Ctx,
@@ -145,6 +159,7 @@ fn delete_post<K: Kv + ?Sized>(
 ) -> Result<bool, KvError> {
     match views::post(t, author, post_id)? {
         Some(PostVal::Deleted(_)) => return Ok(false),
+        Some(PostVal::Repost(rv)) => return repost::delete(t, ctx, (author, post_id), rv, out),
         None => t.set_post(author, post_id, &PostVal::Deleted(None)),
         Some(PostVal::Live(ts)) => {
             t.set_post(author, post_id, &PostVal::Deleted(Some(ts)));
@@ -152,21 +167,44 @@ fn delete_post<K: Kv + ?Sized>(
             let mut u = t.user(author)?;
             u.posts -= 1;
             t.set_user(author, &u);
-            if u.pulled {
-                pulled::post_changed(ctx, author, post_id, ts, false, out);
-                return Ok(true);
-            }
-            fan_out(t, ctx, author, out, |targets: Vec<(UserId, Version)>| {
-                Effect::Retract {
-                    author,
-                    post_id,
-                    ts,
-                    targets: targets.into_iter().map(|(u, _)| u).collect(),
-                }
-            })?;
+            announce(t, ctx, (author, post_id), ts, (u.pulled, false), out)?;
+            repost::original_dead(t, ctx, (author, post_id), out)?;
         }
     }
     Ok(true)
+}
+
+/// `author`'s post or repost `post_id` at `ts` (owned here) appears
+/// (`live`) or goes for the author's followers: deliveries or retractions,
+/// or every partition's copy of the author when `pulled`.
+pub(super) fn announce<K: Kv + ?Sized>(
+    t: &Txn<'_, K>,
+    ctx: &Ctx,
+    (author, post_id): (UserId, PostId),
+    ts: Ts,
+    (pulled, live): (bool, bool),
+    out: &mut Vec<Out>,
+) -> Result<(), KvError> {
+    if pulled {
+        pulled::post_changed(ctx, author, post_id, ts, live, out);
+        return Ok(());
+    }
+    if live {
+        return fan_out(t, ctx, author, out, |targets| Effect::Deliver {
+            author,
+            post_id,
+            ts,
+            targets,
+        });
+    }
+    fan_out(t, ctx, author, out, |targets: Vec<(UserId, Version)>| {
+        Effect::Retract {
+            author,
+            post_id,
+            ts,
+            targets: targets.into_iter().map(|(u, _)| u).collect(),
+        }
+    })
 }
 
 /// Sends one message per destination partition and chunk, covering every
@@ -204,6 +242,7 @@ pub(super) fn fan_out<K: Kv + ?Sized>(
 
 /// Applies one internal message addressed to users of this partition.
 /// Stale, duplicate and no-longer-relevant messages change nothing.
+// Long: the dispatch table of every internal message kind, one arm each.
 pub fn apply_effect<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
     ctx: &Ctx,
@@ -307,6 +346,10 @@ pub fn apply_effect<K: Kv + ?Sized>(
             t.set_pull_threshold(threshold);
             applied.changed = true;
         }
+        e @ (Effect::RepostOf { .. }
+        | Effect::Reposted { .. }
+        | Effect::Unrepost { .. }
+        | Effect::RepostDir { .. }) => repost::apply_effect(t, ctx, e, &mut applied, out)?,
         Effect::Retract {
             author,
             post_id,

@@ -19,7 +19,8 @@ pub const DEFAULT_PULL_THRESHOLD: u64 = 10_000;
 pub const DEFAULT_INACTIVE_AFTER_MS: u64 = 30 * 24 * 3600 * 1000;
 
 /// Internal messages between partitions (the `effects` topic). Each is
-/// addressed to users owned by one partition.
+/// addressed to users owned by one partition. Variants are append-only:
+/// the wire formats encode them by index (the codec's golden bytes).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Effect {
     /// At the followee's partition: `follower` now follows `author`.
@@ -159,6 +160,76 @@ pub enum Effect {
         /// Whether the author has older posts than those sent.
         truncated: bool,
     },
+    /// At the partition of the post a repost names: resolve `reposter`'s
+    /// repost of it. An original (or a post not known yet) registers it
+    /// and answers with [`Effect::Reposted`]; another repost passes it on
+    /// to the post that one names.
+    RepostOf {
+        /// The named post's author.
+        of_author: UserId,
+        /// The named post.
+        of_post_id: PostId,
+        /// The reposter.
+        reposter: UserId,
+        /// The repost's own id.
+        repost: PostId,
+        /// The repost's time.
+        ts: Ts,
+        /// Repost links followed so far, this one included (at most
+        /// [`crate::core::event::MAX_REPOST_HOPS`]).
+        hops: u32,
+        /// The version of the repost event (its place in the reposter's
+        /// `events`).
+        version: Version,
+    },
+    /// At the reposter's partition: the original a repost resolved to, and
+    /// whether it is live (a repost is live exactly while its original is).
+    Reposted {
+        /// The reposter.
+        reposter: UserId,
+        /// The repost.
+        repost: PostId,
+        /// The original's author.
+        root_author: UserId,
+        /// The original.
+        root_post_id: PostId,
+        /// The original's time.
+        post_ts: Ts,
+        /// Whether the original is live.
+        live: bool,
+        /// The version of the repost event.
+        version: Version,
+    },
+    /// At the original's partition: the reposter took the repost back.
+    Unrepost {
+        /// The original's author.
+        root_author: UserId,
+        /// The original.
+        root_post_id: PostId,
+        /// The reposter.
+        reposter: UserId,
+        /// The repost.
+        repost: PostId,
+    },
+    /// At every partition: a repost became live (`live`) or stopped being,
+    /// for its copy of the live reposts (readers aggregate a post's
+    /// appearances with it).
+    RepostDir {
+        /// The reposter.
+        reposter: UserId,
+        /// The repost.
+        repost: PostId,
+        /// The repost's time.
+        ts: Ts,
+        /// The original's author.
+        root_author: UserId,
+        /// The original.
+        root_post_id: PostId,
+        /// The original's time.
+        post_ts: Ts,
+        /// Live, or gone.
+        live: bool,
+    },
 }
 
 impl Effect {
@@ -175,6 +246,9 @@ impl Effect {
             // Addressed to a partition, not to a user.
             Effect::Copy { author, .. } | Effect::CopyPost { author, .. } => *author,
             Effect::PullThreshold { .. } => UserId(0),
+            Effect::RepostOf { of_author, .. } => *of_author,
+            Effect::Reposted { reposter, .. } | Effect::RepostDir { reposter, .. } => *reposter,
+            Effect::Unrepost { root_author, .. } => *root_author,
         }
     }
 
@@ -195,13 +269,19 @@ impl Effect {
             Effect::Backfill { version, .. } | Effect::Refilled { version, .. } => {
                 version.applied_at()
             }
+            // The answer to a repost names the repost event, which its
+            // receiver (the reposter's partition) must have applied.
+            Effect::Reposted { version, .. } => version.applied_at(),
             Effect::FollowerAdded { .. }
             | Effect::Refill { .. }
             | Effect::FollowerRemoved { .. }
             | Effect::Retract { .. }
             | Effect::Copy { .. }
             | Effect::CopyPost { .. }
-            | Effect::PullThreshold { .. } => Offset(0),
+            | Effect::PullThreshold { .. }
+            | Effect::RepostOf { .. }
+            | Effect::Unrepost { .. }
+            | Effect::RepostDir { .. } => Offset(0),
         }
     }
 
@@ -219,6 +299,10 @@ impl Effect {
             Effect::PullThreshold { .. } => "pull_threshold",
             Effect::Refill { .. } => "refill",
             Effect::Refilled { .. } => "refilled",
+            Effect::RepostOf { .. } => "repost_of",
+            Effect::Reposted { .. } => "reposted",
+            Effect::Unrepost { .. } => "unrepost",
+            Effect::RepostDir { .. } => "repost_dir",
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Events and the newtypes they are made of.
 //!
-//! An [`Event`] is what upstream apps write to the `events` topic: one of five
+//! An [`Event`] is what upstream apps write to the `events` topic: one of six
 //! kinds, each with a producer timestamp. Ids are never bare `u64`s past the
 //! codec: a [`UserId`] cannot be passed where a [`PostId`] is expected.
 
@@ -9,6 +9,11 @@ use std::fmt;
 
 /// The schema version this build writes and accepts (`"v"` in JSON).
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// Repost links a repost's resolution follows at most: a repost of a
+/// repost reposts the original at the end of the chain, and a chain longer
+/// than this (or a cycle) resolves to nothing, so the repost never shows.
+pub const MAX_REPOST_HOPS: u32 = 16;
 
 macro_rules! id_newtype {
     ($(#[$doc:meta])* $name:ident) => {
@@ -123,6 +128,22 @@ pub enum Event {
         /// Producer time.
         ts: Ts,
     },
+    /// `author` reposts `of_author`'s post `of_post_id` (a repost of a
+    /// repost reposts its original); `post_id` is the repost's own id, in
+    /// the author's id space (`delete_post` of it takes the repost back).
+    /// Appended last: variants are append-only (the codec's golden bytes).
+    Repost {
+        /// The acting user (the reposter).
+        author: UserId,
+        /// The repost's own id.
+        post_id: PostId,
+        /// The author of the post reposted.
+        of_author: UserId,
+        /// The post reposted (an original, or another repost).
+        of_post_id: PostId,
+        /// Producer time; the repost's place in timelines.
+        ts: Ts,
+    },
 }
 
 impl Event {
@@ -130,7 +151,9 @@ impl Event {
     pub fn actor(&self) -> UserId {
         match *self {
             Event::Follow { follower, .. } | Event::Unfollow { follower, .. } => follower,
-            Event::Post { author, .. } | Event::DeletePost { author, .. } => author,
+            Event::Post { author, .. }
+            | Event::DeletePost { author, .. }
+            | Event::Repost { author, .. } => author,
             Event::Seen { user, .. } => user,
         }
     }
@@ -142,6 +165,7 @@ impl Event {
             | Event::Unfollow { ts, .. }
             | Event::Post { ts, .. }
             | Event::DeletePost { ts, .. }
+            | Event::Repost { ts, .. }
             | Event::Seen { ts, .. } => ts,
         }
     }
@@ -155,6 +179,7 @@ impl Event {
             Event::Post { .. } => EventKind::Post,
             Event::DeletePost { .. } => EventKind::DeletePost,
             Event::Seen { .. } => EventKind::Seen,
+            Event::Repost { .. } => EventKind::Repost,
         }
     }
 
@@ -198,6 +223,27 @@ impl Event {
                     return Err(InvalidEvent::ZeroId { field: "user" });
                 }
             }
+            Event::Repost {
+                author,
+                post_id,
+                of_author,
+                of_post_id,
+                ..
+            } => {
+                for (field, id) in [
+                    ("author", author.0),
+                    ("post_id", post_id.0),
+                    ("of_author", of_author.0),
+                    ("of_post_id", of_post_id.0),
+                ] {
+                    if id == 0 {
+                        return Err(InvalidEvent::ZeroId { field });
+                    }
+                }
+                if (author, post_id) == (of_author, of_post_id) {
+                    return Err(InvalidEvent::RepostsItself { author, post_id });
+                }
+            }
         }
         Ok(())
     }
@@ -216,11 +262,13 @@ pub enum EventKind {
     DeletePost,
     /// `seen`
     Seen,
+    /// `repost`
+    Repost,
 }
 
 impl EventKind {
     /// Every kind, in the order of the JSON spellings in the README
-    /// (follow, unfollow, post, delete_post, seen). Derived from
+    /// (follow, unfollow, post, delete_post, seen, repost). Derived from
     /// [`EventKind::next`], whose exhaustive `match` makes a new kind
     /// impossible to leave out.
     pub fn all() -> impl Iterator<Item = EventKind> {
@@ -234,7 +282,8 @@ impl EventKind {
             EventKind::Unfollow => Some(EventKind::Post),
             EventKind::Post => Some(EventKind::DeletePost),
             EventKind::DeletePost => Some(EventKind::Seen),
-            EventKind::Seen => None,
+            EventKind::Seen => Some(EventKind::Repost),
+            EventKind::Repost => None,
         }
     }
 }
@@ -248,6 +297,7 @@ impl EventKind {
             EventKind::Post => "post",
             EventKind::DeletePost => "delete_post",
             EventKind::Seen => "seen",
+            EventKind::Repost => "repost",
         }
     }
 }
@@ -266,6 +316,14 @@ pub enum InvalidEvent {
     SelfFollow {
         /// The user.
         user: UserId,
+    },
+    /// A repost names its own id as the post it reposts.
+    #[error("repost {post_id} of user {author} names itself as the post it reposts")]
+    RepostsItself {
+        /// The reposter.
+        author: UserId,
+        /// The repost's id.
+        post_id: PostId,
     },
     /// `ts` is not in milliseconds: seconds (1970-01-02 to 2001, as ms), or
     /// micro- or nanoseconds (after the year 3000, as ms).

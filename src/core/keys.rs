@@ -150,17 +150,52 @@ impl EdgeVal {
 pub enum PostVal {
     /// Posted and not deleted.
     Live(Ts),
-    /// Deleted (possibly before its post event arrived): permanent.
+    /// Deleted (possibly before its post or repost event arrived):
+    /// permanent.
     Deleted(Option<Ts>),
+    /// A repost (the id's first event was a `repost`).
+    Repost(RepostVal),
+}
+
+/// A post's identity: its author and id.
+pub type PostRef = (UserId, PostId);
+
+/// Where a repost stands with its original.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RepostState {
+    /// Asked; no answer yet (or the post it names never came).
+    Pending,
+    /// Its original is live: it is in the reposter's outbox.
+    Live,
+    /// Its original was deleted, or its chain of reposts never ends.
+    Dead,
+}
+
+/// A repost, as its reposter's partition knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RepostVal {
+    /// The repost's time.
+    pub ts: Ts,
+    /// The post the repost event named (an original, or another repost).
+    pub of: PostRef,
+    /// The original it resolved to, with the original's time, once known.
+    pub root: Option<(PostRef, Ts)>,
+    /// Whether it is live.
+    pub state: RepostState,
+    /// Taken back by its reposter (`delete_post`): permanent.
+    pub deleted: bool,
 }
 
 impl PostVal {
-    /// `state u8 (1 live, 2 deleted, 3 deleted unseen) | ts u64`.
+    /// `state u8 (1 live, 2 deleted, 3 deleted unseen) | ts u64`; a repost:
+    /// `4 | ts | of author | of post | has root u8 | root author | root post
+    /// | original ts | state u8 (0 pending, 1 live, 2 dead) | deleted u8`.
     pub fn encode(&self) -> Vec<u8> {
         let (tag, ts) = match *self {
             PostVal::Live(ts) => (1u8, ts.0),
             PostVal::Deleted(Some(ts)) => (2, ts.0),
             PostVal::Deleted(None) => (3, 0),
+            PostVal::Repost(r) => return r.encode(),
         };
         let mut v = vec![tag];
         v.extend_from_slice(&ts.to_be_bytes());
@@ -169,6 +204,9 @@ impl PostVal {
 
     /// Inverse of [`PostVal::encode`].
     pub fn decode(b: &[u8]) -> Option<PostVal> {
+        if b.first() == Some(&4) {
+            return RepostVal::decode(b).map(PostVal::Repost);
+        }
         if b.len() != 9 {
             return None;
         }
@@ -180,6 +218,116 @@ impl PostVal {
             _ => None,
         }
     }
+}
+
+impl RepostVal {
+    /// Encoded width.
+    const LEN: usize = 1 + 8 + 16 + 1 + 24 + 1 + 1;
+
+    fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(Self::LEN);
+        v.push(4);
+        v.extend_from_slice(&key([self.ts.0, self.of.0 .0, self.of.1 .0]));
+        let ((ra, rp), rts) = self.root.unwrap_or_default();
+        v.push(u8::from(self.root.is_some()));
+        v.extend_from_slice(&key([ra.0, rp.0, rts.0]));
+        v.push(match self.state {
+            RepostState::Pending => 0,
+            RepostState::Live => 1,
+            RepostState::Dead => 2,
+        });
+        v.push(u8::from(self.deleted));
+        v
+    }
+
+    fn decode(b: &[u8]) -> Option<RepostVal> {
+        if b.len() != Self::LEN {
+            return None;
+        }
+        let root = (b[25] == 1).then(|| ((UserId(be(b, 26)), PostId(be(b, 34))), Ts(be(b, 42))));
+        Some(RepostVal {
+            ts: Ts(be(b, 1)),
+            of: (UserId(be(b, 9)), PostId(be(b, 17))),
+            root,
+            state: match b[50] {
+                0 => RepostState::Pending,
+                1 => RepostState::Live,
+                2 => RepostState::Dead,
+                _ => return None,
+            },
+            deleted: b[51] == 1,
+        })
+    }
+}
+
+/// `outbox` value of a live repost: the original's author, id and time
+/// (24 bytes); an original's value is empty.
+pub fn outbox_repost(root: PostRef, post_ts: Ts) -> Vec<u8> {
+    key([root.0 .0, root.1 .0, post_ts.0])
+}
+
+/// Inverse of [`outbox_repost`]; `None` for an original's (empty) value.
+pub fn decode_outbox_repost(v: &[u8]) -> Option<(PostRef, Ts)> {
+    (v.len() == 24).then(|| ((UserId(be(v, 0)), PostId(be(v, 8))), Ts(be(v, 16))))
+}
+
+/// `reposts` (at the partition of the post a repost names): `0 | a | p |
+/// reposter | repost`, valued `ts u64 | hops u32`: a repost registered
+/// with post `(a, p)` — its original, or a post whose kind is not known yet
+/// (the repost waits there).
+pub fn repost_of(target: PostRef, reposter: UserId, repost: PostId) -> Vec<u8> {
+    let mut k = vec![0];
+    k.extend_from_slice(&key([target.0 .0, target.1 .0, reposter.0, repost.0]));
+    k
+}
+
+/// `reposts`: `0 | a | p`, the prefix of [`repost_of`].
+pub fn repost_of_prefix(target: PostRef) -> Vec<u8> {
+    let mut k = vec![0];
+    k.extend_from_slice(&key([target.0 .0, target.1 .0]));
+    k
+}
+
+/// `reposts`: `1 | a | p`, valued u64: how many reposts are registered
+/// with `(a, p)` (its live reposts, once it is a live original).
+pub fn repost_count(target: PostRef) -> Vec<u8> {
+    let mut k = vec![1];
+    k.extend_from_slice(&key([target.0 .0, target.1 .0]));
+    k
+}
+
+/// `repost_dir` (every partition's copy of the live reposts): `0 | a | p |
+/// reposter | repost`, valued `repost ts | original ts`: a live repost of
+/// original `(a, p)`.
+pub fn dir_by_original(root: PostRef, reposter: UserId, repost: PostId) -> Vec<u8> {
+    let mut k = vec![0];
+    k.extend_from_slice(&key([root.0 .0, root.1 .0, reposter.0, repost.0]));
+    k
+}
+
+/// `repost_dir`: `0 | a | p`, the prefix of [`dir_by_original`].
+pub fn dir_original_prefix(root: PostRef) -> Vec<u8> {
+    let mut k = vec![0];
+    k.extend_from_slice(&key([root.0 .0, root.1 .0]));
+    k
+}
+
+/// `repost_dir`: `2 | a | p`, valued the number of live reposts of
+/// original `(a, p)` in this directory (absent: none). A point read that
+/// the bloom filter answers when there are none, before a scan of
+/// [`dir_original_prefix`].
+pub fn dir_count(root: PostRef) -> Vec<u8> {
+    let mut k = vec![2];
+    k.extend_from_slice(&key([root.0 .0, root.1 .0]));
+    k
+}
+
+/// `repost_dir`: `1 | reposter | repost`, valued `a | p | original ts`: the
+/// original a live repost reposts.
+pub fn dir_by_repost(reposter: UserId, repost: PostId) -> Vec<u8> {
+    let mut k = vec![1];
+    k.extend_from_slice(&key([reposter.0, repost.0]));
+    k
 }
 
 /// Per-user record: counters and the inbox bookkeeping.
@@ -218,15 +366,20 @@ pub struct UserVal {
     /// Followees whose refill of the last wake is still awaited (listed in
     /// `refills`): reads take the pull path until none is.
     pub refills: u64,
+    /// As an author: live reposts (of live originals).
+    pub reposts: u64,
 }
 
 impl UserVal {
     /// Encoded width.
-    pub const LEN: usize = 8 * 4 + 1 + 24 + 1 + 8 + 8 + 8 + 1 + 8 + 8;
+    pub const LEN: usize = Self::LEN_BEFORE_REPOSTS + 8;
+
+    /// The width records had before `reposts` (read as 0 reposts).
+    const LEN_BEFORE_REPOSTS: usize = 8 * 4 + 1 + 24 + 1 + 8 + 8 + 8 + 1 + 8 + 8;
 
     /// `followers | followees | posts | inbox_len | has_horizon u8 |
     /// horizon[24] | pulled u8 | pulls | marks | active | asleep u8 |
-    /// wakes | refills`.
+    /// wakes | refills | reposts`.
     pub fn encode(&self) -> Vec<u8> {
         let mut v = key([self.followers, self.followees, self.posts, self.inbox_len]);
         match self.horizon {
@@ -246,6 +399,7 @@ impl UserVal {
         v.push(u8::from(self.asleep));
         v.extend_from_slice(&self.wakes.to_be_bytes());
         v.extend_from_slice(&self.refills.to_be_bytes());
+        v.extend_from_slice(&self.reposts.to_be_bytes());
         v
     }
 
@@ -260,9 +414,15 @@ impl UserVal {
         }
     }
 
-    /// Inverse of [`UserVal::encode`].
+    /// Inverse of [`UserVal::encode`] (also of records written before
+    /// `reposts`, which read as none).
     pub fn decode(b: &[u8]) -> Option<UserVal> {
-        (b.len() == Self::LEN).then(|| UserVal {
+        let reposts = match b.len() {
+            Self::LEN => be(b, Self::LEN_BEFORE_REPOSTS),
+            Self::LEN_BEFORE_REPOSTS => 0,
+            _ => return None,
+        };
+        Some(UserVal {
             followers: be(b, 0),
             followees: be(b, 8),
             posts: be(b, 16),
@@ -275,6 +435,7 @@ impl UserVal {
             asleep: b[82] == 1,
             wakes: be(b, 83),
             refills: be(b, 91),
+            reposts,
         })
     }
 }
@@ -380,7 +541,7 @@ mod tests {
             let horizon = h.map(|h| TimelineKey { ts: Ts(h.0), post_id: PostId(h.1), author: UserId(h.2) });
             let u = UserVal { followers: c[0], followees: c[1], posts: c[2], inbox_len: c[3],
                 horizon, pulled: live, pulls: ver, marks: ts, active: Ts(c[1]), asleep: !live,
-                wakes: c[2], refills: c[3] };
+                wakes: c[2], refills: c[3], reposts: c[0] ^ c[3] };
             prop_assert_eq!(UserVal::decode(&u.encode()), Some(u));
             let c = CopyVal { len: c[0], horizon };
             prop_assert_eq!(CopyVal::decode(&c.encode()), Some(c));

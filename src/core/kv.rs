@@ -43,11 +43,16 @@ pub enum Cf {
     Pulls,
     /// The followees whose refill each waking user awaits.
     Refills,
+    /// Reposts registered with the post they name (at that post's
+    /// partition), and their counts.
+    Reposts,
+    /// Every partition's copy of the live reposts, by original and by repost.
+    RepostDir,
 }
 
 impl Cf {
     /// Every column family, in on-disk order.
-    pub const ALL: [Cf; 13] = [
+    pub const ALL: [Cf; 15] = [
         Cf::Meta,
         Cf::Users,
         Cf::Followees,
@@ -61,6 +66,8 @@ impl Cf {
         Cf::Copies,
         Cf::Pulls,
         Cf::Refills,
+        Cf::Reposts,
+        Cf::RepostDir,
     ];
 
     /// The RocksDB column family name.
@@ -79,6 +86,8 @@ impl Cf {
             Cf::Copies => "copies",
             Cf::Pulls => "pulls",
             Cf::Refills => "refills",
+            Cf::Reposts => "reposts",
+            Cf::RepostDir => "repost_dir",
         }
     }
 

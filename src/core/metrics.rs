@@ -111,6 +111,8 @@ pub struct EventCounts {
     pub delete_post: u64,
     /// `seen` events.
     pub seen: u64,
+    /// `repost` events.
+    pub repost: u64,
 }
 
 impl EventCounts {
@@ -126,6 +128,7 @@ impl EventCounts {
             EventKind::Post => &mut self.post,
             EventKind::DeletePost => &mut self.delete_post,
             EventKind::Seen => &mut self.seen,
+            EventKind::Repost => &mut self.repost,
         }
     }
 
@@ -179,7 +182,7 @@ impl StepStats {
     }
 
     /// The events read by kind, as `follow N, unfollow N, post N,
-    /// delete_post N, seen N`.
+    /// delete_post N, seen N, repost N`.
     pub fn events_by_kind(&self) -> String {
         EventKind::all()
             .map(|k| format!("{} {}", k.as_str(), self.events.get(k)))

@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod partition;
 pub mod position;
 pub mod pulled;
+pub mod repost;
 pub mod timeline;
 pub mod view;
 pub mod views;

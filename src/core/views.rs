@@ -114,6 +114,38 @@ pub fn outbox<'a>(
         .map(|r| r.map(|(k, _)| (Ts(!keys::be(&k, 8)), PostId(!keys::be(&k, 16)))))
 }
 
+/// One entry of an author's outbox: an original post, or a live repost
+/// with the original it reposts and that original's time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutboxItem {
+    /// Its time.
+    pub ts: Ts,
+    /// Its id.
+    pub post_id: PostId,
+    /// A repost's original and the original's time.
+    pub repost_of: Option<(keys::PostRef, Ts)>,
+}
+
+/// [`outbox`] with what each entry is.
+pub fn outbox_items<'a>(
+    kv: &'a (impl Kv + ?Sized),
+    author: UserId,
+    from: Option<(Ts, PostId)>,
+) -> impl Iterator<Item = Result<OutboxItem, KvError>> + 'a {
+    let lo = match from {
+        Some((ts, p)) => keys::outbox(author, ts, p),
+        None => keys::key([author.0]),
+    };
+    kv.scan_prefix_from(Cf::Outbox, &lo, &keys::key([author.0]))
+        .map(|r| {
+            r.map(|(k, v)| OutboxItem {
+                ts: Ts(!keys::be(&k, 8)),
+                post_id: PostId(!keys::be(&k, 16)),
+                repost_of: keys::decode_outbox_repost(&v),
+            })
+        })
+}
+
 /// `user`'s inbox entries from `from` (inclusive) if given, newest first.
 pub fn inbox<'a>(
     kv: &'a (impl Kv + ?Sized),
@@ -247,13 +279,24 @@ impl<K: Kv + ?Sized> Txn<'_, K> {
         self.put(Cf::Posts, keys::key([author.0, post_id.0]), val.encode());
     }
 
-    /// Adds or removes an outbox entry.
+    /// Adds or removes an original post's outbox entry.
     pub fn set_outbox(&mut self, author: UserId, ts: Ts, post_id: PostId, present: bool) {
+        self.set_outbox_entry(author, ts, post_id, present.then(Vec::new));
+    }
+
+    /// Adds an outbox entry with `value` (empty: an original; a repost:
+    /// [`keys::outbox_repost`]), or removes it (`None`).
+    pub fn set_outbox_entry(
+        &mut self,
+        author: UserId,
+        ts: Ts,
+        post_id: PostId,
+        value: Option<Vec<u8>>,
+    ) {
         let k = keys::outbox(author, ts, post_id);
-        if present {
-            self.put(Cf::Outbox, k, Vec::new());
-        } else {
-            self.delete(Cf::Outbox, k);
+        match value {
+            Some(v) => self.put(Cf::Outbox, k, v),
+            None => self.delete(Cf::Outbox, k),
         }
     }
 

@@ -123,6 +123,10 @@ pub struct Activity {
     /// `seen` events (an app opened) per post, by uniformly chosen users
     /// who are not dormant.
     pub seen_rate: f64,
+    /// Reposts per post, by users who are not dormant: mostly of the most
+    /// followed accounts' recent posts, else of any recent post, one in ten
+    /// of a recent repost (which reposts its original).
+    pub repost_rate: f64,
 }
 
 impl Default for Activity {
@@ -135,6 +139,7 @@ impl Default for Activity {
             delete_rate: 0.01,
             dormant_share: 0.0,
             seen_rate: 0.0,
+            repost_rate: 0.0,
         }
     }
 }
@@ -145,8 +150,11 @@ pub fn dormant(user: u64, share: f64) -> bool {
     share > 0.0 && Rng(user).unit() < share
 }
 
-/// Posts, follows, unfollows, deletes and `seen` events over `graph`, `ts`
-/// from `start_ms`. Post ids are `first_post_id..`.
+/// Posts, reposts, follows, unfollows, deletes and `seen` events over
+/// `graph`, `ts` from `start_ms`. Post and repost ids are `first_post_id..`.
+// Long: one pass over log time that draws every kind of event from the same
+// running state (the pools of recent and famous posts, the follow graph),
+// so the kinds stay interleaved as a real network's are.
 pub fn activity(
     graph: &mut Graph,
     a: Activity,
@@ -160,6 +168,12 @@ pub fn activity(
     let mut ts = start_ms;
     let mut post_id = first_post_id;
     let mut recent: Vec<(u64, u64)> = Vec::new();
+    // Recent posts of the most followed accounts, and recent reposts.
+    let mut famous: Vec<(u64, u64)> = Vec::new();
+    let mut reposts: Vec<(u64, u64)> = Vec::new();
+    let n_top = (graph.by_followers.len() / 100).max(1);
+    let top: std::collections::HashSet<u64> =
+        graph.by_followers.iter().take(n_top).copied().collect();
     let mut written = 0;
     // A uniformly chosen user who is not dormant (any, if all are).
     let active = |rng: &mut Rng| {
@@ -190,8 +204,40 @@ pub fn activity(
             if recent.len() > 1000 {
                 recent.swap_remove((rng.next_u64() % 1000) as usize);
             }
+            if top.contains(&author) {
+                famous.push((author, post_id));
+                if famous.len() > 200 {
+                    famous.remove(0);
+                }
+            }
             post_id += 1;
             written += 1;
+        }
+        let mut repost = a.repost_rate * burst as f64;
+        while repost > 0.0 {
+            let pool = match rng.unit() {
+                x if x < 0.1 && !reposts.is_empty() => &reposts,
+                x if x < 0.8 && !famous.is_empty() => &famous,
+                _ => &recent,
+            };
+            if rng.unit() < repost && !pool.is_empty() {
+                let (of_author, of_post_id) = pool[(rng.next_u64() as usize) % pool.len()];
+                let reposter = active(rng);
+                ts += 1;
+                out.push(Event::Repost {
+                    author: UserId(reposter),
+                    post_id: PostId(post_id),
+                    of_author: UserId(of_author),
+                    of_post_id: PostId(of_post_id),
+                    ts: Ts(ts),
+                });
+                reposts.push((reposter, post_id));
+                if reposts.len() > 200 {
+                    reposts.remove(0);
+                }
+                post_id += 1;
+            }
+            repost -= 1.0;
         }
         if rng.unit() < a.delete_rate * burst as f64 && !recent.is_empty() {
             let (author, id) = recent.swap_remove((rng.next_u64() as usize) % recent.len());

@@ -60,8 +60,8 @@ pub fn view_bytes(reader: &Reader, view: View, user: UserId) -> Result<Vec<u8>, 
     match view {
         View::Counters => {
             let c = reader.counters(user)?;
-            if c.followers + c.followees + c.posts > 0 {
-                put(&[c.followers, c.followees, c.posts]);
+            if c.followers + c.followees + c.posts + c.reposts > 0 {
+                put(&[c.followers, c.followees, c.posts, c.reposts]);
             }
         }
         View::Followers | View::Followees => {
@@ -92,6 +92,11 @@ pub fn view_bytes(reader: &Reader, view: View, user: UserId) -> Result<Vec<u8>, 
                 let page = reader.posts(user, MAX_LIMIT, cursor.as_deref())?;
                 for i in &page.items {
                     put(&[i.post_id, i.ts]);
+                    // An original's reposts, or a repost's original.
+                    match &i.repost_of {
+                        Some(o) => put(&[1, o.author, o.post_id]),
+                        None => put(&[0, i.reposts.unwrap_or(0)]),
+                    }
                 }
                 match page.next_cursor {
                     Some(c) => cursor = Some(c),
@@ -102,6 +107,12 @@ pub fn view_bytes(reader: &Reader, view: View, user: UserId) -> Result<Vec<u8>, 
         View::Timeline => {
             for i in reader.timeline(user, TIMELINE_DEPTH, None)?.items {
                 put(&[i.post_id, i.author, i.ts]);
+                // Who reposted it, when followed users did.
+                let by = i.reposted_by.as_deref().unwrap_or_default();
+                put(&[i.post_ts.unwrap_or(0), i.reposters.unwrap_or(0)]);
+                for r in by {
+                    put(&[r.user, r.post_id, r.ts]);
+                }
             }
         }
     }

@@ -164,7 +164,10 @@ impl PageCache {
         if !self.is_on() {
             return Landing(None);
         }
-        let everything = everything || !writes.cf(Cf::Copies).is_empty();
+        // A copy of a pulled author, or the partition's copy of the live
+        // reposts, is part of many users' pages.
+        let everything =
+            everything || !writes.cf(Cf::Copies).is_empty() || !writes.cf(Cf::RepostDir).is_empty();
         let empty = {
             let mut inner = self.lock();
             inner.landing += 1;

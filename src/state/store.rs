@@ -106,6 +106,8 @@ fn cf_options(cf: Cf, cache: &BlockCache, opts: &StoreOptions) -> Options {
             | Cf::Copies
             | Cf::Pulls
             | Cf::Refills
+            | Cf::Reposts
+            | Cf::RepostDir
     ) {
         table.set_bloom_filter(10.0, false);
     }
@@ -557,7 +559,10 @@ impl Batch<'_> {
     }
 
     fn touch(&mut self, cf: Cf) {
-        self.pages_touched |= matches!(cf, Cf::Inbox | Cf::Users | Cf::Copies | Cf::Pulls);
+        self.pages_touched |= matches!(
+            cf,
+            Cf::Inbox | Cf::Users | Cf::Copies | Cf::Pulls | Cf::RepostDir
+        );
     }
 }
 

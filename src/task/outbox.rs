@@ -112,7 +112,11 @@ fn items_of(e: &Effect) -> usize {
         | Effect::FollowerRemoved { .. }
         | Effect::CopyPost { .. }
         | Effect::PullThreshold { .. }
-        | Effect::Refill { .. } => 1,
+        | Effect::Refill { .. }
+        | Effect::RepostOf { .. }
+        | Effect::Reposted { .. }
+        | Effect::Unrepost { .. }
+        | Effect::RepostDir { .. } => 1,
     }
     .max(1)
 }

@@ -71,6 +71,15 @@ pub fn wide_limits() -> ApiConfig {
 }
 
 /// Appends JSON-lines events to the embedded log of `dir`.
+/// Appends `lines` (JSON events) to the log in `dir` and has `processor`
+/// apply everything until idle.
+pub fn append_and_process(dir: &Path, processor: &Processor, lines: &[&str]) {
+    append(dir, &lines.join("\n"));
+    processor
+        .run(&feedlog::task::Shutdown::new(), true)
+        .unwrap();
+}
+
 pub fn append(dir: &Path, lines: &str) {
     let data = DataDir::open(dir).unwrap();
     let mut producer = Producer::new(&data).unwrap();

@@ -275,6 +275,10 @@ impl Views for Client {
             "timeline" | "posts" | "followers" | "followees" => {
                 format!("/v1/users/{user}/{view}?limit={limit}")
             }
+            "timeline?reposts=first" | "timeline?reposts=none" | "timeline?reposts=newest" => {
+                let mode = view.trim_start_matches("timeline?");
+                format!("/v1/users/{user}/timeline?limit={limit}&{mode}")
+            }
             other => return Err(format!("no view {other}")),
         };
         if let Some(c) = cursor {

@@ -5,15 +5,16 @@
 #![allow(dead_code)]
 
 pub mod api;
+pub mod core_views;
 pub mod http;
 pub mod kafka;
 pub mod oracle;
 
 use feedlog::api::http::{kept_timeline_page, split_kept_page};
-use feedlog::api::query::Reader;
+use feedlog::api::query::{Reader, RepostMode};
 use feedlog::core::codec::{self, Format};
 use feedlog::UserId;
-use oracle::Oracle;
+use oracle::{Mode, Oracle};
 use serde_json::Value;
 
 /// A source of view answers in the README's JSON shapes: the in-process
@@ -78,6 +79,11 @@ impl Views for Reader {
                     Err(e) => Err(format!("timeline of {user}, inbox only: {e}")),
                     _ => Ok(full),
                 }
+            }
+            other if other.starts_with("timeline?reposts=") => {
+                let mode = other.trim_start_matches("timeline?reposts=");
+                let mode = RepostMode::parse(mode).ok_or_else(|| format!("no mode {mode}"))?;
+                json(self.timeline_in(u, mode, limit, cursor))
             }
             other => Err(format!("no view {other}")),
         }
@@ -160,8 +166,12 @@ pub fn check_all(
             field(&c, "posts")?,
         );
         let want = oracle.counters(u);
-        if field(&c, "user")? != u || got != want {
-            return Err(format!("counters of {u}: got {c}, want {want:?}"));
+        let reposts = field(&c, "reposts")?;
+        if field(&c, "user")? != u || got != want || reposts != oracle.reposts_counter(u) {
+            return Err(format!(
+                "counters of {u}: got {c}, want {want:?} and {} reposts",
+                oracle.reposts_counter(u)
+            ));
         }
         for k in [1usize, 3, 100] {
             let list = views.get("recent_followers", u, k, None)?;
@@ -193,27 +203,24 @@ pub fn check_all(
             ));
         }
         let got = all_pages(views, "posts", u, page)?;
-        let got = pairs(&got, "post_id", "ts")?;
-        if got != oracle.outbox(u) {
-            return Err(format!(
-                "posts of {u}: got {got:?}, want {:?}",
-                oracle.outbox(u)
-            ));
+        let want = oracle.posts_view(u);
+        if got != want {
+            return Err(format!("posts of {u}: {}", first_difference(&got, &want)));
         }
-        let want = oracle.timeline(u);
-        for limit in [page, 1000] {
-            let got: Vec<(u64, u64, u64)> = tuples(
-                &all_pages(views, "timeline", u, limit)?,
-                &["post_id", "author", "ts"],
-            )?
-            .into_iter()
-            .map(|t| (t[0], t[1], t[2]))
-            .collect();
-            if got != want {
-                return Err(format!(
-                    "timeline of {u} (pages of {limit}): {}",
-                    first_difference(&got, &want)
-                ));
+        for mode in Mode::ALL {
+            let view = match mode {
+                Mode::Newest => "timeline".to_string(),
+                other => format!("timeline?reposts={}", other.param()),
+            };
+            let want = oracle.timeline_entries(u, mode);
+            for limit in [page, 1000] {
+                let got = all_pages(views, &view, u, limit)?;
+                if got != want {
+                    return Err(format!(
+                        "{view} of {u} (pages of {limit}): {}",
+                        first_difference(&got, &want)
+                    ));
+                }
             }
         }
     }

@@ -2,12 +2,59 @@
 //! model. Feed it the valid events in log order; ask it for any view.
 
 use feedlog::core::event::Event;
+use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Repost links a repost's resolution follows at most (the README's
+/// "Reposts"): a chain longer than that, or a cycle, resolves to nothing.
+pub const MAX_REPOST_HOPS: usize = feedlog::core::event::MAX_REPOST_HOPS as usize;
+
+/// What an (author, id) pair is: set by its first post or repost event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PostState {
-    Live(u64),
-    Deleted,
+enum Kind {
+    Original { ts: u64 },
+    Repost { ts: u64, of: (u64, u64) },
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Id {
+    kind: Option<Kind>,
+    deleted: bool,
+}
+
+/// How the timeline places a post that has reposts (`?reposts=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// At its newest appearance (the default).
+    Newest,
+    /// At its oldest appearance.
+    First,
+    /// Reposts ignored: originals of followed authors only.
+    None,
+}
+
+impl Mode {
+    /// Every mode, the default first.
+    pub const ALL: [Mode; 3] = [Mode::Newest, Mode::First, Mode::None];
+
+    /// The query parameter's value.
+    pub fn param(self) -> &'static str {
+        match self {
+            Mode::Newest => "newest",
+            Mode::First => "first",
+            Mode::None => "none",
+        }
+    }
+}
+
+/// One appearance of a post in a reader's view: the original (via its
+/// author, id = the post's) or a repost (via the reposter, id = the repost's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Appearance {
+    ts: u64,
+    id: u64,
+    via: u64,
+    repost: bool,
 }
 
 /// The final state of a log, and every view derived from it.
@@ -15,10 +62,12 @@ enum PostState {
 pub struct Oracle {
     /// (follower, followee) -> follow time, for live edges only.
     edges: BTreeMap<(u64, u64), u64>,
-    /// (author, post_id) -> state.
-    posts: BTreeMap<(u64, u64), PostState>,
+    /// (author, id) -> what it is and whether it was deleted.
+    ids: BTreeMap<(u64, u64), Id>,
     /// Every user any applied event names.
     named: BTreeSet<u64>,
+    /// Whether any repost event was applied (views skip repost work without).
+    any_repost: bool,
 }
 
 impl Oracle {
@@ -33,6 +82,12 @@ impl Oracle {
             } => self.named.extend([follower.0, followee.0]),
             Event::Post { author, .. } | Event::DeletePost { author, .. } => {
                 self.named.insert(author.0);
+            }
+            Event::Repost {
+                author, of_author, ..
+            } => {
+                self.any_repost = true;
+                self.named.extend([author.0, of_author.0]);
             }
             Event::Seen { user, .. } => {
                 self.named.insert(user.0);
@@ -56,14 +111,26 @@ impl Oracle {
                 post_id,
                 ts,
             } => {
-                self.posts
-                    .entry((author.0, post_id.0))
-                    .or_insert(PostState::Live(ts.0));
+                let id = self.ids.entry((author.0, post_id.0)).or_default();
+                id.kind.get_or_insert(Kind::Original { ts: ts.0 });
+            }
+            Event::Repost {
+                author,
+                post_id,
+                of_author,
+                of_post_id,
+                ts,
+            } => {
+                let id = self.ids.entry((author.0, post_id.0)).or_default();
+                id.kind.get_or_insert(Kind::Repost {
+                    ts: ts.0,
+                    of: (of_author.0, of_post_id.0),
+                });
             }
             Event::DeletePost {
                 author, post_id, ..
             } => {
-                self.posts.insert((author.0, post_id.0), PostState::Deleted);
+                self.ids.entry((author.0, post_id.0)).or_default().deleted = true;
             }
             // Activity changes no view.
             Event::Seen { .. } => {}
@@ -94,13 +161,22 @@ impl Oracle {
             .collect()
     }
 
-    /// (followers, followees, posts).
+    fn follows(&self, u: u64, b: u64) -> bool {
+        self.edges.contains_key(&(u, b))
+    }
+
+    /// (followers, followees, posts): `posts` counts live originals.
     pub fn counters(&self, u: u64) -> (u64, u64, u64) {
         (
             self.followers(u).len() as u64,
             self.followees(u).len() as u64,
             self.outbox(u).len() as u64,
         )
+    }
+
+    /// The user's live reposts (of live originals).
+    pub fn reposts_counter(&self, u: u64) -> u64 {
+        self.reposts_of_user(u).len() as u64
     }
 
     /// The `k` live followers with the newest follow time, newest first (ties: higher id first).
@@ -111,29 +187,184 @@ impl Oracle {
         v
     }
 
-    /// Live posts of `u` as (post_id, ts), newest first (ties: higher id first).
+    /// Whether `(a, p)` is a live original post.
+    fn live_original(&self, (a, p): (u64, u64)) -> Option<u64> {
+        match self.ids.get(&(a, p)) {
+            Some(Id {
+                kind: Some(Kind::Original { ts }),
+                deleted: false,
+            }) => Some(*ts),
+            _ => None,
+        }
+    }
+
+    /// The original a post or repost of `(x, q)` names, following repost
+    /// links (at most [`MAX_REPOST_HOPS`] of them; a longer chain or a cycle
+    /// names nothing): an id no repost event made is an original (live or
+    /// not).
+    fn root(&self, mut at: (u64, u64), mut hops: usize) -> Option<(u64, u64)> {
+        loop {
+            match self.ids.get(&at).and_then(|i| i.kind) {
+                Some(Kind::Repost { of, .. }) => {
+                    if hops == MAX_REPOST_HOPS {
+                        return None;
+                    }
+                    hops += 1;
+                    at = of;
+                }
+                _ => return Some(at),
+            }
+        }
+    }
+
+    /// Live reposts of `u`: (repost id, ts, root), by id.
+    fn reposts_of_user(&self, u: u64) -> Vec<(u64, u64, (u64, u64))> {
+        self.ids
+            .range((u, 0)..=(u, u64::MAX))
+            .filter_map(|(&(_, r), id)| match (id.kind, id.deleted) {
+                (Some(Kind::Repost { ts, of }), false) => {
+                    let root = self.root(of, 1)?;
+                    self.live_original(root)?;
+                    Some((r, ts, root))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Every live repost: (reposter, repost id, ts, root).
+    fn all_reposts(&self) -> Vec<(u64, u64, u64, (u64, u64))> {
+        self.named
+            .iter()
+            .flat_map(|&u| {
+                self.reposts_of_user(u)
+                    .into_iter()
+                    .map(move |(r, ts, root)| (u, r, ts, root))
+            })
+            .collect()
+    }
+
+    /// Live original posts of `u` as (post_id, ts), newest first (ties:
+    /// higher id first).
     pub fn outbox(&self, u: u64) -> Vec<(u64, u64)> {
         let mut v: Vec<(u64, u64)> = self
-            .posts
+            .ids
             .range((u, 0)..=(u, u64::MAX))
-            .filter_map(|((_, p), s)| match s {
-                PostState::Live(ts) => Some((*p, *ts)),
-                PostState::Deleted => None,
-            })
+            .filter_map(|(&(a, p), _)| self.live_original((a, p)).map(|ts| (p, ts)))
             .collect();
         v.sort_by_key(|&(id, ts)| std::cmp::Reverse((ts, id)));
         v
     }
 
-    /// All live posts of all current followees, as (post_id, author, ts),
-    /// ordered by ts desc, post_id desc, author desc.
-    pub fn timeline(&self, u: u64) -> Vec<(u64, u64, u64)> {
-        let mut v: Vec<(u64, u64, u64)> = self
-            .followees(u)
+    /// The posts view of `u` as the API answers it: live originals (with
+    /// `reposts`, their live reposts by anyone) and live reposts (with
+    /// `repost_of`), newest first (ties: higher id first).
+    pub fn posts_view(&self, u: u64) -> Vec<Value> {
+        let all = match self.any_repost {
+            true => self.all_reposts(),
+            false => Vec::new(),
+        };
+        let mut v: Vec<(u64, u64, Value)> = self
+            .outbox(u)
             .into_iter()
-            .flat_map(|(b, _)| self.outbox(b).into_iter().map(move |(p, ts)| (p, b, ts)))
+            .map(|(p, ts)| {
+                let n = all.iter().filter(|r| r.3 == (u, p)).count();
+                (
+                    ts,
+                    p,
+                    json!({"post_id": p, "author": u, "ts": ts, "reposts": n}),
+                )
+            })
             .collect();
-        v.sort_by_key(|&(p, a, ts)| std::cmp::Reverse((ts, p, a)));
-        v
+        for (r, ts, (a, p)) in self.reposts_of_user(u) {
+            let item = json!({"post_id": r, "author": u, "ts": ts,
+                "repost_of": {"author": a, "post_id": p}});
+            v.push((ts, r, item));
+        }
+        v.sort_by_key(|(ts, id, _)| std::cmp::Reverse((*ts, *id)));
+        v.into_iter().map(|(_, _, item)| item).collect()
+    }
+
+    /// `u`'s home timeline in the default mode, as (post_id, author, ts) of
+    /// each entry: with no repost in the log, every live post of every
+    /// current followee, ordered by ts desc, post_id desc, author desc.
+    pub fn timeline(&self, u: u64) -> Vec<(u64, u64, u64)> {
+        self.timeline_entries(u, Mode::Newest)
+            .iter()
+            .map(|e| {
+                let n = |f: &str| e[f].as_u64().unwrap_or_default();
+                (n("post_id"), n("author"), n("ts"))
+            })
+            .collect()
+    }
+
+    /// `u`'s home timeline in `mode`, each entry as the API answers it.
+    pub fn timeline_entries(&self, u: u64, mode: Mode) -> Vec<Value> {
+        // Every appearance of every post for `u`, by the post.
+        let mut by_post: BTreeMap<(u64, u64), Vec<Appearance>> = BTreeMap::new();
+        let followees = self.followees(u);
+        for &(a, _) in followees.iter().filter(|(a, _)| *a != u) {
+            for (p, ts) in self.outbox(a) {
+                by_post.entry((a, p)).or_default().push(Appearance {
+                    ts,
+                    id: p,
+                    via: a,
+                    repost: false,
+                });
+            }
+        }
+        if mode != Mode::None && self.any_repost {
+            for &(b, _) in &followees {
+                for (r, ts, root) in self.reposts_of_user(b) {
+                    if root.0 == u {
+                        continue;
+                    }
+                    by_post.entry(root).or_default().push(Appearance {
+                        ts,
+                        id: r,
+                        via: b,
+                        repost: true,
+                    });
+                }
+            }
+        }
+        let mut entries: Vec<((u64, u64, u64), Value)> = Vec::new();
+        for ((a, p), apps) in by_post {
+            let Some(post_ts) = self.live_original((a, p)) else {
+                continue;
+            };
+            // Appearances ordered as the timeline orders keys: newest
+            // first (ts, then id, then the user it came through).
+            let key = |x: &Appearance| (x.ts, x.id, x.via);
+            let at = match mode {
+                Mode::First => apps.iter().min_by_key(|x| key(x)),
+                Mode::Newest | Mode::None => apps.iter().max_by_key(|x| key(x)),
+            };
+            let Some(at) = at else { continue };
+            let mut item = json!({"post_id": p, "author": a, "ts": at.ts});
+            // Each reposting user once, at their newest repost.
+            let mut newest: BTreeMap<u64, Appearance> = BTreeMap::new();
+            for x in apps.iter().filter(|x| x.repost) {
+                let e = newest.entry(x.via).or_insert(*x);
+                if key(x) > key(e) {
+                    *e = *x;
+                }
+            }
+            if !newest.is_empty() {
+                let mut by: Vec<Appearance> = newest.into_values().collect();
+                by.sort_by_key(|x| std::cmp::Reverse(key(x)));
+                item["post_ts"] = post_ts.into();
+                item["reposters"] = by.len().into();
+                item["reposted_by"] = by
+                    .iter()
+                    .take(10)
+                    .map(|x| json!({"user": x.via, "post_id": x.id, "ts": x.ts}))
+                    .collect::<Vec<_>>()
+                    .into();
+            }
+            entries.push(((at.ts, p, a), item));
+        }
+        entries.sort_by_key(|(k, _)| std::cmp::Reverse(*k));
+        entries.into_iter().map(|(_, v)| v).collect()
     }
 }

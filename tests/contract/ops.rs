@@ -81,6 +81,19 @@ pub(crate) fn at_edges(e: Event) -> Event {
             user: u(user),
             ts: t(ts),
         },
+        Event::Repost {
+            author,
+            post_id,
+            of_author,
+            of_post_id,
+            ts,
+        } => Event::Repost {
+            author: u(author),
+            post_id: p(post_id),
+            of_author: u(of_author),
+            of_post_id: p(of_post_id),
+            ts: t(ts),
+        },
     }
 }
 
@@ -130,7 +143,15 @@ pub(crate) fn event(users: u64) -> impl Strategy<Value = Event> {
             .prop_map(|(a, p, t)| Event::Post { author: UserId(a), post_id: PostId(p), ts: Ts(t) }),
         1 => (user(), 1u64..=20, ts.clone())
             .prop_map(|(a, p, t)| Event::DeletePost { author: UserId(a), post_id: PostId(p), ts: Ts(t) }),
-        1 => (user(), ts).prop_map(|(a, t)| Event::Seen { user: UserId(a), ts: Ts(t) }),
+        1 => (user(), ts.clone()).prop_map(|(a, t)| Event::Seen { user: UserId(a), ts: Ts(t) }),
+        // Reposts in the posts' id space: of posts, of reposts, of ids
+        // never posted; a repost naming itself is not generated (invalid).
+        3 => (user(), 1u64..=20, user(), 1u64..=20, ts).prop_filter_map(
+            "a repost naming itself",
+            |(a, p, b, q, t)| ((a, p) != (b, q)).then_some(Event::Repost {
+                author: UserId(a), post_id: PostId(p), of_author: UserId(b), of_post_id: PostId(q), ts: Ts(t),
+            }),
+        ),
     ]
 }
 
@@ -138,7 +159,7 @@ pub(crate) fn op(users: u64) -> impl Strategy<Value = Op> {
     prop_oneof![
         20 => (event(users), any::<bool>()).prop_map(|(e, b)| Op::Event(e, b)),
         1 => Just(Op::Repeat),
-        1 => (0u8..7, any::<u32>()).prop_map(|(k, p)| Op::Invalid(k, p)),
+        1 => (0u8..8, any::<u32>()).prop_map(|(k, p)| Op::Invalid(k, p)),
     ]
 }
 
@@ -191,6 +212,13 @@ pub(crate) fn invalid_record(kind: u8, seed: u32, partitions: u32) -> (u32, u8, 
             p,
             json,
             br#"{"type":"post","author":1,"post_id":1,"ts":1700000000}"#.to_vec(),
+        ),
+        6 => (
+            // A repost naming itself.
+            p,
+            json,
+            br#"{"type":"repost","author":2,"post_id":5,"of_author":2,"of_post_id":5,"ts":1}"#
+                .to_vec(),
         ),
         _ => (
             // A forwarded record whose wrapper does not decode.

@@ -2,10 +2,9 @@
 //! short, else on the blocking pool), answer JSON.
 
 use super::errors::ApiError;
-use super::{render_metrics, routing, Api, MAX_COUNTER_IDS};
-use crate::api::query::{Page, PostItem, QueryError, Reader};
+use super::{routing, Api, MAX_COUNTER_IDS};
+use crate::api::query::{Page, PostItem, QueryError, Reader, RepostMode};
 use crate::core::event::{PostId, Ts, UserId};
-use crate::core::metrics::PartitionLag;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -24,6 +23,7 @@ pub(super) struct PageParams {
     cursor: Option<String>,
     newer_than: Option<String>,
     ids: Option<String>,
+    reposts: Option<RepostMode>,
 }
 
 pub(super) fn params(p: Params, allowed: &[&str]) -> Result<PageParams, ApiError> {
@@ -50,6 +50,14 @@ pub(super) fn params(p: Params, allowed: &[&str]) -> Result<PageParams, ApiError
             }
             "cursor" => out.cursor = Some(v),
             "newer_than" => out.newer_than = Some(v),
+            "reposts" => {
+                out.reposts = Some(RepostMode::parse(&v).ok_or_else(|| {
+                    ApiError::bad(
+                        "bad_query",
+                        format!("reposts must be newest, first or none, got {v:?}"),
+                    )
+                })?)
+            }
             "ids" => out.ids = Some(v),
             other => {
                 return Err(ApiError::internal(format!(
@@ -113,7 +121,8 @@ async fn paged<T: Serialize + Send + 'static>(
     let (user, l, cursor) = page_request(&api, id, q)?;
     let page = read(&api, move |r| view(r, user, l, cursor.as_deref())).await?;
     let mut resp = Json(&page).into_response();
-    link(&mut resp, route, user, l, page.next_cursor.as_deref(), None);
+    let next = page.next_cursor.as_deref();
+    link(&mut resp, route, user, RepostMode::Newest, l, (next, None));
     Ok(resp)
 }
 
@@ -124,11 +133,11 @@ fn link(
     resp: &mut Response,
     route: &str,
     user: UserId,
+    mode: RepostMode,
     limit: usize,
-    next: Option<&str>,
-    prev: Option<&str>,
+    (next, prev): (Option<&str>, Option<&str>),
 ) {
-    let links = links(route, user, limit, next, prev);
+    let links = links(route, user, mode, limit, next, prev);
     if !links.is_empty() {
         if let Ok(v) = HeaderValue::from_str(&links) {
             resp.headers_mut().insert(header::LINK, v);
@@ -142,7 +151,8 @@ fn link(
 /// pages should keep them this way (the tests do).
 pub fn kept_timeline_page(user: UserId, limit: usize, page: &Page<PostItem>) -> Option<Bytes> {
     let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
-    let mut kept = links(super::route::TIMELINE, user, limit, next, prev).into_bytes();
+    let mode = RepostMode::Newest;
+    let mut kept = links(super::route::TIMELINE, user, mode, limit, next, prev).into_bytes();
     kept.push(b'\n');
     serde_json::to_writer(&mut kept, page).ok()?;
     kept.shrink_to_fit();
@@ -170,22 +180,30 @@ struct Cursors {
     prev_cursor: Option<String>,
 }
 
-/// The `Link` header's value ("" for none).
+/// The `Link` header's value ("" for none); a timeline's in another mode
+/// than the default names it.
 fn links(
     route: &str,
     user: UserId,
+    mode: RepostMode,
     limit: usize,
     next: Option<&str>,
     prev: Option<&str>,
 ) -> String {
     let path = route.replace("{id}", &user.0.to_string());
+    let mode = match mode {
+        RepostMode::Newest => String::new(),
+        other => format!("&reposts={}", other.as_str()),
+    };
     let mut links = Vec::new();
     if let Some(c) = next {
-        links.push(format!(r#"<{path}?limit={limit}&cursor={c}>; rel="next""#));
+        links.push(format!(
+            r#"<{path}?limit={limit}{mode}&cursor={c}>; rel="next""#
+        ));
     }
     if let Some(c) = prev {
         links.push(format!(
-            r#"<{path}?limit={limit}&newer_than={c}>; rel="prev""#
+            r#"<{path}?limit={limit}{mode}&newer_than={c}>; rel="prev""#
         ));
     }
     links.join(", ")
@@ -220,12 +238,13 @@ pub(super) async fn timeline(
 ) -> Result<Response, ApiError> {
     let (user, p) = (
         user_id(&id)?,
-        params(q, &["limit", "cursor", "newer_than"])?,
+        params(q, &["limit", "cursor", "newer_than", "reposts"])?,
     );
     let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
     let route = super::route::TIMELINE;
+    let mode = p.reposts.unwrap_or_default();
     let linked = |mut resp: Response, next: Option<&str>, prev: Option<&str>| {
-        link(&mut resp, route, user, l, next, prev);
+        link(&mut resp, route, user, mode, l, (next, prev));
         resp
     };
     let cursor = match (p.cursor, p.newer_than) {
@@ -236,13 +255,14 @@ pub(super) async fn timeline(
             ))
         }
         (None, Some(newer)) => {
-            let page = read(&api, move |r| r.timeline_newer(user, l, &newer)).await?;
+            let page = read(&api, move |r| r.timeline_newer(user, mode, l, &newer)).await?;
             let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
             return Ok(linked(json_page(&page), next, prev));
         }
         (cursor, None) => cursor,
     };
-    if l <= INLINE_LIMIT && !api.reader.is_following() {
+    // The inline reads and the page cache serve the default placement.
+    if l <= INLINE_LIMIT && !api.reader.is_following() && mode == RepostMode::Newest {
         let reader = api.reader.current();
         if cursor.is_none() {
             let encode = |page: &Page<PostItem>| kept_timeline_page(user, l, page);
@@ -254,7 +274,7 @@ pub(super) async fn timeline(
                     // encoding (a plain page): read its cursors.
                     None => serde_json::from_slice::<Cursors>(&body).ok().and_then(|c| {
                         let (next, prev) = (c.next_cursor.as_deref(), c.prev_cursor.as_deref());
-                        HeaderValue::from_str(&links(route, user, l, next, prev)).ok()
+                        HeaderValue::from_str(&links(route, user, mode, l, next, prev)).ok()
                     }),
                 };
                 let mut resp = json_response(body);
@@ -268,7 +288,10 @@ pub(super) async fn timeline(
             return Ok(linked(json_page(&page), next, prev));
         }
     }
-    let page = read(&api, move |r| r.timeline(user, l, cursor.as_deref())).await?;
+    let page = read(&api, move |r| {
+        r.timeline_in(user, mode, l, cursor.as_deref())
+    })
+    .await?;
     let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
     Ok(linked(json_page(&page), next, prev))
 }
@@ -480,95 +503,7 @@ pub(super) async fn openapi(State(api): State<Arc<Api>>) -> Response {
         .into_response()
 }
 
-/// The liveness answer.
-#[derive(Serialize, utoipa::ToSchema)]
-pub(super) struct Health {
-    /// Always `ok`.
-    #[schema(value_type = String, pattern = "^ok$")]
-    status: &'static str,
-}
-
-pub(super) async fn healthz() -> Response {
-    Json(Health { status: "ok" }).into_response()
-}
-
-/// The readiness answer.
-#[derive(Serialize, utoipa::ToSchema)]
-pub(super) struct Ready {
-    /// Whether the processor is ready.
-    ready: bool,
-    /// Records not yet applied, both input logs, all partitions.
-    lag: u64,
-    /// The most records not yet applied for ready (`--ready-lag`).
-    max_lag: u64,
-    /// Why not ready, when it is not the lag: the log does not hold what the
-    /// state has applied, or cannot be read.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    problems: Vec<String>,
-}
-
-/// What keeps the state from matching its logs: a position past a log's end
-/// (a log truncated or replaced under the state).
-fn log_problems(lags: &[PartitionLag]) -> Vec<String> {
-    let mut out = Vec::new();
-    for l in lags {
-        for (topic, pos, end) in [
-            ("events", l.at.events, l.end.events),
-            ("effects", l.at.effects, l.end.effects),
-        ] {
-            if pos > end {
-                out.push(format!(
-                    "partition {}: the state has applied {topic} up to offset {pos} but the log ends at {end}",
-                    l.partition
-                ));
-            }
-        }
-    }
-    out
-}
-
-pub(super) async fn readyz(State(api): State<Arc<Api>>) -> Result<Response, ApiError> {
-    let a = api.clone();
-    let lags = tokio::task::spawn_blocking(move || a.lag())
-        .await
-        .map_err(ApiError::internal)?;
-    let (lag, problems) = match lags {
-        Ok(lags) => (
-            lags.iter().map(PartitionLag::total).sum(),
-            log_problems(&lags),
-        ),
-        // An unreadable (corrupt) log: not ready, and say why.
-        Err(e) => (0, vec![e.message]),
-    };
-    let ready = lag <= api.cfg.ready_lag && problems.is_empty();
-    let status = if ready {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    let body = Ready {
-        ready,
-        lag,
-        max_lag: api.cfg.ready_lag,
-        problems,
-    };
-    Ok((status, Json(body)).into_response())
-}
-
-pub(super) async fn metrics_route(State(api): State<Arc<Api>>) -> Result<Response, ApiError> {
-    let a = api.clone();
-    let text = tokio::task::spawn_blocking(move || render_metrics(&a))
-        .await
-        .map_err(ApiError::internal)?;
-    Ok((
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-        )],
-        text,
-    )
-        .into_response())
-}
+pub(super) use super::health::{healthz, metrics_route, readyz, Health, Ready};
 
 pub(super) async fn not_found() -> ApiError {
     no_such_route()

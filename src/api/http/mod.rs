@@ -12,6 +12,7 @@
 pub mod client;
 mod errors;
 mod handlers;
+mod health;
 mod layers;
 mod metrics_text;
 pub mod routing;

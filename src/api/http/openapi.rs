@@ -15,7 +15,8 @@ use super::handlers::{Health, Ready};
 use super::routing::OutboxesAnswer;
 use super::ApiConfig;
 use crate::api::query::{
-    Counters, CountersList, FollowerItem, List, Page, PostItem, DEFAULT_LIMIT, DEFAULT_RECENT,
+    Counters, CountersList, FollowerItem, List, Page, PostItem, RepostOf, RepostedBy,
+    DEFAULT_LIMIT, DEFAULT_RECENT,
 };
 use utoipa::OpenApi;
 
@@ -44,7 +45,7 @@ pub fn default_limit(route: &str) -> Option<usize> {
         followees, openapi, healthz, readyz, metrics, internal_outboxes
     ),
     components(schemas(
-        PostItem, FollowerItem, Counters, Page<PostItem>, Page<FollowerItem>,
+        PostItem, RepostedBy, RepostOf, FollowerItem, Counters, Page<PostItem>, Page<FollowerItem>,
         List<FollowerItem>, CountersList, Ready, ErrorBody, Health, OutboxesAnswer
     ))
 )]
@@ -83,10 +84,11 @@ enum Refusals {
 }
 
 #[utoipa::path(get, path = "/v1/users/{id}/timeline", operation_id = "getTimeline",
-    summary = "Home timeline: live posts of current followees, newest first (ts, then post_id, then author, descending).",
+    summary = "Home timeline: one entry per live post with an appearance — the post itself when its author is followed, each live repost by a followed user — placed at its newest appearance (or as `reposts` says), newest first (ts, then post_id, then author, descending). An entry with reposts among its appearances adds post_ts, reposted_by and reposters.",
     params(
         User,
         Paging,
+        ("reposts" = Option<String>, Query, description = "Where a post with reposts sits: `newest` (default: at its newest appearance; a new repost moves it up), `first` (at its oldest), `none` (reposts ignored: only posts of followed authors). A cursor belongs to its mode.", pattern = "^(newest|first|none)$"),
         ("newer_than" = Option<String>, Query, description = "A page's `prev_cursor`: the `limit` entries just newer than that page's first, newest first (Mastodon's `min_id`); an empty page with the same `prev_cursor` when there are none yet. Not with `cursor`. Walks at most 1,000 entries from the top (a deeper cursor is a 400 bad_cursor)."),
     ),
     responses(

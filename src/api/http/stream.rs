@@ -10,7 +10,7 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -52,8 +52,11 @@ struct Stream {
     /// The newest entry sent (or on the timeline when it opened; else
     /// [`BOTTOM`]).
     newest: TimelineKey,
+    /// The newest entry on the timeline when the stream opened (or the one
+    /// it resumed after): only entries above it are sent.
+    opened: TimelineKey,
     /// Entries sent, oldest first, at most [`TRACKED`].
-    sent: VecDeque<TimelineKey>,
+    sent: VecDeque<Tracked>,
     /// Events ready to go, in order.
     queue: VecDeque<SseEvent>,
     /// Commits of the processor in this process, if it runs here.
@@ -82,55 +85,126 @@ impl Stream {
     }
 
     /// Reads the timeline above the oldest entry sent (or the newest known)
-    /// and queues what is new and what was retracted.
+    /// and queues what is new, what moved and what was retracted.
     async fn read(&mut self) -> Result<(), ApiError> {
         self.last_read = Some(Instant::now());
-        let (user, newest) = (self.user, self.newest);
-        let floor = self.sent.front().copied();
-        let (items, complete) = read(&self.api, move |r| match floor {
-            Some(f) => r.timeline_down_to(user, f, MOST),
-            None => r.timeline_above(user, newest, MOST),
-        })
-        .await?;
-        // Retractions first: a tracked entry the walk did not meet. Only
-        // when the walk reached its floor, so a cut walk announces nothing.
+        let newest = self.newest;
+        // The oldest place sent: a moved entry can sit below the first sent.
+        let floor = self.sent.iter().map(|s| s.0).max();
+        let (mut items, complete) = self.walk(floor).await?;
+        let json = self.api.cfg.string_ids;
+        // Retractions and moves first: a tracked entry the walk did not meet
+        // where it was sent. Only when the walk reached its floor, so a cut
+        // walk announces nothing.
         if complete && floor.is_some() {
+            let (_, missing) = placed(&self.sent, &items);
+            // An entry that moved down sits at or above its post's own
+            // time (the original is an appearance of it), unless its
+            // author is no longer followed: walk down to the oldest such
+            // time once, only when something is missing.
+            let deep = missing.iter().map(|&(_, post_ts)| TimelineKey {
+                ts: post_ts,
+                post_id: PostId(0),
+                author: UserId(0),
+            });
+            if let Some(deep) = deep.max().filter(|d| Some(*d) > floor) {
+                if let (more, true) = self.walk(Some(deep)).await? {
+                    items = more;
+                }
+            }
+            let (at, _) = placed(&self.sent, &items);
             let present: HashSet<TimelineKey> = items.iter().map(key_of).collect();
-            let json = self.api.cfg.string_ids;
-            self.sent.retain(|k| {
-                let kept = present.contains(k);
-                if !kept {
-                    self.queue.push_back(
+            let mut moved = Vec::new();
+            self.sent.retain(|&(k, _)| {
+                if present.contains(&k) {
+                    return true;
+                }
+                match at.get(&(k.post_id, k.author)) {
+                    // Moved up (a new repost): sent below as a new entry.
+                    Some(i) if key_of(i) < newest => {}
+                    // Moved down (a repost taken back, a reposter
+                    // unfollowed): sent now at its new place, without an id
+                    // (resuming goes by the newest entry sent).
+                    Some(i) => moved.push((*i).clone()),
+                    None => self.queue.push_back(
                         SseEvent::default()
                             .event("delete")
-                            .data(entry_json(k, json)),
-                    );
+                            .data(entry_json(&k, json)),
+                    ),
                 }
-                kept
+                false
             });
-        }
-        let fresh: Vec<TimelineKey> = items
-            .iter()
-            .map(key_of)
-            .take_while(|k| *k < newest)
-            .collect();
-        if let Some(first) = fresh.first() {
-            self.newest = *first;
-        }
-        for k in fresh.into_iter().rev() {
-            self.queue.push_back(
-                SseEvent::default()
-                    .event("entry")
-                    .id(event_id(&k))
-                    .data(entry_json(&k, self.api.cfg.string_ids)),
-            );
-            if self.sent.len() == TRACKED {
-                self.sent.pop_front();
+            for i in moved {
+                self.queue
+                    .push_back(SseEvent::default().event("entry").data(item_json(&i, json)));
+                self.sent.push_back(tracked(&i));
             }
-            self.sent.push_back(k);
+        }
+        // New entries: above where the stream opened and not sent yet,
+        // oldest first. One newer than every entry sent carries its id; one
+        // that became visible after a newer one was sent (its partition
+        // applied it later) is sent without (resuming goes by the newest).
+        let sent: HashSet<(PostId, UserId)> = self
+            .sent
+            .iter()
+            .map(|(k, _)| (k.post_id, k.author))
+            .collect();
+        let opened = self.opened;
+        let fresh = items.iter().rev().filter(|i| {
+            key_of(i) < opened && !sent.contains(&(PostId(i.post_id), UserId(i.author)))
+        });
+        for i in fresh {
+            let k = key_of(i);
+            let mut event = SseEvent::default().event("entry");
+            if k < self.newest {
+                self.newest = k;
+                event = event.id(event_id(&k));
+            }
+            self.queue.push_back(event.data(item_json(i, json)));
+            self.sent.push_back(tracked(i));
+        }
+        while self.sent.len() > TRACKED {
+            self.sent.pop_front();
         }
         Ok(())
     }
+
+    /// The timeline down to `floor` (with it) or above the newest known,
+    /// and whether the walk got there.
+    async fn walk(&self, floor: Option<TimelineKey>) -> Result<(Vec<PostItem>, bool), ApiError> {
+        let (user, newest) = (self.user, self.newest);
+        read(&self.api, move |r| match floor {
+            Some(f) => r.timeline_down_to(user, f, MOST),
+            None => r.timeline_above(user, newest, MOST),
+        })
+        .await
+    }
+}
+
+/// A sent entry as the stream tracks it: its place and its post's own time.
+type Tracked = (TimelineKey, Ts);
+
+/// Walked entries by their post.
+type ByPost<'a> = HashMap<(PostId, UserId), &'a PostItem>;
+
+/// A sent entry as the stream tracks it.
+fn tracked(i: &PostItem) -> Tracked {
+    (key_of(i), Ts(i.post_ts.unwrap_or(i.ts)))
+}
+
+/// The walked entries by post, and the tracked entries found neither at
+/// their place nor elsewhere in `items`.
+fn placed<'a>(sent: &VecDeque<Tracked>, items: &'a [PostItem]) -> (ByPost<'a>, Vec<Tracked>) {
+    let at: ByPost<'_> = items
+        .iter()
+        .map(|i| ((PostId(i.post_id), UserId(i.author)), i))
+        .collect();
+    let missing = sent
+        .iter()
+        .filter(|(k, _)| !at.contains_key(&(k.post_id, k.author)))
+        .copied()
+        .collect();
+    (at, missing)
 }
 
 /// The most entries one read of the stream walks
@@ -154,7 +228,19 @@ fn key_of(i: &PostItem) -> TimelineKey {
     }
 }
 
-/// An entry as the stream's data: `{"post_id","author","ts"}`.
+/// An entry as the stream's data: the entry as a timeline page lists it
+/// (`{"post_id","author","ts"}`, and with reposts `post_ts`, `reposted_by`,
+/// `reposters`).
+fn item_json(i: &PostItem, string_ids: bool) -> String {
+    let body = serde_json::to_vec(i).unwrap_or_default();
+    let body = match string_ids {
+        true => super::ids::stringify(&body).unwrap_or(body),
+        false => body,
+    };
+    String::from_utf8(body).unwrap_or_default()
+}
+
+/// A retracted entry as the stream's data: `{"post_id","author","ts"}`.
 fn entry_json(k: &TimelineKey, string_ids: bool) -> String {
     let (post_id, author, ts) = (k.post_id, k.author, k.ts);
     if string_ids {
@@ -166,10 +252,13 @@ fn entry_json(k: &TimelineKey, string_ids: bool) -> String {
 
 /// Server-sent events: each timeline entry newer than every entry already
 /// on the timeline when the stream opened, oldest first, as it becomes
-/// visible (`event: entry`, `id: ts:post_id:author`, data
-/// `{"post_id","author","ts"}`), and `event: delete` (same data, no id) when
-/// one of the last [`TRACKED`] entries it sent leaves the timeline (a
-/// deleted post, an unfollow). A client that reconnects with
+/// visible (`event: entry`, `id: ts:post_id:author`, data the entry as a
+/// timeline page lists it), and `event: delete` (data
+/// `{"post_id","author","ts"}`, no id) when one of the last [`TRACKED`]
+/// entries it sent leaves the timeline (a deleted post, an unfollow). An
+/// entry that moves (a new repost moves it up, a repost taken back down) is
+/// sent again at its new place, without a `delete`: a move down carries no
+/// id. A client that reconnects with
 /// `Last-Event-ID` (browsers do it themselves) first gets every entry newer
 /// than that one, up to the newest 10,000, then the live ones; an id it
 /// cannot read is ignored. The stream opens with a `subscribed` comment.
@@ -204,6 +293,7 @@ pub(super) async fn timeline_stream(
         api,
         user,
         newest,
+        opened: newest,
         sent: VecDeque::new(),
         queue: VecDeque::new(),
         commits,

@@ -7,10 +7,28 @@ use base64::Engine;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub(super) enum CursorView {
+    /// The timeline, newest appearance first (the default).
     Timeline = 1,
     Posts = 2,
     Followers = 3,
     Followees = 4,
+    /// The timeline with posts at their oldest appearance.
+    TimelineFirst = 5,
+    /// The timeline without reposts.
+    TimelineNone = 6,
+}
+
+impl CursorView {
+    /// The timeline's cursors in `mode`: a cursor of one mode is refused
+    /// by another (entries sit elsewhere).
+    pub(super) fn timeline(mode: crate::core::repost::Mode) -> CursorView {
+        use crate::core::repost::Mode;
+        match mode {
+            Mode::Newest => CursorView::Timeline,
+            Mode::First => CursorView::TimelineFirst,
+            Mode::None => CursorView::TimelineNone,
+        }
+    }
 }
 
 const CURSOR_VERSION: u8 = 1;

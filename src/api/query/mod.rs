@@ -16,8 +16,11 @@ mod cursor;
 mod timeline;
 mod types;
 
+pub use crate::core::repost::Mode as RepostMode;
 use cursor::{decode_cursor, encode_cursor, CursorView};
-pub use types::{Counters, CountersList, FollowerItem, List, Page, PostItem, QueryError};
+pub use types::{
+    Counters, CountersList, FollowerItem, List, Page, PostItem, QueryError, RepostOf, RepostedBy,
+};
 
 /// Default page size.
 pub const DEFAULT_LIMIT: usize = 20;
@@ -193,6 +196,7 @@ impl Reader {
                     followers: v.followers,
                     followees: v.followees,
                     posts: v.posts,
+                    reposts: v.reposts,
                 });
             }
         }
@@ -210,6 +214,7 @@ impl Reader {
             followers: u.followers,
             followees: u.followees,
             posts: u.posts,
+            reposts: u.reposts,
         })
     }
 
@@ -325,20 +330,30 @@ impl Reader {
         };
         let store = self.store_of(user)?;
         let snap = store.snapshot();
-        let mut items: Vec<PostItem> = views::outbox(&snap, user, after)
-            .filter(|r| !matches!((r, after), (Ok(x), Some(a)) if *x == a))
+        let mut items: Vec<PostItem> = views::outbox_items(&snap, user, after)
+            .filter(|r| !matches!((r, after), (Ok(x), Some(a)) if (x.ts, x.post_id) == a))
             .take(limit + 1)
             .map(|r| {
-                r.map(|(ts, p)| PostItem {
-                    post_id: p.0,
-                    author: user.0,
-                    ts: ts.0,
-                })
+                let x = r?;
+                let mut item = PostItem::plain(x.post_id.0, user.0, x.ts.0);
+                match x.repost_of {
+                    Some(((a, p), _)) => {
+                        item.repost_of = Some(types::RepostOf {
+                            author: a.0,
+                            post_id: p.0,
+                        })
+                    }
+                    None => {
+                        let n = crate::core::repost::count(&snap, (user, x.post_id))?;
+                        item.reposts = Some(n);
+                    }
+                }
+                Ok::<_, QueryError>(item)
             })
             .collect::<Result<_, _>>()?;
         let next_cursor = (items.len() > limit).then(|| {
             items.truncate(limit);
-            let last = items[limit - 1];
+            let last = &items[limit - 1];
             let mut b = last.ts.to_be_bytes().to_vec();
             b.extend_from_slice(&last.post_id.to_be_bytes());
             encode_cursor(CursorView::Posts, user, &b)

@@ -4,27 +4,82 @@
 use super::cursor::{decode_cursor, encode_cursor, CursorView};
 use super::*;
 use crate::core::keys::TimelineKey;
+use crate::core::repost::{self, Entry};
 use crate::core::timeline::held_timeline;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
 impl Reader {
     /// A page of the user's home timeline: live posts of current followees,
-    /// newest first (ts desc, post id desc, author desc).
+    /// newest first (ts desc, post id desc, author desc), each post once at
+    /// its newest appearance when followed users reposted it.
     pub fn timeline(
         &self,
         user: UserId,
         limit: usize,
         cursor: Option<&str>,
     ) -> Result<Page<PostItem>, QueryError> {
-        let after = timeline_after(user, limit, cursor)?;
+        self.timeline_in(user, RepostMode::Newest, limit, cursor)
+    }
+
+    /// A page of the user's home timeline with its posts placed as `mode`
+    /// says (README, "Reposts"): every live post of a followee and every
+    /// live repost by one, one entry per original post, in timeline order.
+    pub fn timeline_in(
+        &self,
+        user: UserId,
+        mode: RepostMode,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Page<PostItem>, QueryError> {
+        let after = timeline_after(user, mode, limit, cursor)?;
         let store = self.store_of(user)?;
         let snap = store.snapshot();
-        let (mut keys, past_horizon) = held_timeline(&snap, user, after, limit + 1)?;
-        if let Some(from) = past_horizon {
-            self.pull(&snap, user, from, after, limit + 1, &mut keys)?;
+        if !repost::any_repost(&snap)? {
+            // No repost anywhere: each appearance is an entry of its own.
+            let keys = self.appearances(&snap, user, after, limit + 1)?;
+            let entries = keys.into_iter().map(Entry::plain).collect();
+            return Ok(timeline_page(user, mode, limit, entries));
         }
-        Ok(timeline_page(user, limit, keys))
+        let mut entries = repost::Entries::new(user, mode, after);
+        let mut from = entries.start();
+        let mut out = Vec::new();
+        // The appearances, a chunk at a time, until the entries fill the
+        // page (times whose entries are all known count only).
+        let chunk = limit + 2;
+        loop {
+            let keys = self.appearances(&snap, user, from, chunk)?;
+            for k in &keys {
+                entries.push(&snap, *k, &mut out)?;
+            }
+            if keys.len() < chunk {
+                entries.flush(&mut out);
+                break;
+            }
+            if out.len() > limit {
+                break;
+            }
+            from = keys.last().copied();
+        }
+        out.truncate(limit + 1);
+        Ok(timeline_page(user, mode, limit, out))
+    }
+
+    /// Up to `want` appearances (live posts and reposts of followees) of
+    /// `user`'s timeline after `after`, in order: what the partition holds,
+    /// completed from the followees' outboxes past its bound.
+    fn appearances(
+        &self,
+        snap: &Snapshot<'_>,
+        user: UserId,
+        after: Option<TimelineKey>,
+        want: usize,
+    ) -> Result<Vec<TimelineKey>, QueryError> {
+        let (mut keys, past_horizon) = held_timeline(snap, user, after, want)?;
+        if let Some(from) = past_horizon {
+            self.pull(snap, user, from, after, want, &mut keys)?;
+        }
+        Ok(keys)
     }
 
     /// The same page as [`Reader::timeline`] when the materialized inbox
@@ -54,7 +109,8 @@ impl Reader {
         cursor: Option<&str>,
         copies: bool,
     ) -> Result<Option<Page<PostItem>>, QueryError> {
-        let after = timeline_after(user, limit, cursor)?;
+        let mode = RepostMode::Newest;
+        let after = timeline_after(user, mode, limit, cursor)?;
         let want = limit + 1;
         let (lo, hi) = views::inbox_range(user, after.as_ref());
         let mut page = Vec::with_capacity(want);
@@ -73,9 +129,16 @@ impl Reader {
         // store never removes or raises one (the core only ever lowers
         // it), so none now means none when the scan read.
         let u = views::user(store, user)?;
+        // With reposts, entries are not the inbox's keys: the full read
+        // places them. Checked after the scan too: a repost that became
+        // live before the scan was known to this partition before it.
+        if repost::any_repost(store)? {
+            return Ok(None);
+        }
+        let plain = |keys: Vec<TimelineKey>| keys.into_iter().map(Entry::plain).collect();
         if u.marks == 0 {
             let whole = page.len() == want || u.horizon.is_none();
-            return Ok(whole.then(|| timeline_page(user, limit, page)));
+            return Ok(whole.then(|| timeline_page(user, mode, limit, plain(page))));
         }
         if !copies {
             return Ok(None);
@@ -83,7 +146,7 @@ impl Reader {
         let (keys, pull_from) = held_timeline(&store.snapshot(), user, after, want)?;
         Ok(pull_from
             .is_none()
-            .then(|| timeline_page(user, limit, keys)))
+            .then(|| timeline_page(user, mode, limit, plain(keys))))
     }
 
     /// The first page of `limit` entries of `user`'s timeline, encoded by
@@ -216,9 +279,10 @@ impl Reader {
     }
 }
 
-/// Checks a timeline request; the key its cursor continues after.
+/// Checks a timeline request; the entry its cursor continues after.
 fn timeline_after(
     user: UserId,
+    mode: RepostMode,
     limit: usize,
     cursor: Option<&str>,
 ) -> Result<Option<TimelineKey>, QueryError> {
@@ -227,7 +291,7 @@ fn timeline_after(
     Ok(match cursor {
         Some(c) => Some(TimelineKey::decode(&decode_cursor(
             c,
-            CursorView::Timeline,
+            CursorView::timeline(mode),
             user,
             TimelineKey::LEN,
         )?)),
@@ -235,29 +299,45 @@ fn timeline_after(
     })
 }
 
-/// The page of `limit` from `keys` (at most `limit + 1`: one more means a
-/// next page, whose cursor is the last key shown).
-fn timeline_page(user: UserId, limit: usize, mut keys: Vec<TimelineKey>) -> Page<PostItem> {
-    let next_cursor = (keys.len() > limit).then(|| {
-        keys.truncate(limit);
-        encode_cursor(CursorView::Timeline, user, &keys[limit - 1].encode())
+/// The page of `limit` from `entries` (at most `limit + 1`: one more means
+/// a next page, whose cursor is the last entry shown).
+fn timeline_page(
+    user: UserId,
+    mode: RepostMode,
+    limit: usize,
+    mut entries: Vec<Entry>,
+) -> Page<PostItem> {
+    let view = CursorView::timeline(mode);
+    let next_cursor = (entries.len() > limit).then(|| {
+        entries.truncate(limit);
+        encode_cursor(view, user, &entries[limit - 1].key.encode())
     });
-    let prev_cursor = keys
+    let prev_cursor = entries
         .first()
-        .map(|k| encode_cursor(CursorView::Timeline, user, &k.encode()));
-    let items = keys
-        .into_iter()
-        .map(|k| PostItem {
-            post_id: k.post_id.0,
-            author: k.author.0,
-            ts: k.ts.0,
-        })
-        .collect();
+        .map(|e| encode_cursor(view, user, &e.key.encode()));
+    let items = entries.into_iter().map(item_of).collect();
     Page {
         items,
         next_cursor,
         prev_cursor,
     }
+}
+
+/// An entry as the API answers it.
+fn item_of(e: Entry) -> PostItem {
+    let k = e.key;
+    let mut item = PostItem::plain(k.post_id.0, k.author.0, k.ts.0);
+    if let Some(post_ts) = e.post_ts {
+        item.post_ts = Some(post_ts.0);
+        item.reposters = Some(e.reposters);
+        let by = e.reposted_by.iter().map(|r| super::RepostedBy {
+            user: r.user.0,
+            post_id: r.post_id.0,
+            ts: r.ts.0,
+        });
+        item.reposted_by = Some(by.collect());
+    }
+    item
 }
 
 impl Reader {
@@ -272,7 +352,7 @@ impl Reader {
         anchor: TimelineKey,
         most: usize,
     ) -> Result<(Vec<PostItem>, bool), QueryError> {
-        self.timeline_walk(user, anchor, most, false)
+        self.timeline_walk(user, RepostMode::Newest, anchor, most, false)
     }
 
     /// [`Reader::timeline_above`], with the anchor's own entry when it is
@@ -283,12 +363,13 @@ impl Reader {
         anchor: TimelineKey,
         most: usize,
     ) -> Result<(Vec<PostItem>, bool), QueryError> {
-        self.timeline_walk(user, anchor, most, true)
+        self.timeline_walk(user, RepostMode::Newest, anchor, most, true)
     }
 
     fn timeline_walk(
         &self,
         user: UserId,
+        mode: RepostMode,
         anchor: TimelineKey,
         most: usize,
         with_anchor: bool,
@@ -297,7 +378,7 @@ impl Reader {
         let mut newer = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
-            let page = self.timeline(user, STEP, cursor.as_deref())?;
+            let page = self.timeline_in(user, mode, STEP, cursor.as_deref())?;
             let mut reached = false;
             for i in page.items {
                 let k = key_of(&i);
@@ -339,33 +420,33 @@ impl Reader {
     pub fn timeline_newer(
         &self,
         user: UserId,
+        mode: RepostMode,
         limit: usize,
         newer_than: &str,
     ) -> Result<Page<PostItem>, QueryError> {
-        let Some(anchor) = timeline_after(user, limit, Some(newer_than))? else {
+        let Some(anchor) = timeline_after(user, mode, limit, Some(newer_than))? else {
             return Err(QueryError::BadCursor("no cursor".into()));
         };
-        let (newer, reached) = self.timeline_above(user, anchor, NEWER_THAN_MOST)?;
-        let mut newer: Vec<TimelineKey> = newer.iter().map(key_of).collect();
+        let (mut newer, reached) =
+            self.timeline_walk(user, mode, anchor, NEWER_THAN_MOST, false)?;
         if !reached {
             return Err(QueryError::BadCursor(format!(
                 "more than {NEWER_THAN_MOST} entries are newer than this cursor: read from the top"
             )));
         }
         // The `limit` closest to the anchor.
-        let mut page = timeline_page(
-            user,
-            limit,
-            newer.split_off(newer.len().saturating_sub(limit)),
-        );
-        match page.items.last() {
+        let items = newer.split_off(newer.len().saturating_sub(limit));
+        let view = CursorView::timeline(mode);
+        let cursor = |i: &PostItem| encode_cursor(view, user, &key_of(i).encode());
+        let mut page = Page {
+            prev_cursor: items.first().map(cursor),
             // Down from here: this page's last entry, then the anchor.
-            Some(last) => {
-                let k = key_of(last).encode();
-                page.next_cursor = Some(encode_cursor(CursorView::Timeline, user, &k));
-            }
+            next_cursor: items.last().map(cursor),
+            items,
+        };
+        if page.items.is_empty() {
             // Nothing newer yet: poll again with the same cursor.
-            None => page.prev_cursor = Some(newer_than.to_string()),
+            page.prev_cursor = Some(newer_than.to_string());
         }
         Ok(page)
     }

@@ -77,16 +77,71 @@ impl QueryError {
     }
 }
 
-/// A post in a timeline or outbox page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+/// A post in a timeline or posts page. A timeline entry with no repost
+/// among its appearances, and an original in a posts page, has only
+/// `post_id`, `author` and `ts` (and `reposts` in a posts page).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[schema(as = Post)]
 pub struct PostItem {
-    /// The post.
+    /// The post (in a posts page, a repost's own id).
     pub post_id: u64,
-    /// Its author.
+    /// Its author (in a posts page, the reposter of a repost).
     pub author: u64,
-    /// Post time, ms since the epoch.
+    /// Its place, ms since the epoch: a timeline entry's is the time of the
+    /// appearance the mode places it at (its newest by default).
     pub ts: u64,
+    /// Timeline, when followed users reposted it: the post's own time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub post_ts: Option<u64>,
+    /// Timeline: the followed users who reposted it, each at their newest
+    /// repost of it, newest first, at most 10.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reposted_by: Option<Vec<RepostedBy>>,
+    /// Timeline: how many followed users reposted it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reposters: Option<u64>,
+    /// Posts page, an original: its live reposts, by anyone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reposts: Option<u64>,
+    /// Posts page, a repost: the original it reposts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repost_of: Option<RepostOf>,
+}
+
+impl PostItem {
+    /// A post with no repost about it: its id, author and time.
+    pub fn plain(post_id: u64, author: u64, ts: u64) -> PostItem {
+        PostItem {
+            post_id,
+            author,
+            ts,
+            post_ts: None,
+            reposted_by: None,
+            reposters: None,
+            reposts: None,
+            repost_of: None,
+        }
+    }
+}
+
+/// A followed user who reposted a timeline entry's post.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct RepostedBy {
+    /// The reposting user.
+    pub user: u64,
+    /// Their repost's id.
+    pub post_id: u64,
+    /// Their repost's time, ms since the epoch.
+    pub ts: u64,
+}
+
+/// The original a repost reposts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct RepostOf {
+    /// The original's author.
+    pub author: u64,
+    /// The original.
+    pub post_id: u64,
 }
 
 /// A user in a follower or followee list, with the follow time.
@@ -108,8 +163,10 @@ pub struct Counters {
     pub followers: u64,
     /// Live followees.
     pub followees: u64,
-    /// Live posts.
+    /// Live posts (originals).
     pub posts: u64,
+    /// Live reposts (of live originals).
+    pub reposts: u64,
 }
 
 /// One page of a view.

@@ -8,6 +8,7 @@ mod kafka;
 mod pulled;
 mod rebuild;
 mod redis;
+mod redis_worker;
 mod resp;
 
 pub use fanout::fanout;

@@ -15,6 +15,7 @@
 //! commits every batch durably.
 
 use super::http::{readers, through_http, which, Load};
+use super::redis_worker::Worker;
 use super::resp::{number, Conn, Resp};
 use super::{workload, Cleanup};
 use crate::cli::say::say;
@@ -30,7 +31,6 @@ use feedlog::log::{Log, Topic};
 use feedlog::state::datadir::DataDir;
 use feedlog::task::embedded::{Processor, ProcessorConfig};
 use feedlog::task::Shutdown;
-use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -453,146 +453,4 @@ fn parse_benchmark_csv(text: &str) -> Option<Load> {
         p50_ms: field("p50_latency_ms")?,
         p99_ms: field("p99_latency_ms")?,
     })
-}
-
-/// The design's fan-out worker: what it keeps in memory, and the commands
-/// each event becomes.
-struct Worker {
-    cap: u64,
-    /// Followers of each user.
-    followers: HashMap<u64, HashSet<u64>>,
-    /// Each post's time while live, `None` once deleted (a post id is never
-    /// used again, as in feedlog).
-    posts: HashMap<(u64, u64), Option<u64>>,
-    /// Each author's live posts, `(ts, post)`.
-    outboxes: HashMap<u64, BTreeSet<(u64, u64)>>,
-    /// Inbox entries written (members of inbox `ZADD`s).
-    entries: u64,
-    /// An upper bound of each inbox's length: an inbox is trimmed only when
-    /// it may hold more than the cap (the design at its cheapest; a trim
-    /// per insert would double the commands).
-    bounds: HashMap<u64, u64>,
-}
-
-impl Worker {
-    fn new(cap: u64) -> Worker {
-        Worker {
-            cap,
-            followers: HashMap::new(),
-            posts: HashMap::new(),
-            outboxes: HashMap::new(),
-            entries: 0,
-            bounds: HashMap::new(),
-        }
-    }
-
-    /// `added` entries went into `user`'s inbox: trims it when it may
-    /// hold more than the cap.
-    fn grown(&mut self, user: u64, added: u64, out: &mut Resp) {
-        self.entries += added;
-        let bound = self.bounds.entry(user).or_default();
-        *bound += added;
-        if *bound > self.cap {
-            out.trim(user, self.cap);
-            *bound = self.cap;
-        }
-    }
-
-    fn apply(&mut self, e: &Event, out: &mut Resp) {
-        match *e {
-            Event::Follow {
-                follower, followee, ..
-            } => {
-                let (a, b) = (follower.0, followee.0);
-                if a == b || !self.followers.entry(b).or_default().insert(a) {
-                    return;
-                }
-                out.command(3);
-                out.bytes(b"SADD");
-                out.key('f', b);
-                out.number(a);
-                let newest: Vec<(u64, u64)> = self
-                    .outboxes
-                    .get(&b)
-                    .map(|o| o.iter().rev().take(self.cap as usize).copied().collect())
-                    .unwrap_or_default();
-                if newest.is_empty() {
-                    return;
-                }
-                out.command(2 + 2 * newest.len());
-                out.bytes(b"ZADD");
-                out.key('i', a);
-                for (ts, post) in &newest {
-                    out.number(*ts);
-                    out.number(*post);
-                }
-                self.grown(a, newest.len() as u64, out);
-            }
-            Event::Unfollow {
-                follower, followee, ..
-            } => {
-                let (a, b) = (follower.0, followee.0);
-                if !self.followers.get_mut(&b).is_some_and(|f| f.remove(&a)) {
-                    return;
-                }
-                out.command(3);
-                out.bytes(b"SREM");
-                out.key('f', b);
-                out.number(a);
-                let posts: Vec<u64> = self
-                    .outboxes
-                    .get(&b)
-                    .map(|o| o.iter().map(|&(_, p)| p).collect())
-                    .unwrap_or_default();
-                out.zrem('i', a, &posts);
-            }
-            Event::Post {
-                author,
-                post_id,
-                ts,
-            } => {
-                let (author, post, ts) = (author.0, post_id.0, ts.0);
-                if self.posts.contains_key(&(author, post)) {
-                    return;
-                }
-                self.posts.insert((author, post), Some(ts));
-                self.outboxes.entry(author).or_default().insert((ts, post));
-                out.command(4);
-                out.bytes(b"ZADD");
-                out.key('o', author);
-                out.number(ts);
-                out.number(post);
-                // Out of the map while `grown` borrows the worker.
-                let followers = self.followers.remove(&author).unwrap_or_default();
-                for &f in &followers {
-                    out.command(4);
-                    out.bytes(b"ZADD");
-                    out.key('i', f);
-                    out.number(ts);
-                    out.number(post);
-                    self.grown(f, 1, out);
-                }
-                if !followers.is_empty() {
-                    self.followers.insert(author, followers);
-                }
-            }
-            Event::DeletePost {
-                author, post_id, ..
-            } => {
-                let (author, post) = (author.0, post_id.0);
-                let Some(ts) = self.posts.insert((author, post), None).flatten() else {
-                    return;
-                };
-                if let Some(o) = self.outboxes.get_mut(&author) {
-                    o.remove(&(ts, post));
-                }
-                out.zrem('o', author, &[post]);
-                for &f in self.followers.get(&author).into_iter().flatten() {
-                    out.zrem('i', f, &[post]);
-                }
-            }
-            // Activity: the push design has nothing to do for it.
-            Event::Seen { .. } => {}
-        }
-    }
 }

@@ -36,6 +36,13 @@ fn events() -> Vec<Event> {
             user: b,
             ts: Ts(1_700_000_000_004),
         },
+        Event::Repost {
+            author: b,
+            post_id: PostId(78),
+            of_author: a,
+            of_post_id: PostId(77),
+            ts: Ts(1_700_000_000_005),
+        },
     ]
 }
 
@@ -109,6 +116,39 @@ fn effects() -> Vec<Effect> {
             posts: vec![(Ts(9), PostId(8))],
             truncated: true,
         },
+        Effect::RepostOf {
+            of_author: a,
+            of_post_id: PostId(8),
+            reposter: f,
+            repost: PostId(12),
+            ts: Ts(11),
+            hops: 2,
+            version: Version(5),
+        },
+        Effect::Reposted {
+            reposter: f,
+            repost: PostId(12),
+            root_author: a,
+            root_post_id: PostId(8),
+            post_ts: Ts(9),
+            live: true,
+            version: Version(5),
+        },
+        Effect::Unrepost {
+            root_author: a,
+            root_post_id: PostId(8),
+            reposter: f,
+            repost: PostId(12),
+        },
+        Effect::RepostDir {
+            reposter: f,
+            repost: PostId(12),
+            ts: Ts(11),
+            root_author: a,
+            root_post_id: PostId(8),
+            post_ts: Ts(9),
+            live: false,
+        },
     ]
 }
 
@@ -174,6 +214,9 @@ const GOLDEN: &[(&str, &str)] = &[
     ("json seen", "7b2274797065223a227365656e222c2275736572223a31383434363734343037333730393535313631352c227473223a313730303030303030303030347d"),
     ("postcard seen", "04ffffffffffffffffff0184d095ffbc31"),
     ("bincode seen", "04fdfffffffffffffffffd0468e5cf8b010000"),
+    ("json repost", "7b2274797065223a227265706f7374222c22617574686f72223a31383434363734343037333730393535313631352c22706f73745f6964223a37382c226f665f617574686f72223a3330302c226f665f706f73745f6964223a37372c227473223a313730303030303030303030357d"),
+    ("postcard repost", "05ffffffffffffffffff014eac024d85d095ffbc31"),
+    ("bincode repost", "05fdffffffffffffffff4efb2c014dfd0568e5cf8b010000"),
     ("stamped follower_added", "0380d0dfb4ab330100ac02020504"),
     ("postcard follower_added", "0100ac02020504"),
     ("bincode follower_added", "00fb2c01020504"),
@@ -207,6 +250,18 @@ const GOLDEN: &[(&str, &str)] = &[
     ("stamped refilled", "0380d0dfb4ab33010aac020205030001090801"),
     ("postcard refilled", "010aac020205030001090801"),
     ("bincode refilled", "0afb2c010205030001090801"),
+    ("stamped repost_of", "0380d0dfb4ab33010bac0208020c0b0205"),
+    ("postcard repost_of", "010bac0208020c0b0205"),
+    ("bincode repost_of", "0bfb2c0108020c0b0205"),
+    ("stamped reposted", "0380d0dfb4ab33010c020cac0208090105"),
+    ("postcard reposted", "010c020cac0208090105"),
+    ("bincode reposted", "0c020cfb2c0108090105"),
+    ("stamped unrepost", "0380d0dfb4ab33010dac0208020c"),
+    ("postcard unrepost", "010dac0208020c"),
+    ("bincode unrepost", "0dfb2c0108020c"),
+    ("stamped repost_dir", "0380d0dfb4ab33010e020c0bac02080900"),
+    ("postcard repost_dir", "010e020c0bac02080900"),
+    ("bincode repost_dir", "0e020c0bfb2c01080900"),
     ("postcard forwarded", "02c0843d01027b7d"),
     ("bincode forwarded", "02fc40420f0001027b7d"),
 ];

@@ -142,7 +142,9 @@ pub enum DecodeError {
     #[error("invalid postcard: {0}")]
     Postcard(String),
     /// `type` is missing or names no event kind.
-    #[error("unknown event type {0:?} (expected follow, unfollow, post, delete_post or seen)")]
+    #[error(
+        "unknown event type {0:?} (expected follow, unfollow, post, delete_post, repost or seen)"
+    )]
     UnknownType(String),
     /// A field the event kind needs is absent.
     #[error("{kind}: missing field `{field}`")]
@@ -197,6 +199,8 @@ struct RawEvent {
     followee: Option<serde_json::Value>,
     author: Option<serde_json::Value>,
     post_id: Option<serde_json::Value>,
+    of_author: Option<serde_json::Value>,
+    of_post_id: Option<serde_json::Value>,
     user: Option<serde_json::Value>,
     ts: Option<serde_json::Value>,
     v: Option<serde_json::Value>,
@@ -405,6 +409,7 @@ fn decode_json(value: &[u8]) -> Result<Event, DecodeError> {
         "post" => ("post", false),
         "delete_post" => ("delete_post", false),
         "seen" => ("seen", false),
+        "repost" => ("repost", false),
         other => return Err(DecodeError::UnknownType(other.to_string())),
     };
     let field = |v: Option<serde_json::Value>, field: &'static str| number(v, kind, field);
@@ -412,6 +417,15 @@ fn decode_json(value: &[u8]) -> Result<Event, DecodeError> {
     if kind == "seen" {
         let user = UserId(field(raw.user, "user")?);
         return Ok(Event::Seen { user, ts });
+    }
+    if kind == "repost" {
+        return Ok(Event::Repost {
+            author: UserId(field(raw.author, "author")?),
+            post_id: PostId(field(raw.post_id, "post_id")?),
+            of_author: UserId(field(raw.of_author, "of_author")?),
+            of_post_id: PostId(field(raw.of_post_id, "of_post_id")?),
+            ts,
+        });
     }
     Ok(if need_edge {
         let follower = UserId(field(raw.follower, "follower")?);
@@ -478,6 +492,15 @@ pub fn event_to_json(event: &Event) -> String {
             ts,
         } => format!(r#"{{"type":"delete_post","author":{author},"post_id":{post_id},"ts":{ts}}}"#),
         Event::Seen { user, ts } => format!(r#"{{"type":"seen","user":{user},"ts":{ts}}}"#),
+        Event::Repost {
+            author,
+            post_id,
+            of_author,
+            of_post_id,
+            ts,
+        } => format!(
+            r#"{{"type":"repost","author":{author},"post_id":{post_id},"of_author":{of_author},"of_post_id":{of_post_id},"ts":{ts}}}"#
+        ),
     }
 }
 

@@ -1,0 +1,330 @@
+//! A reader's timeline entries from the appearances its partition serves
+//! (the inbox, the copies of pulled authors, the followees' outboxes past
+//! the horizon — every live post and live repost of every followee, in
+//! timeline order): one entry per original post, placed at its newest
+//! appearance ([`Mode::Newest`], the default), its oldest
+//! ([`Mode::First`]), or with reposts ignored ([`Mode::None`]).
+//!
+//! A post's appearances for a reader are known at the reader's partition
+//! alone: its copy of the live reposts (`repost_dir`) lists every live
+//! repost of the post, and the reader's followee edges say which of them
+//! count. So an appearance yields the entry exactly when it is the one the
+//! mode places the post at, and a walk of the appearances in order yields
+//! each entry once, in order — pages and cursors stay exact.
+
+use crate::core::event::{PostId, Ts, UserId};
+use crate::core::keys::{self, PostRef, TimelineKey};
+use crate::core::kv::{Cf, Kv, KvError};
+use crate::core::views;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// Reposting users an entry lists at most.
+pub const REPOSTED_BY_MOST: usize = 10;
+
+/// How a timeline places a post that has reposts (`?reposts=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// At its newest appearance (a new repost moves it up).
+    #[default]
+    Newest,
+    /// At its oldest appearance.
+    First,
+    /// Reposts ignored: only originals of followed authors.
+    None,
+}
+
+impl Mode {
+    /// The query parameter's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Newest => "newest",
+            Mode::First => "first",
+            Mode::None => "none",
+        }
+    }
+
+    /// Inverse of [`Mode::as_str`].
+    pub fn parse(s: &str) -> Option<Mode> {
+        [Mode::Newest, Mode::First, Mode::None]
+            .into_iter()
+            .find(|m| m.as_str() == s)
+    }
+}
+
+/// A followed user who reposted an entry's post, at their newest repost of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reposter {
+    /// The reposting user.
+    pub user: UserId,
+    /// Their repost's id.
+    pub post_id: PostId,
+    /// Their repost's time.
+    pub ts: Ts,
+}
+
+/// One timeline entry: a post, placed at one of its appearances.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Its place: the placing appearance's time, the post's id and author.
+    pub key: TimelineKey,
+    /// Set when followed users reposted it: the post's own time.
+    pub post_ts: Option<Ts>,
+    /// The followed users who reposted it, newest first, at most
+    /// [`REPOSTED_BY_MOST`].
+    pub reposted_by: Vec<Reposter>,
+    /// How many followed users reposted it.
+    pub reposters: u64,
+}
+
+impl Entry {
+    /// An entry with no repost among its appearances: the post at its time.
+    pub fn plain(key: TimelineKey) -> Entry {
+        Entry {
+            key,
+            post_ts: None,
+            reposted_by: Vec::new(),
+            reposters: 0,
+        }
+    }
+}
+
+/// Whether this partition knows of any live repost: without one, every
+/// appearance is an original with no other appearance, and entries are
+/// the appearances themselves.
+pub fn any_repost(kv: &(impl Kv + ?Sized)) -> Result<bool, KvError> {
+    Ok(kv
+        .scan(Cf::RepostDir, &[], None)
+        .next()
+        .transpose()?
+        .is_some())
+}
+
+/// The original a repost reposts, with the original's time, when `(author,
+/// post_id)` is a live repost this partition knows of.
+pub fn original_of(
+    kv: &(impl Kv + ?Sized),
+    (author, post_id): PostRef,
+) -> Result<Option<(PostRef, Ts)>, KvError> {
+    let k = keys::dir_by_repost(author, post_id);
+    match kv.get(Cf::RepostDir, &k)? {
+        None => Ok(None),
+        Some(v) if v.len() == 24 => Ok(Some((
+            (UserId(keys::be(&v, 0)), PostId(keys::be(&v, 8))),
+            Ts(keys::be(&v, 16)),
+        ))),
+        Some(_) => Err(KvError::corrupt(Cf::RepostDir, &k, "expected 24 bytes")),
+    }
+}
+
+/// The live reposts of `original` this partition knows of, as appearance
+/// keys (the repost's time and id, the reposter).
+pub fn reposts_of(kv: &(impl Kv + ?Sized), original: PostRef) -> Result<Vec<TimelineKey>, KvError> {
+    // Most posts have none: a point read the bloom filter answers, not a scan.
+    if super::dir_count(kv, original)? == 0 {
+        return Ok(Vec::new());
+    }
+    kv.scan_prefix(Cf::RepostDir, &keys::dir_original_prefix(original))
+        .map(|r| {
+            let (k, v) = r?;
+            if k.len() != 33 || v.len() != 16 {
+                return Err(KvError::corrupt(Cf::RepostDir, &k, "bad repost entry"));
+            }
+            Ok(TimelineKey {
+                ts: Ts(keys::be(&v, 0)),
+                post_id: PostId(keys::be(&k, 25)),
+                author: UserId(keys::be(&k, 17)),
+            })
+        })
+        .collect()
+}
+
+/// What one read has looked up already: a timeline's appearances keep
+/// meeting the same posts and the same reposting users.
+#[derive(Default)]
+pub struct Memo {
+    /// Whether the reader follows a user.
+    follows: HashMap<UserId, bool>,
+    /// Each original's appearances for the reader, in timeline order
+    /// (`true`: a repost).
+    apps: HashMap<PostRef, Rc<Vec<(TimelineKey, bool)>>>,
+}
+
+impl Memo {
+    fn follows(
+        &mut self,
+        kv: &(impl Kv + ?Sized),
+        user: UserId,
+        other: UserId,
+    ) -> Result<bool, KvError> {
+        if let Some(&f) = self.follows.get(&other) {
+            return Ok(f);
+        }
+        let f = views::edge(kv, Cf::Followees, user, other)?.is_some_and(|e| e.live);
+        self.follows.insert(other, f);
+        Ok(f)
+    }
+
+    /// Every appearance of `original` (posted at `post_ts`) for `user`, in
+    /// timeline order.
+    fn apps(
+        &mut self,
+        kv: &(impl Kv + ?Sized),
+        user: UserId,
+        (original, post_ts): (PostRef, Ts),
+        reposts: Vec<TimelineKey>,
+    ) -> Result<Rc<Vec<(TimelineKey, bool)>>, KvError> {
+        if let Some(a) = self.apps.get(&original) {
+            return Ok(a.clone());
+        }
+        let mut apps: Vec<(TimelineKey, bool)> = Vec::new();
+        let original_app = TimelineKey {
+            ts: post_ts,
+            post_id: original.1,
+            author: original.0,
+        };
+        if self.follows(kv, user, original.0)? {
+            apps.push((original_app, false));
+        }
+        for r in reposts {
+            if self.follows(kv, user, r.author)? {
+                apps.push((r, true));
+            }
+        }
+        apps.sort();
+        let apps = Rc::new(apps);
+        self.apps.insert(original, apps.clone());
+        Ok(apps)
+    }
+}
+
+/// The entry `app`, an appearance in `user`'s timeline (read at the
+/// user's partition `kv`), places in `mode`; `None` when it places none (an
+/// appearance of a post placed at another one, a repost in
+/// [`Mode::None`], a post of the user's own).
+pub fn aggregate(
+    kv: &(impl Kv + ?Sized),
+    user: UserId,
+    mode: Mode,
+    app: TimelineKey,
+    memo: &mut Memo,
+) -> Result<Option<Entry>, KvError> {
+    let (original, post_ts, is_repost) = match original_of(kv, (app.author, app.post_id))? {
+        Some((original, post_ts)) => (original, post_ts, true),
+        None => ((app.author, app.post_id), app.ts, false),
+    };
+    if original.0 == user || (is_repost && mode == Mode::None) {
+        return Ok(None);
+    }
+    let place = TimelineKey {
+        ts: app.ts,
+        post_id: original.1,
+        author: original.0,
+    };
+    if mode == Mode::None {
+        return Ok(Some(Entry::plain(place)));
+    }
+    let reposts = match memo.apps.contains_key(&original) {
+        true => Vec::new(),
+        false => reposts_of(kv, original)?,
+    };
+    if reposts.is_empty() && !is_repost && !memo.apps.contains_key(&original) {
+        return Ok(Some(Entry::plain(place)));
+    }
+    // Every appearance of the post for this user, in timeline order.
+    let apps = memo.apps(kv, user, (original, post_ts), reposts)?;
+    let at = match mode {
+        Mode::First => apps.last(),
+        Mode::Newest | Mode::None => apps.first(),
+    };
+    if at.map(|(k, _)| *k) != Some(app) {
+        return Ok(None);
+    }
+    // Each reposting user once, at their newest repost of it.
+    let mut by: Vec<Reposter> = Vec::new();
+    for (k, _) in apps.iter().filter(|(_, repost)| *repost) {
+        if !by.iter().any(|r| r.user == k.author) {
+            by.push(Reposter {
+                user: k.author,
+                post_id: k.post_id,
+                ts: k.ts,
+            });
+        }
+    }
+    if by.is_empty() {
+        return Ok(Some(Entry::plain(place)));
+    }
+    let reposters = by.len() as u64;
+    by.truncate(REPOSTED_BY_MOST);
+    Ok(Some(Entry {
+        key: place,
+        post_ts: Some(post_ts),
+        reposted_by: by,
+        reposters,
+    }))
+}
+
+/// Entries from appearances fed in timeline order: those of equal time are
+/// gathered and released in entry order (the post's id, then its author,
+/// break ties as in every timeline), only past `after` (a cursor's entry).
+pub struct Entries {
+    mode: Mode,
+    user: UserId,
+    after: Option<TimelineKey>,
+    group: Vec<Entry>,
+    group_ts: Option<Ts>,
+    memo: Memo,
+}
+
+impl Entries {
+    /// Entries of `user`'s timeline in `mode`, past `after` (exclusive).
+    pub fn new(user: UserId, mode: Mode, after: Option<TimelineKey>) -> Entries {
+        Entries {
+            mode,
+            user,
+            after,
+            group: Vec::new(),
+            group_ts: None,
+            memo: Memo::default(),
+        }
+    }
+
+    /// Where the appearances to feed start: just before every appearance
+    /// of the cursor's time (an entry there may come from an appearance
+    /// that sorts before the cursor's own key); `None`: from the top.
+    pub fn start(&self) -> Option<TimelineKey> {
+        let after = self.after?;
+        let ts = after.ts.0.checked_add(1)?;
+        Some(TimelineKey {
+            ts: Ts(ts),
+            post_id: PostId(0),
+            author: UserId(0),
+        })
+    }
+
+    /// Feeds the next appearance; entries of the times completed so far go
+    /// to `out`.
+    pub fn push(
+        &mut self,
+        kv: &(impl Kv + ?Sized),
+        app: TimelineKey,
+        out: &mut Vec<Entry>,
+    ) -> Result<(), KvError> {
+        if self.group_ts != Some(app.ts) {
+            self.flush(out);
+            self.group_ts = Some(app.ts);
+        }
+        if let Some(e) = aggregate(kv, self.user, self.mode, app, &mut self.memo)? {
+            if self.after.is_none_or(|a| e.key > a) {
+                self.group.push(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// No more appearances: the last time's entries go to `out`.
+    pub fn flush(&mut self, out: &mut Vec<Entry>) {
+        self.group.sort_by_key(|e| e.key);
+        out.append(&mut self.group);
+    }
+}

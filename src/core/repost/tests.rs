@@ -1,0 +1,88 @@
+//! Reposts on one partition's state: values round-trip, registrations count.
+
+use super::*;
+use crate::core::kv::MemKv;
+
+// Proves a repost record and a user record with reposts round-trip, and that a user record written before reposts existed reads as none.
+#[test]
+fn repost_values_round_trip() {
+    let rv = RepostVal {
+        ts: Ts(5),
+        of: (UserId(u64::MAX), PostId(7)),
+        root: Some(((UserId(3), PostId(4)), Ts(2))),
+        state: RepostState::Live,
+        deleted: true,
+    };
+    assert_eq!(
+        PostVal::decode(&PostVal::Repost(rv).encode()),
+        Some(PostVal::Repost(rv))
+    );
+    let pending = RepostVal {
+        root: None,
+        state: RepostState::Pending,
+        deleted: false,
+        ..rv
+    };
+    assert_eq!(
+        PostVal::decode(&PostVal::Repost(pending).encode()),
+        Some(PostVal::Repost(pending))
+    );
+    let u = keys::UserVal {
+        reposts: 9,
+        posts: 2,
+        ..keys::UserVal::default()
+    };
+    let bytes = u.encode();
+    assert_eq!(keys::UserVal::decode(&bytes), Some(u));
+    let before = &bytes[..bytes.len() - 8];
+    assert_eq!(
+        keys::UserVal::decode(before),
+        Some(keys::UserVal { reposts: 0, ..u })
+    );
+}
+
+// Proves registrations with a post are counted once each, and removed once.
+#[test]
+fn registrations_are_counted_once() {
+    let kv = MemKv::default();
+    let mut t = Txn::new(&kv);
+    let target = (UserId(1), PostId(2));
+    let r = |n: u64| Repost {
+        reposter: UserId(n),
+        repost: PostId(n),
+        ts: Ts(n),
+        version: Version(n),
+    };
+    for n in [3, 4, 3] {
+        register(&mut t, target, &r(n), 1).unwrap();
+    }
+    assert_eq!(count(&t, target).unwrap(), 2);
+    assert_eq!(registered(&t, target).unwrap().len(), 2);
+    assert!(unregister(&mut t, target, UserId(3), PostId(3)).unwrap());
+    assert!(!unregister(&mut t, target, UserId(3), PostId(3)).unwrap());
+    assert_eq!(count(&t, target).unwrap(), 1);
+}
+
+// Proves the directory counts each live repost of an original once however often its message is redelivered, and that the count and the scan agree as reposts come and go (none left: no count key).
+#[test]
+fn the_directory_counts_live_reposts_once() {
+    let kv = MemKv::default();
+    let mut t = Txn::new(&kv);
+    let root = ((UserId(1), PostId(2)), Ts(10));
+    let agree = |t: &Txn<'_, MemKv>, n: u64| {
+        assert_eq!(dir_count(t, root.0).unwrap(), n);
+        assert_eq!(reposts_of(t, root.0).unwrap().len() as u64, n);
+    };
+    for (reposter, live) in [(3, true), (3, true), (4, true), (3, false), (3, false)] {
+        let r = (UserId(reposter), PostId(reposter + 100));
+        directory(&mut t, r, Ts(20 + reposter), root, live).unwrap();
+    }
+    agree(&t, 1);
+    directory(&mut t, (UserId(4), PostId(104)), Ts(24), root, false).unwrap();
+    agree(&t, 0);
+    assert!(t
+        .get(Cf::RepostDir, &keys::dir_count(root.0))
+        .unwrap()
+        .is_none());
+    assert!(!any_repost(&t).unwrap());
+}
