@@ -426,3 +426,41 @@ fn reposts_past_a_small_inbox_are_aggregated_by_the_pull_path() {
     let r = Run::with_cap(&[&events], 1);
     assert_eq!(r.timeline(BOB, RepostMode::Newest).len(), 8);
 }
+
+// A first page with reposts that the partition holds is kept by the page cache and answered from it, equal to the page read in full.
+#[test]
+fn a_first_page_with_reposts_is_kept_and_answered_from_the_cache() {
+    let r = Run::new(&[&[
+        follow(BOB, JEFF, 1),
+        follow(BOB, ALICE, 1),
+        post(JEFF, 10, 5),
+        post(JEFF, 11, 6),
+        repost(ALICE, 20, (JEFF, 10), 9),
+    ]]);
+    let reader = r.reader();
+    let user = UserId(BOB);
+    let store = r
+        .processor
+        .store(feedlog::core::partition::partition_for(user, 2));
+    let keep = |reader: &Reader| {
+        reader
+            .first_page_encoded(user, 20, |p| {
+                feedlog::api::http::kept_timeline_page(user, 20, p)
+            })
+            .unwrap()
+            .expect("the partition holds the whole page: it is kept")
+    };
+    let first = keep(&reader);
+    let hits = store.pages().hits_and_misses().0;
+    assert_eq!(keep(&reader), first);
+    assert_eq!(store.pages().hits_and_misses().0, hits + 1, "answered from the cache");
+    let (_, body) = feedlog::api::http::split_kept_page(&first);
+    let kept: Value = serde_json::from_slice(&body).unwrap();
+    let full = serde_json::to_value(reader.timeline(user, 20, None).unwrap()).unwrap();
+    assert_eq!(kept, full);
+    assert_eq!(
+        kept["items"][0],
+        reposted(10, JEFF, 9, 5, &[(ALICE, 20, 9)]),
+        "the reposted post leads, listing alice"
+    );
+}

@@ -41,28 +41,9 @@ impl Reader {
             let entries = keys.into_iter().map(Entry::plain).collect();
             return Ok(timeline_page(user, mode, limit, entries));
         }
-        let mut entries = repost::Entries::new(user, mode, after);
-        let mut from = entries.start();
-        let mut out = Vec::new();
-        // The appearances, a chunk at a time, until the entries fill the
-        // page (times whose entries are all known count only).
-        let chunk = limit + 2;
-        loop {
-            let keys = self.appearances(&snap, user, from, chunk)?;
-            for k in &keys {
-                entries.push(&snap, *k, &mut out)?;
-            }
-            if keys.len() < chunk {
-                entries.flush(&mut out);
-                break;
-            }
-            if out.len() > limit {
-                break;
-            }
-            from = keys.last().copied();
-        }
-        out.truncate(limit + 1);
-        Ok(timeline_page(user, mode, limit, out))
+        let read = |from, n| self.appearances(&snap, user, from, n).map(Some);
+        let entries = aggregated(&snap, (user, mode, after), limit, read)?.unwrap_or_default();
+        Ok(timeline_page(user, mode, limit, entries))
     }
 
     /// Up to `want` appearances (live posts and reposts of followees) of
@@ -133,7 +114,20 @@ impl Reader {
         // places them. Checked after the scan too: a repost that became
         // live before the scan was known to this partition before it.
         if repost::any_repost(store)? {
-            return Ok(None);
+            if !copies {
+                return Ok(None);
+            }
+            // A first page the partition holds (inbox and copies, nothing
+            // past the horizon) depends on this store alone — the reposts it
+            // aggregates included: a page kept from it is dropped by any
+            // commit that changes them (`state::pages`).
+            let snap = store.snapshot();
+            let held = |from, n| {
+                let (keys, past_horizon) = held_timeline(&snap, user, from, n)?;
+                Ok(past_horizon.is_none().then_some(keys))
+            };
+            let entries = aggregated(&snap, (user, mode, after), limit, held)?;
+            return Ok(entries.map(|e| timeline_page(user, mode, limit, e)));
         }
         let plain = |keys: Vec<TimelineKey>| keys.into_iter().map(Entry::plain).collect();
         if u.marks == 0 {
@@ -155,7 +149,8 @@ impl Reader {
     /// [`Reader::timeline_if_materialized`] (`None` too when `encode`
     /// fails): kept beside the user's store ([`crate::state::PageCache`])
     /// and answered from there until a commit changes the user's inbox or
-    /// record, or any copy.
+    /// record, any copy, or the partition's directory of live reposts (a
+    /// page with reposts is read in full, from this store alone).
     pub fn first_page_encoded(
         &self,
         user: UserId,
@@ -280,6 +275,42 @@ impl Reader {
 }
 
 /// Checks a timeline request; the entry its cursor continues after.
+
+/// The entries (up to `limit + 1`) of a timeline page in `mode` past
+/// `after`, from the appearances `read` gives a chunk at a time (from a
+/// key, how many); `None` when `read` cannot give a chunk.
+fn aggregated(
+    snap: &Snapshot<'_>,
+    (user, mode, after): (UserId, RepostMode, Option<TimelineKey>),
+    limit: usize,
+    mut read: impl FnMut(Option<TimelineKey>, usize) -> Result<Option<Vec<TimelineKey>>, QueryError>,
+) -> Result<Option<Vec<Entry>>, QueryError> {
+    let mut entries = repost::Entries::new(user, mode, after);
+    let mut from = entries.start();
+    let mut out = Vec::new();
+    // The appearances, a chunk at a time, until the entries fill the page
+    // (times whose entries are all known count only).
+    let chunk = limit + 2;
+    loop {
+        let Some(keys) = read(from, chunk)? else {
+            return Ok(None);
+        };
+        for k in &keys {
+            entries.push(snap, *k, &mut out)?;
+        }
+        if keys.len() < chunk {
+            entries.flush(&mut out);
+            break;
+        }
+        if out.len() > limit {
+            break;
+        }
+        from = keys.last().copied();
+    }
+    out.truncate(limit + 1);
+    Ok(Some(out))
+}
+
 fn timeline_after(
     user: UserId,
     mode: RepostMode,
