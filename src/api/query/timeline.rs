@@ -274,8 +274,6 @@ impl Reader {
     }
 }
 
-/// Checks a timeline request; the entry its cursor continues after.
-
 /// The entries (up to `limit + 1`) of a timeline page in `mode` past
 /// `after`, from the appearances `read` gives a chunk at a time (from a
 /// key, how many); `None` when `read` cannot give a chunk.
@@ -311,6 +309,7 @@ fn aggregated(
     Ok(Some(out))
 }
 
+/// Checks a timeline request; the entry its cursor continues after.
 fn timeline_after(
     user: UserId,
     mode: RepostMode,
