@@ -453,7 +453,11 @@ fn a_first_page_with_reposts_is_kept_and_answered_from_the_cache() {
     let first = keep(&reader);
     let hits = store.pages().hits_and_misses().0;
     assert_eq!(keep(&reader), first);
-    assert_eq!(store.pages().hits_and_misses().0, hits + 1, "answered from the cache");
+    assert_eq!(
+        store.pages().hits_and_misses().0,
+        hits + 1,
+        "answered from the cache"
+    );
     let (_, body) = feedlog::api::http::split_kept_page(&first);
     let kept: Value = serde_json::from_slice(&body).unwrap();
     let full = serde_json::to_value(reader.timeline(user, 20, None).unwrap()).unwrap();

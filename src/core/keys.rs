@@ -312,6 +312,14 @@ pub fn dir_original_prefix(root: PostRef) -> Vec<u8> {
     k
 }
 
+/// `repost_dir`: `0 | a | p | reposter`, the prefix of `reposter`'s live
+/// reposts of original `(a, p)` in [`dir_by_original`].
+pub fn dir_original_reposter_prefix(root: PostRef, reposter: UserId) -> Vec<u8> {
+    let mut k = vec![0];
+    k.extend_from_slice(&key([root.0 .0, root.1 .0, reposter.0]));
+    k
+}
+
 /// `repost_dir`: `2 | a | p`, valued the number of live reposts of
 /// original `(a, p)` in this directory (absent: none). A point read that
 /// the bloom filter answers when there are none, before a scan of

@@ -124,20 +124,35 @@ pub fn reposts_of(kv: &(impl Kv + ?Sized), original: PostRef) -> Result<Vec<Time
     if super::dir_count(kv, original)? == 0 {
         return Ok(Vec::new());
     }
-    kv.scan_prefix(Cf::RepostDir, &keys::dir_original_prefix(original))
-        .map(|r| {
-            let (k, v) = r?;
-            if k.len() != 33 || v.len() != 16 {
-                return Err(KvError::corrupt(Cf::RepostDir, &k, "bad repost entry"));
-            }
-            Ok(TimelineKey {
-                ts: Ts(keys::be(&v, 0)),
-                post_id: PostId(keys::be(&k, 25)),
-                author: UserId(keys::be(&k, 17)),
-            })
-        })
-        .collect()
+    let mut out = Vec::new();
+    scan_reposts(kv, &keys::dir_original_prefix(original), &mut out)?;
+    Ok(out)
 }
+
+/// The directory's reposts under `prefix`, as appearance keys, onto `out`.
+fn scan_reposts(
+    kv: &(impl Kv + ?Sized),
+    prefix: &[u8],
+    out: &mut Vec<TimelineKey>,
+) -> Result<(), KvError> {
+    for r in kv.scan_prefix(Cf::RepostDir, prefix) {
+        let (k, v) = r?;
+        if k.len() != 33 || v.len() != 16 {
+            return Err(KvError::corrupt(Cf::RepostDir, &k, "bad repost entry"));
+        }
+        out.push(TimelineKey {
+            ts: Ts(keys::be(&v, 0)),
+            post_id: PostId(keys::be(&k, 25)),
+            author: UserId(keys::be(&k, 17)),
+        });
+    }
+    Ok(())
+}
+
+/// Followees a read loads whole, so that "does the reader follow them" is
+/// answered from memory and a popular post's reposts are looked up per
+/// followee; a reader who follows more is asked per reposting user.
+const FOLLOWEES_LOADED_MOST: u64 = 1024;
 
 /// What one read has looked up already: a timeline's appearances keep
 /// meeting the same posts and the same reposting users.
@@ -145,6 +160,12 @@ pub fn reposts_of(kv: &(impl Kv + ?Sized), original: PostRef) -> Result<Vec<Time
 pub struct Memo {
     /// Whether the reader follows a user.
     follows: HashMap<UserId, bool>,
+    /// Whether the reader's followees were looked at (then `followees`
+    /// holds them all, unless there were too many to load).
+    loaded: bool,
+    /// The reader's live followees, when loaded whole: `follows` then
+    /// holds every one of them, and a user missing from it is not followed.
+    followees: Option<Vec<UserId>>,
     /// Each original's appearances for the reader, in timeline order
     /// (`true`: a repost).
     apps: HashMap<PostRef, Rc<Vec<(TimelineKey, bool)>>>,
@@ -160,9 +181,61 @@ impl Memo {
         if let Some(&f) = self.follows.get(&other) {
             return Ok(f);
         }
+        if self.followees.is_some() {
+            return Ok(false);
+        }
         let f = views::edge(kv, Cf::Followees, user, other)?.is_some_and(|e| e.live);
         self.follows.insert(other, f);
         Ok(f)
+    }
+
+    /// `user`'s live followees, loaded once per read when there are not
+    /// too many ([`FOLLOWEES_LOADED_MOST`]).
+    fn followees(
+        &mut self,
+        kv: &(impl Kv + ?Sized),
+        user: UserId,
+    ) -> Result<Option<&[UserId]>, KvError> {
+        if !self.loaded {
+            self.loaded = true;
+            if views::user(kv, user)?.followees <= FOLLOWEES_LOADED_MOST {
+                let list: Vec<UserId> = views::live_edges(kv, Cf::Followees, user, None)
+                    .map(|r| r.map(|(f, _)| f))
+                    .collect::<Result<_, _>>()?;
+                for f in &list {
+                    self.follows.insert(*f, true);
+                }
+                self.followees = Some(list);
+            }
+        }
+        Ok(self.followees.as_deref())
+    }
+
+    /// The live reposts of `original` that count for `user`'s timeline
+    /// (and maybe others, which [`Memo::apps`] leaves out): a popular post's
+    /// reposts are looked up per followee when the reader follows fewer
+    /// users than reposted it.
+    fn reposts(
+        &mut self,
+        kv: &(impl Kv + ?Sized),
+        user: UserId,
+        original: PostRef,
+    ) -> Result<Vec<TimelineKey>, KvError> {
+        let n = super::dir_count(kv, original)?;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        match self.followees(kv, user)? {
+            Some(followees) if (followees.len() as u64) < n => {
+                for &f in followees {
+                    let prefix = keys::dir_original_reposter_prefix(original, f);
+                    scan_reposts(kv, &prefix, &mut out)?;
+                }
+            }
+            _ => scan_reposts(kv, &keys::dir_original_prefix(original), &mut out)?,
+        }
+        Ok(out)
     }
 
     /// Every appearance of `original` (posted at `post_ts`) for `user`, in
@@ -226,7 +299,7 @@ pub fn aggregate(
     }
     let reposts = match memo.apps.contains_key(&original) {
         true => Vec::new(),
-        false => reposts_of(kv, original)?,
+        false => memo.reposts(kv, user, original)?,
     };
     if reposts.is_empty() && !is_repost && !memo.apps.contains_key(&original) {
         return Ok(Some(Entry::plain(place)));
