@@ -18,6 +18,7 @@ use common::core_views::{posts_view, timeline};
 use common::oracle::{Mode, Oracle};
 use feedlog::core::event::{Event, PostId, Ts, UserId};
 use feedlog::core::fence::{self, Admission};
+use feedlog::core::gauges::{self, Gauges};
 use feedlog::core::keys::TimelineKey;
 use feedlog::core::kv::{Cf, Kv, MemKv, Txn};
 use feedlog::core::partition::partition_for;
@@ -437,6 +438,15 @@ impl Sim {
     /// Also that no woken reader still waits for a refill (reads would be
     /// exact, on the pull path, but the inbox would never serve them).
     fn check(&self, oracle: &Oracle) -> Result<(), String> {
+        for (i, p) in self.parts.iter().enumerate() {
+            let kept = Gauges::of(&p.owner.kv).unwrap().unwrap_or_default();
+            let counted = gauges::recount(&p.owner.kv).unwrap();
+            if kept != counted {
+                return Err(format!(
+                    "gauges of partition {i}: kept {kept:?}, counted {counted:?}"
+                ));
+            }
+        }
         for u in 1..=USERS {
             let kv = self.kv_of(u);
             let user = views::user(kv, UserId(u)).unwrap();

@@ -297,6 +297,20 @@ fn metrics_parse_and_readiness_follows_lag() {
         .iter()
         .all(|s| matches!(s.value, prometheus_parse::Value::Gauge(v) if v == 0.0)));
     assert!(value("feedlog_deliveries_total", None) > 0.0);
+    // The hybrid fan-out's gauges are each partition's state counted.
+    for p in 0..2u32 {
+        let g = feedlog::core::gauges::recount(&*processor.store(p)).unwrap();
+        let label = p.to_string();
+        for (name, want) in [
+            ("feedlog_pulled_authors", g.pulled),
+            ("feedlog_sleeping_readers", g.asleep),
+            ("feedlog_pulled_copies", g.copies),
+            ("feedlog_refills_awaited", g.refills),
+        ] {
+            let got = value(name, Some(("partition", &label)));
+            assert_eq!(got, want as f64, "{name} of partition {p}");
+        }
+    }
     // Responses by code; the build and the process as Prometheus names them.
     assert!(value("feedlog_http_responses_total", Some(("code", "200"))) >= 5.0);
     assert_eq!(

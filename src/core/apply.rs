@@ -9,6 +9,7 @@
 
 use super::active;
 use super::effect::{Applied, Ctx, Effect, Out};
+use super::gauges::Gauge;
 use super::inbox::{insert_inbox, lower_horizon, purge_author};
 use super::pulled;
 use super::repost;
@@ -447,6 +448,9 @@ fn follower_added<K: Kv + ?Sized>(
     t.set_recent(author, ts, follower, true);
     // A change of mode tells every follower, this one included.
     let changed = pulled::follower_count_changed(t, ctx, author, &mut u, out)?;
+    if changed {
+        t.bump(Gauge::Pulled, if u.pulled { 1 } else { -1 })?;
+    }
     t.set_user(author, &u);
     applied.changed = true;
     if changed {
@@ -512,7 +516,9 @@ fn follower_removed<K: Kv + ?Sized>(
         let mut u = t.user(author)?;
         u.followers -= 1;
         // The former follower is gone from the edges a demotion tells.
-        pulled::follower_count_changed(t, ctx, author, &mut u, out)?;
+        if pulled::follower_count_changed(t, ctx, author, &mut u, out)? {
+            t.bump(Gauge::Pulled, if u.pulled { 1 } else { -1 })?;
+        }
         t.set_user(author, &u);
     }
     applied.changed = true;

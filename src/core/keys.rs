@@ -461,6 +461,9 @@ pub const CLOCK: &[u8] = b"clock";
 /// `meta`: the pull threshold in force in this partition (u64; absent: 0).
 pub const PULL_THRESHOLD: &[u8] = b"pull/threshold";
 
+/// `meta`: the partition's gauges ([`crate::core::gauges::Gauges`], 32 bytes).
+pub const GAUGES: &[u8] = b"gauges";
+
 /// `meta`: the prefix of the per-sender fences ([`fence`]).
 pub const FENCE_PREFIX: &[u8] = b"fence/";
 

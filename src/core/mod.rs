@@ -11,6 +11,7 @@ pub mod codec;
 pub mod effect;
 pub mod event;
 pub mod fence;
+pub mod gauges;
 mod inbox;
 pub mod keys;
 pub mod kv;

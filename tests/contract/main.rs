@@ -211,6 +211,13 @@ fn run_case_with(
         let rec = feedlog::core::views::user(&*store, UserId(u)).unwrap();
         prop_assert_eq!(rec.refills, 0, "user {} still waits for refills", u);
     }
+    // Every partition's gauges are its state counted.
+    for p in 0..partitions {
+        let store = processor.store(p);
+        let kept = feedlog::core::gauges::Gauges::of(&*store).unwrap();
+        let counted = feedlog::core::gauges::recount(&*store).unwrap();
+        prop_assert_eq!(kept, Some(counted), "gauges of partition {}", p);
+    }
 
     // Every invalid record reached the dead-letter log (at least once: a crash may repeat one).
     let mut dl = h

@@ -129,6 +129,7 @@ pub fn render_metrics(api: &Api) -> String {
     }
     render_page_cache(o, api);
     render_fences(o, api);
+    render_gauges(o, api);
     let name = "feedlog_http_request_duration_seconds";
     metrics::header(o, name, "histogram", "Request latency, by route.");
     for (i, h) in api.requests.iter().enumerate() {
@@ -266,6 +267,46 @@ fn render_fences(o: &mut String, api: &Api) {
                 let labels = format!("partition=\"{p}\",from=\"{from}\"");
                 metrics::sample(o, name, &labels, value(f));
             }
+        }
+    }
+}
+
+/// Per partition, the hybrid machinery's gauges as its state keeps them
+/// (`core::gauges`; a partition whose state cannot be read, or keeps none,
+/// is left out).
+fn render_gauges(o: &mut String, api: &Api) {
+    use crate::core::gauges::Gauges;
+    let figures: Vec<(u32, Gauges)> = api
+        .reader
+        .stores()
+        .iter()
+        .filter_map(|(p, s)| Gauges::of(&**s).ok().flatten().map(|g| (*p, g)))
+        .collect();
+    for (name, help, value) in [
+        (
+            "feedlog_pulled_authors",
+            "Authors owned by the partition who are pulled (their posts are read from every partition's copy instead of pushed to inboxes).",
+            (|g: &Gauges| g.pulled) as fn(&Gauges) -> u64,
+        ),
+        (
+            "feedlog_sleeping_readers",
+            "Readers owned by the partition who are asleep (no event of their own for the inactivity span; read by the pull path).",
+            |g: &Gauges| g.asleep,
+        ),
+        (
+            "feedlog_pulled_copies",
+            "Pulled authors (of any partition) whose newest posts the partition holds a copy of.",
+            |g: &Gauges| g.copies,
+        ),
+        (
+            "feedlog_refills_awaited",
+            "Refills the partition's waking readers still await from their followees' partitions.",
+            |g: &Gauges| g.refills,
+        ),
+    ] {
+        metrics::header(o, name, "gauge", help);
+        for (p, g) in &figures {
+            metrics::sample(o, name, &format!("partition=\"{p}\""), value(g));
         }
     }
 }

@@ -21,6 +21,7 @@
 
 use super::apply::follows_at;
 use super::effect::{Applied, Ctx, Effect, Out};
+use super::gauges::Gauge;
 use super::inbox::lower_horizon;
 use super::pulled;
 use crate::core::event::{PostId, Ts, UserId};
@@ -63,6 +64,7 @@ fn wake<K: Kv + ?Sized>(
     out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
     u.asleep = false;
+    t.bump(Gauge::Asleep, -1)?;
     u.wakes += 1;
     // Asleep, nothing entered the inbox (its horizon was at the top).
     u.horizon = None;
@@ -78,11 +80,11 @@ fn wake<K: Kv + ?Sized>(
     }
     for (author, version) in asks {
         let wake = u.wakes;
-        t.put(
-            Cf::Refills,
-            keys::refill(user, author),
-            wake.to_be_bytes().to_vec(),
-        );
+        let k = keys::refill(user, author);
+        if !t.contains(Cf::Refills, &k)? {
+            t.bump(Gauge::Refills, 1)?;
+        }
+        t.put(Cf::Refills, k, wake.to_be_bytes().to_vec());
         u.refills += 1;
         let ask = Effect::Refill {
             author,
@@ -122,6 +124,7 @@ pub(super) fn asleep_at<K: Kv + ?Sized>(
             .scan_prefix(Cf::Refills, &keys::key([user.0]))
             .map(|r| r.map(|(k, _)| k))
             .collect::<Result<_, _>>()?;
+        t.bump(Gauge::Refills, -(awaited.len() as i64))?;
         for k in awaited {
             t.delete(Cf::Refills, k);
         }
@@ -130,6 +133,7 @@ pub(super) fn asleep_at<K: Kv + ?Sized>(
     lower_horizon(t, user, TimelineKey::TOP)?;
     let mut u = t.user(user)?;
     u.asleep = true;
+    t.bump(Gauge::Asleep, 1)?;
     u.refills = 0;
     u.inbox_len = 0;
     // The inline read must not trust an inbox scanned before the wake.
@@ -160,6 +164,7 @@ pub(super) fn refilled<K: Kv + ?Sized>(
     let k = keys::refill(follower, author);
     if awaited(t, &k)? == Some(wake) {
         t.delete(Cf::Refills, k);
+        t.bump(Gauge::Refills, -1)?;
         let mut u = t.user(follower)?;
         if u.wakes == wake && !u.asleep {
             u.refills = u.refills.saturating_sub(1);
@@ -180,6 +185,7 @@ pub(super) fn unfollowed<K: Kv + ?Sized>(
     let k = keys::refill(user, author);
     if awaited(t, &k)?.is_some() {
         t.delete(Cf::Refills, k);
+        t.bump(Gauge::Refills, -1)?;
         let mut u = t.user(user)?;
         u.refills = u.refills.saturating_sub(1);
         t.set_user(user, &u);

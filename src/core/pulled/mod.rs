@@ -16,6 +16,7 @@
 //! replaces what came before it.
 
 use super::effect::{pulls, Applied, Ctx, Effect, Out};
+use super::gauges::Gauge;
 use super::inbox::purge_author;
 use crate::core::event::{PostId, Ts, UserId};
 use crate::core::keys::{CopyVal, TimelineKey, UserVal};
@@ -157,6 +158,8 @@ pub(super) fn replace_copy<K: Kv + ?Sized>(
     for k in &old {
         t.set_copy_entry(k, false);
     }
+    let had = views::copy_of(t, author)?.is_some();
+    t.bump(Gauge::Copies, i64::from(pulled) - i64::from(had))?;
     if !pulled {
         t.set_copy_header(author, None);
         return Ok(());
