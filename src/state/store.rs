@@ -5,6 +5,7 @@ use super::cache::BlockCache;
 use super::meta;
 use super::pages::PageCache;
 use crate::core::gauges::{self, Gauges};
+use crate::core::keys;
 use crate::core::kv::{Cf, Kv, KvError, Scan, Writes};
 use crate::core::position::Positions;
 use rocksdb::{
@@ -181,7 +182,11 @@ impl Store {
             pages: PageCache::new(opts.page_cache_bytes / partitions.max(1) as usize),
         };
         store.check_identity(partition, partitions, true)?;
-        store.count_gauges()?;
+        // A state written before the gauges were kept gets them counted once.
+        if Gauges::of(&store)?.is_none() {
+            let g = gauges::recount(&store)?.encode();
+            store.commit(&Writes::default(), |b| b.put(Cf::Meta, keys::GAUGES, &g))?;
+        }
         Ok(store)
     }
 
@@ -289,18 +294,6 @@ impl Store {
         self.db
             .try_catch_up_with_primary()
             .map_err(|e| self.rocks(e))
-    }
-
-    /// A state written before the gauges were kept (`core::gauges`) gets
-    /// them counted once, before any batch moves them.
-    fn count_gauges(&self) -> Result<(), StoreError> {
-        if Gauges::of(self)?.is_none() {
-            let g = gauges::recount(self)?;
-            let mut b = WriteBatch::default();
-            b.put_cf(self.cf(Cf::Meta), crate::core::keys::GAUGES, g.encode());
-            self.write(b)?;
-        }
-        Ok(())
     }
 
     fn check_identity(
