@@ -31,7 +31,7 @@ pub fn apply_event<K: Kv + ?Sized>(
     out: &mut Vec<Out>,
 ) -> Result<Applied, KvError> {
     let mut applied = Applied::default();
-    // Any own event, even a repeat, is activity (DESIGN §3).
+    // Any own event, even a repeat, is activity (README, "How it works").
     active::touch(t, ctx, event.actor(), event.ts(), &mut applied, out)?;
     match *event {
         Event::Follow {
@@ -140,7 +140,7 @@ pub fn apply_event<K: Kv + ?Sized>(
                 return Ok(applied);
             }
         }
-        // Activity changes no view (DESIGN §3): only the user's record.
+        // Activity changes no view (README, "How it works"): only the user's record.
         Event::Seen { .. } => return Ok(applied),
     }
     applied.changed = true;

@@ -7,15 +7,15 @@ use crate::core::position::{Offset, Version};
 use serde::{Deserialize, Serialize};
 
 /// Inbox entries kept per user unless configured otherwise: the
-/// materialized cache of the timeline (DESIGN §1).
+/// materialized cache of the timeline (README, "How it works").
 pub const DEFAULT_INBOX_CAP: u64 = 800;
 
 /// Live followers from which an author's posts are pulled by readers
-/// instead of pushed into every follower's inbox (DESIGN §3).
+/// instead of pushed into every follower's inbox (README, "How it works").
 pub const DEFAULT_PULL_THRESHOLD: u64 = 10_000;
 
 /// Log time (ms) without an event of their own after which a reader is
-/// skipped by push fan-out: 30 days (DESIGN §3).
+/// skipped by push fan-out: 30 days (README, "How it works").
 pub const DEFAULT_INACTIVE_AFTER_MS: u64 = 30 * 24 * 3600 * 1000;
 
 /// Internal messages between partitions (the `effects` topic). Each is

@@ -121,7 +121,7 @@ pub enum Event {
         ts: Ts,
     },
     /// `user` was active (opened the app): activity for hybrid fan-out's
-    /// inactive readers (DESIGN §3). Changes no view.
+    /// inactive readers (README, "How it works"). Changes no view.
     Seen {
         /// The acting user.
         user: UserId,
@@ -183,7 +183,7 @@ impl Event {
         }
     }
 
-    /// Checks the rules every event must meet (DESIGN §1): ids > 0, no
+    /// Checks the rules every event must meet (README, "Events"): ids > 0, no
     /// self-follow, a `ts` in milliseconds ([`Ts::check_unit`]). Decoders
     /// call this; an event that fails is not an event.
     pub fn validate(&self) -> Result<(), InvalidEvent> {
@@ -384,7 +384,7 @@ mod tests {
         );
     }
 
-    // Proves validation rejects exactly the records DESIGN §1 says are not events.
+    // Proves validation rejects exactly the records the README's "Events" says are not events.
     #[test]
     fn validation_rules() {
         let ok = Event::Follow {

@@ -1,4 +1,4 @@
-//! Inactive readers (DESIGN §3, hybrid fan-out): a user with no event of
+//! Inactive readers (README, "How it works": inactive readers are pulled): a user with no event of
 //! their own for the configured span of log time falls asleep when a
 //! delivery reaches them. Log time is the partition's clock, the newest
 //! event time it has applied: the same `events` log holds the user's own
