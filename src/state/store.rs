@@ -9,8 +9,8 @@ use crate::core::keys;
 use crate::core::kv::{Cf, Kv, KvError, Scan, Writes};
 use crate::core::position::Positions;
 use rocksdb::{
-    BlockBasedOptions, ColumnFamilyDescriptor, IteratorMode, Options, ReadOptions,
-    SnapshotWithThreadMode, WriteBatch, WriteOptions, DB,
+    BlockBasedOptions, ColumnFamilyDescriptor, DBCompressionType, IteratorMode, Options,
+    ReadOptions, SnapshotWithThreadMode, WriteBatch, WriteOptions, DB,
 };
 use std::path::{Path, PathBuf};
 use std::sync::PoisonError;
@@ -116,6 +116,13 @@ fn cf_options(cf: Cf, cache: &BlockCache, opts: &StoreOptions) -> Options {
     o.set_block_based_table_factory(&table);
     o.set_write_buffer_size(opts.write_buffer_bytes);
     o.set_level_compaction_dynamic_level_bytes(true);
+    // Flushes and upper levels in LZ4 (cheap to write and read); the
+    // bottommost level, where dynamic level sizing keeps ~90 % of the data,
+    // in Zstandard. Files written before compression was built in stay
+    // readable (each block names its codec) and are rewritten compressed by
+    // compaction.
+    o.set_compression_type(DBCompressionType::Lz4);
+    o.set_bottommost_compression_type(DBCompressionType::Zstd);
     o
 }
 
