@@ -15,6 +15,7 @@ pub mod checkpoint;
 pub mod datadir;
 pub mod fsutil;
 pub mod meta;
+mod options;
 pub mod pages;
 pub mod reads;
 pub mod set;

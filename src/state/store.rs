@@ -3,14 +3,16 @@
 
 use super::cache::BlockCache;
 use super::meta;
+use super::options::cf_options;
+pub use super::options::StoreOptions;
 use super::pages::PageCache;
 use crate::core::gauges::{self, Gauges};
 use crate::core::keys;
 use crate::core::kv::{Cf, Kv, KvError, Scan, Writes};
 use crate::core::position::Positions;
 use rocksdb::{
-    BlockBasedOptions, ColumnFamilyDescriptor, DBCompressionType, IteratorMode, Options,
-    ReadOptions, SnapshotWithThreadMode, WriteBatch, WriteOptions, DB,
+    ColumnFamilyDescriptor, IteratorMode, Options, ReadOptions, SnapshotWithThreadMode, WriteBatch,
+    WriteOptions, DB,
 };
 use std::path::{Path, PathBuf};
 use std::sync::PoisonError;
@@ -60,28 +62,6 @@ impl From<StoreError> for KvError {
     }
 }
 
-/// Tuning for a store.
-#[derive(Debug, Clone)]
-pub struct StoreOptions {
-    /// fsync the WAL on every commit (durable against power loss).
-    pub sync: bool,
-    /// Memtable size per column family, bytes.
-    pub write_buffer_bytes: usize,
-    /// Bytes of encoded first timeline pages kept beside the stores of a
-    /// process, all partitions together (see [`PageCache`]; `0`: none).
-    pub page_cache_bytes: usize,
-}
-
-impl Default for StoreOptions {
-    fn default() -> Self {
-        StoreOptions {
-            sync: true,
-            write_buffer_bytes: 16 << 20,
-            page_cache_bytes: 64 << 20,
-        }
-    }
-}
-
 /// One partition's RocksDB.
 pub struct Store {
     db: DB,
@@ -92,38 +72,6 @@ pub struct Store {
     /// never sees two states.
     follow: Option<std::sync::RwLock<()>>,
     pages: PageCache,
-}
-
-fn cf_options(cf: Cf, cache: &BlockCache, opts: &StoreOptions) -> Options {
-    let mut o = Options::default();
-    let mut table = BlockBasedOptions::default();
-    table.set_block_cache(cache.rocks());
-    if matches!(
-        cf,
-        Cf::Users
-            | Cf::Followees
-            | Cf::Followers
-            | Cf::Posts
-            | Cf::Inbox
-            | Cf::Copies
-            | Cf::Pulls
-            | Cf::Refills
-            | Cf::Reposts
-            | Cf::RepostDir
-    ) {
-        table.set_bloom_filter(10.0, false);
-    }
-    o.set_block_based_table_factory(&table);
-    o.set_write_buffer_size(opts.write_buffer_bytes);
-    o.set_level_compaction_dynamic_level_bytes(true);
-    // Flushes and upper levels in LZ4 (cheap to write and read); the
-    // bottommost level, where dynamic level sizing keeps ~90 % of the data,
-    // in Zstandard. Files written before compression was built in stay
-    // readable (each block names its codec) and are rewritten compressed by
-    // compaction.
-    o.set_compression_type(DBCompressionType::Lz4);
-    o.set_bottommost_compression_type(DBCompressionType::Zstd);
-    o
 }
 
 /// How [`Store::open_existing`] opens: as a secondary (no page cache), or
