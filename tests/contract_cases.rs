@@ -153,15 +153,7 @@ fn rebuild_applies_a_delivery_after_its_follow() {
                 emitted: Some(ends[p as usize]),
                 reship: true,
             };
-            PartitionTask::open_after(
-                processor.ctx(p),
-                cfg.limits,
-                false,
-                processor.store(p).clone(),
-                logs.clone(),
-                takeover,
-            )
-            .unwrap()
+            processor.task_after(p, takeover).unwrap()
         })
         .collect();
     while tasks
@@ -248,6 +240,66 @@ fn a_late_threshold_request_is_asked_back() {
     assert_eq!(in_force(&five), 5);
 }
 
+// Proves a processor that starts on a backlog decides under its threshold from the first event: the same log does the same inbox work in one big batch as in one-record steps (an author pulled from their third follower gets no inbox deliveries), where a threshold asked for once caught up came after the backlog's follows in one big batch.
+#[test]
+fn a_backlog_is_processed_under_the_starting_threshold_from_its_first_event() {
+    let run = |max_records: usize| {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::create_or_open(tmp.path(), Some(1)).unwrap();
+        let cfg = ProcessorConfig {
+            pull_threshold: Some(3),
+            sync: false,
+            cache_bytes: 1 << 20,
+            limits: BatchLimits {
+                max_records,
+                ..BatchLimits::default()
+            },
+            ..ProcessorConfig::default()
+        };
+        // Five follows of user 1, processed; then three posts of theirs.
+        let mut delivered = 0;
+        for phase in [
+            (2..=6)
+                .map(|f| Event::Follow {
+                    follower: UserId(f),
+                    followee: UserId(1),
+                    ts: Ts(f),
+                })
+                .collect::<Vec<_>>(),
+            (1..=3)
+                .map(|p| Event::Post {
+                    author: UserId(1),
+                    post_id: PostId(p),
+                    ts: Ts(10 + p),
+                })
+                .collect(),
+        ] {
+            let mut producer = Producer::new(&dir).unwrap();
+            for e in &phase {
+                producer.event(e, Format::Json).unwrap();
+            }
+            producer.finish().unwrap();
+            drop(producer);
+            let processor = Processor::open(&dir, cfg.clone()).unwrap();
+            let totals = processor
+                .run(&feedlog::task::Shutdown::new(), true)
+                .unwrap();
+            delivered += totals.delivered;
+            let reader = feedlog::ops::serve::reader_of(&processor);
+            let page = reader.timeline(UserId(6), 10, None).unwrap();
+            assert_eq!(
+                page.items.len(),
+                phase.len() % 5,
+                "the author's posts are read"
+            );
+        }
+        delivered
+    };
+    let (one_batch, one_by_one) = (run(10_000), run(1));
+    assert_eq!(one_batch, one_by_one, "the same inbox work");
+    assert_eq!(one_batch, 0, "author 1 was pulled before their first post");
+}
+
 // Regression: an owner's first step that applied nothing (a delivery waiting for a follow not yet in the log) marked its pull-threshold request as sent and dropped it with the step's uncommitted records, so the configured threshold never came into force. It is now asked with the first batch that commits.
 #[test]
 fn a_first_step_that_applies_nothing_keeps_the_owners_requests() {
@@ -255,7 +307,11 @@ fn a_first_step_that_applies_nothing_keeps_the_owners_requests() {
     use feedlog::core::position::Version;
     use feedlog::log::{Log, NewRecord};
     let tmp = tempfile::tempdir().unwrap();
-    let dir = DataDir::create_or_open(tmp.path(), Some(1)).unwrap();
+    let mut dir = DataDir::create_or_open(tmp.path(), Some(1)).unwrap();
+    // The directory's states start with another threshold than the
+    // owner's, which the owner then asks for.
+    dir.starting_threshold(Some(feedlog::core::DEFAULT_PULL_THRESHOLD))
+        .unwrap();
     let (author, follower) = (UserId(1), UserId(2));
     // effects[0]: a delivery for the follow that will be events[0] offset 0.
     let stamp = feedlog::core::Stamp {

@@ -304,6 +304,13 @@ pub enum Command {
         /// Posts to fan out.
         #[arg(long, default_value_t = 2_000)]
         posts: u64,
+        /// fanout, redis, kafka: the generated workload's shape.
+        #[arg(long, value_enum, default_value_t = Shape::PostHeavy)]
+        shape: Shape,
+        /// follow-heavy: events in all (about 45 % first-contact follows,
+        /// the rest posts, among --users users).
+        #[arg(long, default_value_t = 1_000_000)]
+        events: u64,
         /// Partitions.
         #[arg(long, default_value_t = 8)]
         partitions: u32,
@@ -454,6 +461,19 @@ pub enum ImportFormat {
     SnapEdges,
     /// Temporal edges `SRC DST UNIXTS`.
     SnapTemporal,
+}
+
+/// The shape of a generated benchmark workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Shape {
+    /// Every user follows --follows power-law-chosen users (the follow
+    /// graph, processed first), then --posts posts by power-law-chosen
+    /// authors.
+    PostHeavy,
+    /// A messaging network over time: --events events among --users users,
+    /// about 45 % first-contact follows and the rest posts, most accounts
+    /// small (generated as `ingest::generate::follow_heavy`).
+    FollowHeavy,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

@@ -179,6 +179,8 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             users,
             follows,
             posts,
+            shape,
+            events,
             partitions,
             threads,
             connections,
@@ -187,14 +189,21 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             inactive_after,
         } => {
             let hybrid = (pull_threshold, span(inactive_after));
+            let generated = bench::Generated {
+                shape,
+                users,
+                follows,
+                posts,
+                events,
+            };
             match kind {
-                BenchKind::Fanout => bench::fanout(users, follows, posts, partitions, hybrid)?,
+                BenchKind::Fanout => bench::fanout(&generated, partitions, hybrid)?,
                 BenchKind::Http => bench::http(data, threads, connections, seconds)?,
                 BenchKind::Pulled => bench::pulled(partitions, threads, connections, seconds)?,
                 BenchKind::Rebuild => bench::rebuild(data)?,
                 BenchKind::Redis => bench::redis(&bench::RedisBench {
                     data,
-                    generated: (users, follows, posts),
+                    generated,
                     partitions,
                     threads,
                     connections,
@@ -202,9 +211,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                     pull_threshold,
                     inactive_after: span(inactive_after),
                 })?,
-                BenchKind::Kafka => {
-                    bench::kafka(settings.kafka.clone(), users, follows, posts, partitions)?
-                }
+                BenchKind::Kafka => bench::kafka(settings.kafka.clone(), &generated, partitions)?,
             }
             Ok(0)
         }
@@ -218,18 +225,18 @@ fn span(ms: u64) -> Option<u64> {
 
 /// The processing settings of a rebuild or backfill: the inbox cap asked
 /// for, else the one `data`'s state was built with, else the default; the
-/// pull thresholds the log has in force (a replay asks for none); the
-/// inactivity span asked for.
+/// directory's starting pull threshold (a replay asks for none: it decides
+/// under those the log has in force); the inactivity span asked for.
 fn replay_config(
     data: &Path,
     inbox_cap: Option<u64>,
     inactive_after: u64,
     no_sync: bool,
 ) -> Result<ProcessorConfig> {
-    let built = DataDir::open(data)?.inbox_cap();
+    let dir = DataDir::open(data)?;
     Ok(ProcessorConfig {
-        inbox_cap: inbox_cap.or(built).unwrap_or(DEFAULT_INBOX_CAP),
-        pull_threshold: None,
+        inbox_cap: inbox_cap.or(dir.inbox_cap()).unwrap_or(DEFAULT_INBOX_CAP),
+        pull_threshold: dir.pull_threshold(),
         inactive_after: span(inactive_after),
         sync: !no_sync,
         limits: BatchLimits::replay(),

@@ -102,6 +102,59 @@ pub fn follows(users: u64, follows: u64, start_ms: u64, rng: &mut Rng) -> Vec<Ev
     out
 }
 
+/// A follow-heavy network over time, the shape of messaging networks
+/// (every first contact a follow, every message a post): `events` events
+/// among `users` users, about `follow_share` of them first-contact follows
+/// and the rest posts. Who acts is a power law over a shuffled order of the
+/// users (most act a few times, every active user also posts); whom they
+/// follow is a power law over the users in order (a few accounts gather
+/// many followers, most have a handful). A follow of someone already
+/// followed is a post instead. `ts` from `start_ms` one millisecond apart;
+/// post ids count up from 1.
+pub fn follow_heavy(
+    users: u64,
+    events: u64,
+    follow_share: f64,
+    start_ms: u64,
+    rng: &mut Rng,
+) -> Vec<Event> {
+    let users = users.max(2);
+    // A bijection of 1..=users: multiplying by a number coprime to `users`.
+    let stride = (users / 2 + 1..).find(|s| gcd(*s, users) == 1).unwrap_or(1);
+    let actor = |rank: u64| (rank - 1) * stride % users + 1;
+    let mut followed = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(events as usize);
+    let mut post_id = 0;
+    for i in 0..events {
+        let ts = Ts(start_ms + i + 1);
+        let user = actor(rng.zipf(users));
+        let target = rng.zipf(users);
+        if rng.unit() < follow_share && target != user && followed.insert((user, target)) {
+            out.push(Event::Follow {
+                follower: UserId(user),
+                followee: UserId(target),
+                ts,
+            });
+        } else {
+            post_id += 1;
+            out.push(Event::Post {
+                author: UserId(user),
+                post_id: PostId(post_id),
+                ts,
+            });
+        }
+    }
+    out
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
 /// What happens on the network after its follow graph is built.
 #[derive(Debug, Clone, Copy)]
 pub struct Activity {
@@ -310,6 +363,53 @@ mod tests {
             "top {} median {}",
             n[1],
             sorted[2500]
+        );
+    }
+
+    /// The follow-heavy shape: valid events, each pair followed once, about
+    /// the asked share of follows, most accounts small and a few big, and
+    /// most active users posting.
+    #[test]
+    fn follow_heavy_has_its_shape() {
+        let (users, n) = (20_000, 100_000);
+        let ev = follow_heavy(users, n, 0.45, 0, &mut Rng(7));
+        assert_eq!(ev.len(), n as usize);
+        let mut pairs = std::collections::HashSet::new();
+        let mut followers = vec![0u64; users as usize + 1];
+        let (mut actors, mut posters) = (
+            std::collections::HashSet::new(),
+            std::collections::HashSet::new(),
+        );
+        for e in &ev {
+            assert!(e.validate().is_ok());
+            actors.insert(e.actor());
+            match e {
+                Event::Follow {
+                    follower, followee, ..
+                } => {
+                    assert!(
+                        pairs.insert((follower.0, followee.0)),
+                        "one follow per pair"
+                    );
+                    followers[followee.0 as usize] += 1;
+                }
+                Event::Post { author, .. } => {
+                    posters.insert(*author);
+                }
+                _ => unreachable!("only follows and posts"),
+            }
+        }
+        let share = pairs.len() as f64 / n as f64;
+        assert!((0.35..=0.46).contains(&share), "follow share {share}");
+        let mut sorted = followers[1..].to_vec();
+        sorted.sort_unstable();
+        let (median, top) = (sorted[sorted.len() / 2], sorted[sorted.len() - 1]);
+        assert!(median <= 2 && top >= 1_000, "median {median}, top {top}");
+        assert!(
+            posters.len() * 2 > actors.len(),
+            "{} of {} post",
+            posters.len(),
+            actors.len()
         );
     }
 

@@ -19,7 +19,7 @@ use crate::state::checkpoint::{canonical, DirCheckpoint};
 use crate::state::datadir::{DataDir, DataDirError, FIRST_STATE};
 use crate::state::{BlockCache, Store, StoreError};
 use crate::task::embedded::ProcessorConfig;
-use crate::task::{NoFaults, PartitionTask, Shutdown, Takeover, TaskError};
+use crate::task::{start_with_threshold, NoFaults, PartitionTask, Shutdown, Takeover, TaskError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -336,8 +336,11 @@ pub fn replay_to(
         partition: p,
         source,
     };
-    // A replay asks for no pull threshold: it decides under those the
-    // log has in force, as the owners that wrote it did.
+    // A state that has applied nothing starts with the directory's
+    // starting threshold (`cfg.pull_threshold`), as the log's first owners
+    // did; then a replay asks for no pull threshold: it decides under those
+    // the log has in force, as the owners that wrote it did.
+    start_with_threshold(&store, cfg.pull_threshold).map_err(task_err)?;
     let ctx = Ctx {
         pull_threshold: None,
         ..ctx

@@ -70,6 +70,11 @@ struct Identity {
     /// Inbox entries kept per user, as the active state was built.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     inbox_cap: Option<u64>,
+    /// The pull threshold a new partition state starts with (recorded by
+    /// the first processor that opens the directory; absent in directories
+    /// made before it was recorded: their states start with none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pull_threshold: Option<u64>,
 }
 
 /// An opened data directory.
@@ -144,6 +149,7 @@ impl DataDir {
                 partitions,
                 state: None,
                 inbox_cap: None,
+                pull_threshold: None,
             },
         };
         dir.write_identity()?;
@@ -293,6 +299,31 @@ impl DataDir {
     pub fn set_inbox_cap(&mut self, cap: u64) -> Result<(), DataDirError> {
         self.id.inbox_cap = Some(cap);
         self.write_identity()
+    }
+
+    /// The pull threshold a partition state that has applied nothing
+    /// starts with, so that the same log does the same inbox work however
+    /// far a processor is behind when it starts (README "How it works").
+    pub fn pull_threshold(&self) -> Option<u64> {
+        self.id.pull_threshold
+    }
+
+    /// The recorded starting pull threshold, recording `configured` first
+    /// when there is none. Once recorded it never changes: a processor
+    /// configured otherwise asks for its own threshold through the
+    /// partitions' `effects` logs, which a rebuild replays.
+    /// The identity is read again first: another handle may have recorded
+    /// one (or swapped the state) since this one was opened.
+    pub fn starting_threshold(
+        &mut self,
+        configured: Option<u64>,
+    ) -> Result<Option<u64>, DataDirError> {
+        *self = DataDir::open(&self.root)?;
+        if self.id.pull_threshold.is_none() && configured.is_some() {
+            self.id.pull_threshold = configured;
+            self.write_identity()?;
+        }
+        Ok(self.id.pull_threshold)
     }
 
     /// Makes `name` (a directory under the root) the active state

@@ -3,7 +3,7 @@
 //! stay off any async executor), until shut down or — with `until_idle` —
 //! until every log is consumed and nothing is in flight.
 
-use super::partition::Takeover;
+use super::partition::{start_with_threshold, Takeover};
 use super::runner::{drive, Hooks};
 use super::{BatchLimits, PartitionTask, Shutdown, TaskError};
 use crate::core::metrics::{Progress, StepStats};
@@ -81,6 +81,9 @@ pub enum ProcessorError {
     /// A store could not be opened.
     #[error(transparent)]
     Store(#[from] crate::state::StoreError),
+    /// The data directory's identity could not be written.
+    #[error(transparent)]
+    Dir(#[from] crate::state::datadir::DataDirError),
 }
 
 /// An opened data directory, ready to process.
@@ -107,22 +110,26 @@ pub struct Processor {
 }
 
 impl Processor {
-    /// Opens (creating if missing) every partition's store.
+    /// Opens (creating if missing) every partition's store; records
+    /// `cfg.pull_threshold` as the directory's starting threshold when it
+    /// has none (see [`DataDir::starting_threshold`]).
     pub fn open(dir: &DataDir, cfg: ProcessorConfig) -> Result<Processor, ProcessorError> {
+        let mut dir = dir.clone();
+        dir.starting_threshold(cfg.pull_threshold)?;
         let cache = BlockCache::new(cfg.cache_bytes);
-        let stores = crate::state::set::open_stores(dir, &cache, cfg.sync)?;
+        let stores = crate::state::set::open_stores(&dir, &cache, cfg.sync)?;
         Ok(Processor {
-            dir: dir.clone(),
+            logs: Arc::new(dir.logs()),
+            epoch: AtomicU64::new(dir.generation()),
+            dir,
             inbox_cap: AtomicU64::new(cfg.inbox_cap),
             cfg,
-            logs: Arc::new(dir.logs()),
             stores: Arc::new(StoreSet::new(stores)),
             cache,
             progress: Arc::default(),
             pause: AtomicBool::new(false),
             paused: AtomicBool::new(false),
             ended: AtomicBool::new(false),
-            epoch: AtomicU64::new(dir.generation()),
         })
     }
 
@@ -244,6 +251,9 @@ impl Processor {
         partition: u32,
         takeover: Takeover,
     ) -> Result<PartitionTask, ProcessorError> {
+        let task_err = |source| ProcessorError::Task { partition, source };
+        start_with_threshold(&self.store(partition), self.dir.pull_threshold())
+            .map_err(task_err)?;
         PartitionTask::open_after(
             self.ctx(partition),
             self.cfg.limits,
@@ -252,7 +262,7 @@ impl Processor {
             self.logs.clone() as Arc<dyn Log>,
             takeover,
         )
-        .map_err(|source| ProcessorError::Task { partition, source })
+        .map_err(task_err)
     }
 
     /// Runs every partition until `shutdown` is requested, or — with

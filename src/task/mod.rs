@@ -22,7 +22,7 @@ pub mod runner;
 pub mod shutdown;
 
 pub use faults::{CrashPoint, Faults, NoFaults};
-pub use partition::{BatchLimits, PartitionTask, Takeover};
+pub use partition::{start_with_threshold, BatchLimits, PartitionTask, Takeover};
 pub use shutdown::Shutdown;
 
 use crate::core::metrics::PartitionLag;

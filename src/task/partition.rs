@@ -107,6 +107,29 @@ impl Takeover {
     }
 }
 
+/// Puts `threshold` in force in a partition state that has applied
+/// nothing yet (no positions, no outbox, no threshold), before its first
+/// input: the same log then does the same inbox work however far behind
+/// its first owner starts, where a threshold asked for through the
+/// `effects` log lands after a share of the backlog that depends on timing.
+/// `true` when it wrote it; a state that has applied anything is left as it
+/// is (its log decides its threshold).
+pub fn start_with_threshold(store: &Store, threshold: Option<u64>) -> Result<bool, TaskError> {
+    let Some(threshold) = threshold.filter(|&t| t > 0) else {
+        return Ok(false);
+    };
+    let fresh = store.positions()? == Positions::default()
+        && meta::applied(store)?.is_none()
+        && store.meta_u64(meta::NEXT_SEQ)? == 0
+        && store.get(Cf::Meta, keys::PULL_THRESHOLD)?.is_none();
+    if fresh {
+        store.commit(&Default::default(), |b| {
+            b.put(Cf::Meta, keys::PULL_THRESHOLD, &threshold.to_be_bytes())
+        })?;
+    }
+    Ok(fresh)
+}
+
 /// The owner of one partition.
 pub struct PartitionTask {
     ctx: Ctx,

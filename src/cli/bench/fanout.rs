@@ -1,7 +1,7 @@
 //! `bench fanout`: inbox writes/s through the processor against raw
 //! RocksDB puts of the same keys.
 
-use super::{run_until_idle, workload, Cleanup};
+use super::{run_until_idle, Cleanup, Generated};
 use crate::cli::say::say;
 use anyhow::{Context, Result};
 use feedlog::core::codec::Format;
@@ -16,22 +16,19 @@ use std::time::Instant;
 /// Fan-out inbox writes/s through the real processor vs raw RocksDB
 /// `WriteBatch` puts of the same inbox keys.
 pub fn fanout(
-    users: u64,
-    follows: u64,
-    posts: u64,
+    generated: &Generated,
     partitions: u32,
     (pull_threshold, inactive_after): (u64, Option<u64>),
 ) -> Result<()> {
     let tmp = std::env::temp_dir().join(format!("feedlog-bench-{}", std::process::id()));
     let _cleanup = Cleanup(tmp.clone());
     let dir = DataDir::create_or_open(&tmp.join("data"), Some(partitions))?;
-    let mut rng = Rng(42);
     say!(
-        "setup: {users} users, {follows} follows each (power-law), {partitions} partitions, \
+        "setup: {generated}, {partitions} partitions, \
          pull threshold {pull_threshold}, inactive after {} ms",
         inactive_after.unwrap_or(0)
     );
-    let (follow_events, post_events) = workload(users, follows, posts, &mut rng);
+    let (follow_events, post_events) = generated.events();
     let mut producer = Producer::new(&dir)?;
     for e in &follow_events {
         producer.event(e, Format::Postcard)?;
@@ -48,7 +45,10 @@ pub fn fanout(
         producer.event(e, Format::Postcard)?;
     }
     producer.finish()?;
-    say!("measuring: {posts} posts fanned out through the processor");
+    say!(
+        "measuring: {} events fanned out through the processor",
+        post_events.len()
+    );
     let (delivered, secs) = run_until_idle(&processor)?;
     let feed_rate = delivered as f64 / secs;
 
@@ -59,6 +59,7 @@ pub fn fanout(
             keys.push(r?.0);
         }
     }
+    let mut rng = Rng(42);
     for i in (1..keys.len()).rev() {
         keys.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
     }

@@ -18,6 +18,7 @@ pub use pulled::pulled;
 pub use rebuild::rebuild;
 pub use redis::{redis, RedisBench};
 
+use crate::cli::args::Shape;
 use anyhow::Result;
 use feedlog::core::event::{Event, PostId, Ts, UserId};
 use feedlog::ingest::generate::Rng;
@@ -32,10 +33,68 @@ fn run_until_idle(p: &Processor) -> Result<(u64, f64)> {
     Ok((totals.delivered, start.elapsed().as_secs_f64()))
 }
 
-/// The generated workload: every user follows `follows` power-law-chosen
+/// The generated workload of `bench fanout`, `redis` and `kafka`.
+#[derive(Debug, Clone, Copy)]
+pub struct Generated {
+    /// Its shape.
+    pub shape: Shape,
+    /// Users.
+    pub users: u64,
+    /// post-heavy: follows per user.
+    pub follows: u64,
+    /// post-heavy: posts.
+    pub posts: u64,
+    /// follow-heavy: events in all.
+    pub events: u64,
+}
+
+/// Share of first-contact follows in the follow-heavy shape.
+const FOLLOW_SHARE: f64 = 0.45;
+
+impl Generated {
+    /// The workload (deterministic): a setup part (`fanout` processes it
+    /// before measuring) and the measured part.
+    fn events(&self) -> (Vec<Event>, Vec<Event>) {
+        let mut rng = Rng(42);
+        match self.shape {
+            Shape::PostHeavy => post_heavy(self.users, self.follows, self.posts, &mut rng),
+            Shape::FollowHeavy => (
+                Vec::new(),
+                feedlog::ingest::generate::follow_heavy(
+                    self.users,
+                    self.events,
+                    FOLLOW_SHARE,
+                    1_700_000_000_000,
+                    &mut rng,
+                ),
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for Generated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.shape {
+            Shape::PostHeavy => write!(
+                f,
+                "post-heavy: {} users, {} follows each, {} posts",
+                self.users, self.follows, self.posts
+            ),
+            Shape::FollowHeavy => write!(
+                f,
+                "follow-heavy: {} events among {} users, ~{:.0} % first-contact follows",
+                self.events,
+                self.users,
+                FOLLOW_SHARE * 100.0
+            ),
+        }
+    }
+}
+
+/// The post-heavy workload: every user follows `follows` power-law-chosen
 /// users (user 1 by nearly everyone), then `posts` posts by power-law-chosen
 /// authors.
-fn workload(users: u64, follows: u64, posts: u64, rng: &mut Rng) -> (Vec<Event>, Vec<Event>) {
+fn post_heavy(users: u64, follows: u64, posts: u64, rng: &mut Rng) -> (Vec<Event>, Vec<Event>) {
     let mut ts = 1_700_000_000_000u64;
     let mut setup = Vec::new();
     for follower in 1..=users {

@@ -17,7 +17,7 @@
 use super::http::{readers, through_http, which, Load};
 use super::redis_worker::Worker;
 use super::resp::{number, Conn, Resp};
-use super::{workload, Cleanup};
+use super::{Cleanup, Generated};
 use crate::cli::say::say;
 use anyhow::{bail, Context, Result};
 use feedlog::api::query::Reader;
@@ -25,7 +25,6 @@ use feedlog::core::codec::{decode_event, Format};
 use feedlog::core::event::{Event, UserId};
 use feedlog::core::position::Offset;
 use feedlog::core::DEFAULT_INBOX_CAP;
-use feedlog::ingest::generate::Rng;
 use feedlog::ingest::produce::Producer;
 use feedlog::log::{Log, Topic};
 use feedlog::state::datadir::DataDir;
@@ -41,8 +40,8 @@ pub struct RedisBench<'a> {
     /// A data directory whose `events` log holds the workload; when it does
     /// not exist, the generated workload below is used.
     pub data: &'a Path,
-    /// Generated workload: users, follows per user, posts.
-    pub generated: (u64, u64, u64),
+    /// The generated workload.
+    pub generated: Generated,
     /// Partitions of the generated workload's log.
     pub partitions: u32,
     /// Server threads and load-generator threads of the read runs.
@@ -80,13 +79,12 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
         let cap = dir.inbox_cap().unwrap_or(DEFAULT_INBOX_CAP);
         (logged_events(&dir)?, dir.partitions(), cap)
     } else {
-        let (users, follows, posts) = b.generated;
         say!(
-            "workload: generated ({users} users, {follows} follows each, {posts} posts; \
-             {} has no data directory)",
+            "workload: generated ({}; {} has no data directory)",
+            b.generated,
             b.data.display()
         );
-        let (mut events, more) = workload(users, follows, posts, &mut Rng(42));
+        let (mut events, more) = b.generated.events();
         events.extend(more);
         let mut by_partition = vec![Vec::new(); b.partitions as usize];
         for e in events {

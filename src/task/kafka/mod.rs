@@ -35,7 +35,7 @@ mod tasks;
 pub use shared::Shared;
 
 use super::handover::{best, GroupPosition};
-use super::partition::Takeover;
+use super::partition::{start_with_threshold, Takeover};
 use super::runner::{drive, Hooks};
 use super::{PartitionTask, Shutdown, TaskError};
 use crate::core::fence::Epoch;
@@ -164,7 +164,7 @@ impl Cluster {
         let log = KafkaLog::connect(cfg.kafka.clone(), stopping.flag())?;
         let partitions = log.partitions(Topic::Events);
         let refused = |e: crate::state::datadir::DataDirError| ClusterError::Refused(e.to_string());
-        let dir = if data.join("feedlog.json").exists() {
+        let mut dir = if data.join("feedlog.json").exists() {
             let d = DataDir::open(data).map_err(refused)?;
             if d.partitions() != partitions {
                 return Err(ClusterError::Refused(format!(
@@ -179,6 +179,10 @@ impl Cluster {
             // A new directory takes the topic's partition count.
             DataDir::create_or_open(data, Some(partitions)).map_err(refused)?
         };
+        // The threshold a partition state starts with: this directory's
+        // record (every processor of a group should be configured alike).
+        dir.starting_threshold(cfg.processor.pull_threshold)
+            .map_err(refused)?;
         let shared = Arc::new(Shared {
             owned: Mutex::default(),
             to_start: Mutex::default(),

@@ -128,6 +128,10 @@ impl Cluster {
             emitted: Some(committed),
             reship: !intervened,
         };
+        start_with_threshold(&store, self.dir.pull_threshold()).map_err(|e| match e {
+            TaskError::Store(s) => ClusterError::Store(s),
+            other => ClusterError::Refused(other.to_string()),
+        })?;
         let task = PartitionTask::open_after(
             self.cfg.processor.ctx(p, self.dir.partitions()),
             self.cfg.processor.limits,
