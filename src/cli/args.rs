@@ -1,5 +1,6 @@
 //! The command line's grammar: every command, flag and setting (clap).
 
+use super::bench::{BenchKind, Shape};
 use super::{demo, kafka, log};
 use clap::{Parser, Subcommand, ValueEnum};
 use feedlog::api::http::ApiConfig;
@@ -304,7 +305,7 @@ pub enum Command {
         /// Posts to fan out.
         #[arg(long, default_value_t = 2_000)]
         posts: u64,
-        /// fanout, redis, kafka: the generated workload's shape.
+        /// fanout, redis, mixed, kafka: the generated workload's shape.
         #[arg(long, value_enum, default_value_t = Shape::PostHeavy)]
         shape: Shape,
         /// follow-heavy: events in all (about 45 % first-contact follows,
@@ -314,20 +315,20 @@ pub enum Command {
         /// Partitions.
         #[arg(long, default_value_t = 8)]
         partitions: u32,
-        /// http, redis: server threads, load-generator threads and raw reader threads.
+        /// http, redis, mixed: server threads, load-generator threads and raw reader threads.
         #[arg(long, default_value_t = 2)]
         threads: usize,
-        /// http, redis: open connections of the load generator.
+        /// http, redis, mixed: open connections of the load generator.
         #[arg(long, default_value_t = 16)]
         connections: usize,
         /// http, redis: seconds each page run is measured.
         #[arg(long, default_value_t = 20)]
         seconds: u64,
-        /// fanout, redis: the processor's pull threshold (0: every author
+        /// fanout, redis, mixed: the processor's pull threshold (0: every author
         /// pushed).
         #[arg(long, default_value_t = DEFAULT_PULL_THRESHOLD)]
         pull_threshold: u64,
-        /// fanout, redis: the processor's inactivity span (as `run`'s; 0:
+        /// fanout, redis, mixed: the processor's inactivity span (as `run`'s; 0:
         /// every reader pushed to).
         #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = log_span)]
         inactive_after: u64,
@@ -461,46 +462,6 @@ pub enum ImportFormat {
     SnapEdges,
     /// Temporal edges `SRC DST UNIXTS`.
     SnapTemporal,
-}
-
-/// The shape of a generated benchmark workload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Shape {
-    /// Every user follows --follows power-law-chosen users (the follow
-    /// graph, processed first), then --posts posts by power-law-chosen
-    /// authors.
-    PostHeavy,
-    /// A messaging network over time: --events events among --users users,
-    /// about 45 % first-contact follows and the rest posts, most accounts
-    /// small (generated as `ingest::generate::follow_heavy`).
-    FollowHeavy,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-pub enum BenchKind {
-    /// Fan-out inbox writes/s through the processor vs raw RocksDB puts.
-    Fanout,
-    /// Timeline pages/s and latency through the HTTP API (wrk), with the
-    /// page cache and without, vs raw RocksDB seek + 20 reads, on the
-    /// state in --data.
-    Http,
-    /// Timeline pages/s and p99 through the HTTP API of readers who follow
-    /// 0, 10 and 50 pulled authors, on a generated state.
-    Pulled,
-    /// Events/s and deliveries/s through Kafka with one and two processors
-    /// vs the embedded log (processing a produced log, and producing while
-    /// it runs), same workload (--kafka BROKERS, else an in-process mock
-    /// broker).
-    Kafka,
-    /// Rebuild of the state in --data from its log vs raw reads of the log
-    /// and raw RocksDB puts of the rebuilt records.
-    Rebuild,
-    /// feedlog against the Redis sorted-set design on the same events (the
-    /// log in --data when it exists, else the generated workload): inbox
-    /// entries/s end to end, timeline pages/s and p50/p99 with the page
-    /// cache and without (wrk against redis-benchmark ZREVRANGE at the
-    /// same concurrency).
-    Redis,
 }
 
 /// `--view`: any spelling [`View::parse`] takes (clap's derive stays out of

@@ -16,7 +16,8 @@ pub mod shell;
 pub mod state;
 
 use anyhow::Result;
-use args::{BenchKind, Cli, Command, ConfigAction, LogAction, TopicsAction};
+use args::{Cli, Command, ConfigAction, LogAction, TopicsAction};
+use bench::BenchKind;
 use feedlog::core::DEFAULT_INBOX_CAP;
 use feedlog::state::datadir::DataDir;
 use feedlog::task::embedded::ProcessorConfig;
@@ -196,21 +197,23 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 posts,
                 events,
             };
+            let redis_bench = bench::RedisBench {
+                data,
+                generated,
+                partitions,
+                threads,
+                connections,
+                secs: seconds,
+                pull_threshold,
+                inactive_after: span(inactive_after),
+            };
             match kind {
                 BenchKind::Fanout => bench::fanout(&generated, partitions, hybrid)?,
                 BenchKind::Http => bench::http(data, threads, connections, seconds)?,
                 BenchKind::Pulled => bench::pulled(partitions, threads, connections, seconds)?,
                 BenchKind::Rebuild => bench::rebuild(data)?,
-                BenchKind::Redis => bench::redis(&bench::RedisBench {
-                    data,
-                    generated,
-                    partitions,
-                    threads,
-                    connections,
-                    secs: seconds,
-                    pull_threshold,
-                    inactive_after: span(inactive_after),
-                })?,
+                BenchKind::Redis => bench::redis(&redis_bench)?,
+                BenchKind::Mixed => bench::mixed(&redis_bench)?,
                 BenchKind::Kafka => bench::kafka(settings.kafka.clone(), &generated, partitions)?,
             }
             Ok(0)

@@ -102,7 +102,6 @@ pub(super) fn through_http(
     connections: usize,
     secs: u64,
 ) -> Result<Load> {
-    use feedlog::api::http::{Api, ApiConfig};
     let entries: usize = users
         .iter()
         .take(1000)
@@ -113,6 +112,32 @@ pub(super) fn through_http(
         users.len(),
         entries as f64 / users.len().min(1000) as f64
     );
+    let list = users
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let script = format!(
+        "local users = {{{list}}}\nlocal i = 0\n\
+         init = function(args) i = math.random(#users) end\n\
+         request = function()\n  i = i % #users + 1\n  \
+         return wrk.format(\"GET\", \"/v1/users/\" .. users[i] .. \"/timeline?limit=20\")\nend\n"
+    );
+    with_wrk(wrk, dir, reader, &script, threads, connections, secs)
+}
+
+/// Serves `reader` on loopback and runs `wrk` with the Lua `script` (its
+/// `request` names the pages) for `secs` seconds.
+pub(super) fn with_wrk(
+    wrk: &std::path::Path,
+    dir: &DataDir,
+    reader: Reader,
+    script: &str,
+    threads: usize,
+    connections: usize,
+    secs: u64,
+) -> Result<Load> {
+    use feedlog::api::http::{Api, ApiConfig};
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .enable_all()
@@ -127,24 +152,15 @@ pub(super) fn through_http(
             let _ = rx.await;
         }))
     });
-    let tmp = std::env::temp_dir().join(format!("feedlog-bench-http-{}", std::process::id()));
+    let tmp = std::env::temp_dir().join(format!(
+        "feedlog-bench-http-{}-{}",
+        std::process::id(),
+        addr.port()
+    ));
     std::fs::create_dir_all(&tmp)?;
     let _cleanup = Cleanup(tmp.clone());
-    let script = tmp.join("timeline.lua");
-    let list = users
-        .iter()
-        .map(u64::to_string)
-        .collect::<Vec<_>>()
-        .join(",");
-    std::fs::write(
-        &script,
-        format!(
-            "local users = {{{list}}}\nlocal i = 0\n\
-             init = function(args) i = math.random(#users) end\n\
-             request = function()\n  i = i % #users + 1\n  \
-             return wrk.format(\"GET\", \"/v1/users/\" .. users[i] .. \"/timeline?limit=20\")\nend\n"
-        ),
-    )?;
+    let script_path = tmp.join("timeline.lua");
+    std::fs::write(&script_path, script)?;
     say!("HTTP: wrk -t{threads} -c{connections} -d{secs}s against http://{addr}");
     let out = std::process::Command::new(wrk)
         .args([
@@ -153,7 +169,7 @@ pub(super) fn through_http(
             format!("-d{secs}s"),
             "--latency".into(),
             "-s".into(),
-            script.display().to_string(),
+            script_path.display().to_string(),
             format!("http://{addr}"),
         ])
         .output()

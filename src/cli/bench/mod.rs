@@ -5,6 +5,7 @@
 mod fanout;
 mod http;
 mod kafka;
+mod mixed;
 mod pulled;
 mod rebuild;
 mod redis;
@@ -14,17 +15,62 @@ mod resp;
 pub use fanout::fanout;
 pub use http::http;
 pub use kafka::kafka;
+pub use mixed::mixed;
 pub use pulled::pulled;
 pub use rebuild::rebuild;
 pub use redis::{redis, RedisBench};
 
-use crate::cli::args::Shape;
 use anyhow::Result;
 use feedlog::core::event::{Event, PostId, Ts, UserId};
 use feedlog::ingest::generate::Rng;
 use feedlog::task::embedded::Processor;
 use feedlog::task::Shutdown;
 use std::time::Instant;
+
+/// The shape of a generated benchmark workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shape {
+    /// Every user follows --follows power-law-chosen users (the follow
+    /// graph, processed first), then --posts posts by power-law-chosen
+    /// authors.
+    PostHeavy,
+    /// A messaging network over time: --events events among --users users,
+    /// about 45 % first-contact follows and the rest posts, most accounts
+    /// small (generated as `ingest::generate::follow_heavy`).
+    FollowHeavy,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum BenchKind {
+    /// Fan-out inbox writes/s through the processor vs raw RocksDB puts.
+    Fanout,
+    /// Timeline pages/s and latency through the HTTP API (wrk), with the
+    /// page cache and without, vs raw RocksDB seek + 20 reads, on the
+    /// state in --data.
+    Http,
+    /// Timeline pages/s and p99 through the HTTP API of readers who follow
+    /// 0, 10 and 50 pulled authors, on a generated state.
+    Pulled,
+    /// Events/s and deliveries/s through Kafka with one and two processors
+    /// vs the embedded log (processing a produced log, and producing while
+    /// it runs), same workload (--kafka BROKERS, else an in-process mock
+    /// broker).
+    Kafka,
+    /// Rebuild of the state in --data from its log vs raw reads of the log
+    /// and raw RocksDB puts of the rebuilt records.
+    Rebuild,
+    /// Timeline pages read while the writes are applied, feedlog against
+    /// the Redis design on the same events (the log in --data when it
+    /// exists, else the generated workload): pages/s, p50/p99, and the
+    /// writes' entries/s alone and under the reads.
+    Mixed,
+    /// feedlog against the Redis sorted-set design on the same events (the
+    /// log in --data when it exists, else the generated workload): inbox
+    /// entries/s end to end, timeline pages/s and p50/p99 with the page
+    /// cache and without (wrk against redis-benchmark ZREVRANGE at the
+    /// same concurrency).
+    Redis,
+}
 
 /// Processes until idle: inbox deliveries and seconds.
 fn run_until_idle(p: &Processor) -> Result<(u64, f64)> {
@@ -48,8 +94,9 @@ pub struct Generated {
     pub events: u64,
 }
 
-/// Share of first-contact follows in the follow-heavy shape.
-const FOLLOW_SHARE: f64 = 0.45;
+/// Share of attempted first-contact follows in the follow-heavy shape
+/// (about 45 % of its events end up follows; repeated pairs are posts).
+const FOLLOW_SHARE: f64 = 0.55;
 
 impl Generated {
     /// The workload (deterministic): a setup part (`fanout` processes it
@@ -82,10 +129,8 @@ impl std::fmt::Display for Generated {
             ),
             Shape::FollowHeavy => write!(
                 f,
-                "follow-heavy: {} events among {} users, ~{:.0} % first-contact follows",
-                self.events,
-                self.users,
-                FOLLOW_SHARE * 100.0
+                "follow-heavy: {} events among {} users, about 45 % first-contact follows",
+                self.events, self.users
             ),
         }
     }

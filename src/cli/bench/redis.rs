@@ -73,44 +73,19 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     std::fs::create_dir_all(&tmp)?;
     let _cleanup = Cleanup(tmp.clone());
 
-    let (by_partition, partitions, cap) = if b.data.join("feedlog.json").exists() {
-        let dir = DataDir::open(b.data)?;
-        say!("workload: the events log of {}", b.data.display());
-        let cap = dir.inbox_cap().unwrap_or(DEFAULT_INBOX_CAP);
-        (logged_events(&dir)?, dir.partitions(), cap)
-    } else {
-        say!(
-            "workload: generated ({}; {} has no data directory)",
-            b.generated,
-            b.data.display()
-        );
-        let (mut events, more) = b.generated.events();
-        events.extend(more);
-        let mut by_partition = vec![Vec::new(); b.partitions as usize];
-        for e in events {
-            let p = feedlog::core::partition::partition_for(e.actor(), b.partitions);
-            by_partition[p as usize].push(e);
-        }
-        (by_partition, b.partitions, DEFAULT_INBOX_CAP)
-    };
+    let (by_partition, partitions, cap) = workload(b)?;
     let total: usize = by_partition.iter().map(Vec::len).sum();
     anyhow::ensure!(total > 0, "the workload has no events");
 
     // feedlog: the same events in a fresh data directory, processed until
     // idle (timed), durably as `run` does by default.
-    let mut dir = DataDir::create_or_open(&tmp.join("feedlog"), Some(partitions))?;
-    dir.set_inbox_cap(cap)?;
-    let mut producer = Producer::new(&dir)?;
-    for e in by_partition.iter().flatten() {
-        producer.event(e, Format::Postcard)?;
-    }
-    producer.finish()?;
-    let cfg = ProcessorConfig {
-        inbox_cap: cap,
-        pull_threshold: Some(b.pull_threshold),
-        inactive_after: b.inactive_after,
-        ..ProcessorConfig::default()
-    };
+    let (dir, cfg) = fresh_dir(
+        &tmp.join("feedlog"),
+        b,
+        by_partition.iter().flatten(),
+        partitions,
+        cap,
+    )?;
     let processor = Processor::open(&dir, cfg.clone())?;
     say!(
         "feedlog: processing {total} events ({partitions} partitions, sync={}, pull threshold {}, \
@@ -200,6 +175,57 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     Ok(())
 }
 
+/// The events both sides process, per partition in log order: the log in
+/// `b.data` when it exists, else the generated workload; with the
+/// partition count and the inbox cap.
+pub(super) fn workload(b: &RedisBench<'_>) -> Result<(Vec<Vec<Event>>, u32, u64)> {
+    Ok(if b.data.join("feedlog.json").exists() {
+        let dir = DataDir::open(b.data)?;
+        say!("workload: the events log of {}", b.data.display());
+        let cap = dir.inbox_cap().unwrap_or(DEFAULT_INBOX_CAP);
+        (logged_events(&dir)?, dir.partitions(), cap)
+    } else {
+        say!(
+            "workload: generated ({}; {} has no data directory)",
+            b.generated,
+            b.data.display()
+        );
+        let (mut events, more) = b.generated.events();
+        events.extend(more);
+        let mut by_partition = vec![Vec::new(); b.partitions as usize];
+        for e in events {
+            let p = feedlog::core::partition::partition_for(e.actor(), b.partitions);
+            by_partition[p as usize].push(e);
+        }
+        (by_partition, b.partitions, DEFAULT_INBOX_CAP)
+    })
+}
+
+/// A fresh data directory at `root` whose log holds `events`, and the
+/// processor settings of `b` for it (durable, as `run` by default).
+pub(super) fn fresh_dir<'e>(
+    root: &Path,
+    b: &RedisBench<'_>,
+    events: impl IntoIterator<Item = &'e Event>,
+    partitions: u32,
+    cap: u64,
+) -> Result<(DataDir, ProcessorConfig)> {
+    let mut dir = DataDir::create_or_open(root, Some(partitions))?;
+    dir.set_inbox_cap(cap)?;
+    let mut producer = Producer::new(&dir)?;
+    for e in events {
+        producer.event(e, Format::Postcard)?;
+    }
+    producer.finish()?;
+    let cfg = ProcessorConfig {
+        inbox_cap: cap,
+        pull_threshold: Some(b.pull_threshold),
+        inactive_after: b.inactive_after,
+        ..ProcessorConfig::default()
+    };
+    Ok((dir, cfg))
+}
+
 /// Every event in the `events` log of `dir`, per partition in log order.
 fn logged_events(dir: &DataDir) -> Result<Vec<Vec<Event>>> {
     let logs = dir.logs();
@@ -230,13 +256,13 @@ fn logged_events(dir: &DataDir) -> Result<Vec<Vec<Event>>> {
 }
 
 /// A `redis-server` on a free loopback port, stopped on drop.
-struct RedisServer {
+pub(super) struct RedisServer {
     child: std::process::Child,
     port: u16,
 }
 
 impl RedisServer {
-    fn start(bin: &Path, dir: &Path) -> Result<RedisServer> {
+    pub(super) fn start(bin: &Path, dir: &Path) -> Result<RedisServer> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
@@ -267,13 +293,13 @@ impl RedisServer {
         }
     }
 
-    fn connect(&self) -> Result<Conn> {
+    pub(super) fn connect(&self) -> Result<Conn> {
         Conn::connect(self.port)
     }
 
     /// Replays `events` as the design's worker; inbox entries written,
     /// commands sent, and seconds until Redis acknowledged the last one.
-    fn replay(&self, events: &[&Event], cap: u64) -> Result<(u64, u64, f64)> {
+    pub(super) fn replay(&self, events: &[&Event], cap: u64) -> Result<(u64, u64, f64)> {
         let mut conn = self.connect()?;
         let mut writer = conn.writer.get_ref().try_clone()?;
         let sent = AtomicU64::new(u64::MAX);
@@ -349,7 +375,7 @@ impl RedisServer {
         let mut same = 0;
         for chunk in users.chunks(1000) {
             for u in chunk {
-                let key = format!("i:{u}");
+                let key = format!("i:{u:012}");
                 c.queue(&[b"ZREVRANGE", key.as_bytes(), b"0", b"19", b"WITHSCORES"]);
             }
             c.flush()?;
@@ -378,7 +404,7 @@ impl RedisServer {
     fn name_pages(&self, users: &[u64]) -> Result<()> {
         let mut c = self.connect()?;
         for (i, u) in users.iter().enumerate() {
-            let (from, to) = (format!("i:{u}"), format!("p:{i:012}"));
+            let (from, to) = (format!("i:{u:012}"), format!("p:{i:012}"));
             c.queue(&[b"COPY", from.as_bytes(), to.as_bytes(), b"REPLACE"]);
         }
         c.flush()?;
@@ -398,6 +424,23 @@ impl RedisServer {
         connections: usize,
         secs: u64,
     ) -> Result<Load> {
+        let run = |n| self.pages(bin, "p", readers, threads, connections, n);
+        let probe = run(20_000)?;
+        run(((probe.per_sec * secs as f64) as u64).max(20_000))
+    }
+
+    /// `n` × `ZREVRANGE {prefix}:<random id below range> 0 19 WITHSCORES`
+    /// from redis-benchmark.
+    pub(super) fn pages(
+        &self,
+        bin: &Path,
+        prefix: &str,
+        range: usize,
+        threads: usize,
+        connections: usize,
+        n: u64,
+    ) -> Result<Load> {
+        let key = format!("{prefix}:__rand_int__");
         let run = |n: u64| -> Result<Load> {
             let out = std::process::Command::new(bin)
                 .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
@@ -407,8 +450,8 @@ impl RedisServer {
                     "--threads",
                     &threads.to_string(),
                 ])
-                .args(["-n", &n.to_string(), "-r", &readers.to_string(), "--csv"])
-                .args(["ZREVRANGE", "p:__rand_int__", "0", "19", "WITHSCORES"])
+                .args(["-n", &n.to_string(), "-r", &range.to_string(), "--csv"])
+                .args(["ZREVRANGE", &key, "0", "19", "WITHSCORES"])
                 .output()
                 .context("running redis-benchmark")?;
             let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -420,8 +463,12 @@ impl RedisServer {
             parse_benchmark_csv(&text)
                 .with_context(|| format!("reading redis-benchmark's report:\n{text}"))
         };
-        let probe = run(20_000)?;
-        run(((probe.per_sec * secs as f64) as u64).max(20_000))
+        run(n)
+    }
+
+    /// Removes every key.
+    pub(super) fn flush_all(&self) -> Result<()> {
+        self.connect()?.integer_or_status(&[b"FLUSHALL"])
     }
 }
 

@@ -116,15 +116,17 @@ impl Resp {
         self.buf.extend_from_slice(b"\r\n");
     }
 
+    /// `{prefix}:{id}`, the id zero-padded to 12 digits as
+    /// redis-benchmark's `__rand_int__` writes it.
     pub(super) fn key(&mut self, prefix: char, id: u64) {
-        self.bytes(format!("{prefix}:{id}").as_bytes());
+        self.bytes(format!("{prefix}:{id:012}").as_bytes());
     }
 
     pub(super) fn number(&mut self, n: u64) {
         self.bytes(n.to_string().as_bytes());
     }
 
-    /// `ZREMRANGEBYRANK i:{user} 0 -(cap+1)`: keeps the newest `cap`.
+    /// `ZREMRANGEBYRANK i:{user:012} 0 -(cap+1)`: keeps the newest `cap`.
     pub(super) fn trim(&mut self, user: u64, cap: u64) {
         self.command(4);
         self.bytes(b"ZREMRANGEBYRANK");
