@@ -156,6 +156,14 @@ pub fn kafka(
                     // run never reaches its figures: it is found idle
                     // instead (checked every second), and the comparison
                     // below says so rather than waiting for the time limit.
+                    // Idle twice in a row, 300 ms apart: an outbox between
+                    // its commit and its append is not mistaken for the end.
+                    let idle_twice = || {
+                        status(&kafka).is_ok_and(|st| st.idle) && {
+                            std::thread::sleep(Duration::from_millis(300));
+                            status(&kafka).is_ok_and(|st| st.idle)
+                        }
+                    };
                     let mut idle_check = Instant::now();
                     let done = loop {
                         if embedded.reached_by(&applied().since(&before)) {
@@ -164,17 +172,11 @@ pub fn kafka(
                         running(start, 3600, "done")?;
                         if idle_check.elapsed() >= Duration::from_secs(1) {
                             idle_check = Instant::now();
-                            if status(&kafka).is_ok_and(|st| st.idle) {
-                                std::thread::sleep(Duration::from_millis(300));
-                                if status(&kafka).is_ok_and(|st| st.idle) {
-                                    say!(
-                                        "bench kafka: the group is idle without reaching the embedded run's figures"
-                                    );
-                                    break (
-                                        start.elapsed().as_secs_f64(),
-                                        process_cpu_secs() - cpu,
-                                    );
-                                }
+                            if idle_twice() {
+                                say!(
+                                    "bench kafka: the group is idle without reaching the embedded run's figures"
+                                );
+                                break (start.elapsed().as_secs_f64(), process_cpu_secs() - cpu);
                             }
                         }
                         std::thread::sleep(Duration::from_millis(5));
@@ -184,14 +186,9 @@ pub fn kafka(
                     loop {
                         std::thread::sleep(Duration::from_millis(100));
                         running(start, 3600, "idle")?;
-                        // Idle twice in a row: an outbox between its commit
-                        // and its append is not mistaken for the end.
-                        if status(&kafka).is_ok_and(|st| st.idle) {
-                            let at = start.elapsed().as_secs_f64();
-                            std::thread::sleep(Duration::from_millis(300));
-                            if status(&kafka).is_ok_and(|st| st.idle) {
-                                return Ok((produced, done, at));
-                            }
+                        let at = start.elapsed().as_secs_f64();
+                        if idle_twice() {
+                            return Ok((produced, done, at));
                         }
                     }
                 })();

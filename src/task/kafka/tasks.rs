@@ -128,10 +128,12 @@ impl Cluster {
             emitted: Some(committed),
             reship: !intervened,
         };
-        start_with_threshold(&store, self.dir.pull_threshold()).map_err(|e| match e {
+        let task_err = |e| match e {
             TaskError::Store(s) => ClusterError::Store(s),
+            TaskError::Log(l) => ClusterError::Log(l),
             other => ClusterError::Refused(other.to_string()),
-        })?;
+        };
+        start_with_threshold(&store, self.dir.pull_threshold()).map_err(task_err)?;
         let task = PartitionTask::open_after(
             self.cfg.processor.ctx(p, self.dir.partitions()),
             self.cfg.processor.limits,
@@ -140,11 +142,7 @@ impl Cluster {
             self.log.clone() as Arc<dyn Log>,
             takeover,
         )
-        .map_err(|e| match e {
-            TaskError::Store(s) => ClusterError::Store(s),
-            TaskError::Log(l) => ClusterError::Log(l),
-            other => ClusterError::Refused(other.to_string()),
-        })?;
+        .map_err(task_err)?;
         tracing::info!(
             partition = p,
             local = %local,
