@@ -59,9 +59,10 @@ pub fn kafka(
     };
     drop(processor);
     println!("{}", embedded.line("embedded log, 1 process"));
-    let live = embedded_live(&tmp.join("embedded-live"), &events, partitions, &embedded)?;
+    let live = embedded_live(&tmp.join("embedded-live"), &events, partitions)?;
+    differs(&live, &embedded);
     println!(
-        "{} (timed as the Kafka runs are: from the first produce until all of it is applied)",
+        "{} (timed as the Kafka runs are: from the first produce until the last change)",
         live.line("embedded log, 1 process, producing while it runs")
     );
 
@@ -87,139 +88,110 @@ pub fn kafka(
             }
         }
         let shutdown = Shutdown::new();
-        let (produced_in, (done_in, cpu_in), idle_in, totals) = std::thread::scope(
-            |s| -> Result<_> {
-                let mut progress = Vec::new();
-                let mut handles = Vec::new();
-                for i in 0..members {
-                    let mut cfg = ClusterConfig::new(kafka.clone());
-                    cfg.member = format!("bench-{i}");
-                    cfg.session_timeout = Duration::from_secs(6);
-                    let cluster = Cluster::open(&tmp.join(format!("kafka-{members}-{i}")), cfg)?;
-                    progress.push(cluster.progress().clone());
-                    let shutdown = &shutdown;
-                    handles.push(
-                        s.spawn(move || -> Result<StepStats> { Ok(cluster.run(shutdown, None)?) }),
-                    );
+        let (produced_in, k, idle_in, totals) = std::thread::scope(|s| -> Result<_> {
+            let mut progress = Vec::new();
+            let mut handles = Vec::new();
+            for i in 0..members {
+                let mut cfg = ClusterConfig::new(kafka.clone());
+                cfg.member = format!("bench-{i}");
+                cfg.session_timeout = Duration::from_secs(6);
+                let cluster = Cluster::open(&tmp.join(format!("kafka-{members}-{i}")), cfg)?;
+                progress.push(cluster.progress().clone());
+                let shutdown = &shutdown;
+                handles.push(
+                    s.spawn(move || -> Result<StepStats> { Ok(cluster.run(shutdown, None)?) }),
+                );
+            }
+            // What the members have applied and committed to their states.
+            let applied = || {
+                let mut t = StepStats::default();
+                for p in &progress {
+                    t.add(&p.totals());
                 }
-                // What the members have applied and committed to their states.
-                let applied = || {
-                    let mut t = StepStats::default();
-                    for p in &progress {
-                        t.add(&p.totals());
-                    }
-                    t
-                };
-                // Every processor still runs, and `since` is under `limit_secs` old.
-                let running = |since: Instant, limit_secs: u64, what: &str| -> Result<()> {
-                    anyhow::ensure!(
-                        !handles.iter().any(|h| h.is_finished()),
-                        "a processor stopped"
-                    );
-                    anyhow::ensure!(
-                        since.elapsed() < Duration::from_secs(limit_secs),
-                        "the group was not {what} after {limit_secs} s"
-                    );
-                    Ok(())
-                };
-                let measured = (|| -> Result<(f64, (f64, f64), f64)> {
-                    // Not timed: the group forms and settles (every processor
-                    // owns partitions, all serving, nothing to do).
-                    let settle = Instant::now();
-                    loop {
-                        std::thread::sleep(Duration::from_millis(250));
-                        running(settle, 120, "settled")?;
-                        let Ok(st) = status(&kafka) else {
-                            continue;
-                        };
-                        let owners: std::collections::BTreeSet<_> = st
-                            .partitions
-                            .iter()
-                            .filter_map(|p| p.owner.clone())
-                            .collect();
-                        if st.idle && owners.len() == members {
-                            break;
-                        }
-                    }
-                    // Timed: produce the workload (keyed by the actor, in the
-                    // partition that owns it, postcard with its header) while
-                    // the processors run, until the members have applied (and
-                    // committed to their states) as many events and deliveries
-                    // as the embedded run: the same end as the embedded run's.
-                    let before = applied();
-                    let start = Instant::now();
-                    let cpu = process_cpu_secs();
-                    produce_events(&kafka, &events, partitions)
-                        .context("producing the workload")?;
-                    let produced = start.elapsed().as_secs_f64();
-                    // A group that does less inbox work than the embedded
-                    // run never reaches its figures: it is found idle
-                    // instead (checked every second), and the comparison
-                    // below says so rather than waiting for the time limit.
-                    // Idle twice in a row, 300 ms apart: an outbox between
-                    // its commit and its append is not mistaken for the end.
-                    let idle_twice = || {
-                        status(&kafka).is_ok_and(|st| st.idle) && {
-                            std::thread::sleep(Duration::from_millis(300));
-                            status(&kafka).is_ok_and(|st| st.idle)
-                        }
+                t
+            };
+            // Every processor still runs, and `since` is under `limit_secs` old.
+            let running = |since: Instant, limit_secs: u64, what: &str| -> Result<()> {
+                anyhow::ensure!(
+                    !handles.iter().any(|h| h.is_finished()),
+                    "a processor stopped"
+                );
+                anyhow::ensure!(
+                    since.elapsed() < Duration::from_secs(limit_secs),
+                    "the group was not {what} after {limit_secs} s"
+                );
+                Ok(())
+            };
+            let measured = (|| -> Result<(f64, Throughput, f64)> {
+                // Not timed: the group forms and settles (every processor
+                // owns partitions, all serving, nothing to do).
+                let settle = Instant::now();
+                loop {
+                    std::thread::sleep(Duration::from_millis(250));
+                    running(settle, 120, "settled")?;
+                    let Ok(st) = status(&kafka) else {
+                        continue;
                     };
-                    let mut idle_check = Instant::now();
-                    let done = loop {
-                        if embedded.reached_by(&applied().since(&before)) {
-                            break (start.elapsed().as_secs_f64(), process_cpu_secs() - cpu);
-                        }
-                        running(start, 3600, "done")?;
-                        if idle_check.elapsed() >= Duration::from_secs(1) {
-                            idle_check = Instant::now();
-                            if idle_twice() {
-                                say!(
-                                    "bench kafka: the group is idle without reaching the embedded run's figures"
-                                );
-                                break (start.elapsed().as_secs_f64(), process_cpu_secs() - cpu);
-                            }
-                        }
-                        std::thread::sleep(Duration::from_millis(5));
-                    };
-                    // Then, not in the figure: the group's committed positions
-                    // reach the ends of the logs (what `status` calls idle).
-                    loop {
-                        std::thread::sleep(Duration::from_millis(100));
-                        running(start, 3600, "idle")?;
-                        let at = start.elapsed().as_secs_f64();
-                        if idle_twice() {
-                            return Ok((produced, done, at));
-                        }
+                    let owners: std::collections::BTreeSet<_> = st
+                        .partitions
+                        .iter()
+                        .filter_map(|p| p.owner.clone())
+                        .collect();
+                    if st.idle && owners.len() == members {
+                        break;
                     }
-                })();
-                shutdown.request();
-                let mut totals = StepStats::default();
-                for h in handles {
-                    let r = h
-                        .join()
-                        .map_err(|_| anyhow::anyhow!("a processor thread panicked"))?;
-                    totals.add(&r?);
                 }
-                let (produced, done, idle) = measured?;
-                Ok((produced, done, idle, totals))
-            },
-        )?;
+                // Timed: produce the workload (keyed by the actor, in the
+                // partition that owns it, postcard with its header) while
+                // the processors run, until the members have applied (and
+                // committed to their states) every event and the group is
+                // idle; the figure is the time of the last change.
+                let before = applied();
+                let start = Instant::now();
+                let cpu = process_cpu_secs();
+                produce_events(&kafka, &events, partitions).context("producing the workload")?;
+                let produced = start.elapsed().as_secs_f64();
+                // Idle twice in a row, 300 ms apart: an outbox between
+                // its commit and its append is not mistaken for the end.
+                let idle_twice = || {
+                    status(&kafka).is_ok_and(|st| st.idle) && {
+                        std::thread::sleep(Duration::from_millis(300));
+                        status(&kafka).is_ok_and(|st| st.idle)
+                    }
+                };
+                let (done, idle_at) = until_settled(
+                    (start, cpu),
+                    embedded.events,
+                    || applied().since(&before),
+                    idle_twice,
+                    || running(start, 3600, "done"),
+                )?;
+                Ok((produced, done, idle_at))
+            })();
+            shutdown.request();
+            let mut totals = StepStats::default();
+            for h in handles {
+                let r = h
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("a processor thread panicked"))?;
+                totals.add(&r?);
+            }
+            let (produced, done, idle) = measured?;
+            Ok((produced, done, idle, totals))
+        })?;
         anyhow::ensure!(
-            totals.events.total() == embedded.events && totals.delivered == embedded.delivered,
-            "the {members}-processor group applied {} events and {} deliveries, the embedded run {} and {}: not comparable",
+            totals.events.total() == embedded.events,
+            "the {members}-processor group applied {} events, the embedded run {}",
             totals.events.total(),
-            totals.delivered,
-            embedded.events,
-            embedded.delivered
+            embedded.events
         );
-        let k = Throughput {
-            events: totals.events.total(),
-            delivered: totals.delivered,
-            secs: done_in,
-            cpu_secs: cpu_in,
-        };
+        anyhow::ensure!(
+            (k.events, k.delivered) == (totals.events.total(), totals.delivered),
+            "the {members}-processor group's figures changed after it was found idle"
+        );
+        differs(&k, &embedded);
         println!(
-            "{} (timed from the first produce until all of it is applied; producing took {produced_in:.2}s; `status` saw the group idle at {idle_in:.2}s)",
+            "{} (timed from the first produce until the last change; producing took {produced_in:.2}s; `status` saw the group idle at {idle_in:.2}s)",
             k.line(&format!("kafka, {members} processor(s)"))
         );
         for (against, e) in [("", &embedded), (" producing while it runs", &live)] {
@@ -234,14 +206,9 @@ pub fn kafka(
 }
 
 /// The embedded log timed as the Kafka runs are: the processor runs while
-/// the workload is produced, and the clock stops when it has applied as
-/// many events and deliveries as `done` (the run over the produced log).
-fn embedded_live(
-    path: &std::path::Path,
-    events: &[Event],
-    partitions: u32,
-    done: &Throughput,
-) -> Result<Throughput> {
+/// the workload is produced, and the clock stops at the last change once
+/// every event is applied and nothing has changed for a second.
+fn embedded_live(path: &std::path::Path, events: &[Event], partitions: u32) -> Result<Throughput> {
     let dir = DataDir::create_or_open(path, Some(partitions))?;
     let processor = Processor::open(&dir, ProcessorConfig::default())?;
     let shutdown = Shutdown::new();
@@ -256,23 +223,74 @@ fn embedded_live(
             }
             producer.finish()?;
             drop(producer);
-            loop {
-                let t = processor.progress().totals();
-                if done.reached_by(&t) {
-                    return Ok(Throughput {
-                        events: t.events.total(),
-                        delivered: t.delivered,
-                        secs: start.elapsed().as_secs_f64(),
-                        cpu_secs: process_cpu_secs() - cpu,
-                    });
-                }
-                anyhow::ensure!(!run.is_finished(), "the embedded processor stopped");
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
+            let (done, _) = until_settled(
+                (start, cpu),
+                events.len() as u64,
+                || processor.progress().totals(),
+                || true,
+                || {
+                    anyhow::ensure!(!run.is_finished(), "the embedded processor stopped");
+                    Ok(())
+                },
+            )?;
+            Ok(done)
         })();
         shutdown.request();
         run.join()
             .map_err(|_| anyhow::anyhow!("the embedded processor panicked"))??;
         measured
     })
+}
+
+/// Polls `applied` every 5 ms until it holds `events` input events, nothing
+/// has changed for a second and `idle` agrees; the figures and the time of
+/// its last change, and when it was found idle (seconds after `start`).
+/// Not a count of deliveries to reach: the same log can do different inbox
+/// work in two runs (see [`differs`]).
+fn until_settled(
+    (start, cpu): (Instant, f64),
+    events: u64,
+    applied: impl Fn() -> StepStats,
+    idle: impl Fn() -> bool,
+    running: impl Fn() -> Result<()>,
+) -> Result<(Throughput, f64)> {
+    let figures = |t: &StepStats| Throughput {
+        events: t.events.total(),
+        delivered: t.delivered,
+        secs: start.elapsed().as_secs_f64(),
+        cpu_secs: process_cpu_secs() - cpu,
+    };
+    let mut last = applied();
+    let mut at = figures(&last);
+    let mut changed = Instant::now();
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let t = applied();
+        if t != last {
+            last = t;
+            at = figures(&last);
+            changed = Instant::now();
+            continue;
+        }
+        running()?;
+        if at.events >= events && changed.elapsed().as_secs() >= 1 && idle() && applied() == last {
+            return Ok((at, start.elapsed().as_secs_f64()));
+        }
+    }
+}
+
+/// Says when `run` did other inbox work than `embedded` for the same log.
+/// The views agree (the contract), but deliveries depend on the order in
+/// which a partition meets other partitions' messages: an author whose
+/// follows reach their partition after one of their posts is pushed to for
+/// that post, and promoted a little later.
+fn differs(run: &Throughput, embedded: &Throughput) {
+    if run.delivered != embedded.delivered {
+        say!(
+            "bench kafka: this run wrote {} inbox entries, the embedded run {} (an author crossed the pull \
+             threshold at another point among their posts): compare deliveries/s",
+            run.delivered,
+            embedded.delivered
+        );
+    }
 }

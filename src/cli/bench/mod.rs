@@ -189,11 +189,6 @@ struct Throughput {
 }
 
 impl Throughput {
-    /// Whether `applied` holds as many events and deliveries as this run.
-    fn reached_by(&self, applied: &feedlog::core::metrics::StepStats) -> bool {
-        applied.events.total() >= self.events && applied.delivered >= self.delivered
-    }
-
     fn line(&self, what: &str) -> String {
         format!(
             "{what}: {} events, {} deliveries in {:.2}s ({:.2}s of CPU) = {:.0} events/s, {:.0} deliveries/s",
