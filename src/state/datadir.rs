@@ -302,8 +302,8 @@ impl DataDir {
     }
 
     /// The pull threshold a partition state that has applied nothing
-    /// starts with, so that the same log does the same inbox work however
-    /// far a processor is behind when it starts (README "How it works").
+    /// starts with, so that a processor decides under it from the first
+    /// event however far behind it starts (README "How it works").
     pub fn pull_threshold(&self) -> Option<u64> {
         self.id.pull_threshold
     }

@@ -109,9 +109,9 @@ impl Takeover {
 
 /// Puts `threshold` in force in a partition state that has applied
 /// nothing yet (no positions, no outbox, no threshold), before its first
-/// input: the same log then does the same inbox work however far behind
-/// its first owner starts, where a threshold asked for through the
-/// `effects` log lands after a share of the backlog that depends on timing.
+/// input: promotions are then decided under it however far behind its
+/// first owner starts, where a threshold asked for through the `effects`
+/// log lands after a share of the backlog that depends on timing.
 /// `true` when it wrote it; a state that has applied anything is left as it
 /// is (its log decides its threshold).
 pub fn start_with_threshold(store: &Store, threshold: Option<u64>) -> Result<bool, TaskError> {
