@@ -365,6 +365,10 @@ pub enum LogAction {
         #[arg(long)]
         force: bool,
     },
+    /// Print the `events` log as the JSON lines `produce` accepts, partition
+    /// by partition in offset order (so `produce` of the output rebuilds the
+    /// same log); records that are not events are counted on stderr.
+    Dump,
 }
 
 #[derive(Subcommand)]

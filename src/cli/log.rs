@@ -69,6 +69,36 @@ fn consumers(dir: &DataDir, topic: Topic, partition: u32) -> Result<Vec<(String,
     Ok(out)
 }
 
+/// `feedlog log dump`: the `events` log as JSON lines on stdout.
+pub fn dump(data: &Path) -> Result<i32> {
+    use std::io::Write;
+    let dir = DataDir::open(data)?;
+    let logs = dir.logs();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let (mut events, mut others) = (0u64, 0u64);
+    for p in 0..logs.partitions(Topic::Events) {
+        let mut reader = embedded::PartitionReader::open(&logs.dir(Topic::Events, p), 0)?;
+        loop {
+            let records = reader.read(4096, 16 << 20)?;
+            if records.is_empty() {
+                break;
+            }
+            for r in records {
+                match feedlog::core::codec::decode_event(r.format, &r.value) {
+                    Ok(e) => {
+                        writeln!(out, "{}", feedlog::core::codec::event_to_json(&e))?;
+                        events += 1;
+                    }
+                    Err(_) => others += 1,
+                }
+            }
+        }
+    }
+    out.flush()?;
+    say!("dumped {events} events; {others} records that are not events were left out (`run` sends them to the dead-letter log)");
+    Ok(0)
+}
+
 /// `log check`: reads every record of every partition of every topic and
 /// reports damage, and state positions past a log's end. Exit 1 on any
 /// problem (a torn tail alone is not one: the next writer cuts it).

@@ -161,6 +161,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                     truncate_at,
                     force,
                 } => log::repair(data, topic, partition, truncate_at, force),
+                LogAction::Dump => log::dump(data),
             }
         }
         Command::DeadLetters { follow, json, from } => {

@@ -147,23 +147,14 @@ impl Producer {
         self.queued()
     }
 
-    /// Queues one JSON line: valid events go to their partition, anything
-    /// else to the dead-letter log with `source` (e.g. `file:line`).
+    /// Queues one JSON line: a valid event goes to its partition in the
+    /// compact postcard form (the event the line decodes to, not the line's
+    /// bytes: unknown fields, spacing and field order are not kept);
+    /// anything else goes, byte for byte, to the dead-letter log with
+    /// `source` (e.g. `file:line`).
     pub fn json_line(&mut self, line: &[u8], source: &str) -> Result<(), ProduceError> {
         match codec::decode_event(Format::Json.as_u8(), line) {
-            Ok(ev) => {
-                let key = ev.actor().to_string().into_bytes();
-                let size = BODY_FIXED + key.len() + line.len();
-                if size > self.max_record_bytes {
-                    return self.too_large(source, "json", line, size);
-                }
-                self.raw(
-                    partition_for(ev.actor(), self.partitions),
-                    Format::Json.as_u8(),
-                    key,
-                    line.to_vec(),
-                )
-            }
+            Ok(ev) => self.event(&ev, Format::Postcard),
             Err(e) => self.dead_letter(&e.to_string(), source, "json", line),
         }
     }

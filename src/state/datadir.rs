@@ -1,7 +1,7 @@
 //! A data directory: its identity file, its logs and its state stores.
 //!
 //! ```text
-//! DIR/feedlog.json                  {"layout":1,"partitions":8}
+//! DIR/feedlog.json                  {"layout":2,"partitions":8}
 //! DIR/log/events/00000/…            embedded log partitions (see log::embedded)
 //! DIR/log/effects/00000/…
 //! DIR/log/dead-letter/00000/…
@@ -21,6 +21,7 @@
 //! `log::embedded::Logs`), so the partition directories say the count too:
 //! a `feedlog.json` that counts fewer or more than a log holds is refused.
 
+use crate::log::embedded::Framing;
 use crate::log::topics::Topics;
 use crate::log::Logs;
 use serde::{Deserialize, Serialize};
@@ -30,7 +31,13 @@ use std::path::{Path, PathBuf};
 /// states live), apart from the state stores' layout
 /// ([`crate::state::LAYOUT_VERSION`]): a directory whose stores an older
 /// build wrote still opens, so its log can be rebuilt into new ones.
-pub const DIR_LAYOUT: u32 = 1;
+/// Layout 2 (what a new directory gets) frames its log records compactly
+/// (`log/embedded/segment.rs`); a layout-1 directory opens as it is and
+/// keeps writing the fixed framing, so the version that made it can still
+/// read it.
+pub const DIR_LAYOUT: u32 = 2;
+/// The layouts this build opens.
+const READ_LAYOUTS: std::ops::RangeInclusive<u32> = 1..=DIR_LAYOUT;
 
 /// Errors opening a data directory.
 #[derive(Debug, thiserror::Error)]
@@ -178,9 +185,9 @@ impl DataDir {
         };
         let id: Identity = serde_json::from_slice(&bytes)
             .map_err(|e| refuse(format!("feedlog.json is invalid: {e}")))?;
-        if id.layout != DIR_LAYOUT {
+        if !READ_LAYOUTS.contains(&id.layout) {
             return Err(refuse(format!(
-                "it was written with layout {}, this build reads layout {DIR_LAYOUT}",
+                "it was written with layout {}, this build reads layouts 1 to {DIR_LAYOUT}",
                 id.layout
             )));
         }
@@ -366,7 +373,12 @@ impl DataDir {
 
     /// The directory's logs.
     pub fn logs(&self) -> Logs {
+        let framing = match self.id.layout {
+            1 => Framing::Fixed,
+            _ => Framing::Compact,
+        };
         Logs::new(&self.root.join("log"), self.partitions(), Topics::builtin())
+            .with_framing(framing)
     }
 
     /// The state store directory of one partition, in the active
@@ -546,5 +558,31 @@ mod tests {
         assert!(DataDir::open(tmp.path()).is_err(), "the marker says 4");
         std::fs::remove_file(events.join(crate::log::PARTITIONS_MARKER)).unwrap();
         assert_eq!(DataDir::open(tmp.path()).unwrap().partitions(), 4);
+    }
+
+    // Proves a layout-1 directory keeps writing the fixed framing (earlier versions read it) and a new one writes the compact framing.
+    #[test]
+    fn a_layout_1_directory_keeps_the_fixed_framing() {
+        let first_byte = |json: Option<&str>| {
+            let tmp = tempfile::tempdir().unwrap();
+            let d = DataDir::create_or_open(tmp.path(), Some(2)).unwrap();
+            if let Some(json) = json {
+                std::fs::write(tmp.path().join("feedlog.json"), json).unwrap();
+            }
+            let d = DataDir::open(d.root()).unwrap();
+            let record = crate::log::NewRecord {
+                timestamp_ms: 1,
+                format: 1,
+                key: b"k",
+                value: b"v",
+            };
+            d.logs()
+                .append(crate::log::Topic::Events, 0, &[record], true)
+                .unwrap();
+            let segment = tmp.path().join("log/events/00000/00000000000000000000.log");
+            std::fs::read(segment).unwrap()[0]
+        };
+        assert_eq!(first_byte(Some(r#"{"layout":1,"partitions":2}"#)), 0x00);
+        assert_eq!(first_byte(None), 0x82);
     }
 }

@@ -63,7 +63,10 @@ pub fn fanout(
     for i in (1..keys.len()).rev() {
         keys.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
     }
+    processor.flush();
     drop(processor);
+    let all: Vec<&feedlog::core::event::Event> = follow_events.iter().chain(&post_events).collect();
+    let bytes = super::bytes_line(&dir, &all, keys.len() as u64);
     let (raw_rate, raw_secs) = raw_puts(&tmp.join("raw"), &keys, 1, cfg.sync)?;
     let (raw2_rate, _) = raw_puts(&tmp.join("raw2"), &keys, 2, cfg.sync)?;
     println!("fan-out: {delivered} inbox writes in {secs:.2}s = {feed_rate:.0}/s through the processor ({partitions} partitions, sync={})", cfg.sync);
@@ -77,6 +80,7 @@ pub fn fanout(
         "ratio processor/raw inbox+index puts: {:.2}",
         feed_rate / raw2_rate
     );
+    println!("{bytes}");
     Ok(())
 }
 

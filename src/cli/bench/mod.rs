@@ -72,6 +72,48 @@ pub enum BenchKind {
     Redis,
 }
 
+/// Bytes on disk under `path` (files, recursively; 0 where unreadable).
+fn dir_bytes(path: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return 0;
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            _ => e.metadata().map_or(0, |m| m.len()),
+        })
+        .sum()
+}
+
+/// The bytes of a processed data directory against the input: its logs
+/// against `events` written as the JSON lines `produce` accepts, and its
+/// state (flushed by the caller) per inbox entry it holds.
+fn bytes_line(
+    dir: &feedlog::state::datadir::DataDir,
+    events: &[&Event],
+    inbox_entries: u64,
+) -> String {
+    let json: u64 = events
+        .iter()
+        .map(|e| feedlog::core::codec::event_to_json(e).len() as u64 + 1)
+        .sum();
+    let log = dir.root().join("log");
+    let (ev, fx) = (
+        dir_bytes(&log.join("events")),
+        dir_bytes(&log.join("effects")),
+    );
+    let state = dir_bytes(&dir.state_root());
+    format!(
+        "bytes: log {} (events {ev}, effects {fx}) = {:.2}x the {json} bytes of the events as JSON lines, {:.1} per event; \
+         state {state} after a flush = {:.1} per inbox entry ({inbox_entries} entries)",
+        ev + fx,
+        (ev + fx) as f64 / json as f64,
+        (ev + fx) as f64 / events.len() as f64,
+        state as f64 / inbox_entries as f64
+    )
+}
+
 /// Processes until idle: inbox deliveries and seconds.
 fn run_until_idle(p: &Processor) -> Result<(u64, f64)> {
     let start = Instant::now();

@@ -5,17 +5,20 @@
 //! data directory, shares one writer per partition between the tasks of a
 //! process, and hands out tailing readers.
 
+mod framing;
 mod reader;
 mod repair;
 mod segment;
 mod writer;
 
 #[cfg(test)]
+mod framing_tests;
+#[cfg(test)]
 mod tests;
 
+pub use framing::{Framing, BODY_FIXED, MAX_RECORD_BYTES};
 pub use reader::{end_offset, PartitionReader};
 pub use repair::{check, truncate_at, Damage, PartitionCheck, Truncated};
-pub use segment::{BODY_FIXED, MAX_RECORD_BYTES};
 pub use writer::PartitionWriter;
 
 use super::{Log, LogError, NewRecord, Record, Sink, Source, Topic};
@@ -120,6 +123,8 @@ pub struct Logs {
     /// Writers of partitions other processes write too (the dead-letter log,
     /// forwarded events): each takes the lock per append.
     turns: Mutex<HashMap<(Topic, u32), SharedWriter>>,
+    /// How this directory's writers frame records (its layout's).
+    framing: Framing,
 }
 
 /// How long a writer that takes turns waits for another process's append
@@ -135,7 +140,15 @@ impl Logs {
             topics,
             writers: Mutex::new(HashMap::new()),
             turns: Mutex::new(HashMap::new()),
+            framing: Framing::Compact,
         }
+    }
+
+    /// Writers frame records as `framing` says (compact by default: a data
+    /// directory of layout 1 keeps the fixed framing its version wrote).
+    pub fn with_framing(mut self, framing: Framing) -> Logs {
+        self.framing = framing;
+        self
     }
 
     /// The spec of `topic`.
@@ -169,7 +182,8 @@ impl Logs {
             return Ok(w.clone());
         }
         self.create_partitions(topic, partition)?;
-        let w = PartitionWriter::open(&self.dir(topic, partition), self.spec(topic).segment_bytes)?;
+        let w = PartitionWriter::open(&self.dir(topic, partition), self.spec(topic).segment_bytes)?
+            .with_framing(self.framing);
         let w = Arc::new(Mutex::new(w));
         writers.insert((topic, partition), w.clone());
         Ok(w)
@@ -291,7 +305,8 @@ impl Logs {
         self.create_partitions(topic, partition)?;
         let dir = self.dir(topic, partition);
         let segment_bytes = self.spec(topic).segment_bytes;
-        let w = PartitionWriter::open_shared(&dir, segment_bytes, TURN_WAIT)?;
+        let w = PartitionWriter::open_shared(&dir, segment_bytes, TURN_WAIT)?
+            .with_framing(self.framing);
         let w = Arc::new(Mutex::new(w));
         turns.insert((topic, partition), w.clone());
         Ok(w)

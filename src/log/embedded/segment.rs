@@ -10,7 +10,25 @@
 //!   00000000000000001234.log   next segment, first offset 1234: `{base_offset:020}.log`
 //! ```
 //!
-//! A segment has no file header: it is records back to back, all integers big-endian.
+//! A segment has no file header: it is records back to back, in one of two framings that
+//! a reader tells apart by a record's first byte (a data directory's layout chooses which
+//! one its writers use: [`Framing`](super::framing::Framing); `framing.rs` encodes and
+//! parses them). Fixed integers are big-endian; `varint` is LEB128.
+//!
+//! **Compact** (layout 2, first byte `0x82`): the offset is stored relative to the
+//! segment's base, the timestamp as a varint, and a value of 64 bytes or more is stored
+//! Zstandard-compressed (a frame, after its raw length as a varint) when that is smaller.
+//!
+//! ```text
+//!  0x82 | body_len varint | crc32 u32 | body: rel_offset varint | timestamp_ms varint |
+//!       |                 |           |       format u8 | flags u8 | key_len varint |
+//!       |                 |           |       key | value (flags bit 0: raw_len varint
+//!       |                 |           |                    + Zstandard frame)
+//!                                     |<----- body_len bytes, crc32 covers all of it ----->|
+//! ```
+//!
+//! **Fixed** (layout 1, first byte `0x00` or `0x01`: the top byte of a length of at
+//! most 16 MiB):
 //!
 //! ```text
 //! byte 0        4        8             16            24     25          29        29+K
@@ -41,18 +59,14 @@
 //! `feedlog log check` reports it; `feedlog log repair --truncate-at OFFSET` is the
 //! explicit, logged way to cut a partition ([`truncate_at`]), and it lowers the watermark.
 
-use super::{LogError, NewRecord, Record};
+use super::framing::{
+    be_u64, compact_record_at, fixed_record_at, parse, Parsed, COMPACT, COMPACT_MIN,
+};
+use super::{LogError, Record};
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-/// Bytes of `body_len` + `crc32` before each body.
-pub(super) const HEADER: usize = 8;
-/// Bytes of offset + timestamp_ms + format + key_len at the start of each body.
-pub const BODY_FIXED: usize = 21;
-/// The largest body (fixed fields + key + value) the format allows: the hard limit
-/// every reader checks. Producers enforce a smaller, configurable limit (see `topics/`).
-pub const MAX_RECORD_BYTES: usize = 16 << 20;
 /// The durability watermark file of a partition directory.
 pub(super) const SYNCED_FILE: &str = ".synced";
 /// How much a reader asks the OS for at a time.
@@ -152,56 +166,27 @@ fn valid_record_after(
     path: &Path,
     from: u64,
     expected: u64,
+    base: u64,
 ) -> Result<Option<(u64, u64)>, LogError> {
     let mut file = File::open(path).map_err(io_err(path))?;
     file.seek(SeekFrom::Start(from + 1)).map_err(io_err(path))?;
     let mut rest = Vec::new();
     file.read_to_end(&mut rest).map_err(io_err(path))?;
-    let min = HEADER + BODY_FIXED;
-    // A record after `from` has at most one offset per `min` bytes before it.
-    let most = expected + (rest.len() / min) as u64 + 1;
-    for at in 0..rest.len().saturating_sub(min - 1) {
+    // A record after `from` has at most one offset per `COMPACT_MIN` bytes before it.
+    let most = expected + (rest.len() / COMPACT_MIN) as u64 + 1;
+    let plausible = |offset: u64| (expected..=most).contains(&offset);
+    for at in 0..rest.len() {
         let b = &rest[at..];
-        let body_len = be_u32(b) as usize;
-        if !(BODY_FIXED..=MAX_RECORD_BYTES).contains(&body_len) || HEADER + body_len > b.len() {
-            continue;
-        }
-        let body = &b[HEADER..HEADER + body_len];
-        let offset = be_u64(body);
-        if offset < expected
-            || offset > most
-            || be_u32(&body[17..]) as usize > body_len - BODY_FIXED
-        {
-            continue;
-        }
-        if crc32fast::hash(body) == be_u32(&b[4..]) {
+        let found = if b[0] == COMPACT {
+            compact_record_at(b, base).filter(|&o| plausible(o))
+        } else {
+            fixed_record_at(b).filter(|&o| plausible(o))
+        };
+        if let Some(offset) = found {
             return Ok(Some((from + 1 + at as u64, offset)));
         }
     }
     Ok(None)
-}
-
-fn be_u32(b: &[u8]) -> u32 {
-    u32::from_be_bytes(b[..4].try_into().expect("4 bytes"))
-}
-
-fn be_u64(b: &[u8]) -> u64 {
-    u64::from_be_bytes(b[..8].try_into().expect("8 bytes"))
-}
-
-pub(super) fn encode(buf: &mut Vec<u8>, offset: u64, r: &NewRecord<'_>) {
-    let start = buf.len();
-    let body_len = BODY_FIXED + r.key.len() + r.value.len();
-    buf.extend_from_slice(&(body_len as u32).to_be_bytes());
-    buf.extend_from_slice(&[0; 4]); // checksum, filled in below
-    buf.extend_from_slice(&offset.to_be_bytes());
-    buf.extend_from_slice(&r.timestamp_ms.to_be_bytes());
-    buf.push(r.format);
-    buf.extend_from_slice(&(r.key.len() as u32).to_be_bytes());
-    buf.extend_from_slice(r.key);
-    buf.extend_from_slice(r.value);
-    let crc = crc32fast::hash(&buf[start + HEADER..]);
-    buf[start + 4..start + HEADER].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// What a [`SegmentCursor`] found at its position.
@@ -397,7 +382,9 @@ impl SegmentCursor {
                 format!("{reason}, in bytes the writer had synced ({synced})"),
             );
         }
-        if let Some((at, offset)) = valid_record_after(&self.path, self.file_pos, expected)? {
+        if let Some((at, offset)) =
+            valid_record_after(&self.path, self.file_pos, expected, self.base)?
+        {
             return stop(
                 Stop::Corrupt,
                 format!("{reason}, and a valid record (offset {offset}) follows at byte {at}"),
@@ -407,53 +394,28 @@ impl SegmentCursor {
     }
 
     pub(super) fn decode(&mut self, expected: u64, keep: bool) -> Result<Step, LogError> {
-        if !self.fill_to(HEADER)? {
-            if self.buf.len() == self.pos {
-                return Ok(Step::Stop(Stop::End));
+        if !self.fill_to(1)? {
+            return Ok(Step::Stop(Stop::End));
+        }
+        loop {
+            match parse(&self.buf[self.pos..], self.base, expected, keep) {
+                Parsed::Record(record, len) => return Ok(Step::Record(record, len)),
+                Parsed::Short(need, what) => {
+                    if !self.fill_to(need)? {
+                        return stop(Stop::Torn, what);
+                    }
+                }
+                Parsed::BadChecksum(total) => {
+                    // Torn when it reaches the end of the file, else corrupt
+                    // (settled later; see [`SegmentCursor::next`]).
+                    let len = self.file.metadata().map_err(io_err(&self.path))?.len();
+                    let at_tail = self.file_pos + total as u64 >= len;
+                    let kind = if at_tail { Stop::Torn } else { Stop::Corrupt };
+                    return stop(kind, "bad checksum");
+                }
+                Parsed::Invalid(reason) => return stop(Stop::Corrupt, reason),
             }
-            return stop(Stop::Torn, "partial record header");
         }
-        let body_len = be_u32(&self.buf[self.pos..]) as usize;
-        let crc = be_u32(&self.buf[self.pos + 4..]);
-        if !(BODY_FIXED..=MAX_RECORD_BYTES).contains(&body_len) {
-            return stop(Stop::Corrupt, format!("bad record length {body_len}"));
-        }
-        let total = HEADER + body_len;
-        if !self.fill_to(total)? {
-            return stop(Stop::Torn, "partial record");
-        }
-        let body = &self.buf[self.pos + HEADER..self.pos + total];
-        if crc32fast::hash(body) != crc {
-            let len = self.file.metadata().map_err(io_err(&self.path))?.len();
-            let at_tail = self.file_pos + total as u64 >= len;
-            let kind = if at_tail { Stop::Torn } else { Stop::Corrupt };
-            return stop(kind, "bad checksum");
-        }
-        let offset = be_u64(body);
-        let key_len = be_u32(&body[17..]) as usize;
-        if offset != expected {
-            let reason = format!("record has offset {offset}, expected {expected}");
-            return stop(Stop::Corrupt, reason);
-        }
-        if key_len > body_len - BODY_FIXED {
-            return stop(Stop::Corrupt, format!("key length {key_len} too big"));
-        }
-        let (key, value) = body[BODY_FIXED..].split_at(key_len);
-        let (timestamp_ms, format) = (be_u64(&body[8..]), body[16]);
-        let (key, value) = match keep {
-            true => (key.to_vec(), value.to_vec()),
-            false => (Vec::new(), Vec::new()),
-        };
-        Ok(Step::Record(
-            Record {
-                offset: crate::core::position::Offset(offset),
-                timestamp_ms,
-                format,
-                key,
-                value,
-            },
-            total,
-        ))
     }
 
     /// Consumes records from offset `at` on until offset `target` is reached (→ `None`)

@@ -1,13 +1,14 @@
 //! The embedded log's round trips, limits, torn tails and corruption.
 
-use super::segment::{encode, list_segments, segment_path, BODY_FIXED, HEADER, MAX_RECORD_BYTES};
+use super::framing::{encode, Framing, BODY_FIXED, MAX_RECORD_BYTES};
+use super::segment::{list_segments, segment_path};
 use super::*;
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-fn rec(i: u64) -> Record {
+pub(super) fn rec(i: u64) -> Record {
     let (key, value) = (
         format!("k{i}").into_bytes(),
         vec![i as u8; (i * 7 % 90) as usize],
@@ -21,11 +22,11 @@ fn rec(i: u64) -> Record {
     }
 }
 
-fn expected(range: std::ops::Range<u64>) -> Vec<Record> {
+pub(super) fn expected(range: std::ops::Range<u64>) -> Vec<Record> {
     range.map(rec).collect()
 }
 
-fn new_record(r: &Record) -> NewRecord<'_> {
+pub(super) fn new_record(r: &Record) -> NewRecord<'_> {
     let (key, value) = (&r.key[..], &r.value[..]);
     NewRecord {
         timestamp_ms: r.timestamp_ms,
@@ -35,7 +36,20 @@ fn new_record(r: &Record) -> NewRecord<'_> {
     }
 }
 
-fn append_range(w: &mut PartitionWriter, range: std::ops::Range<u64>, batch: usize) {
+/// Record `r` framed as a default writer frames it, in the segment whose first offset
+/// is `base`.
+pub(super) fn framed(base: u64, r: &Record) -> Vec<u8> {
+    let mut b = Vec::new();
+    encode(&mut b, Framing::Compact, base, r.offset.0, &new_record(r));
+    b
+}
+
+/// The bytes record `r` takes in the first segment.
+pub(super) fn size(r: &Record) -> u64 {
+    framed(0, r).len() as u64
+}
+
+pub(super) fn append_range(w: &mut PartitionWriter, range: std::ops::Range<u64>, batch: usize) {
     for chunk in expected(range.clone()).chunks(batch) {
         let batch: Vec<NewRecord> = chunk.iter().map(new_record).collect();
         assert_eq!(w.append(&batch).unwrap(), chunk[0].offset.0);
@@ -43,7 +57,7 @@ fn append_range(w: &mut PartitionWriter, range: std::ops::Range<u64>, batch: usi
     assert_eq!(w.next_offset(), range.end);
 }
 
-fn read_all(r: &mut PartitionReader) -> Vec<Record> {
+pub(super) fn read_all(r: &mut PartitionReader) -> Vec<Record> {
     let mut out = Vec::new();
     loop {
         match r.read(usize::MAX, usize::MAX).unwrap() {
@@ -53,7 +67,7 @@ fn read_all(r: &mut PartitionReader) -> Vec<Record> {
     }
 }
 
-fn read_from(dir: &Path, from: u64) -> Vec<Record> {
+pub(super) fn read_from(dir: &Path, from: u64) -> Vec<Record> {
     read_all(&mut PartitionReader::open(dir, from).unwrap())
 }
 
@@ -123,8 +137,8 @@ fn torn_tail_is_ignored_by_readers_and_cut_by_the_writer() {
             *bytes.last_mut().unwrap() ^= 0xff;
             49
         } else {
-            let mut torn = Vec::new();
-            encode(&mut torn, 50, &new_record(&rec(50)));
+            let last = *list_segments(dir).unwrap().last().unwrap();
+            let torn = framed(last, &rec(50));
             bytes.extend_from_slice(&torn[..torn.len() - 3]);
             50
         };
@@ -149,7 +163,6 @@ fn corruption_in_the_middle_is_reported() {
     let dir = tmp.path();
     let batch = expected(0..20);
     append_range(&mut PartitionWriter::open(dir, 1 << 20).unwrap(), 0..20, 20);
-    let size = |r: &Record| (HEADER + BODY_FIXED + r.key.len() + r.value.len()) as u64;
     let at: u64 = batch[..5].iter().map(size).sum();
     let path = segment_path(dir, 0);
     let mut bytes = fs::read(&path).unwrap();
@@ -307,7 +320,6 @@ fn unsynced_corruption_followed_by_valid_records_is_not_a_torn_tail() {
     let path = segment_path(dir, 0);
     let len = fs::metadata(&path).unwrap().len();
     // The length field of a record in the middle: it now points past the end.
-    let size = |r: &Record| (HEADER + BODY_FIXED + r.key.len() + r.value.len()) as u64;
     let at: u64 = expected(0..20).iter().map(size).sum();
     flip(&path, at + 1);
     assert!(is_corrupt(PartitionWriter::open(dir, 1 << 20)));
@@ -322,8 +334,7 @@ fn a_record_completed_while_it_was_read_is_not_corruption() {
     let dir = tmp.path();
     append_range(&mut PartitionWriter::open(dir, 1 << 20).unwrap(), 0..1, 1);
     let path = segment_path(dir, 0);
-    let mut rest = Vec::new();
-    encode(&mut rest, 1, &new_record(&rec(1)));
+    let rest = framed(0, &rec(1));
     let half = rest.len() / 2;
     fs::OpenOptions::new()
         .append(true)
@@ -343,7 +354,7 @@ fn a_record_completed_while_it_was_read_is_not_corruption() {
     ));
     // The writer finishes the record and appends the next one.
     let mut more = rest[half..].to_vec();
-    encode(&mut more, 2, &new_record(&rec(2)));
+    more.extend(framed(0, &rec(2)));
     let mut f = fs::OpenOptions::new().append(true).open(&path).unwrap();
     f.write_all(&more).unwrap();
     match c.settle(torn, 1, true).unwrap() {
@@ -528,7 +539,6 @@ fn a_segment_cut_short_below_the_watermark_is_corruption() {
         append_range(&mut w, 0..9, 3);
         w.sync().unwrap();
         drop(w);
-        let size = |r: &Record| (HEADER + BODY_FIXED + r.key.len() + r.value.len()) as u64;
         let at: u64 = expected(0..keep * 3).iter().map(size).sum();
         let path = segment_path(dir, 0);
         let mut bytes = fs::read(&path).unwrap();
@@ -557,7 +567,7 @@ fn deleting_the_last_segments_is_corruption() {
     for remove_all in [false, true] {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
-        let mut w = PartitionWriter::open(dir, 200).unwrap();
+        let mut w = PartitionWriter::open(dir, 100).unwrap();
         append_range(&mut w, 0..12, 2);
         w.sync().unwrap();
         drop(w);

@@ -1,9 +1,10 @@
 //! The writer of one partition directory: appends, rolls segments, records
 //! the durability watermark, and on open cuts only a torn tail.
 
+use super::framing::{encode, Framing, BODY_FIXED, MAX_RECORD_BYTES};
 use super::segment::{
-    check_synced_segment_present, encode, io_err, list_segments, segment_path, write_synced,
-    SegmentCursor, Stop, BODY_FIXED, HEADER, MAX_RECORD_BYTES, SYNCED_FILE,
+    check_synced_segment_present, io_err, list_segments, segment_path, write_synced, SegmentCursor,
+    Stop, SYNCED_FILE,
 };
 use crate::log::{LogError, NewRecord};
 use std::fs::{self, File, TryLockError};
@@ -41,6 +42,8 @@ pub struct PartitionWriter {
     dir_dirty: bool,
     /// A failed write could not be rolled back: the segment may end in garbage.
     poisoned: bool,
+    /// How appended records are framed.
+    framing: Framing,
 }
 
 /// Opens (creating the directory if missing) the lock file of a partition directory.
@@ -125,7 +128,15 @@ impl PartitionWriter {
             next_offset,
             dir_dirty: last.is_none(),
             poisoned: false,
+            framing: Framing::Compact,
         })
+    }
+
+    /// Frames what it appends from now on as `framing` says (compact by default;
+    /// readers read both).
+    pub fn with_framing(mut self, framing: Framing) -> Self {
+        self.framing = framing;
+        self
     }
 
     fn unlock(&self) {
@@ -224,14 +235,20 @@ impl PartitionWriter {
                     max: MAX_RECORD_BYTES,
                 });
             }
-            total += HEADER + size;
-        }
-        let mut buf = Vec::with_capacity(total);
-        for (i, r) in records.iter().enumerate() {
-            encode(&mut buf, first + i as u64, r);
+            total += size;
         }
         if self.active_len > 0 && self.active_len >= self.segment_bytes {
             self.roll()?;
+        }
+        let mut buf = Vec::with_capacity(total + 8 * records.len());
+        for (i, r) in records.iter().enumerate() {
+            encode(
+                &mut buf,
+                self.framing,
+                self.active_base,
+                first + i as u64,
+                r,
+            );
         }
         if let Err(e) = self.active.write_all(&buf) {
             self.poisoned = self.active.set_len(self.active_len).is_err();
