@@ -112,18 +112,50 @@ pub(super) fn through_http(
         users.len(),
         entries as f64 / users.len().min(1000) as f64
     );
-    let list = users
+    let paths: Vec<String> = users
         .iter()
-        .map(u64::to_string)
+        .map(|u| format!("/v1/users/{u}/timeline?limit=20"))
+        .collect();
+    with_wrk(
+        wrk,
+        dir,
+        reader,
+        &paths_script(&paths),
+        threads,
+        connections,
+        secs,
+    )
+}
+
+/// The readers among `users` whose timeline has a second page of 20, with
+/// the path of that page (the first page's `next_cursor`).
+pub(super) fn second_pages(reader: &Reader, users: &[u64]) -> Result<Vec<(u64, String)>> {
+    let mut out = Vec::new();
+    for &u in users {
+        let first = reader.timeline(UserId(u), 20, None)?;
+        if let (20, Some(c)) = (first.items.len(), first.next_cursor) {
+            if !reader.timeline(UserId(u), 20, Some(&c))?.items.is_empty() {
+                out.push((u, format!("/v1/users/{u}/timeline?limit=20&cursor={c}")));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A `wrk` Lua script that requests `paths` in turn, from a random start
+/// per connection.
+pub(super) fn paths_script(paths: &[String]) -> String {
+    let list = paths
+        .iter()
+        .map(|p| format!("\"{p}\""))
         .collect::<Vec<_>>()
         .join(",");
-    let script = format!(
-        "local users = {{{list}}}\nlocal i = 0\n\
-         init = function(args) i = math.random(#users) end\n\
-         request = function()\n  i = i % #users + 1\n  \
-         return wrk.format(\"GET\", \"/v1/users/\" .. users[i] .. \"/timeline?limit=20\")\nend\n"
-    );
-    with_wrk(wrk, dir, reader, &script, threads, connections, secs)
+    format!(
+        "local paths = {{{list}}}\nlocal i = 0\n\
+         init = function(args) i = math.random(#paths) end\n\
+         request = function()\n  i = i % #paths + 1\n  \
+         return wrk.format(\"GET\", paths[i])\nend\n"
+    )
 }
 
 /// Serves `reader` on loopback and runs `wrk` with the Lua `script` (its

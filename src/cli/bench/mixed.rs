@@ -100,7 +100,7 @@ pub fn mixed(b: &RedisBench<'_>) -> Result<()> {
     say!("redis: mass insertion of the same events alone");
     let (entries, _, redis_alone) = server.replay(&by_time, cap)?;
     let range = max_user as usize + 1;
-    let probe = server.pages(&bench_bin, "i", range, threads, connections, 20_000)?;
+    let probe = server.pages(&bench_bin, ("i", range, 0), threads, connections, 20_000)?;
     server.flush_all()?;
     let redis_read_secs = (redis_alone * 0.8).max(1.0);
     let n = ((probe.per_sec * 0.5 * redis_read_secs) as u64).max(10_000);
@@ -108,7 +108,7 @@ pub fn mixed(b: &RedisBench<'_>) -> Result<()> {
     let (redis_read, redis_pages) = std::thread::scope(|s| -> Result<(f64, Reads)> {
         let reading = s.spawn(|| -> Result<Reads> {
             let start = Instant::now();
-            let load = server.pages(&bench_bin, "i", range, threads, connections, n)?;
+            let load = server.pages(&bench_bin, ("i", range, 0), threads, connections, n)?;
             Ok(Reads {
                 load,
                 secs: start.elapsed().as_secs_f64(),

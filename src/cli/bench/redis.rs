@@ -14,7 +14,7 @@
 //! fastest. Redis keeps everything in memory with persistence off; feedlog
 //! commits every batch durably.
 
-use super::http::{readers, through_http, which, Load};
+use super::http::{paths_script, readers, second_pages, through_http, which, with_wrk, Load};
 use super::redis_worker::Worker;
 use super::resp::{number, Conn, Resp};
 use super::{Cleanup, Generated};
@@ -156,7 +156,40 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     let http = load(reader)?;
     let cold = load(Reader::open_with_page_cache(&dir, 0)?)?;
     server.name_pages(&users)?;
-    let zrev = server.pages_under_load(&bench_bin, users.len(), threads, connections, secs)?;
+    let zrev = server.pages_under_load(&bench_bin, (users.len(), 0), threads, connections, secs)?;
+    // Second pages: the readers who have one, through the first page's
+    // cursor; in Redis entries 20 to 39 of the same inboxes.
+    let deep = second_pages(&Reader::open(&dir)?, &users)?;
+    let deep_users: Vec<u64> = deep.iter().map(|(u, _)| *u).collect();
+    let second = match deep.is_empty() {
+        true => None,
+        false => {
+            let pages = Reader::open(&dir)?;
+            let same = server.pages_agree(&deep_users, 20, |u| {
+                let first = pages.timeline(UserId(u), 20, None)?;
+                Ok(pages.timeline(UserId(u), 20, first.next_cursor.as_deref())?)
+            })?;
+            let paths: Vec<String> = deep.into_iter().map(|(_, p)| p).collect();
+            let ours = with_wrk(
+                &wrk,
+                &dir,
+                pages,
+                &paths_script(&paths),
+                threads,
+                connections,
+                secs,
+            )?;
+            server.name_pages(&deep_users)?;
+            let theirs = server.pages_under_load(
+                &bench_bin,
+                (deep_users.len(), 20),
+                threads,
+                connections,
+                secs,
+            )?;
+            Some((same, ours, theirs))
+        }
+    };
     println!(
         "timeline pages of 20, {} readers, {connections} connections, {threads} threads, {secs}s:",
         users.len()
@@ -164,13 +197,27 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     println!("  feedlog HTTP (wrk):               {}", http.line());
     println!("  feedlog HTTP, no page cache:      {}", cold.line());
     println!("  redis ZREVRANGE (redis-benchmark): {}", zrev.line());
-    for (what, l) in [("", &http), (" without the page cache", &cold)] {
+    let ratio = |what: &str, l: &Load, r: &Load| {
         println!(
-            "ratio feedlog/redis pages/s{what}: {:.2}; p50 {:.2}; p99 {:.2} (latency ratios: redis/feedlog)",
-            l.per_sec / zrev.per_sec,
-            zrev.p50_ms / l.p50_ms,
-            zrev.p99_ms / l.p99_ms
-        );
+            "ratio feedlog/redis {what}: {:.2}; p50 {:.2}; p99 {:.2} (latency ratios: redis/feedlog)",
+            l.per_sec / r.per_sec,
+            r.p50_ms / l.p50_ms,
+            r.p99_ms / l.p99_ms
+        )
+    };
+    ratio("pages/s", &http, &zrev);
+    ratio("pages/s without the page cache", &cold, &zrev);
+    match second {
+        None => println!("second pages: no reader has one"),
+        Some((same, ours, theirs)) => {
+            println!(
+                "second pages of 20 (through the first page's cursor; redis ZREVRANGE 20 39), {} readers, equal in both for {same}:",
+                deep_users.len()
+            );
+            println!("  feedlog HTTP (wrk):               {}", ours.line());
+            println!("  redis ZREVRANGE (redis-benchmark): {}", theirs.line());
+            ratio("second pages/s", &ours, &theirs);
+        }
     }
     Ok(())
 }
@@ -371,12 +418,30 @@ impl RedisServer {
     /// For how many readers the first page (20 entries, newest first) is
     /// the same in both: a check that both did the same work.
     fn first_pages_agree(&self, reader: &Reader, users: &[u64]) -> Result<usize> {
+        self.pages_agree(users, 0, |u| Ok(reader.timeline(UserId(u), 20, None)?))
+    }
+
+    /// For how many readers the page of 20 from entry `from` on is the same
+    /// in Redis as `ours` says it is in feedlog.
+    fn pages_agree(
+        &self,
+        users: &[u64],
+        from: usize,
+        ours: impl Fn(u64) -> Result<feedlog::api::query::Page<feedlog::api::query::PostItem>>,
+    ) -> Result<usize> {
         let mut c = self.connect()?;
         let mut same = 0;
+        let (start, stop) = (from.to_string(), (from + 19).to_string());
         for chunk in users.chunks(1000) {
             for u in chunk {
                 let key = format!("i:{u:012}");
-                c.queue(&[b"ZREVRANGE", key.as_bytes(), b"0", b"19", b"WITHSCORES"]);
+                c.queue(&[
+                    b"ZREVRANGE",
+                    key.as_bytes(),
+                    start.as_bytes(),
+                    stop.as_bytes(),
+                    b"WITHSCORES",
+                ]);
             }
             c.flush()?;
             for &u in chunk {
@@ -385,12 +450,8 @@ impl RedisServer {
                     .chunks(2)
                     .map(|m| Ok((number(&m[1])?, number(&m[0])?)))
                     .collect::<Result<_>>()?;
-                let mut ours: Vec<(u64, u64)> = reader
-                    .timeline(UserId(u), 20, None)?
-                    .items
-                    .iter()
-                    .map(|i| (i.ts, i.post_id))
-                    .collect();
+                let mut ours: Vec<(u64, u64)> =
+                    ours(u)?.items.iter().map(|i| (i.ts, i.post_id)).collect();
                 theirs.sort_unstable();
                 ours.sort_unstable();
                 same += usize::from(theirs == ours);
@@ -414,28 +475,28 @@ impl RedisServer {
         Ok(())
     }
 
-    /// `ZREVRANGE p:<random reader> 0 19 WITHSCORES` from redis-benchmark
-    /// for about `secs` seconds (a short run first sizes the long one).
+    /// `ZREVRANGE p:<random reader> FROM FROM+19 WITHSCORES` from
+    /// redis-benchmark for about `secs` seconds (a short run first sizes
+    /// the long one).
     fn pages_under_load(
         &self,
         bin: &Path,
-        readers: usize,
+        (readers, from): (usize, usize),
         threads: usize,
         connections: usize,
         secs: u64,
     ) -> Result<Load> {
-        let run = |n| self.pages(bin, "p", readers, threads, connections, n);
+        let run = |n| self.pages(bin, ("p", readers, from), threads, connections, n);
         let probe = run(20_000)?;
         run(((probe.per_sec * secs as f64) as u64).max(20_000))
     }
 
-    /// `n` × `ZREVRANGE {prefix}:<random id below range> 0 19 WITHSCORES`
-    /// from redis-benchmark.
+    /// `n` × `ZREVRANGE {prefix}:<random id below range> FROM FROM+19
+    /// WITHSCORES` from redis-benchmark.
     pub(super) fn pages(
         &self,
         bin: &Path,
-        prefix: &str,
-        range: usize,
+        (prefix, range, from): (&str, usize, usize),
         threads: usize,
         connections: usize,
         n: u64,
@@ -451,7 +512,13 @@ impl RedisServer {
                     &threads.to_string(),
                 ])
                 .args(["-n", &n.to_string(), "-r", &range.to_string(), "--csv"])
-                .args(["ZREVRANGE", &key, "0", "19", "WITHSCORES"])
+                .args([
+                    "ZREVRANGE",
+                    &key,
+                    &from.to_string(),
+                    &(from + 19).to_string(),
+                ])
+                .arg("WITHSCORES")
                 .output()
                 .context("running redis-benchmark")?;
             let text = String::from_utf8_lossy(&out.stdout).into_owned();
