@@ -1,8 +1,9 @@
-//! First timeline pages as the read API sends them, kept in memory beside
-//! a store and dropped by the commit that changes them.
+//! Timeline pages as the read API sends them, kept in memory beside a
+//! store and dropped by the commit that changes them.
 //!
 //! Most reads of a timeline ask for its first page, again and again
-//! between two changes of it. Reading that page costs a RocksDB iterator
+//! between two changes of it, and the next few pages after it (by their
+//! cursors) less often. Reading that page costs a RocksDB iterator
 //! over the memtable and every level, then the JSON encoding; a
 //! [`PageCache`] answers the next read of the same page with the bytes
 //! already encoded.
@@ -35,8 +36,12 @@ use crate::core::kv::{Cf, Writes};
 /// Bytes counted for an entry on top of its body (map slot, vector, body
 /// header).
 const ENTRY_OVERHEAD: usize = 96;
+/// Pages kept per user at most: a reader paging far back through one
+/// timeline keeps its first pages and the latest of the others.
+const PER_USER: usize = 8;
 
-/// Encoded first pages by user and page size, at most `budget` bytes.
+/// Encoded pages by user, page size and cursor (none for a first page), at
+/// most `budget` bytes.
 pub struct PageCache {
     inner: Mutex<Inner>,
     budget: usize,
@@ -71,6 +76,8 @@ impl Drop for Landing<'_> {
 
 struct Kept {
     limit: usize,
+    /// The cursor the page was read from; `None` for a first page.
+    cursor: Option<Box<str>>,
     body: Bytes,
     /// Read since the last sweep.
     read: bool,
@@ -96,8 +103,9 @@ impl PageCache {
         self.budget > 0
     }
 
-    /// The kept first page of `limit` entries of `user`'s timeline.
-    pub fn get(&self, user: u64, limit: usize) -> Option<Bytes> {
+    /// The kept page of `limit` entries of `user`'s timeline from `cursor`
+    /// (`None`: the first page).
+    pub fn get(&self, user: u64, limit: usize, cursor: Option<&str>) -> Option<Bytes> {
         if !self.is_on() {
             return None;
         }
@@ -105,7 +113,7 @@ impl PageCache {
         let found = inner
             .users
             .get_mut(&user)
-            .and_then(|kept| kept.iter_mut().find(|k| k.limit == limit))
+            .and_then(|kept| kept.iter_mut().find(|k| k.is(limit, cursor)))
             .map(|k| {
                 k.read = true;
                 k.body.clone()
@@ -125,11 +133,17 @@ impl PageCache {
         self.lock().epoch
     }
 
-    /// Keeps `body`, the first page of `limit` entries of `user`, read
-    /// after [`epoch`](Self::epoch) returned `epoch`; refused (`false`)
-    /// while a commit is landing or when one has landed since, and for a
-    /// page over a quarter of the budget.
-    pub fn keep(&self, epoch: u64, user: u64, limit: usize, body: Bytes) -> bool {
+    /// Keeps `body`, the page of `limit` entries of `user` from `cursor`
+    /// (`None`: the first page), read after [`epoch`](Self::epoch)
+    /// returned `epoch`; refused (`false`) while a commit is landing or
+    /// when one has landed since, and for a page over a quarter of the
+    /// budget.
+    pub fn keep(
+        &self,
+        epoch: u64,
+        (user, limit, cursor): (u64, usize, Option<&str>),
+        body: Bytes,
+    ) -> bool {
         let size = body.len() + ENTRY_OVERHEAD;
         if !self.is_on() || size > self.budget / 4 {
             return false;
@@ -142,12 +156,18 @@ impl PageCache {
             inner.sweep(self.budget);
         }
         let kept = inner.users.entry(user).or_default();
-        let old = match kept.iter().position(|k| k.limit == limit) {
-            Some(i) => kept.swap_remove(i).body.len() + ENTRY_OVERHEAD,
+        let same = kept.iter().position(|k| k.is(limit, cursor));
+        // At most `PER_USER` pages: the oldest page read from a cursor goes
+        // first (first pages are the ones read most).
+        let full = (kept.len() >= PER_USER)
+            .then(|| kept.iter().position(|k| k.cursor.is_some()).unwrap_or(0));
+        let old = match same.or(full) {
+            Some(i) => kept.remove(i).body.len() + ENTRY_OVERHEAD,
             None => 0,
         };
         kept.push(Kept {
             limit,
+            cursor: cursor.map(Box::from),
             body,
             read: false,
         });
@@ -200,6 +220,12 @@ impl PageCache {
     /// Bytes held (bodies plus a fixed overhead per entry).
     pub fn bytes(&self) -> usize {
         self.lock().bytes
+    }
+}
+
+impl Kept {
+    fn is(&self, limit: usize, cursor: Option<&str>) -> bool {
+        self.limit == limit && self.cursor.as_deref() == cursor
     }
 }
 
@@ -284,20 +310,26 @@ mod tests {
     #[test]
     fn nothing_is_kept_while_a_commit_lands() {
         let c = PageCache::new(1 << 20);
-        assert!(c.keep(c.epoch(), 7, 20, body("old")));
+        assert!(c.keep(c.epoch(), (7, 20, None), body("old")));
         let w = writes(Cf::Users, 7);
         let landing = c.landing(&w, false);
-        assert_eq!(c.get(7, 20), None, "dropped before the write");
+        assert_eq!(c.get(7, 20, None), None, "dropped before the write");
         assert!(
-            !c.keep(c.epoch(), 7, 20, body("mid")),
+            !c.keep(c.epoch(), (7, 20, None), body("mid")),
             "refused while landing"
         );
-        assert!(!c.keep(c.epoch(), 8, 20, body("mid")), "for every user");
+        assert!(
+            !c.keep(c.epoch(), (8, 20, None), body("mid")),
+            "for every user"
+        );
         let before = c.epoch();
         drop(landing);
-        assert!(!c.keep(before, 7, 20, body("mid")), "read before it closed");
-        assert!(c.keep(c.epoch(), 7, 20, body("new")));
-        assert_eq!(c.get(7, 20), Some(body("new")));
+        assert!(
+            !c.keep(before, (7, 20, None), body("mid")),
+            "read before it closed"
+        );
+        assert!(c.keep(c.epoch(), (7, 20, None), body("new")));
+        assert_eq!(c.get(7, 20, None), Some(body("new")));
     }
 
     /// A page read before a commit landed is refused; one read after is kept.
@@ -306,10 +338,10 @@ mod tests {
         let c = PageCache::new(1 << 20);
         let before = c.epoch();
         drop(c.landing(&Writes::default(), false));
-        assert!(!c.keep(before, 7, 20, body("old")));
-        assert_eq!(c.get(7, 20), None);
-        assert!(c.keep(c.epoch(), 7, 20, body("new")));
-        assert_eq!(c.get(7, 20), Some(body("new")));
+        assert!(!c.keep(before, (7, 20, None), body("old")));
+        assert_eq!(c.get(7, 20, None), None);
+        assert!(c.keep(c.epoch(), (7, 20, None), body("new")));
+        assert_eq!(c.get(7, 20, None), Some(body("new")));
     }
 
     /// A commit drops the pages of the users whose inbox or record it
@@ -319,23 +351,23 @@ mod tests {
         for cf in [Cf::Inbox, Cf::Users] {
             let c = PageCache::new(1 << 20);
             for user in [6, 7, 8] {
-                assert!(c.keep(c.epoch(), user, 20, body("p")));
+                assert!(c.keep(c.epoch(), (user, 20, None), body("p")));
             }
-            assert!(c.keep(c.epoch(), 7, 5, body("q")));
+            assert!(c.keep(c.epoch(), (7, 5, None), body("q")));
             drop(c.landing(&writes(cf, 7), false));
-            assert_eq!(c.get(7, 20), None, "{cf:?}");
-            assert_eq!(c.get(7, 5), None, "{cf:?}");
-            assert_eq!(c.get(6, 20), Some(body("p")));
-            assert_eq!(c.get(8, 20), Some(body("p")));
+            assert_eq!(c.get(7, 20, None), None, "{cf:?}");
+            assert_eq!(c.get(7, 5, None), None, "{cf:?}");
+            assert_eq!(c.get(6, 20, None), Some(body("p")));
+            assert_eq!(c.get(8, 20, None), Some(body("p")));
             drop(c.landing(&writes(Cf::Outbox, 6), false));
             assert_eq!(
-                c.get(6, 20),
+                c.get(6, 20, None),
                 Some(body("p")),
                 "outbox writes change no page"
             );
             drop(c.landing(&Writes::default(), true));
             assert_eq!(
-                c.get(8, 20),
+                c.get(8, 20, None),
                 None,
                 "a commit of raw writes drops everything"
             );
@@ -349,10 +381,10 @@ mod tests {
     fn a_copy_change_drops_every_page() {
         let c = PageCache::new(1 << 20);
         for user in [6, 7] {
-            assert!(c.keep(c.epoch(), user, 20, body("p")));
+            assert!(c.keep(c.epoch(), (user, 20, None), body("p")));
         }
         drop(c.landing(&writes(Cf::Copies, 1), false));
-        assert_eq!((c.get(6, 20), c.get(7, 20)), (None, None));
+        assert_eq!((c.get(6, 20, None), c.get(7, 20, None)), (None, None));
     }
 
     /// Past its budget the cache keeps the pages read since the last sweep.
@@ -361,13 +393,13 @@ mod tests {
         let size = 10 + ENTRY_OVERHEAD;
         let c = PageCache::new(10 * size);
         for user in 1..=10 {
-            assert!(c.keep(c.epoch(), user, 20, body("0123456789")));
+            assert!(c.keep(c.epoch(), (user, 20, None), body("0123456789")));
         }
-        assert!(c.get(3, 20).is_some());
-        assert!(c.keep(c.epoch(), 11, 20, body("0123456789")));
-        assert!(c.get(3, 20).is_some(), "read since the sweep: kept");
-        assert!(c.get(11, 20).is_some(), "the new page");
-        assert!(c.get(4, 20).is_none(), "not read: swept");
+        assert!(c.get(3, 20, None).is_some());
+        assert!(c.keep(c.epoch(), (11, 20, None), body("0123456789")));
+        assert!(c.get(3, 20, None).is_some(), "read since the sweep: kept");
+        assert!(c.get(11, 20, None).is_some(), "the new page");
+        assert!(c.get(4, 20, None).is_none(), "not read: swept");
         assert_eq!(c.bytes(), 2 * size);
     }
 
@@ -375,7 +407,37 @@ mod tests {
     #[test]
     fn off_keeps_nothing() {
         let c = PageCache::new(0);
-        assert!(!c.keep(c.epoch(), 1, 20, body("p")));
-        assert_eq!(c.get(1, 20), None);
+        assert!(!c.keep(c.epoch(), (1, 20, None), body("p")));
+        assert_eq!(c.get(1, 20, None), None);
+    }
+
+    /// Pages read from a cursor are kept apart from first pages, dropped
+    /// with them, and at most `PER_USER` a user (first pages stay).
+    #[test]
+    fn cursor_pages_are_kept_apart_and_bounded() {
+        let c = PageCache::new(1 << 20);
+        assert!(c.keep(c.epoch(), (7, 20, None), body("first")));
+        assert!(c.keep(c.epoch(), (7, 20, Some("a")), body("second")));
+        assert_eq!(c.get(7, 20, None), Some(body("first")));
+        assert_eq!(c.get(7, 20, Some("a")), Some(body("second")));
+        assert_eq!(c.get(7, 20, Some("b")), None);
+        assert_eq!(c.get(7, 10, Some("a")), None);
+        for i in 0..2 * PER_USER {
+            let cursor = format!("c{i}");
+            assert!(c.keep(c.epoch(), (7, 20, Some(&cursor)), body("deep")));
+        }
+        assert_eq!(
+            c.get(7, 20, None),
+            Some(body("first")),
+            "the first page stays"
+        );
+        assert_eq!(c.get(7, 20, Some("a")), None, "the oldest cursor page went");
+        let last = format!("c{}", 2 * PER_USER - 1);
+        assert!(c.get(7, 20, Some(&last)).is_some());
+        drop(c.landing(&writes(Cf::Inbox, 7), false));
+        assert_eq!(
+            (c.get(7, 20, None), c.get(7, 20, Some(&last))),
+            (None, None)
+        );
     }
 }

@@ -56,20 +56,17 @@ impl Views for Reader {
                 // the page: that shortcut must give the same page, so every
                 // timeline the tests check, checks it too.
                 let full = json(self.timeline(u, limit, cursor))?;
-                // So must a first page kept by the page cache.
-                if cursor.is_none() {
-                    if let Some(kept) = self
-                        .first_page_encoded(u, limit, |p| kept_timeline_page(u, limit, p))
-                        .map_err(|e| e.to_string())?
-                    {
-                        let (_, body) = split_kept_page(&kept);
-                        let kept: Value =
-                            serde_json::from_slice(&body).map_err(|e| e.to_string())?;
-                        if kept != full {
-                            return Err(format!(
-                                "timeline of {user}: the kept first page {kept} differs from {full}"
-                            ));
-                        }
+                // So must a page kept by the page cache (first or not).
+                if let Some(kept) = self
+                    .page_encoded(u, limit, cursor, |p| kept_timeline_page(u, limit, p))
+                    .map_err(|e| e.to_string())?
+                {
+                    let (_, body) = split_kept_page(&kept);
+                    let kept: Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+                    if kept != full {
+                        return Err(format!(
+                            "timeline of {user} from {cursor:?}: the kept page {kept} differs from {full}"
+                        ));
                     }
                 }
                 match self.timeline_if_materialized(u, limit, cursor) {
@@ -90,16 +87,44 @@ impl Views for Reader {
     }
 }
 
-/// Reads the first page of `limit` entries of each of `users` through the
-/// page cache, so that it keeps them: a commit that should drop one and
-/// does not leaves a stale page for [`check_all`] to find.
-pub fn keep_first_pages(reader: &Reader, users: impl IntoIterator<Item = u64>, limit: usize) {
+/// Reads the first and second pages of `limit` entries of each of `users`
+/// through the page cache, so that it keeps them, and checks that what it
+/// answers (kept now or at an earlier step) is the page read in full now:
+/// a commit that should have dropped a kept page and did not is found at
+/// the next step.
+pub fn check_kept_pages(
+    reader: &Reader,
+    users: impl IntoIterator<Item = u64>,
+    limit: usize,
+) -> Result<(), String> {
     for u in users {
+        let u = UserId(u);
         // A partition that is moving answers an error: nothing is kept.
-        let _ = reader.first_page_encoded(UserId(u), limit, |p| {
-            kept_timeline_page(UserId(u), limit, p)
-        });
+        let Ok(first) = reader.timeline(u, limit, None) else {
+            continue;
+        };
+        let second = first.next_cursor.clone();
+        for cursor in std::iter::once(None).chain(second.as_deref().map(Some)) {
+            let Ok(full) = reader.timeline(u, limit, cursor) else {
+                continue;
+            };
+            let Ok(Some(kept)) =
+                reader.page_encoded(u, limit, cursor, |p| kept_timeline_page(u, limit, p))
+            else {
+                continue;
+            };
+            let (_, body) = split_kept_page(&kept);
+            let kept: Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+            let full = serde_json::to_value(&full).map_err(|e| e.to_string())?;
+            if kept != full {
+                return Err(format!(
+                    "timeline of {} from {cursor:?}: the page cache answers {kept}, the full read {full}",
+                    u.0
+                ));
+            }
+        }
     }
+    Ok(())
 }
 
 fn field(v: &Value, k: &str) -> Result<u64, String> {

@@ -141,7 +141,8 @@ fn run_case_with(
                         h.step(p % partitions);
                     }
                     let reader = feedlog::ops::serve::reader_of(h.processor.as_ref().unwrap());
-                    common::keep_first_pages(&reader, (1..=users).chain(oracle.users()), 2);
+                    common::check_kept_pages(&reader, (1..=users).chain(oracle.users()), 2)
+                        .map_err(TestCaseError::fail)?;
                 }
                 Action::Crash(p, c) => {
                     let point = [

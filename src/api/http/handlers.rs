@@ -264,28 +264,23 @@ pub(super) async fn timeline(
     // The inline reads and the page cache serve the default placement.
     if l <= INLINE_LIMIT && !api.reader.is_following() && mode == RepostMode::Newest {
         let reader = api.reader.current();
-        if cursor.is_none() {
-            let encode = |page: &Page<PostItem>| kept_timeline_page(user, l, page);
-            if let Some(kept) = reader.first_page_encoded(user, l, encode)? {
-                let (link, body) = split_kept_page(&kept);
-                let link = match link {
-                    Some(link) => HeaderValue::from_maybe_shared(link).ok(),
-                    // Kept by another reader of the same stores in its own
-                    // encoding (a plain page): read its cursors.
-                    None => serde_json::from_slice::<Cursors>(&body).ok().and_then(|c| {
-                        let (next, prev) = (c.next_cursor.as_deref(), c.prev_cursor.as_deref());
-                        HeaderValue::from_str(&links(route, user, mode, l, next, prev)).ok()
-                    }),
-                };
-                let mut resp = json_response(body);
-                if let Some(v) = link.filter(|v| !v.is_empty()) {
-                    resp.headers_mut().insert(header::LINK, v);
-                }
-                return Ok(resp);
+        let encode = |page: &Page<PostItem>| kept_timeline_page(user, l, page);
+        if let Some(kept) = reader.page_encoded(user, l, cursor.as_deref(), encode)? {
+            let (link, body) = split_kept_page(&kept);
+            let link = match link {
+                Some(link) => HeaderValue::from_maybe_shared(link).ok(),
+                // Kept by another reader of the same stores in its own
+                // encoding (a plain page): read its cursors.
+                None => serde_json::from_slice::<Cursors>(&body).ok().and_then(|c| {
+                    let (next, prev) = (c.next_cursor.as_deref(), c.prev_cursor.as_deref());
+                    HeaderValue::from_str(&links(route, user, mode, l, next, prev)).ok()
+                }),
+            };
+            let mut resp = json_response(body);
+            if let Some(v) = link.filter(|v| !v.is_empty()) {
+                resp.headers_mut().insert(header::LINK, v);
             }
-        } else if let Some(page) = reader.timeline_if_materialized(user, l, cursor.as_deref())? {
-            let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
-            return Ok(linked(json_page(&page), next, prev));
+            return Ok(resp);
         }
     }
     let page = read(&api, move |r| {

@@ -117,7 +117,7 @@ impl Reader {
             if !copies {
                 return Ok(None);
             }
-            // A first page the partition holds (inbox and copies, nothing
+            // A page the partition holds (inbox and copies, nothing
             // past the horizon) depends on this store alone — the reposts it
             // aggregates included: a page kept from it is dropped by any
             // commit that changes them (`state::pages`).
@@ -144,34 +144,47 @@ impl Reader {
     }
 
     /// The first page of `limit` entries of `user`'s timeline, encoded by
-    /// `encode`, when the materialized inbox (and the partition's copies
-    /// of the pulled authors the user follows) hold it, as
-    /// [`Reader::timeline_if_materialized`] (`None` too when `encode`
-    /// fails): kept beside the user's store ([`crate::state::PageCache`])
-    /// and answered from there until a commit changes the user's inbox or
-    /// record, any copy, or the partition's directory of live reposts (a
-    /// page with reposts is read in full, from this store alone).
+    /// `encode`: [`Reader::page_encoded`] without a cursor.
     pub fn first_page_encoded(
         &self,
         user: UserId,
         limit: usize,
         encode: impl FnOnce(&Page<PostItem>) -> Option<bytes::Bytes>,
     ) -> Result<Option<bytes::Bytes>, QueryError> {
+        self.page_encoded(user, limit, None, encode)
+    }
+
+    /// The page of `limit` entries of `user`'s timeline from `cursor`
+    /// (`None`: the first page), encoded by `encode`, when the materialized
+    /// inbox (and the partition's copies of the pulled authors the user
+    /// follows) hold it, as [`Reader::timeline_if_materialized`] (`None`
+    /// too when `encode` fails): kept beside the user's store
+    /// ([`crate::state::PageCache`]) and answered from there until a commit
+    /// changes the user's inbox or record, any copy, or the partition's
+    /// directory of live reposts (a page with reposts is read in full,
+    /// from this store alone).
+    pub fn page_encoded(
+        &self,
+        user: UserId,
+        limit: usize,
+        cursor: Option<&str>,
+        encode: impl FnOnce(&Page<PostItem>) -> Option<bytes::Bytes>,
+    ) -> Result<Option<bytes::Bytes>, QueryError> {
         check_user(user)?;
         check_limit(limit)?;
         let store = self.store_of(user)?;
         let pages = store.pages();
-        if let Some(body) = pages.get(user.0, limit) {
+        if let Some(body) = pages.get(user.0, limit, cursor) {
             return Ok(Some(body));
         }
         let epoch = pages.epoch();
-        let Some(page) = self.materialized(&store, user, limit, None, true)? else {
+        let Some(page) = self.materialized(&store, user, limit, cursor, true)? else {
             return Ok(None);
         };
         let Some(body) = encode(&page) else {
             return Ok(None);
         };
-        pages.keep(epoch, user.0, limit, body.clone());
+        pages.keep(epoch, (user.0, limit, cursor), body.clone());
         Ok(Some(body))
     }
 

@@ -96,8 +96,12 @@ fn commits_drop_kept_pages() {
     let tmp = tempfile::tempdir().unwrap();
     let s = scratch(tmp.path());
     let page = bytes::Bytes::from_static(b"{}");
-    let keep = |user: u64| assert!(s.pages().keep(s.pages().epoch(), user, 20, page.clone()));
-    let kept = |user: u64| s.pages().get(user, 20).is_some();
+    let keep = |user: u64| {
+        assert!(s
+            .pages()
+            .keep(s.pages().epoch(), (user, 20, None), page.clone()))
+    };
+    let kept = |user: u64| s.pages().get(user, 20, None).is_some();
     keep(5);
     keep(6);
     let mut txn = crate::core::kv::Txn::new(&s);
