@@ -222,7 +222,7 @@ pub enum Command {
         /// The other.
         b: PathBuf,
     },
-    /// The embedded log: check every partition, or cut one explicitly.
+    /// The embedded log: check every partition, cut one explicitly, or print the events as JSON lines.
     Log {
         #[command(subcommand)]
         action: LogAction,
