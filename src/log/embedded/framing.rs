@@ -156,22 +156,54 @@ struct CompactBody<'a> {
     compressed: bool,
 }
 
-fn compact_body(body: &[u8]) -> Result<CompactBody<'_>, String> {
-    let bad = |what: &str| format!("bad compact record: {what}");
-    let (rel, a) = varint(body).ok_or_else(|| bad("offset"))?;
-    let (timestamp_ms, b) = varint(&body[a..]).ok_or_else(|| bad("timestamp"))?;
+/// Why a compact body whose checksum matched is still not a record (every
+/// one is corruption: the reader stops and reports it).
+#[derive(Debug, PartialEq, Eq)]
+enum BadBody {
+    /// A field that does not parse (a varint running off the body, say).
+    Field(&'static str),
+    /// Flag bits this version does not know.
+    Flags(u8),
+    /// A key longer than the rest of the body.
+    KeyLength(u64),
+    /// A compressed value that claims more than a record may hold.
+    RawLength(u64),
+    /// A compressed value Zstandard refuses (its error name).
+    Zstd(&'static str),
+    /// A compressed value that decompresses to another length than it claims.
+    RawSize { got: usize, claimed: u64 },
+}
+
+impl std::fmt::Display for BadBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadBody::Field(what) => write!(f, "bad compact record: {what}"),
+            BadBody::Flags(flags) => write!(f, "bad compact record: unknown flags {flags:#04x}"),
+            BadBody::KeyLength(n) => write!(f, "key length {n} too big"),
+            BadBody::RawLength(n) => write!(f, "compressed value of {n} bytes is over the limit"),
+            BadBody::Zstd(name) => write!(f, "bad compressed value: {name}"),
+            BadBody::RawSize { got, claimed } => {
+                write!(f, "compressed value is {got} bytes, not {claimed}")
+            }
+        }
+    }
+}
+
+fn compact_body(body: &[u8]) -> Result<CompactBody<'_>, BadBody> {
+    let (rel, a) = varint(body).ok_or(BadBody::Field("offset"))?;
+    let (timestamp_ms, b) = varint(&body[a..]).ok_or(BadBody::Field("timestamp"))?;
     let at = a + b;
     let (&format, &flags) = match body.get(at..at + 2) {
         Some([f, g]) => (f, g),
-        _ => return Err(bad("format")),
+        _ => return Err(BadBody::Field("format")),
     };
     if flags & !ZSTD != 0 {
-        return Err(bad("unknown flags"));
+        return Err(BadBody::Flags(flags));
     }
-    let (key_len, c) = varint(&body[at + 2..]).ok_or_else(|| bad("key length"))?;
+    let (key_len, c) = varint(&body[at + 2..]).ok_or(BadBody::Field("key length"))?;
     let key_at = at + 2 + c;
     if key_len > (body.len() - key_at) as u64 {
-        return Err(format!("key length {key_len} too big"));
+        return Err(BadBody::KeyLength(key_len));
     }
     let (key, value) = body[key_at..].split_at(key_len as usize);
     Ok(CompactBody {
@@ -193,18 +225,19 @@ fn compress(value: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// The raw value of a compressed one (raw length varint + Zstandard frame).
-fn decompress(stored: &[u8]) -> Result<Vec<u8>, String> {
-    let (raw_len, n) = varint(stored).ok_or("bad compressed value length")?;
+fn decompress(stored: &[u8]) -> Result<Vec<u8>, BadBody> {
+    let (raw_len, n) = varint(stored).ok_or(BadBody::Field("compressed value length"))?;
     if raw_len > MAX_RECORD_BYTES as u64 {
-        return Err(format!(
-            "compressed value of {raw_len} bytes is over the limit"
-        ));
+        return Err(BadBody::RawLength(raw_len));
     }
     let mut raw = vec![0; raw_len as usize];
     let got = zstd_safe::decompress(&mut raw[..], &stored[n..])
-        .map_err(|code| format!("bad compressed value: {}", zstd_safe::get_error_name(code)))?;
+        .map_err(|code| BadBody::Zstd(zstd_safe::get_error_name(code)))?;
     if got as u64 != raw_len {
-        return Err(format!("compressed value is {got} bytes, not {raw_len}"));
+        return Err(BadBody::RawSize {
+            got,
+            claimed: raw_len,
+        });
     }
     Ok(raw)
 }
@@ -267,18 +300,25 @@ pub(super) fn parse(b: &[u8], base: u64, expected: u64, keep: bool) -> Parsed {
         return Parsed::Invalid(format!("key length {key_len} too big"));
     }
     let (key, value) = body[BODY_FIXED..].split_at(key_len);
-    let (key, value) = match keep {
-        true => (key.to_vec(), value.to_vec()),
-        false => (Vec::new(), Vec::new()),
-    };
-    let record = Record {
+    let kept = keep.then(|| (key.to_vec(), value.to_vec()));
+    let record = record((offset, be_u64(&body[8..]), body[16]), kept);
+    Parsed::Record(record, total)
+}
+
+/// A parsed record: offset, timestamp and format, with its key and value
+/// when they were copied out (empty when skipped).
+fn record(
+    (offset, timestamp_ms, format): (u64, u64, u8),
+    kv: Option<(Vec<u8>, Vec<u8>)>,
+) -> Record {
+    let (key, value) = kv.unwrap_or_default();
+    Record {
         offset: crate::core::position::Offset(offset),
-        timestamp_ms: be_u64(&body[8..]),
-        format: body[16],
+        timestamp_ms,
+        format,
         key,
         value,
-    };
-    Parsed::Record(record, total)
+    }
 }
 
 /// The longest compact header: marker, a 10-byte varint, the checksum.
@@ -304,26 +344,19 @@ fn parse_compact(b: &[u8], base: u64, expected: u64, keep: bool) -> Parsed {
     }
     let f = match compact_body(body) {
         Ok(f) => f,
-        Err(reason) => return Parsed::Invalid(reason),
+        Err(bad) => return Parsed::Invalid(bad.to_string()),
     };
     if base.checked_add(f.rel) != Some(expected) {
         let reason = format!("record has offset {base} + {}, expected {expected}", f.rel);
         return Parsed::Invalid(reason);
     }
-    let (key, value) = match (keep, f.compressed) {
-        (false, _) => (Vec::new(), Vec::new()),
-        (true, false) => (f.key.to_vec(), f.value.to_vec()),
+    let kept = match (keep, f.compressed) {
+        (false, _) => None,
+        (true, false) => Some((f.key.to_vec(), f.value.to_vec())),
         (true, true) => match decompress(f.value) {
-            Ok(v) => (f.key.to_vec(), v),
-            Err(reason) => return Parsed::Invalid(reason),
+            Ok(v) => Some((f.key.to_vec(), v)),
+            Err(bad) => return Parsed::Invalid(bad.to_string()),
         },
     };
-    let record = Record {
-        offset: crate::core::position::Offset(expected),
-        timestamp_ms: f.timestamp_ms,
-        format: f.format,
-        key,
-        value,
-    };
-    Parsed::Record(record, total)
+    Parsed::Record(record((expected, f.timestamp_ms, f.format), kept), total)
 }
