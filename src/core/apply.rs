@@ -378,7 +378,7 @@ fn retract<K: Kv + ?Sized>(
 ) -> Result<(), KvError> {
     for &user in targets {
         if ctx.owns(user) && t.inbox_has(user, k)? {
-            t.set_inbox(user, k, false);
+            t.remove_inbox(user, k);
             let mut u = t.user(user)?;
             u.inbox_len = u.inbox_len.saturating_sub(1);
             t.set_user(user, &u);
@@ -553,11 +553,12 @@ pub(super) fn backfill<K: Kv + ?Sized>(
     let newest_cut = if truncated { posts.last() } else { None };
     let mut u = t.user(follower)?;
     let mut gone = 0;
-    for k in t.inbox_by_author(follower, author)? {
+    let held = t.inbox_of_author(follower, author, u.horizon.as_ref())?;
+    for k in held.unwrap_or_default() {
         let listed = posts.iter().any(|&(ts, p)| ts == k.ts && p == k.post_id);
         let in_range = newest_cut.is_none_or(|&cut| k <= key(cut));
         if !listed && in_range {
-            t.set_inbox(follower, &k, false);
+            t.remove_inbox(follower, &k);
             gone += 1;
         }
     }

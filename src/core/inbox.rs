@@ -27,7 +27,7 @@ pub(super) fn insert_inbox<K: Kv + ?Sized>(
     }
     // No read of the key first: a put is idempotent, and `inbox_len` may
     // over-count a duplicate until the next trim recounts it.
-    t.set_inbox(user, k, true);
+    t.add_inbox(user, k)?;
     u.inbox_len += 1;
     applied.delivered += 1;
     applied.changed = true;
@@ -44,7 +44,7 @@ pub(super) fn insert_inbox<K: Kv + ?Sized>(
             true
         })?;
         for c in &cut {
-            t.set_inbox(user, c, false);
+            t.remove_inbox(user, c);
         }
         if let Some(first) = cut.first() {
             u.horizon = Some(u.horizon.map_or(*first, |h| h.min(*first)));
@@ -56,21 +56,24 @@ pub(super) fn insert_inbox<K: Kv + ?Sized>(
     Ok(())
 }
 
-/// Removes every entry of `author` from `user`'s inbox (through the author
-/// index, no scan of the inbox); how many.
+/// Removes every entry of `author` from `user`'s inbox (no read of the
+/// inbox when its author marker says it holds none); how many.
 pub(super) fn purge_author<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
     user: UserId,
     author: UserId,
 ) -> Result<u64, KvError> {
-    let purged = t.inbox_by_author(user, author)?;
+    let mut u = t.user(user)?;
+    let Some(purged) = t.inbox_of_author(user, author, u.horizon.as_ref())? else {
+        return Ok(0);
+    };
+    t.clear_inbox_author(user, author);
     if purged.is_empty() {
         return Ok(0);
     }
     for k in &purged {
-        t.set_inbox(user, k, false);
+        t.remove_inbox(user, k);
     }
-    let mut u = t.user(user)?;
     u.inbox_len = u.inbox_len.saturating_sub(purged.len() as u64);
     t.set_user(user, &u);
     Ok(purged.len() as u64)
@@ -89,7 +92,7 @@ pub(super) fn lower_horizon<K: Kv + ?Sized>(
         .collect::<Result<_, _>>()?;
     u.horizon = Some(horizon);
     for k in &stale {
-        t.set_inbox(user, k, false);
+        t.remove_inbox(user, k);
     }
     u.inbox_len = u.inbox_len.saturating_sub(stale.len() as u64);
     t.set_user(user, &u);

@@ -33,8 +33,10 @@ pub enum Cf {
     Outbox,
     /// Materialized home timeline, newest first.
     Inbox,
-    /// The inbox indexed by author, for unfollow purges.
-    InboxByAuthor,
+    /// The authors a user's inbox may hold entries of (a marker set with
+    /// the first entry): an unfollow or backfill scans the inbox only when
+    /// it is set.
+    InboxAuthors,
     /// Outgoing records committed but maybe not yet appended to their log.
     Pending,
     /// This partition's copies of pulled authors' newest posts.
@@ -61,7 +63,7 @@ impl Cf {
         Cf::Posts,
         Cf::Outbox,
         Cf::Inbox,
-        Cf::InboxByAuthor,
+        Cf::InboxAuthors,
         Cf::Pending,
         Cf::Copies,
         Cf::Pulls,
@@ -81,7 +83,7 @@ impl Cf {
             Cf::Posts => "posts",
             Cf::Outbox => "outbox",
             Cf::Inbox => "inbox",
-            Cf::InboxByAuthor => "inbox_by_author",
+            Cf::InboxAuthors => "inbox_authors",
             Cf::Pending => "pending",
             Cf::Copies => "copies",
             Cf::Pulls => "pulls",

@@ -315,34 +315,50 @@ impl<K: Kv + ?Sized> Txn<'_, K> {
         self.contains(Cf::Inbox, &keys::inbox(user, k))
     }
 
-    /// Adds or removes an inbox entry and its author-index twin.
-    pub fn set_inbox(&mut self, user: UserId, k: &TimelineKey, present: bool) {
-        let main = keys::inbox(user, k);
-        let by_author = keys::inbox_by_author(user, k.author, k.ts, k.post_id);
-        if present {
-            self.put(Cf::Inbox, main, Vec::new());
-            self.put(Cf::InboxByAuthor, by_author, Vec::new());
-        } else {
-            self.delete(Cf::Inbox, main);
-            self.delete(Cf::InboxByAuthor, by_author);
+    /// Adds an inbox entry, and the marker of its author if it is not set
+    /// (see [`Txn::inbox_of_author`]).
+    pub fn add_inbox(&mut self, user: UserId, k: &TimelineKey) -> Result<(), KvError> {
+        self.put(Cf::Inbox, keys::inbox(user, k), Vec::new());
+        let marker = keys::inbox_author(user, k.author);
+        if !self.contains(Cf::InboxAuthors, &marker)? {
+            self.put(Cf::InboxAuthors, marker, Vec::new());
         }
+        Ok(())
     }
 
-    /// `user`'s inbox entries by `author` (via the author index).
-    pub fn inbox_by_author(
+    /// Removes an inbox entry (its author's marker stays).
+    pub fn remove_inbox(&mut self, user: UserId, k: &TimelineKey) {
+        self.delete(Cf::Inbox, keys::inbox(user, k));
+    }
+
+    /// `user`'s inbox entries by `author`, newest first; `None` when its
+    /// author marker is not set. Every entry added sets it, so without one
+    /// there are none and the inbox is not read; with one, the inbox is
+    /// scanned up to `until` (the user's horizon: no entry lies at or past
+    /// it), at most the inbox cap and its slack.
+    pub fn inbox_of_author(
         &self,
         user: UserId,
         author: UserId,
-    ) -> Result<Vec<TimelineKey>, KvError> {
-        self.scan_prefix(Cf::InboxByAuthor, &keys::key([user.0, author.0]))
-            .map(|r| {
-                r.map(|(k, _)| TimelineKey {
-                    ts: Ts(!keys::be(&k, 16)),
-                    post_id: PostId(!keys::be(&k, 24)),
-                    author,
-                })
-            })
-            .collect()
+        until: Option<&TimelineKey>,
+    ) -> Result<Option<Vec<TimelineKey>>, KvError> {
+        if !self.contains(Cf::InboxAuthors, &keys::inbox_author(user, author))? {
+            return Ok(None);
+        }
+        let mut found = Vec::new();
+        for_each_inbox(self, user, until, |k| {
+            if k.author == author {
+                found.push(k);
+            }
+            true
+        })?;
+        Ok(Some(found))
+    }
+
+    /// Forgets that `user`'s inbox may hold entries by `author` (all of
+    /// them were just removed).
+    pub fn clear_inbox_author(&mut self, user: UserId, author: UserId) {
+        self.delete(Cf::InboxAuthors, keys::inbox_author(user, author));
     }
 
     /// Marks or unmarks `author` as a pulled followee of `user` (owned

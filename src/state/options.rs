@@ -39,6 +39,7 @@ pub(super) fn cf_options(cf: Cf, cache: &BlockCache, opts: &StoreOptions) -> Opt
             | Cf::Followers
             | Cf::Posts
             | Cf::Inbox
+            | Cf::InboxAuthors
             | Cf::Copies
             | Cf::Pulls
             | Cf::Refills

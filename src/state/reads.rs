@@ -1,8 +1,9 @@
 //! The committed values of a partition's hottest point reads, kept in
 //! memory by the partition's only writer.
 //!
-//! A delivery reads the follower's edge (is the delivery still wanted?) and
-//! the follower's user record (the inbox's length and horizon); a follow
+//! A delivery reads the follower's edge (is the delivery still wanted?),
+//! the follower's user record (the inbox's length and horizon) and its
+//! marker for the post's author (`inbox_authors`); a follow
 //! reads both sides' edges and users. Those are RocksDB point reads that
 //! search memtables and table files, most of a replay's CPU. A [`ReadCache`]
 //! remembers what such reads returned, kept up to date by the task's own
@@ -23,7 +24,7 @@ use super::Store;
 use crate::core::kv::{Cf, Key, Kv, KvError, Scan, Writes, KEY_INLINE};
 
 /// Column families whose point reads are cached.
-const CACHED: [Cf; 3] = [Cf::Users, Cf::Followees, Cf::Followers];
+const CACHED: [Cf; 4] = [Cf::Users, Cf::Followees, Cf::Followers, Cf::InboxAuthors];
 
 /// The cache's key for `key` of `cf`: the column family's place in
 /// [`CACHED`], then the key (`None`: not a cached column family).

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::PoisonError;
 
 /// The state layout this build reads and writes (see `state/README.md`).
-pub const LAYOUT_VERSION: u32 = 3;
+pub const LAYOUT_VERSION: u32 = 4;
 
 /// Errors of the state layer.
 #[derive(Debug, thiserror::Error)]
@@ -119,9 +119,7 @@ impl Store {
                 path: path.to_path_buf(),
                 source,
             })?;
-        let cfs = Cf::ALL
-            .iter()
-            .map(|&cf| ColumnFamilyDescriptor::new(cf.name(), cf_options(cf, cache, opts)));
+        let cfs = upgrade::descriptors(path, cache, opts);
         let db =
             DB::open_cf_descriptors(&db_opts, path, cfs).map_err(|source| StoreError::Rocks {
                 path: path.to_path_buf(),
@@ -129,14 +127,15 @@ impl Store {
             })?;
         let mut write_opts = WriteOptions::default();
         write_opts.set_sync(opts.sync);
-        let store = Store {
+        let mut store = Store {
             db,
             path: path.to_path_buf(),
             write_opts,
             follow: None,
             pages: PageCache::new(opts.page_cache_bytes / partitions.max(1) as usize),
         };
-        store.check_identity(partition, partitions, true)?;
+        let layout = store.check_identity(partition, partitions, true)?;
+        upgrade::finish(&mut store, layout)?;
         // A state written before the gauges were kept gets them counted once.
         if Gauges::of(&store)?.is_none() {
             let g = gauges::recount(&store)?.encode();
@@ -212,6 +211,7 @@ impl Store {
                     .into(),
             });
         }
+        upgrade::refuse_layout_3(path)?;
         let opts = StoreOptions::default();
         // A secondary's data changes at each catch-up, without a commit.
         let (follow, pages) = match follow {
@@ -220,14 +220,11 @@ impl Store {
                 (None, page_cache_bytes / partitions.max(1) as usize)
             }
         };
-        let cfs = Cf::ALL
-            .iter()
-            .map(|&cf| ColumnFamilyDescriptor::new(cf.name(), cf_options(cf, cache, &opts)))
-            .collect();
-        let db = open(cfs).map_err(|source| StoreError::Rocks {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let db =
+            open(upgrade::descriptors(path, cache, &opts)).map_err(|source| StoreError::Rocks {
+                path: path.to_path_buf(),
+                source,
+            })?;
         let store = Store {
             db,
             path: path.to_path_buf(),
@@ -235,7 +232,9 @@ impl Store {
             follow,
             pages: PageCache::new(pages),
         };
-        store.check_identity(partition, partitions, false)?;
+        if store.check_identity(partition, partitions, false)? == 3 {
+            return Err(upgrade::refusal(path));
+        }
         Ok(store)
     }
 
@@ -251,12 +250,14 @@ impl Store {
             .map_err(|e| self.rocks(e))
     }
 
+    /// Checks the store's layout and partition (recording them in a new
+    /// store); the layout found: [`LAYOUT_VERSION`], or 3 (upgradable).
     fn check_identity(
         &self,
         partition: u32,
         partitions: u32,
         writable: bool,
-    ) -> Result<(), StoreError> {
+    ) -> Result<u32, StoreError> {
         let refuse = |reason: String| StoreError::Refused {
             path: self.path.clone(),
             reason,
@@ -278,10 +279,10 @@ impl Store {
                 b.put_cf(meta, meta::PARTITION, partition.to_be_bytes());
                 b.put_cf(meta, meta::PARTITIONS, partitions.to_be_bytes());
                 self.write(b)?;
-                return Ok(());
+                return Ok(LAYOUT_VERSION);
             }
             None => return Err(refuse("the store has no layout version".into())),
-            Some(v) if v != LAYOUT_VERSION => {
+            Some(v) if v != LAYOUT_VERSION && v != 3 => {
                 return Err(refuse(format!(
                 "it was written with state layout {v}, this build reads layout {LAYOUT_VERSION} \
                      (rebuild it from the log into a fresh directory)"
@@ -289,6 +290,7 @@ impl Store {
             }
             Some(_) => {}
         }
+        let layout = read_u32(meta::LAYOUT)?.unwrap_or(LAYOUT_VERSION);
         let found = (read_u32(meta::PARTITION)?, read_u32(meta::PARTITIONS)?);
         if found != (Some(partition), Some(partitions)) {
             let shown = |v: Option<u32>| v.map_or("(unrecorded)".to_string(), |v| v.to_string());
@@ -298,7 +300,7 @@ impl Store {
                 shown(found.1)
             )));
         }
-        Ok(())
+        Ok(layout)
     }
 
     fn cf(&self, cf: Cf) -> &rocksdb::ColumnFamily {
@@ -448,6 +450,23 @@ impl Store {
         self.db.property_value(name).ok().flatten()
     }
 
+    /// The bytes of each column family's table files (RocksDB's
+    /// `rocksdb.total-sst-files-size`; memtables not included: flush first).
+    pub fn cf_bytes(&self) -> Vec<(Cf, u64)> {
+        Cf::ALL
+            .iter()
+            .map(|&cf| {
+                let n = self
+                    .db
+                    .property_int_value_cf(self.cf(cf), "rocksdb.total-sst-files-size")
+                    .ok()
+                    .flatten()
+                    .unwrap_or(0);
+                (cf, n)
+            })
+            .collect()
+    }
+
     fn scan_with<'a>(
         &'a self,
         cf: Cf,
@@ -549,6 +568,8 @@ impl Kv for Snapshot<'_> {
         self.store.scan_with(cf, lo, hi, self.snap.as_ref())
     }
 }
+
+mod upgrade;
 
 #[cfg(test)]
 mod tests;

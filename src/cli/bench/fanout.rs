@@ -64,6 +64,12 @@ pub fn fanout(
         keys.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
     }
     processor.flush();
+    let mut by_cf: Vec<(Cf, u64)> = Cf::ALL.iter().map(|&cf| (cf, 0)).collect();
+    for p in 0..partitions {
+        for (i, (_, n)) in processor.store(p).cf_bytes().into_iter().enumerate() {
+            by_cf[i].1 += n;
+        }
+    }
     drop(processor);
     let all: Vec<&feedlog::core::event::Event> = follow_events.iter().chain(&post_events).collect();
     let bytes = super::bytes_line(&dir, &all, keys.len() as u64);
@@ -72,6 +78,15 @@ pub fn fanout(
     println!("fan-out: {delivered} inbox writes in {secs:.2}s = {feed_rate:.0}/s through the processor ({partitions} partitions, sync={})", cfg.sync);
     println!("raw RocksDB: {} puts of the same inbox keys in {raw_secs:.2}s = {raw_rate:.0}/s (batches of 1000)", keys.len());
     println!("raw RocksDB, inbox + author-index key per delivery: {raw2_rate:.0} deliveries/s");
+    let per_cf: Vec<String> = by_cf
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(cf, n)| format!("{} {:.1}", cf.name(), *n as f64 / keys.len() as f64))
+        .collect();
+    println!(
+        "state per inbox entry, by column family: {}",
+        per_cf.join(", ")
+    );
     println!(
         "ratio processor/raw inbox puts: {:.2}",
         feed_rate / raw_rate

@@ -1,6 +1,8 @@
 //! Tests of the store: layout checks and raw key scans.
 
 use super::*;
+use crate::core::event::UserId;
+use upgrade::LAYOUT_3_INDEX;
 
 /// A store of one partition in `path`, without fsyncs.
 fn scratch(path: &Path) -> Store {
@@ -120,4 +122,75 @@ fn commits_drop_kept_pages() {
         !kept(6),
         "a raw write to the users column family drops every page"
     );
+}
+
+/// Writes a layout-3 store of partition 0 of 1 at `path` with `layout`
+/// recorded, holding layout 3's author index of two entries by author 9
+/// and one by author 11 in user 5's inbox (and `inbox_authors` too when
+/// `with_markers_cf`: a crash between the upgrade's batch and its drop).
+fn layout_3_store(path: &Path, layout: u32, with_markers_cf: bool) {
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.create_missing_column_families(true);
+    let names = Cf::ALL
+        .iter()
+        .filter(|&&cf| with_markers_cf || cf != Cf::InboxAuthors)
+        .map(|cf| cf.name())
+        .chain([LAYOUT_3_INDEX]);
+    let db = DB::open_cf(&opts, path, names).unwrap();
+    let put = |cf: &str, k: &[u8], v: &[u8]| db.put_cf(db.cf_handle(cf).unwrap(), k, v).unwrap();
+    put("meta", meta::LAYOUT, &layout.to_be_bytes());
+    put("meta", meta::PARTITION, &0u32.to_be_bytes());
+    put("meta", meta::PARTITIONS, &1u32.to_be_bytes());
+    for (author, ts) in [(9u64, 3u64), (9, 2), (11, 1)] {
+        put(LAYOUT_3_INDEX, &keys::key([5, author, !ts, !ts]), &[]);
+    }
+}
+
+// Proves a layout-3 store is refused by read-only opens with the way out, and upgraded in place by a writable open: a marker per (user, author) its index held, the index dropped, layout 4 recorded.
+#[test]
+fn a_layout_3_store_is_upgraded_in_place() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = BlockCache::new(1 << 20);
+    layout_3_store(tmp.path(), 3, false);
+    let err = Store::open_read_only(tmp.path(), 0, 1, &cache, 0)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("run the processor (`feedlog run`) on it once"),
+        "{err}"
+    );
+    let s = scratch(tmp.path());
+    let markers: Vec<Vec<u8>> = s
+        .scan(Cf::InboxAuthors, &[], None)
+        .map(|r| r.unwrap().0)
+        .collect();
+    assert_eq!(
+        markers,
+        vec![
+            keys::inbox_author(UserId(5), UserId(9)),
+            keys::inbox_author(UserId(5), UserId(11))
+        ]
+    );
+    drop(s);
+    let cfs = DB::list_cf(&Options::default(), tmp.path()).unwrap();
+    assert!(!cfs.iter().any(|c| c == LAYOUT_3_INDEX), "{cfs:?}");
+    let s = Store::open_read_only(tmp.path(), 0, 1, &cache, 0).unwrap();
+    assert_eq!(
+        s.get(Cf::Meta, meta::LAYOUT).unwrap(),
+        Some(LAYOUT_VERSION.to_be_bytes().to_vec())
+    );
+}
+
+// Proves a store left with layout 4 recorded and layout 3's index still present (a crash mid-upgrade) opens, and the index is dropped.
+#[test]
+fn an_upgrade_cut_before_the_drop_finishes_at_the_next_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    layout_3_store(tmp.path(), LAYOUT_VERSION, true);
+    let cache = BlockCache::new(1 << 20);
+    drop(Store::open_read_only(tmp.path(), 0, 1, &cache, 0).unwrap());
+    drop(scratch(tmp.path()));
+    let cfs = DB::list_cf(&Options::default(), tmp.path()).unwrap();
+    assert!(!cfs.iter().any(|c| c == LAYOUT_3_INDEX), "{cfs:?}");
 }
