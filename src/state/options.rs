@@ -32,13 +32,18 @@ pub(super) fn cf_options(cf: Cf, cache: &BlockCache, opts: &StoreOptions) -> Opt
     let mut o = Options::default();
     let mut table = BlockBasedOptions::default();
     table.set_block_cache(cache.rocks());
+    // Point-read column families get a whole-key bloom filter and small
+    // blocks (a read decompresses one 4 KB block). The others are read in
+    // ranges (inbox pages, outboxes, recent followers): 16 KB blocks
+    // compress better (30 % fewer bytes for the inbox than 4 KB), and a
+    // filter would cost 1.25 B a key for the inbox's only point read (is a
+    // deleted post there?).
     if matches!(
         cf,
         Cf::Users
             | Cf::Followees
             | Cf::Followers
             | Cf::Posts
-            | Cf::Inbox
             | Cf::InboxAuthors
             | Cf::Copies
             | Cf::Pulls
@@ -47,6 +52,8 @@ pub(super) fn cf_options(cf: Cf, cache: &BlockCache, opts: &StoreOptions) -> Opt
             | Cf::RepostDir
     ) {
         table.set_bloom_filter(10.0, false);
+    } else {
+        table.set_block_size(16 << 10);
     }
     o.set_block_based_table_factory(&table);
     o.set_write_buffer_size(opts.write_buffer_bytes);
@@ -56,12 +63,13 @@ pub(super) fn cf_options(cf: Cf, cache: &BlockCache, opts: &StoreOptions) -> Opt
     o.set_memtable_prefix_bloom_ratio(0.02);
     o.set_memtable_whole_key_filtering(true);
     o.set_level_compaction_dynamic_level_bytes(true);
-    // Flushes and upper levels in LZ4 (cheap to write and read); the
-    // bottommost level, where dynamic level sizing keeps ~90 % of the data,
-    // in Zstandard. Files written before compression was built in stay
-    // readable (each block names its codec) and are rewritten compressed by
-    // compaction.
-    o.set_compression_type(DBCompressionType::Lz4);
+    // Zstandard at every level: on the generated follow-heavy network it
+    // takes the state from 58 to 38 B per inbox entry against LZ4 for
+    // flushes and upper levels, at no throughput cost that a run can tell
+    // (flushes and compactions run in the background). Files written with
+    // another codec stay readable (each block names its codec) and are
+    // rewritten by compaction.
+    o.set_compression_type(DBCompressionType::Zstd);
     o.set_bottommost_compression_type(DBCompressionType::Zstd);
     o
 }
