@@ -77,7 +77,7 @@ pub fn fanout(
     let (raw2_rate, _) = raw_puts(&tmp.join("raw2"), &keys, 2, cfg.sync)?;
     println!("fan-out: {delivered} inbox writes in {secs:.2}s = {feed_rate:.0}/s through the processor ({partitions} partitions, sync={})", cfg.sync);
     println!("raw RocksDB: {} puts of the same inbox keys in {raw_secs:.2}s = {raw_rate:.0}/s (batches of 1000)", keys.len());
-    println!("raw RocksDB, inbox + author-index key per delivery: {raw2_rate:.0} deliveries/s");
+    println!("raw RocksDB, two keys per delivery (state layout 3 wrote an author-index key beside each inbox key): {raw2_rate:.0} deliveries/s");
     let per_cf: Vec<String> = by_cf
         .iter()
         .filter(|(_, n)| *n > 0)
@@ -92,7 +92,7 @@ pub fn fanout(
         feed_rate / raw_rate
     );
     println!(
-        "ratio processor/raw inbox+index puts: {:.2}",
+        "ratio processor/raw two-key puts: {:.2}",
         feed_rate / raw2_rate
     );
     println!("{bytes}");
