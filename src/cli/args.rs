@@ -5,6 +5,7 @@ use super::{demo, kafka, log};
 use clap::{Parser, Subcommand, ValueEnum};
 use feedlog::api::http::ApiConfig;
 use feedlog::core::{View, DEFAULT_PULL_THRESHOLD};
+use feedlog::task::priority::DEFAULT_WRITER_NICE;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -92,6 +93,12 @@ pub enum Command {
         /// which are then processed again).
         #[arg(long, env = "FEEDLOG_NO_SYNC")]
         no_sync: bool,
+        /// Nice levels by which each partition thread lowers its scheduling
+        /// priority, so that reads (`--listen`, `serve`) are answered first
+        /// while a backlog is applied; with nothing else to run, processing
+        /// still takes every core (0: none).
+        #[arg(long, env = "FEEDLOG_WRITER_NICE", default_value_t = DEFAULT_WRITER_NICE, value_parser = clap::value_parser!(i32).range(0..=19))]
+        writer_nice: i32,
         /// Also serve the HTTP read API on ADDR (`--listen` alone: 127.0.0.1:8080).
         #[arg(
             long,

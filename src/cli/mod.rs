@@ -64,6 +64,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             pull_threshold,
             inactive_after,
             no_sync,
+            writer_nice,
             listen,
             api,
             kafka_run,
@@ -74,6 +75,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                     pull_threshold: Some(pull_threshold),
                     inactive_after: span(inactive_after),
                     sync: !no_sync,
+                    writer_nice,
                     ..ProcessorConfig::default()
                 };
                 let mode = shell::RunMode::new(until_idle, progress, quiet);
@@ -86,6 +88,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                     pull_threshold: Some(pull_threshold),
                     inactive_after: span(inactive_after),
                     sync: !no_sync,
+                    writer_nice,
                     ..ProcessorConfig::default()
                 };
                 run::run_embedded(data, mode, inbox_cap, cfg, listen, &api)

@@ -36,6 +36,10 @@ pub struct ProcessorConfig {
     pub sync: bool,
     /// Shared block cache size, bytes.
     pub cache_bytes: usize,
+    /// Nice levels by which each partition thread lowers its scheduling
+    /// priority, so that reads are served first (see
+    /// [`crate::task::priority`]; `0`: none).
+    pub writer_nice: i32,
 }
 
 impl ProcessorConfig {
@@ -62,6 +66,7 @@ impl Default for ProcessorConfig {
             limits: BatchLimits::default(),
             sync: true,
             cache_bytes: 128 << 20,
+            writer_nice: crate::task::priority::DEFAULT_WRITER_NICE,
         }
     }
 }
@@ -321,9 +326,11 @@ impl Processor {
             for mut task in tasks {
                 let shared = &shared;
                 let p = task.partition() as usize;
+                let nice = self.cfg.writer_nice;
                 let spawned = std::thread::Builder::new()
                     .name(format!("feedlog-p{p}"))
                     .spawn_scoped(s, move || {
+                        crate::task::priority::lower_priority(nice);
                         let mut owner = Owner { p, seen: 0, shared };
                         if let Err(source) = drive(&mut task, &mut owner) {
                             tracing::error!(partition = p, error = %source, "partition stopped");

@@ -18,6 +18,7 @@ mod input;
 pub mod kafka;
 mod outbox;
 pub mod partition;
+pub mod priority;
 pub mod runner;
 pub mod shutdown;
 

@@ -68,6 +68,7 @@ fn run_case_with(
         },
         sync: false,
         cache_bytes: 1 << 20,
+        writer_nice: feedlog::task::priority::DEFAULT_WRITER_NICE,
     };
     let mut h = Harness {
         dir: dir.clone(),

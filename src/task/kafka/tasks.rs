@@ -181,11 +181,15 @@ impl Cluster {
             leased: true,
             faults: self.stop_after_commit.clone(),
         };
+        let nice = self.cfg.processor.writer_nice;
         let thread = std::thread::Builder::new()
             .name(format!("feedlog-k{p}"))
-            .spawn(move || match drive(&mut task, &mut owner) {
-                Err(TaskError::Log(LogError::Interrupted)) => Ok(()),
-                other => other,
+            .spawn(move || {
+                crate::task::priority::lower_priority(nice);
+                match drive(&mut task, &mut owner) {
+                    Err(TaskError::Log(LogError::Interrupted)) => Ok(()),
+                    other => other,
+                }
             })
             .map_err(|e| ClusterError::Refused(format!("starting partition {p}'s thread: {e}")))?;
         lock(&self.shared.owned).insert(
