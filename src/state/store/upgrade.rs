@@ -53,9 +53,9 @@ pub(super) fn refusal(path: &Path) -> StoreError {
 /// Refuses (before RocksDB would, less clearly) a read-only open of a
 /// layout-3 store that was never upgraded: it has the index and no markers.
 pub(super) fn refuse_layout_3(path: &Path) -> Result<(), StoreError> {
-    let upgraded = DB::list_cf(&Options::default(), path)
-        .is_ok_and(|cfs| cfs.iter().any(|c| c == Cf::InboxAuthors.name()));
-    if has_layout_3_index(path) && !upgraded {
+    let cfs = DB::list_cf(&Options::default(), path).unwrap_or_default();
+    let has = |name: &str| cfs.iter().any(|c| c == name);
+    if has(LAYOUT_3_INDEX) && !has(Cf::InboxAuthors.name()) {
         return Err(refusal(path));
     }
     Ok(())
