@@ -15,6 +15,7 @@
 mod common;
 
 use common::core_views::{posts_view, timeline};
+use common::filters::filter_change;
 use common::oracle::{Mode, Oracle};
 use feedlog::core::event::{Event, PostId, Ts, UserId};
 use feedlog::core::fence::{self, Admission};
@@ -81,6 +82,9 @@ fn event() -> impl Strategy<Value = Event> {
                 })
             },
         ),
+        // Blocks, mutes (ending or not) and hidden reposts, and their ends.
+        3 => (user(), user(), 0u64..30).prop_filter("no self-filter", |(a, b, _)| a != b)
+            .prop_flat_map(|(user, target, t)| filter_change(t).prop_map(move |change| Event::Filter { user, target, change, ts: Ts(t) })),
     ]
 }
 
@@ -543,7 +547,7 @@ fn run_sim(
     partitions: u32,
     (inbox_cap, fanout_chunk, pull_threshold, inactive_after): (u64, usize, u64, u64),
 ) -> Result<(), TestCaseError> {
-    let mut oracle = Oracle::default();
+    let mut oracle = Oracle::with_partitions(partitions);
     for e in events {
         oracle.apply(e);
     }

@@ -19,135 +19,15 @@
 
 mod common;
 
-use common::oracle::Oracle;
+use common::scenario::{delete, follow, post, repost, unfollow, Run};
 use feedlog::api::query::{Reader, RepostMode};
-use feedlog::core::codec::Format;
-use feedlog::core::event::{Event, PostId, Ts, UserId};
-use feedlog::ingest::produce::Producer;
-use feedlog::state::datadir::DataDir;
-use feedlog::task::embedded::{Processor, ProcessorConfig};
+use feedlog::core::event::{Event, UserId};
 use serde_json::{json, Value};
 
 const JEFF: u64 = 1;
 const ALICE: u64 = 2;
 const BOB: u64 = 3;
 const CAROL: u64 = 4;
-
-fn follow(a: u64, b: u64, ts: u64) -> Event {
-    Event::Follow {
-        follower: UserId(a),
-        followee: UserId(b),
-        ts: Ts(ts),
-    }
-}
-
-fn unfollow(a: u64, b: u64, ts: u64) -> Event {
-    Event::Unfollow {
-        follower: UserId(a),
-        followee: UserId(b),
-        ts: Ts(ts),
-    }
-}
-
-fn post(a: u64, p: u64, ts: u64) -> Event {
-    Event::Post {
-        author: UserId(a),
-        post_id: PostId(p),
-        ts: Ts(ts),
-    }
-}
-
-fn delete(a: u64, p: u64, ts: u64) -> Event {
-    Event::DeletePost {
-        author: UserId(a),
-        post_id: PostId(p),
-        ts: Ts(ts),
-    }
-}
-
-fn repost(a: u64, r: u64, (of_a, of_p): (u64, u64), ts: u64) -> Event {
-    Event::Repost {
-        author: UserId(a),
-        post_id: PostId(r),
-        of_author: UserId(of_a),
-        of_post_id: PostId(of_p),
-        ts: Ts(ts),
-    }
-}
-
-/// A processor over two partitions that applied `batches` in turn (each
-/// batch produced, then processed until idle: later batches arrive after
-/// the earlier ones were applied), with `inbox_cap`.
-struct Run {
-    _tmp: tempfile::TempDir,
-    processor: Processor,
-    oracle: Oracle,
-}
-
-impl Run {
-    fn new(batches: &[&[Event]]) -> Run {
-        Run::with_cap(batches, 800)
-    }
-
-    fn with_cap(batches: &[&[Event]], inbox_cap: u64) -> Run {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = DataDir::create_or_open(tmp.path(), Some(2)).unwrap();
-        let cfg = ProcessorConfig {
-            inbox_cap,
-            sync: false,
-            cache_bytes: 1 << 20,
-            ..ProcessorConfig::default()
-        };
-        let mut oracle = Oracle::default();
-        for batch in batches {
-            let mut producer = Producer::new(&dir).unwrap();
-            for e in *batch {
-                producer.event(e, Format::Json).unwrap();
-                oracle.apply(e);
-            }
-            producer.finish().unwrap();
-            drop(producer);
-            let processor = Processor::open(&dir, cfg.clone()).unwrap();
-            processor
-                .run(&feedlog::task::Shutdown::new(), true)
-                .unwrap();
-        }
-        let processor = Processor::open(&dir, cfg).unwrap();
-        let run = Run {
-            _tmp: tmp,
-            processor,
-            oracle,
-        };
-        common::check_all(&run.reader(), &run.oracle, CAROL + 1, 2).unwrap();
-        run
-    }
-
-    fn reader(&self) -> Reader {
-        feedlog::ops::serve::reader_of(&self.processor)
-    }
-
-    /// `user`'s whole timeline in `mode`, as the API answers it.
-    fn timeline(&self, user: u64, mode: RepostMode) -> Vec<Value> {
-        let page = self
-            .reader()
-            .timeline_in(UserId(user), mode, 1000, None)
-            .unwrap();
-        serde_json::to_value(page.items)
-            .unwrap()
-            .as_array()
-            .unwrap()
-            .clone()
-    }
-
-    fn posts(&self, user: u64) -> Vec<Value> {
-        let page = self.reader().posts(UserId(user), 1000, None).unwrap();
-        serde_json::to_value(page.items)
-            .unwrap()
-            .as_array()
-            .unwrap()
-            .clone()
-    }
-}
 
 fn plain(post_id: u64, author: u64, ts: u64) -> Value {
     json!({"post_id": post_id, "author": author, "ts": ts})
@@ -166,11 +46,14 @@ fn reposted(post_id: u64, author: u64, ts: u64, post_ts: u64, by: &[(u64, u64, u
 // Mastodon "returns false for reblog by followee", "saves reblogs of unseen statuses": bob follows alice; jeff posts; alice reposts it: bob's timeline has jeff's post once, at the repost's time, reposted by alice.
 #[test]
 fn a_repost_by_a_followee_shows_the_original() {
-    let r = Run::new(&[&[
-        follow(BOB, ALICE, 1),
-        post(JEFF, 10, 5),
-        repost(ALICE, 20, (JEFF, 10), 7),
-    ]]);
+    let r = Run::new(
+        CAROL,
+        &[&[
+            follow(BOB, ALICE, 1),
+            post(JEFF, 10, 5),
+            repost(ALICE, 20, (JEFF, 10), 7),
+        ]],
+    );
     let want = vec![reposted(10, JEFF, 7, 5, &[(ALICE, 20, 7)])];
     assert_eq!(r.timeline(BOB, RepostMode::Newest), want);
     assert_eq!(r.timeline(BOB, RepostMode::First), want);
@@ -190,14 +73,17 @@ fn a_repost_by_a_followee_shows_the_original() {
 // Mastodon "does not save a new reblog of a recent status" (and "saves a new reblog of an old status"): bob follows jeff and alice; jeff posts X (then other posts); alice reposts X: one entry, moved up to the repost (first: at X's time), listing alice — never twice, whatever lies between.
 #[test]
 fn a_repost_of_a_followed_post_is_one_entry_moved_up() {
-    let r = Run::new(&[&[
-        follow(BOB, JEFF, 1),
-        follow(BOB, ALICE, 1),
-        post(JEFF, 10, 5),
-        post(JEFF, 11, 6),
-        post(JEFF, 12, 7),
-        repost(ALICE, 20, (JEFF, 10), 9),
-    ]]);
+    let r = Run::new(
+        CAROL,
+        &[&[
+            follow(BOB, JEFF, 1),
+            follow(BOB, ALICE, 1),
+            post(JEFF, 10, 5),
+            post(JEFF, 11, 6),
+            post(JEFF, 12, 7),
+            repost(ALICE, 20, (JEFF, 10), 9),
+        ]],
+    );
     assert_eq!(
         r.timeline(BOB, RepostMode::Newest),
         vec![
@@ -230,31 +116,37 @@ fn reposts_by_several_followees_are_listed_and_taken_back_one_by_one() {
         repost(ALICE, 20, (JEFF, 10), 7),
         repost(CAROL, 30, (JEFF, 10), 8),
     ];
-    let r = Run::new(&[first]);
+    let r = Run::new(CAROL, &[first]);
     assert_eq!(
         r.timeline(BOB, RepostMode::Newest),
         vec![reposted(10, JEFF, 8, 5, &[(CAROL, 30, 8), (ALICE, 20, 7)])]
     );
-    let r = Run::new(&[first, &[delete(CAROL, 30, 9)]]);
+    let r = Run::new(CAROL, &[first, &[delete(CAROL, 30, 9)]]);
     assert_eq!(
         r.timeline(BOB, RepostMode::Newest),
         vec![reposted(10, JEFF, 7, 5, &[(ALICE, 20, 7)])]
     );
-    let r = Run::new(&[first, &[delete(CAROL, 30, 9), delete(ALICE, 20, 9)]]);
+    let r = Run::new(
+        CAROL,
+        &[first, &[delete(CAROL, 30, 9), delete(ALICE, 20, 9)]],
+    );
     assert!(r.timeline(BOB, RepostMode::Newest).is_empty());
 }
 
 // Mastodon "leaves a reblogged status if original was on feed" / "removes a reblogged status if it was only reblogged once": taking back the only repost leaves the post where its author is followed, at its own time, and removes it otherwise.
 #[test]
 fn taking_a_repost_back_leaves_the_original_where_its_author_is_followed() {
-    let r = Run::new(&[&[
-        follow(BOB, JEFF, 1),
-        follow(CAROL, ALICE, 1),
-        follow(BOB, ALICE, 1),
-        post(JEFF, 10, 5),
-        repost(ALICE, 20, (JEFF, 10), 7),
-        delete(ALICE, 20, 8),
-    ]]);
+    let r = Run::new(
+        CAROL,
+        &[&[
+            follow(BOB, JEFF, 1),
+            follow(CAROL, ALICE, 1),
+            follow(BOB, ALICE, 1),
+            post(JEFF, 10, 5),
+            repost(ALICE, 20, (JEFF, 10), 7),
+            delete(ALICE, 20, 8),
+        ]],
+    );
     assert_eq!(
         r.timeline(BOB, RepostMode::Newest),
         vec![plain(10, JEFF, 5)]
@@ -266,14 +158,17 @@ fn taking_a_repost_back_leaves_the_original_where_its_author_is_followed() {
 // Mastodon "does not push when the given status's reblog is already inserted" (an original after its reblog): here the repost applied before its original exists shows once the original comes, and the original is the same entry.
 #[test]
 fn a_repost_applied_before_its_original_shows_once_the_original_comes() {
-    let r = Run::new(&[
+    let r = Run::new(
+        CAROL,
         &[
-            follow(BOB, JEFF, 1),
-            follow(BOB, ALICE, 1),
-            repost(ALICE, 20, (JEFF, 10), 7),
+            &[
+                follow(BOB, JEFF, 1),
+                follow(BOB, ALICE, 1),
+                repost(ALICE, 20, (JEFF, 10), 7),
+            ],
+            &[post(JEFF, 10, 5)],
         ],
-        &[post(JEFF, 10, 5)],
-    ]);
+    );
     assert_eq!(
         r.timeline(BOB, RepostMode::Newest),
         vec![reposted(10, JEFF, 7, 5, &[(ALICE, 20, 7)])]
@@ -293,7 +188,7 @@ fn deleting_the_original_removes_every_repost_in_any_order() {
         vec![before, &[delete(JEFF, 10, 9)][..]],
         vec![&[delete(JEFF, 10, 3)][..], before],
     ] {
-        let r = Run::new(&batches);
+        let r = Run::new(CAROL, &batches);
         assert!(r.timeline(BOB, RepostMode::Newest).is_empty());
         assert!(r.timeline(CAROL, RepostMode::Newest).is_empty());
         assert!(r.posts(ALICE).is_empty());
@@ -305,13 +200,16 @@ fn deleting_the_original_removes_every_repost_in_any_order() {
 // Mastodon reblog-of-own-status (no spec; its code lets the owner's reblog in): a self-repost is an appearance of its author at the repost's time for followers; a post of one's own never enters one's own timeline, whoever reposts it.
 #[test]
 fn a_self_repost_moves_the_post_up_and_own_posts_stay_out() {
-    let r = Run::new(&[&[
-        follow(BOB, ALICE, 1),
-        follow(ALICE, BOB, 1),
-        post(ALICE, 10, 5),
-        repost(ALICE, 11, (ALICE, 10), 7),
-        repost(BOB, 20, (ALICE, 10), 8),
-    ]]);
+    let r = Run::new(
+        CAROL,
+        &[&[
+            follow(BOB, ALICE, 1),
+            follow(ALICE, BOB, 1),
+            post(ALICE, 10, 5),
+            repost(ALICE, 11, (ALICE, 10), 7),
+            repost(BOB, 20, (ALICE, 10), 8),
+        ]],
+    );
     assert_eq!(
         r.timeline(BOB, RepostMode::Newest),
         vec![reposted(10, ALICE, 7, 5, &[(ALICE, 11, 7)])]
@@ -322,12 +220,15 @@ fn a_self_repost_moves_the_post_up_and_own_posts_stay_out() {
 // Mastodon reblog service ("a reblog of a reblog is a reblog of the original"): carol reposts alice's repost of jeff's post; bob follows carol: jeff's post, reposted by carol; a chain of 16 links still resolves, 17 or a cycle do not.
 #[test]
 fn a_repost_of_a_repost_reposts_the_original_up_to_sixteen_links() {
-    let r = Run::new(&[&[
-        follow(BOB, CAROL, 1),
-        post(JEFF, 10, 5),
-        repost(ALICE, 20, (JEFF, 10), 7),
-        repost(CAROL, 30, (ALICE, 20), 8),
-    ]]);
+    let r = Run::new(
+        CAROL,
+        &[&[
+            follow(BOB, CAROL, 1),
+            post(JEFF, 10, 5),
+            repost(ALICE, 20, (JEFF, 10), 7),
+            repost(CAROL, 30, (ALICE, 20), 8),
+        ]],
+    );
     assert_eq!(
         r.timeline(BOB, RepostMode::Newest),
         vec![reposted(10, JEFF, 8, 5, &[(CAROL, 30, 8)])]
@@ -342,9 +243,9 @@ fn a_repost_of_a_repost_reposts_the_original_up_to_sixteen_links() {
         v.push(repost(CAROL, 30, (ALICE, 100 + links - 1), 8));
         v
     };
-    let r = Run::new(&[&chain(16)]);
+    let r = Run::new(CAROL, &[&chain(16)]);
     assert_eq!(r.timeline(BOB, RepostMode::Newest).len(), 1, "16 links");
-    let r = Run::new(&[&chain(17)]);
+    let r = Run::new(CAROL, &[&chain(17)]);
     assert!(r.timeline(BOB, RepostMode::Newest).is_empty(), "17 links");
     let cycle = [
         follow(BOB, CAROL, 1),
@@ -352,7 +253,7 @@ fn a_repost_of_a_repost_reposts_the_original_up_to_sixteen_links() {
         repost(ALICE, 20, (CAROL, 30), 7),
         repost(CAROL, 30, (ALICE, 20), 8),
     ];
-    let r = Run::new(&[&cycle]);
+    let r = Run::new(CAROL, &[&cycle]);
     assert!(r.timeline(BOB, RepostMode::Newest).is_empty(), "a cycle");
 }
 
@@ -365,7 +266,7 @@ fn a_double_repost_lists_its_user_once() {
         repost(ALICE, 20, (JEFF, 10), 7),
         repost(ALICE, 21, (JEFF, 10), 9),
     ];
-    let r = Run::new(&[both]);
+    let r = Run::new(CAROL, &[both]);
     assert_eq!(
         r.timeline(BOB, RepostMode::Newest),
         vec![reposted(10, JEFF, 9, 5, &[(ALICE, 21, 9)])]
@@ -374,7 +275,7 @@ fn a_double_repost_lists_its_user_once() {
         r.timeline(BOB, RepostMode::First),
         vec![reposted(10, JEFF, 7, 5, &[(ALICE, 21, 9)])]
     );
-    let r = Run::new(&[both, &[delete(ALICE, 21, 10)]]);
+    let r = Run::new(CAROL, &[both, &[delete(ALICE, 21, 10)]]);
     assert_eq!(
         r.timeline(BOB, RepostMode::Newest),
         vec![reposted(10, JEFF, 7, 5, &[(ALICE, 20, 7)])]
@@ -385,24 +286,30 @@ fn a_double_repost_lists_its_user_once() {
 // Mastodon unmerge on unfollow (no spec; its code promotes a spare reblog): unfollowing one reposter keeps the entry through the other, moved to that one's repost; a follow backfills the followee's reposts with their posts.
 #[test]
 fn unfollowing_a_reposter_keeps_the_others_and_a_follow_backfills_reposts() {
-    let r = Run::new(&[
+    let r = Run::new(
+        CAROL,
         &[
-            follow(BOB, ALICE, 1),
-            follow(BOB, CAROL, 1),
-            post(JEFF, 10, 5),
-            repost(CAROL, 30, (JEFF, 10), 7),
-            repost(ALICE, 20, (JEFF, 10), 8),
+            &[
+                follow(BOB, ALICE, 1),
+                follow(BOB, CAROL, 1),
+                post(JEFF, 10, 5),
+                repost(CAROL, 30, (JEFF, 10), 7),
+                repost(ALICE, 20, (JEFF, 10), 8),
+            ],
+            &[unfollow(BOB, ALICE, 9)],
         ],
-        &[unfollow(BOB, ALICE, 9)],
-    ]);
+    );
     assert_eq!(
         r.timeline(BOB, RepostMode::Newest),
         vec![reposted(10, JEFF, 7, 5, &[(CAROL, 30, 7)])]
     );
-    let r = Run::new(&[
-        &[post(JEFF, 10, 5), repost(ALICE, 20, (JEFF, 10), 7)],
-        &[follow(BOB, ALICE, 9)],
-    ]);
+    let r = Run::new(
+        CAROL,
+        &[
+            &[post(JEFF, 10, 5), repost(ALICE, 20, (JEFF, 10), 7)],
+            &[follow(BOB, ALICE, 9)],
+        ],
+    );
     assert_eq!(
         r.timeline(BOB, RepostMode::Newest),
         vec![reposted(10, JEFF, 7, 5, &[(ALICE, 20, 7)])]
@@ -423,20 +330,23 @@ fn reposts_past_a_small_inbox_are_aggregated_by_the_pull_path() {
         events.push(repost(CAROL, 60 + i, (ALICE, 40 + i), 30 - i));
     }
     // check_all (in Run) compares every page of every mode with the oracle.
-    let r = Run::with_cap(&[&events], 1);
+    let r = Run::with_cap(CAROL, &[&events], 1);
     assert_eq!(r.timeline(BOB, RepostMode::Newest).len(), 8);
 }
 
 // A first page with reposts that the partition holds is kept by the page cache and answered from it, equal to the page read in full.
 #[test]
 fn a_first_page_with_reposts_is_kept_and_answered_from_the_cache() {
-    let r = Run::new(&[&[
-        follow(BOB, JEFF, 1),
-        follow(BOB, ALICE, 1),
-        post(JEFF, 10, 5),
-        post(JEFF, 11, 6),
-        repost(ALICE, 20, (JEFF, 10), 9),
-    ]]);
+    let r = Run::new(
+        CAROL,
+        &[&[
+            follow(BOB, JEFF, 1),
+            follow(BOB, ALICE, 1),
+            post(JEFF, 10, 5),
+            post(JEFF, 11, 6),
+            repost(ALICE, 20, (JEFF, 10), 9),
+        ]],
+    );
     let reader = r.reader();
     let user = UserId(BOB);
     let store = r

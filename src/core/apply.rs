@@ -9,12 +9,13 @@
 
 use super::active;
 use super::effect::{Applied, Ctx, Effect, Out};
-use super::gauges::Gauge;
-use super::inbox::{insert_inbox, lower_horizon, purge_author};
+use super::filter;
+use super::follow;
+use super::inbox::{insert_inbox, lower_horizon};
 use super::pulled;
 use super::repost;
 use crate::core::event::{Event, PostId, Ts, UserId};
-use crate::core::keys::{EdgeVal, PostVal, TimelineKey};
+use crate::core::keys::{PostVal, TimelineKey};
 use crate::core::kv::{Cf, Kv, KvError, Txn};
 use crate::core::partition::partition_for;
 use crate::core::position::Version;
@@ -39,65 +40,29 @@ pub fn apply_event<K: Kv + ?Sized>(
             followee,
             ts,
         } => {
-            let old = views::edge(t, Cf::Followees, follower, followee)?;
-            if old.is_some_and(|e| e.live || e.version >= version) {
+            let edge = (follower, followee);
+            if !follow::follow(t, ctx, edge, (version, ts), &mut applied, out)? {
                 return Ok(applied);
             }
-            t.set_edge(
-                Cf::Followees,
-                follower,
-                followee,
-                &EdgeVal {
-                    live: true,
-                    version,
-                    ts,
-                },
-            );
-            let mut u = t.user(follower)?;
-            u.followees += 1;
-            t.set_user(follower, &u);
-            let effect = Effect::FollowerAdded {
-                author: followee,
-                follower,
-                version,
-                ts,
-            };
-            ctx.send(out, followee, effect);
         }
         Event::Unfollow {
             follower, followee, ..
         } => {
-            let old = views::edge(t, Cf::Followees, follower, followee)?;
-            let Some(edge) = old.filter(|e| e.live && e.version < version) else {
+            let edge = (follower, followee);
+            if !follow::unfollow(t, ctx, edge, version, &mut applied, out)? {
                 return Ok(applied);
-            };
-            if t.user(follower)?.marks > 0 {
-                t.set_pull(follower, followee, false)?;
             }
-            active::unfollowed(t, follower, followee)?;
-            t.set_edge(
-                Cf::Followees,
-                follower,
-                followee,
-                &EdgeVal {
-                    live: false,
-                    version,
-                    ..edge
-                },
-            );
-            let mut u = t.user(follower)?;
-            u.followees -= 1;
-            t.set_user(follower, &u);
-            applied.removed = purge_author(t, follower, followee)?;
-            ctx.send(
-                out,
-                followee,
-                Effect::FollowerRemoved {
-                    author: followee,
-                    follower,
-                    version,
-                },
-            );
+        }
+        Event::Filter {
+            user,
+            target,
+            change,
+            ts,
+        } => {
+            let pair = (user, target);
+            if !filter::event(t, ctx, pair, change, (version, ts), &mut applied, out)? {
+                return Ok(applied);
+            }
         }
         Event::Post {
             author,
@@ -257,12 +222,37 @@ pub fn apply_effect<K: Kv + ?Sized>(
             follower,
             version,
             ts,
-        } => follower_added(t, ctx, (author, follower, version, ts), &mut applied, out)?,
+        } => follow::follower_added(t, ctx, (author, follower), (version, ts), &mut applied, out)?,
         &Effect::FollowerRemoved {
             author,
             follower,
             version,
-        } => follower_removed(t, ctx, (author, follower, version), &mut applied, out)?,
+        } => follow::follower_removed(t, ctx, (author, follower), version, &mut applied, out)?,
+        &Effect::Refollowed {
+            author,
+            follower,
+            version,
+            last,
+        } => follow::refollowed(
+            t,
+            ctx,
+            (author, follower),
+            (version, last),
+            &mut applied,
+            out,
+        )?,
+        &Effect::Blocked {
+            user,
+            by,
+            version,
+            on,
+            ts,
+            ended,
+        } => {
+            let toggle = filter::Toggle { version, on, ts };
+            let state = filter::BlockState { toggle, ended };
+            filter::blocked_by(t, ctx, (user, by), state, &mut applied, out)?;
+        }
         Effect::Deliver {
             author,
             post_id,
@@ -417,111 +407,6 @@ fn deliver<K: Kv + ?Sized>(
             insert_inbox(t, ctx, user, k, applied)?;
         }
     }
-    Ok(())
-}
-
-/// `follower` now follows `author` (owned here) by edge `version`: the
-/// follower edge, counter and recent list change, and the follower is sent
-/// the author's newest posts (a backfill). Stale or duplicate: nothing.
-fn follower_added<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
-    (author, follower, version, ts): (UserId, UserId, Version, Ts),
-    applied: &mut Applied,
-    out: &mut Vec<Out>,
-) -> Result<(), KvError> {
-    let old = views::edge(t, Cf::Followers, author, follower)?;
-    if old.is_some_and(|e| e.version >= version) {
-        return Ok(());
-    }
-    let mut u = t.user(author)?;
-    match old {
-        Some(e) if e.live => t.set_recent(author, e.ts, follower, false),
-        _ => u.followers += 1,
-    }
-    let edge = EdgeVal {
-        live: true,
-        version,
-        ts,
-    };
-    t.set_edge(Cf::Followers, author, follower, &edge);
-    t.set_recent(author, ts, follower, true);
-    // A change of mode tells every follower, this one included.
-    let changed = pulled::follower_count_changed(t, ctx, author, &mut u, out)?;
-    if changed {
-        t.bump(Gauge::Pulled, if u.pulled { 1 } else { -1 })?;
-    }
-    t.set_user(author, &u);
-    applied.changed = true;
-    if changed {
-        return Ok(());
-    }
-    if u.pulled {
-        let pull = Effect::Pull {
-            author,
-            pulled: true,
-            posts: Vec::new(),
-            truncated: false,
-            targets: vec![(follower, version)],
-        };
-        ctx.send(out, follower, pull);
-        return Ok(());
-    }
-    let (posts, truncated) = pulled::newest_posts(t, ctx, author)?;
-    // Sent also with no live posts when the author has had any: a backfill
-    // replaces what an earlier emission for the same follow delivered (see
-    // `Effect::Backfill`), so it must go out to undo a post that this
-    // emission saw deleted.
-    if !posts.is_empty() || views::has_posts(t, author)? {
-        let backfill = Effect::Backfill {
-            author,
-            follower,
-            version,
-            posts,
-            truncated,
-        };
-        ctx.send(out, follower, backfill);
-    }
-    Ok(())
-}
-
-/// `follower` no longer follows `author` (owned here), as of edge
-/// `version`. Stale or duplicate: nothing.
-fn follower_removed<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
-    (author, follower, version): (UserId, UserId, Version),
-    applied: &mut Applied,
-    out: &mut Vec<Out>,
-) -> Result<(), KvError> {
-    let old = views::edge(t, Cf::Followers, author, follower)?;
-    if old.is_some_and(|e| e.version >= version) {
-        return Ok(());
-    }
-    let ts = match old {
-        Some(e) if e.live => {
-            t.set_recent(author, e.ts, follower, false);
-            e.ts
-        }
-        Some(e) => e.ts,
-        None => Ts(0),
-    };
-    let edge = EdgeVal {
-        live: false,
-        version,
-        ts,
-    };
-    t.set_edge(Cf::Followers, author, follower, &edge);
-    if old.is_some_and(|e| e.live) {
-        let mut u = t.user(author)?;
-        u.followers -= 1;
-        // The former follower is gone from the edges a demotion tells.
-        if pulled::follower_count_changed(t, ctx, author, &mut u, out)? {
-            t.bump(Gauge::Pulled, if u.pulled { 1 } else { -1 })?;
-        }
-        t.set_user(author, &u);
-    }
-    applied.changed = true;
     Ok(())
 }
 

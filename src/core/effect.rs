@@ -230,6 +230,35 @@ pub enum Effect {
         /// Live, or gone.
         live: bool,
     },
+    /// At the blocked user's partition: `by`'s block of `user` is now on
+    /// or off, as of `by`'s event `version` (README, "Blocks and mutes").
+    Blocked {
+        /// The user blocked (or no longer).
+        user: UserId,
+        /// The blocking user.
+        by: UserId,
+        /// The version of `by`'s block or unblock event.
+        version: Version,
+        /// Whether the block is on.
+        on: bool,
+        /// That event's time.
+        ts: Ts,
+        /// The greatest end of a block period of `by`'s that ended.
+        ended: Option<Ts>,
+    },
+    /// At the followee's partition: `follower` followed `author` again at
+    /// `last`, within the follow `version` started (a later follow revives
+    /// one that block periods void).
+    Refollowed {
+        /// The followee.
+        author: UserId,
+        /// The follower.
+        follower: UserId,
+        /// The version of the follow that started the edge.
+        version: Version,
+        /// The new follow's time.
+        last: Ts,
+    },
 }
 
 impl Effect {
@@ -249,6 +278,8 @@ impl Effect {
             Effect::RepostOf { of_author, .. } => *of_author,
             Effect::Reposted { reposter, .. } | Effect::RepostDir { reposter, .. } => *reposter,
             Effect::Unrepost { root_author, .. } => *root_author,
+            Effect::Blocked { user, .. } => *user,
+            Effect::Refollowed { author, .. } => *author,
         }
     }
 
@@ -281,7 +312,9 @@ impl Effect {
             | Effect::PullThreshold { .. }
             | Effect::RepostOf { .. }
             | Effect::Unrepost { .. }
-            | Effect::RepostDir { .. } => Offset(0),
+            | Effect::RepostDir { .. }
+            | Effect::Blocked { .. }
+            | Effect::Refollowed { .. } => Offset(0),
         }
     }
 
@@ -303,6 +336,8 @@ impl Effect {
             Effect::Reposted { .. } => "reposted",
             Effect::Unrepost { .. } => "unrepost",
             Effect::RepostDir { .. } => "repost_dir",
+            Effect::Blocked { .. } => "blocked",
+            Effect::Refollowed { .. } => "refollowed",
         }
     }
 }

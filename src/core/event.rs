@@ -144,6 +144,56 @@ pub enum Event {
         /// Producer time; the repost's place in timelines.
         ts: Ts,
     },
+    /// `user` blocks, mutes or hides the reposts of `target`, or lifts
+    /// that (README, "Blocks and mutes"). Appended last, as `Repost` was.
+    Filter {
+        /// The acting user (the reader who filters).
+        user: UserId,
+        /// The account filtered.
+        target: UserId,
+        /// What changes.
+        change: FilterChange,
+        /// Producer time.
+        ts: Ts,
+    },
+}
+
+/// What a [`Event::Filter`] changes for the pair (user, target). Each kind
+/// of filter (block, mute, hidden reposts) is settled by the pair's latest
+/// event of that kind, in the user's log order. Variants are append-only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FilterChange {
+    /// `block`: nothing by either user reaches the other, and the follows
+    /// between them made before the block ends are void.
+    Block,
+    /// `unblock`: ends the block (follows it voided stay void).
+    Unblock,
+    /// `mute`: nothing by `target` in the user's timeline, until the
+    /// partition's log time reaches `until` (`None`: until `unmute`).
+    Mute {
+        /// The log time (ms) the mute ends at, if any.
+        until: Option<Ts>,
+    },
+    /// `unmute`.
+    Unmute,
+    /// `hide_reposts`: the target's reposts leave the user's timeline.
+    HideReposts,
+    /// `show_reposts`.
+    ShowReposts,
+}
+
+impl FilterChange {
+    /// The event kind as spelled in JSON.
+    pub fn kind(self) -> EventKind {
+        match self {
+            FilterChange::Block => EventKind::Block,
+            FilterChange::Unblock => EventKind::Unblock,
+            FilterChange::Mute { .. } => EventKind::Mute,
+            FilterChange::Unmute => EventKind::Unmute,
+            FilterChange::HideReposts => EventKind::HideReposts,
+            FilterChange::ShowReposts => EventKind::ShowReposts,
+        }
+    }
 }
 
 impl Event {
@@ -154,7 +204,7 @@ impl Event {
             Event::Post { author, .. }
             | Event::DeletePost { author, .. }
             | Event::Repost { author, .. } => author,
-            Event::Seen { user, .. } => user,
+            Event::Seen { user, .. } | Event::Filter { user, .. } => user,
         }
     }
 
@@ -166,6 +216,7 @@ impl Event {
             | Event::Post { ts, .. }
             | Event::DeletePost { ts, .. }
             | Event::Repost { ts, .. }
+            | Event::Filter { ts, .. }
             | Event::Seen { ts, .. } => ts,
         }
     }
@@ -180,6 +231,7 @@ impl Event {
             Event::DeletePost { .. } => EventKind::DeletePost,
             Event::Seen { .. } => EventKind::Seen,
             Event::Repost { .. } => EventKind::Repost,
+            Event::Filter { change, .. } => change.kind(),
         }
     }
 
@@ -244,6 +296,34 @@ impl Event {
                     return Err(InvalidEvent::RepostsItself { author, post_id });
                 }
             }
+            Event::Filter {
+                user,
+                target,
+                change,
+                ..
+            } => {
+                if user.0 == 0 {
+                    return Err(InvalidEvent::ZeroId { field: "user" });
+                }
+                if target.0 == 0 {
+                    return Err(InvalidEvent::ZeroId { field: "target" });
+                }
+                if user == target {
+                    return Err(InvalidEvent::SelfFilter {
+                        user,
+                        kind: change.kind().as_str(),
+                    });
+                }
+                if let FilterChange::Mute { until: Some(until) } = change {
+                    until.check_unit()?;
+                    if until <= self.ts() {
+                        return Err(InvalidEvent::MuteEndsBeforeIt {
+                            until,
+                            ts: self.ts(),
+                        });
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -264,11 +344,24 @@ pub enum EventKind {
     Seen,
     /// `repost`
     Repost,
+    /// `block`
+    Block,
+    /// `unblock`
+    Unblock,
+    /// `mute`
+    Mute,
+    /// `unmute`
+    Unmute,
+    /// `hide_reposts`
+    HideReposts,
+    /// `show_reposts`
+    ShowReposts,
 }
 
 impl EventKind {
     /// Every kind, in the order of the JSON spellings in the README
-    /// (follow, unfollow, post, delete_post, seen, repost). Derived from
+    /// (follow, unfollow, post, delete_post, seen, repost, block, unblock,
+    /// mute, unmute, hide_reposts, show_reposts). Derived from
     /// [`EventKind::next`], whose exhaustive `match` makes a new kind
     /// impossible to leave out.
     pub fn all() -> impl Iterator<Item = EventKind> {
@@ -283,7 +376,13 @@ impl EventKind {
             EventKind::Post => Some(EventKind::DeletePost),
             EventKind::DeletePost => Some(EventKind::Seen),
             EventKind::Seen => Some(EventKind::Repost),
-            EventKind::Repost => None,
+            EventKind::Repost => Some(EventKind::Block),
+            EventKind::Block => Some(EventKind::Unblock),
+            EventKind::Unblock => Some(EventKind::Mute),
+            EventKind::Mute => Some(EventKind::Unmute),
+            EventKind::Unmute => Some(EventKind::HideReposts),
+            EventKind::HideReposts => Some(EventKind::ShowReposts),
+            EventKind::ShowReposts => None,
         }
     }
 }
@@ -298,6 +397,12 @@ impl EventKind {
             EventKind::DeletePost => "delete_post",
             EventKind::Seen => "seen",
             EventKind::Repost => "repost",
+            EventKind::Block => "block",
+            EventKind::Unblock => "unblock",
+            EventKind::Mute => "mute",
+            EventKind::Unmute => "unmute",
+            EventKind::HideReposts => "hide_reposts",
+            EventKind::ShowReposts => "show_reposts",
         }
     }
 }
@@ -316,6 +421,22 @@ pub enum InvalidEvent {
     SelfFollow {
         /// The user.
         user: UserId,
+    },
+    /// A user blocks, mutes or hides themself.
+    #[error("user {user} cannot {kind} themself")]
+    SelfFilter {
+        /// The user.
+        user: UserId,
+        /// The event kind.
+        kind: &'static str,
+    },
+    /// A mute's `until` is not after its own `ts`.
+    #[error("mute: `until` {until} must be later than the event's `ts` {ts}")]
+    MuteEndsBeforeIt {
+        /// The mute's end.
+        until: Ts,
+        /// The event's time.
+        ts: Ts,
     },
     /// A repost names its own id as the post it reposts.
     #[error("repost {post_id} of user {author} names itself as the post it reposts")]

@@ -4,7 +4,9 @@
 //! stored inverted (`!ts`), so each view's order is plain ascending iteration.
 
 use crate::core::event::{PostId, Ts, UserId};
-use crate::core::position::Version;
+
+mod edge;
+pub use edge::EdgeVal;
 
 /// Reads a big-endian u64 at `at`.
 pub fn be(bytes: &[u8], at: usize) -> u64 {
@@ -112,37 +114,6 @@ pub fn outbox(author: UserId, ts: Ts, post_id: PostId) -> Vec<u8> {
 /// `recent_followers`: `author | !ts | !follower`.
 pub fn recent_follower(author: UserId, ts: Ts, follower: UserId) -> Vec<u8> {
     key([author.0, !ts.0, !follower.0])
-}
-
-/// A live or dead edge, with the version of the event that last changed it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EdgeVal {
-    /// Whether the edge is live.
-    pub live: bool,
-    /// The version that last changed this edge.
-    pub version: Version,
-    /// Follow time of the follow that made it live (meaningless when dead).
-    pub ts: Ts,
-}
-
-impl EdgeVal {
-    /// `live u8 | version u64 | ts u64`.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(17);
-        v.push(u8::from(self.live));
-        v.extend_from_slice(&self.version.0.to_be_bytes());
-        v.extend_from_slice(&self.ts.0.to_be_bytes());
-        v
-    }
-
-    /// Inverse of [`EdgeVal::encode`].
-    pub fn decode(b: &[u8]) -> Option<EdgeVal> {
-        (b.len() == 17).then(|| EdgeVal {
-            live: b[0] == 1,
-            version: Version(be(b, 1)),
-            ts: Ts(be(b, 9)),
-        })
-    }
 }
 
 /// What an author's partition knows of one of its post ids.
@@ -517,6 +488,7 @@ impl CopyVal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::position::Version;
     use proptest::prelude::*;
 
     proptest! {
@@ -544,8 +516,11 @@ mod tests {
         // Proves value records round-trip.
         #[test]
         fn values_round_trip(live in any::<bool>(), ver in any::<u64>(), ts in any::<u64>(), c in any::<[u64; 4]>(), h in proptest::option::of(any::<(u64, u64, u64)>())) {
-            let e = EdgeVal { live, version: Version(ver), ts: Ts(ts) };
+            let e = EdgeVal { live, version: Version(ver), ts: Ts(ts), void: !live && ver % 2 == 0, first: Ts(c[0]), last: Ts(c[1]) };
             prop_assert_eq!(EdgeVal::decode(&e.encode()), Some(e));
+            let plain = EdgeVal::followed(Version(ver), Ts(ts));
+            prop_assert_eq!(plain.encode().len(), 17);
+            prop_assert_eq!(EdgeVal::decode(&plain.encode()), Some(plain));
             for p in [PostVal::Live(Ts(ts)), PostVal::Deleted(Some(Ts(ts))), PostVal::Deleted(None)] {
                 prop_assert_eq!(PostVal::decode(&p.encode()), Some(p));
             }

@@ -50,11 +50,13 @@ pub enum Cf {
     Reposts,
     /// Every partition's copy of the live reposts, by original and by repost.
     RepostDir,
+    /// Blocks, mutes and hidden reposts, per (user, other) pair.
+    Filters,
 }
 
 impl Cf {
     /// Every column family, in on-disk order.
-    pub const ALL: [Cf; 15] = [
+    pub const ALL: [Cf; 16] = [
         Cf::Meta,
         Cf::Users,
         Cf::Followees,
@@ -70,6 +72,7 @@ impl Cf {
         Cf::Refills,
         Cf::Reposts,
         Cf::RepostDir,
+        Cf::Filters,
     ];
 
     /// The RocksDB column family name.
@@ -90,6 +93,7 @@ impl Cf {
             Cf::Refills => "refills",
             Cf::Reposts => "reposts",
             Cf::RepostDir => "repost_dir",
+            Cf::Filters => "filters",
         }
     }
 

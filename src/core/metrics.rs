@@ -113,6 +113,18 @@ pub struct EventCounts {
     pub seen: u64,
     /// `repost` events.
     pub repost: u64,
+    /// `block` events.
+    pub block: u64,
+    /// `unblock` events.
+    pub unblock: u64,
+    /// `mute` events.
+    pub mute: u64,
+    /// `unmute` events.
+    pub unmute: u64,
+    /// `hide_reposts` events.
+    pub hide_reposts: u64,
+    /// `show_reposts` events.
+    pub show_reposts: u64,
 }
 
 impl EventCounts {
@@ -129,6 +141,12 @@ impl EventCounts {
             EventKind::DeletePost => &mut self.delete_post,
             EventKind::Seen => &mut self.seen,
             EventKind::Repost => &mut self.repost,
+            EventKind::Block => &mut self.block,
+            EventKind::Unblock => &mut self.unblock,
+            EventKind::Mute => &mut self.mute,
+            EventKind::Unmute => &mut self.unmute,
+            EventKind::HideReposts => &mut self.hide_reposts,
+            EventKind::ShowReposts => &mut self.show_reposts,
         }
     }
 

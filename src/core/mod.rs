@@ -11,6 +11,8 @@ pub mod codec;
 pub mod effect;
 pub mod event;
 pub mod fence;
+pub mod filter;
+mod follow;
 pub mod gauges;
 mod inbox;
 pub mod keys;

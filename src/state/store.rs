@@ -542,7 +542,7 @@ impl Batch<'_> {
     fn touch(&mut self, cf: Cf) {
         self.pages_touched |= matches!(
             cf,
-            Cf::Inbox | Cf::Users | Cf::Copies | Cf::Pulls | Cf::RepostDir
+            Cf::Inbox | Cf::Users | Cf::Copies | Cf::Pulls | Cf::RepostDir | Cf::Filters
         );
     }
 }

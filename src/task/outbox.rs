@@ -116,7 +116,9 @@ fn items_of(e: &Effect) -> usize {
         | Effect::RepostOf { .. }
         | Effect::Reposted { .. }
         | Effect::Unrepost { .. }
-        | Effect::RepostDir { .. } => 1,
+        | Effect::RepostDir { .. }
+        | Effect::Blocked { .. }
+        | Effect::Refollowed { .. } => 1,
     }
     .max(1)
 }

@@ -2,6 +2,7 @@
 //! (for the core's property tests, which run without the HTTP layer).
 
 use feedlog::core::event::UserId;
+use feedlog::core::filter::ReadFilter;
 use feedlog::core::keys::TimelineKey;
 use feedlog::core::kv::MemKv;
 use feedlog::core::{repost, views};
@@ -34,7 +35,9 @@ pub fn timeline(
     mode: repost::Mode,
     apps: &[TimelineKey],
 ) -> Vec<serde_json::Value> {
-    let mut entries = repost::Entries::new(UserId(u), mode, None);
+    let now = views::clock(kv).unwrap();
+    let filter = ReadFilter::of(kv, UserId(u), now).unwrap();
+    let mut entries = repost::Entries::new(UserId(u), mode, None, filter);
     let mut out = Vec::new();
     for k in apps {
         entries.push(kv, *k, &mut out).unwrap();

@@ -272,7 +272,7 @@ impl Views for Client {
         let mut path = match view {
             "counters" => return self.json(&format!("/v1/users/{user}/counters")),
             "recent_followers" => format!("/v1/users/{user}/followers/recent?limit={limit}"),
-            "timeline" | "posts" | "followers" | "followees" => {
+            "timeline" | "posts" | "followers" | "followees" | "mutes" | "blocks" => {
                 format!("/v1/users/{user}/{view}?limit={limit}")
             }
             "timeline?reposts=first" | "timeline?reposts=none" | "timeline?reposts=newest" => {

@@ -6,9 +6,11 @@
 
 pub mod api;
 pub mod core_views;
+pub mod filters;
 pub mod http;
 pub mod kafka;
 pub mod oracle;
+pub mod scenario;
 
 use feedlog::api::http::{kept_timeline_page, split_kept_page};
 use feedlog::api::query::{Reader, RepostMode};
@@ -21,7 +23,8 @@ use serde_json::Value;
 /// [`Reader`], or the HTTP API ([`http::Client`]).
 pub trait Views {
     /// One answer of `view` (`timeline`, `posts`, `counters`,
-    /// `recent_followers`, `followers`, `followees`) for `user`.
+    /// `recent_followers`, `followers`, `followees`, `mutes`, `blocks`)
+    /// for `user`.
     fn get(
         &self,
         view: &str,
@@ -50,6 +53,8 @@ impl Views for Reader {
             "recent_followers" => json(self.recent_followers(u, limit)),
             "followers" => json(self.followers(u, limit, cursor)),
             "followees" => json(self.followees(u, limit, cursor)),
+            "mutes" => json(self.mutes(u, limit, cursor)),
+            "blocks" => json(self.blocks(u, limit, cursor)),
             "posts" => json(self.posts(u, limit, cursor)),
             "timeline" => {
                 // The HTTP API answers from the inbox alone when it holds
@@ -225,6 +230,28 @@ pub fn check_all(
             return Err(format!(
                 "followees of {u}: got {got:?}, want {:?}",
                 oracle.followees(u)
+            ));
+        }
+        let got = all_pages(views, "mutes", u, page)?;
+        let got: Vec<(u64, Option<u64>)> = got
+            .iter()
+            .map(|i| (i["user"].as_u64().unwrap_or(0), i["until"].as_u64()))
+            .collect();
+        if got != oracle.mutes_of(u) {
+            return Err(format!(
+                "mutes of {u}: got {got:?}, want {:?}",
+                oracle.mutes_of(u)
+            ));
+        }
+        let got = all_pages(views, "blocks", u, page)?;
+        let got: Vec<u64> = got
+            .iter()
+            .map(|i| i["user"].as_u64().unwrap_or(0))
+            .collect();
+        if got != oracle.blocks_of(u) {
+            return Err(format!(
+                "blocks of {u}: got {got:?}, want {:?}",
+                oracle.blocks_of(u)
             ));
         }
         let got = all_pages(views, "posts", u, page)?;

@@ -1,7 +1,9 @@
 //! The oracle: the contract of the README ("Semantics") as a small in-memory
 //! model. Feed it the valid events in log order; ask it for any view.
 
-use feedlog::core::event::Event;
+use feedlog::core::event::{Event, FilterChange};
+use feedlog::core::partition::partition_for;
+use feedlog::UserId;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -60,8 +62,20 @@ struct Appearance {
 /// The final state of a log, and every view derived from it.
 #[derive(Debug, Default, Clone)]
 pub struct Oracle {
-    /// (follower, followee) -> follow time, for live edges only.
-    edges: BTreeMap<(u64, u64), u64>,
+    /// (follower, followee) -> (first follow time, latest follow time), for
+    /// followed edges only (counted or void).
+    edges: BTreeMap<(u64, u64), (u64, u64)>,
+    /// (blocker, blocked) -> (block on, greatest end of an ended period).
+    blocks: BTreeMap<(u64, u64), (bool, Option<u64>)>,
+    /// (user, muted) -> the mute's end, for mutes on.
+    mutes: BTreeMap<(u64, u64), Option<u64>>,
+    /// (user, other) whose reposts the user hides.
+    hidden_reposts: BTreeSet<(u64, u64)>,
+    /// The greatest event time of each actor (partition clocks are made of them).
+    clocks: BTreeMap<u64, u64>,
+    /// Partitions the state is processed in (0 counts as 1): a mute's end
+    /// is judged by the reader's partition's clock.
+    pub partitions: u32,
     /// (author, id) -> what it is and whether it was deleted.
     ids: BTreeMap<(u64, u64), Id>,
     /// Every user any applied event names.
@@ -71,6 +85,14 @@ pub struct Oracle {
 }
 
 impl Oracle {
+    /// An oracle of a state processed in `partitions` partitions.
+    pub fn with_partitions(partitions: u32) -> Oracle {
+        Oracle {
+            partitions,
+            ..Oracle::default()
+        }
+    }
+
     /// Applies one valid event; events of one actor must come in log order.
     pub fn apply(&mut self, event: &Event) {
         match *event {
@@ -92,14 +114,49 @@ impl Oracle {
             Event::Seen { user, .. } => {
                 self.named.insert(user.0);
             }
+            Event::Filter { user, target, .. } => self.named.extend([user.0, target.0]),
         }
+        let clock = self.clocks.entry(event.actor().0).or_default();
+        *clock = (*clock).max(event.ts().0);
         match *event {
             Event::Follow {
                 follower,
                 followee,
                 ts,
             } => {
-                self.edges.entry((follower.0, followee.0)).or_insert(ts.0);
+                let e = self
+                    .edges
+                    .entry((follower.0, followee.0))
+                    .or_insert((ts.0, ts.0));
+                e.1 = e.1.max(ts.0);
+            }
+            Event::Filter {
+                user,
+                target,
+                change,
+                ts,
+            } => {
+                let pair = (user.0, target.0);
+                let block = self.blocks.entry(pair).or_default();
+                match change {
+                    FilterChange::Block => block.0 = true,
+                    FilterChange::Unblock if block.0 => {
+                        *block = (false, Some(block.1.map_or(ts.0, |e| e.max(ts.0))));
+                    }
+                    FilterChange::Unblock => {}
+                    FilterChange::Mute { until } => {
+                        self.mutes.insert(pair, until.map(|u| u.0));
+                    }
+                    FilterChange::Unmute => {
+                        self.mutes.remove(&pair);
+                    }
+                    FilterChange::HideReposts => {
+                        self.hidden_reposts.insert(pair);
+                    }
+                    FilterChange::ShowReposts => {
+                        self.hidden_reposts.remove(&pair);
+                    }
+                }
             }
             Event::Unfollow {
                 follower, followee, ..
@@ -142,13 +199,41 @@ impl Oracle {
         self.named.iter().copied()
     }
 
+    /// The end of the block periods between `a` and `b` (either way):
+    /// `None` none ever, `Some(None)` one is on, `Some(Some(t))` all ended,
+    /// the latest at `t`.
+    fn block_end(&self, a: u64, b: u64) -> Option<Option<u64>> {
+        let both = [self.blocks.get(&(a, b)), self.blocks.get(&(b, a))];
+        if both.iter().any(|x| x.is_some_and(|x| x.0)) {
+            return Some(None);
+        }
+        both.iter()
+            .filter_map(|x| x.and_then(|x| x.1))
+            .max()
+            .map(Some)
+    }
+
+    /// The time the follow `a` -> `b` counts from, if it counts: a follow
+    /// counts only when made after the end of every block period between
+    /// the two (README, "Blocks and mutes"); a later follow of the same
+    /// edge revives one that the periods cover.
+    fn counted(&self, a: u64, b: u64) -> Option<u64> {
+        let &(first, last) = self.edges.get(&(a, b))?;
+        match self.block_end(a, b) {
+            None => Some(first),
+            Some(None) => None,
+            Some(Some(end)) if first > end => Some(first),
+            Some(Some(end)) => (last > end).then_some(last),
+        }
+    }
+
     /// Live followers of `u` with follow time, by id.
     pub fn followers(&self, u: u64) -> Vec<(u64, u64)> {
         let set: BTreeSet<(u64, u64)> = self
             .edges
-            .iter()
-            .filter(|((_, b), _)| *b == u)
-            .map(|((a, _), ts)| (*a, *ts))
+            .keys()
+            .filter(|(_, b)| *b == u)
+            .filter_map(|&(a, b)| Some((a, self.counted(a, b)?)))
             .collect();
         set.into_iter().collect()
     }
@@ -157,12 +242,56 @@ impl Oracle {
     pub fn followees(&self, u: u64) -> Vec<(u64, u64)> {
         self.edges
             .range((u, 0)..=(u, u64::MAX))
-            .map(|((_, b), ts)| (*b, *ts))
+            .filter_map(|(&(a, b), _)| Some((b, self.counted(a, b)?)))
             .collect()
     }
 
     fn follows(&self, u: u64, b: u64) -> bool {
-        self.edges.contains_key(&(u, b))
+        self.counted(u, b).is_some()
+    }
+
+    /// The clock of `u`'s partition: the greatest time of the events of
+    /// every actor the partition owns.
+    fn clock(&self, u: u64) -> u64 {
+        let n = self.partitions.max(1);
+        let p = partition_for(UserId(u), n);
+        self.clocks
+            .iter()
+            .filter(|(a, _)| partition_for(UserId(**a), n) == p)
+            .map(|(_, t)| *t)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether `u` sees nothing by `x`: a block either way, or a mute that
+    /// has not ended by `u`'s partition's clock.
+    pub fn hides(&self, u: u64, x: u64) -> bool {
+        let blocked = [(u, x), (x, u)]
+            .iter()
+            .any(|p| self.blocks.get(p).is_some_and(|b| b.0));
+        let muted = match self.mutes.get(&(u, x)) {
+            None => false,
+            Some(None) => true,
+            Some(Some(until)) => self.clock(u) < *until,
+        };
+        blocked || muted
+    }
+
+    /// `u`'s mutes on (whether ended by the clock or not): (user, until).
+    pub fn mutes_of(&self, u: u64) -> Vec<(u64, Option<u64>)> {
+        self.mutes
+            .range((u, 0)..=(u, u64::MAX))
+            .map(|(&(_, x), until)| (x, *until))
+            .collect()
+    }
+
+    /// The users `u` blocks, by id.
+    pub fn blocks_of(&self, u: u64) -> Vec<u64> {
+        self.blocks
+            .range((u, 0)..=(u, u64::MAX))
+            .filter(|(_, b)| b.0)
+            .map(|(&(_, x), _)| x)
+            .collect()
     }
 
     /// (followers, followees, posts): `posts` counts live originals.
@@ -303,7 +432,8 @@ impl Oracle {
         // Every appearance of every post for `u`, by the post.
         let mut by_post: BTreeMap<(u64, u64), Vec<Appearance>> = BTreeMap::new();
         let followees = self.followees(u);
-        for &(a, _) in followees.iter().filter(|(a, _)| *a != u) {
+        let filtered = |x: u64| self.hides(u, x);
+        for &(a, _) in followees.iter().filter(|(a, _)| *a != u && !filtered(*a)) {
             for (p, ts) in self.outbox(a) {
                 by_post.entry((a, p)).or_default().push(Appearance {
                     ts,
@@ -314,9 +444,10 @@ impl Oracle {
             }
         }
         if mode != Mode::None && self.any_repost {
-            for &(b, _) in &followees {
+            let shown = |b: u64| !filtered(b) && !self.hidden_reposts.contains(&(u, b));
+            for &(b, _) in followees.iter().filter(|(b, _)| shown(*b)) {
                 for (r, ts, root) in self.reposts_of_user(b) {
-                    if root.0 == u {
+                    if root.0 == u || filtered(root.0) {
                         continue;
                     }
                     by_post.entry(root).or_default().push(Appearance {

@@ -82,7 +82,7 @@ fn run_case_with(
         zombie_root: tmp.path().join("zombies"),
     };
     h.open();
-    let mut oracle = Oracle::default();
+    let mut oracle = Oracle::with_partitions(partitions);
     let mut invalid = 0u64;
     let mut last: Option<(Event, bool)> = None;
     let chunks = 4;

@@ -1,8 +1,9 @@
 //! What the contract tests generate: events (also at the edges of the id
 //! ranges), records that are not events, and the scheduler's actions.
 
+use crate::common::filters::filter_change;
 use feedlog::core::codec::Format;
-use feedlog::core::event::{Event, PostId, Ts, UserId};
+use feedlog::core::event::{Event, FilterChange, PostId, Ts, UserId};
 use feedlog::core::partition::partition_for;
 use proptest::prelude::*;
 
@@ -94,6 +95,26 @@ pub(crate) fn at_edges(e: Event) -> Event {
             of_post_id: p(of_post_id),
             ts: t(ts),
         },
+        Event::Filter {
+            user,
+            target,
+            change,
+            ts,
+        } => Event::Filter {
+            user: u(user),
+            target: u(target),
+            change: match change {
+                // An end after the event's own time, or none when the event
+                // carries the last time there is.
+                FilterChange::Mute { until } => FilterChange::Mute {
+                    until: until
+                        .map(|x| t(x).max(Ts(t(ts).0 + 1)))
+                        .filter(|x| x.check_unit().is_ok()),
+                },
+                c => c,
+            },
+            ts: t(ts),
+        },
     }
 }
 
@@ -152,6 +173,11 @@ pub(crate) fn event(users: u64) -> impl Strategy<Value = Event> {
                 author: UserId(a), post_id: PostId(p), of_author: UserId(b), of_post_id: PostId(q), ts: Ts(t),
             }),
         ),
+        // Blocks, mutes and hidden reposts, among the same users.
+        2 => (user(), user(), 0u64..40).prop_filter("self-filter", |(a, b, _)| a != b)
+            .prop_flat_map(|(a, b, t)| filter_change(t).prop_map(move |c| Event::Filter {
+                user: UserId(a), target: UserId(b), change: c, ts: Ts(t),
+            })),
     ]
 }
 

@@ -341,6 +341,22 @@ pub(super) async fn followees(
     paged(api, &id, q, Reader::followees, super::route::FOLLOWEES).await
 }
 
+pub(super) async fn mutes(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    q: Params,
+) -> Result<Response, ApiError> {
+    paged(api, &id, q, Reader::mutes, super::route::MUTES).await
+}
+
+pub(super) async fn blocks(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    q: Params,
+) -> Result<Response, ApiError> {
+    paged(api, &id, q, Reader::blocks, super::route::BLOCKS).await
+}
+
 pub(super) async fn recent_followers(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,

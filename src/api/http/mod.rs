@@ -54,6 +54,10 @@ pub mod route {
     pub const FOLLOWERS: &str = "/v1/users/{id}/followers";
     /// Followees.
     pub const FOLLOWEES: &str = "/v1/users/{id}/followees";
+    /// The users a user mutes.
+    pub const MUTES: &str = "/v1/users/{id}/mutes";
+    /// The users a user blocks.
+    pub const BLOCKS: &str = "/v1/users/{id}/blocks";
     /// The OpenAPI document.
     pub const OPENAPI: &str = "/openapi.json";
     /// Liveness.
@@ -76,6 +80,8 @@ pub const ROUTES: &[&str] = &[
     route::RECENT_FOLLOWERS,
     route::FOLLOWERS,
     route::FOLLOWEES,
+    route::MUTES,
+    route::BLOCKS,
     route::OPENAPI,
     route::HEALTHZ,
     route::READYZ,
@@ -287,6 +293,8 @@ pub fn router(api: Arc<Api>) -> Router {
         .route(route::RECENT_FOLLOWERS, get(handlers::recent_followers))
         .route(route::FOLLOWERS, get(handlers::followers))
         .route(route::FOLLOWEES, get(handlers::followees))
+        .route(route::MUTES, get(handlers::mutes))
+        .route(route::BLOCKS, get(handlers::blocks))
         .route(route::OPENAPI, get(handlers::openapi))
         .route(route::HEALTHZ, get(handlers::healthz))
         .route(route::READYZ, get(handlers::readyz))

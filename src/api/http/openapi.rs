@@ -15,7 +15,7 @@ use super::handlers::{Health, Ready};
 use super::routing::OutboxesAnswer;
 use super::ApiConfig;
 use crate::api::query::{
-    Counters, CountersList, FollowerItem, List, Page, PostItem, RepostOf, RepostedBy,
+    Counters, CountersList, FilteredItem, FollowerItem, List, Page, PostItem, RepostOf, RepostedBy,
     DEFAULT_LIMIT, DEFAULT_RECENT,
 };
 use utoipa::OpenApi;
@@ -28,7 +28,9 @@ pub fn default_limit(route: &str) -> Option<usize> {
         "/v1/users/{id}/timeline"
         | "/v1/users/{id}/posts"
         | "/v1/users/{id}/followers"
-        | "/v1/users/{id}/followees" => Some(DEFAULT_LIMIT),
+        | "/v1/users/{id}/followees"
+        | "/v1/users/{id}/mutes"
+        | "/v1/users/{id}/blocks" => Some(DEFAULT_LIMIT),
         _ => None,
     }
 }
@@ -42,10 +44,11 @@ pub fn default_limit(route: &str) -> Option<usize> {
     ),
     paths(
         timeline, stream, posts, counters, counters_many, recent_followers, followers,
-        followees, openapi, healthz, readyz, metrics, internal_outboxes
+        followees, mutes, blocks, openapi, healthz, readyz, metrics, internal_outboxes
     ),
     components(schemas(
-        PostItem, RepostedBy, RepostOf, FollowerItem, Counters, Page<PostItem>, Page<FollowerItem>,
+        PostItem, RepostedBy, RepostOf, FollowerItem, FilteredItem, Counters, Page<PostItem>,
+        Page<FollowerItem>, Page<FilteredItem>,
         List<FollowerItem>, CountersList, Ready, ErrorBody, Health, OutboxesAnswer
     ))
 )]
@@ -174,6 +177,30 @@ fn followers() {}
         Refusals,
     ))]
 fn followees() {}
+
+#[utoipa::path(get, path = "/v1/users/{id}/mutes", operation_id = "getMutes",
+    summary = "The users this user mutes, by user id ascending, with the mute's time and end (README, \"Blocks and mutes\"). A mute whose `until` the user's partition's log time has passed no longer filters, and is listed until an `unmute`.",
+    params(
+        User,
+        Paging,
+    ),
+    responses(
+        (status = 200, description = "A page", body = Page<FilteredItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
+        Refusals,
+    ))]
+fn mutes() {}
+
+#[utoipa::path(get, path = "/v1/users/{id}/blocks", operation_id = "getBlocks",
+    summary = "The users this user blocks, by user id ascending, with the block's time (README, \"Blocks and mutes\").",
+    params(
+        User,
+        Paging,
+    ),
+    responses(
+        (status = 200, description = "A page", body = Page<FilteredItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
+        Refusals,
+    ))]
+fn blocks() {}
 
 #[utoipa::path(get, path = "/openapi.json", operation_id = "getOpenApi",
     summary = "This document.",

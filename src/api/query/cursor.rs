@@ -16,6 +16,10 @@ pub(super) enum CursorView {
     TimelineFirst = 5,
     /// The timeline without reposts.
     TimelineNone = 6,
+    /// The users a user mutes.
+    Mutes = 7,
+    /// The users a user blocks.
+    Blocks = 8,
 }
 
 impl CursorView {

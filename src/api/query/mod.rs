@@ -6,6 +6,7 @@
 //! outboxes (the pull path), so a page always equals the pull-model result.
 
 use crate::core::event::{PostId, Ts, UserId};
+use crate::core::filter::{self, FilterVal};
 use crate::core::partition::partition_for;
 use crate::core::views::{self, live_edges};
 use crate::state::datadir::DataDir;
@@ -19,7 +20,8 @@ mod types;
 pub use crate::core::repost::Mode as RepostMode;
 use cursor::{decode_cursor, encode_cursor, CursorView};
 pub use types::{
-    Counters, CountersList, FollowerItem, List, Page, PostItem, QueryError, RepostOf, RepostedBy,
+    Counters, CountersList, FilteredItem, FollowerItem, List, Page, PostItem, QueryError, RepostOf,
+    RepostedBy,
 };
 
 /// Default page size.
@@ -307,6 +309,79 @@ impl Reader {
         cursor: Option<&str>,
     ) -> Result<Page<FollowerItem>, QueryError> {
         self.edges(Cf::Followees, user, limit, cursor)
+    }
+
+    /// A page of the users `user` mutes, by user id: every mute on, also one
+    /// whose `until` the partition's clock has passed (it no longer
+    /// filters; `until` tells a client so).
+    pub fn mutes(
+        &self,
+        user: UserId,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Page<FilteredItem>, QueryError> {
+        self.filtered(CursorView::Mutes, user, limit, cursor, |f| {
+            f.mute.filter(|(t, _)| t.on).map(|(t, until)| (t.ts, until))
+        })
+    }
+
+    /// A page of the users `user` blocks, by user id.
+    pub fn blocks(
+        &self,
+        user: UserId,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Page<FilteredItem>, QueryError> {
+        self.filtered(CursorView::Blocks, user, limit, cursor, |f| {
+            f.block_out
+                .filter(|b| b.toggle.on)
+                .map(|b| (b.toggle.ts, None))
+        })
+    }
+
+    /// A page of the pairs of `user` that `pick` lists (with since and until).
+    fn filtered(
+        &self,
+        view: CursorView,
+        user: UserId,
+        limit: usize,
+        cursor: Option<&str>,
+        pick: impl Fn(&FilterVal) -> Option<(Ts, Option<Ts>)>,
+    ) -> Result<Page<FilteredItem>, QueryError> {
+        check_user(user)?;
+        check_limit(limit)?;
+        let after = match cursor {
+            Some(c) => Some(crate::core::keys::be(&decode_cursor(c, view, user, 8)?, 0)),
+            None => None,
+        };
+        let store = self.store_of(user)?;
+        let snap = store.snapshot();
+        let mut items = Vec::new();
+        for r in filter::all_of(&snap, user) {
+            let (other, f) = r?;
+            if after.is_some_and(|a| other.0 <= a) {
+                continue;
+            }
+            if let Some((since, until)) = pick(&f) {
+                items.push(FilteredItem {
+                    user: other.0,
+                    since: since.0,
+                    until: until.map(|u| u.0),
+                });
+                if items.len() > limit {
+                    break;
+                }
+            }
+        }
+        let next_cursor = (items.len() > limit).then(|| {
+            items.truncate(limit);
+            encode_cursor(view, user, &items[limit - 1].user.to_be_bytes())
+        });
+        Ok(Page {
+            items,
+            next_cursor,
+            prev_cursor: None,
+        })
     }
 
     /// A page of the user's own live posts, newest first.

@@ -3,6 +3,7 @@
 
 use super::cursor::{decode_cursor, encode_cursor, CursorView};
 use super::*;
+use crate::core::filter::{self, ReadFilter};
 use crate::core::keys::TimelineKey;
 use crate::core::repost::{self, Entry};
 use crate::core::timeline::held_timeline;
@@ -35,14 +36,16 @@ impl Reader {
         let after = timeline_after(user, mode, limit, cursor)?;
         let store = self.store_of(user)?;
         let snap = store.snapshot();
-        if !repost::any_repost(&snap)? {
+        let filter = ReadFilter::of(&snap, user, views::clock(&snap)?)?;
+        if filter.is_empty() && !repost::any_repost(&snap)? {
             // No repost anywhere: each appearance is an entry of its own.
             let keys = self.appearances(&snap, user, after, limit + 1)?;
             let entries = keys.into_iter().map(Entry::plain).collect();
             return Ok(timeline_page(user, mode, limit, entries));
         }
         let read = |from, n| self.appearances(&snap, user, from, n).map(Some);
-        let entries = aggregated(&snap, (user, mode, after), limit, read)?.unwrap_or_default();
+        let entries = aggregated(&snap, (user, mode, after), limit, filter, read)?;
+        let entries = entries.unwrap_or_default();
         Ok(timeline_page(user, mode, limit, entries))
     }
 
@@ -110,6 +113,12 @@ impl Reader {
         // store never removes or raises one (the core only ever lowers
         // it), so none now means none when the scan read.
         let u = views::user(store, user)?;
+        // A reader with blocks or mutes is read in full (`timeline_in`),
+        // never kept: a mute's end depends on the partition's clock.
+        // Checked after the scan: a filter record is never deleted.
+        if filter::any(store, user)? {
+            return Ok(None);
+        }
         // With reposts, entries are not the inbox's keys: the full read
         // places them. Checked after the scan too: a repost that became
         // live before the scan was known to this partition before it.
@@ -126,7 +135,8 @@ impl Reader {
                 let (keys, past_horizon) = held_timeline(&snap, user, from, n)?;
                 Ok(past_horizon.is_none().then_some(keys))
             };
-            let entries = aggregated(&snap, (user, mode, after), limit, held)?;
+            let none = ReadFilter::default();
+            let entries = aggregated(&snap, (user, mode, after), limit, none, held)?;
             return Ok(entries.map(|e| timeline_page(user, mode, limit, e)));
         }
         let plain = |keys: Vec<TimelineKey>| keys.into_iter().map(Entry::plain).collect();
@@ -294,9 +304,10 @@ fn aggregated(
     snap: &Snapshot<'_>,
     (user, mode, after): (UserId, RepostMode, Option<TimelineKey>),
     limit: usize,
+    filter: ReadFilter,
     mut read: impl FnMut(Option<TimelineKey>, usize) -> Result<Option<Vec<TimelineKey>>, QueryError>,
 ) -> Result<Option<Vec<Entry>>, QueryError> {
-    let mut entries = repost::Entries::new(user, mode, after);
+    let mut entries = repost::Entries::new(user, mode, after, filter);
     let mut from = entries.start();
     let mut out = Vec::new();
     // The appearances, a chunk at a time, until the entries fill the page

@@ -154,6 +154,18 @@ pub struct FollowerItem {
     pub ts: u64,
 }
 
+/// A user a user mutes or blocks, since when (and for a mute, until when).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct FilteredItem {
+    /// The user muted or blocked.
+    pub user: u64,
+    /// The time of the mute or block event, ms since the epoch.
+    pub since: u64,
+    /// Mutes only: the log time the mute ends at (absent: until unmuted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until: Option<u64>,
+}
+
 /// A user's counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Counters {

@@ -173,7 +173,8 @@ impl Worker {
                 }
             }
             // Activity: the push design has nothing to do for it.
-            Event::Seen { .. } => {}
+            // The design filters nothing: blocks and mutes are feedlog's.
+            Event::Seen { .. } | Event::Filter { .. } => {}
         }
     }
 }

@@ -5,13 +5,14 @@
 //! the end, and its own golden line is added here.
 
 use super::*;
+use crate::core::event::{FilterChange, PostId, Ts, UserId};
 use crate::core::fence::{Epoch, Stamp};
 use crate::core::position::Version;
 
 /// One of each event kind, with ids and times that fill several bytes.
 fn events() -> Vec<Event> {
     let (a, b) = (UserId(300), UserId(u64::MAX));
-    vec![
+    let events = [
         Event::Follow {
             follower: a,
             followee: b,
@@ -43,7 +44,27 @@ fn events() -> Vec<Event> {
             of_post_id: PostId(77),
             ts: Ts(1_700_000_000_005),
         },
-    ]
+    ];
+    let filters = [
+        FilterChange::Block,
+        FilterChange::Unblock,
+        FilterChange::Mute {
+            until: Some(Ts(1_700_000_086_400)),
+        },
+        FilterChange::Unmute,
+        FilterChange::HideReposts,
+        FilterChange::ShowReposts,
+    ];
+    let filters = filters
+        .into_iter()
+        .zip(6..)
+        .map(|(change, n)| Event::Filter {
+            user: a,
+            target: b,
+            change,
+            ts: Ts(1_700_000_000_000 + n),
+        });
+    events.into_iter().chain(filters).collect()
 }
 
 /// One of each effect kind.
@@ -149,6 +170,20 @@ fn effects() -> Vec<Effect> {
             post_ts: Ts(9),
             live: false,
         },
+        Effect::Blocked {
+            user: f,
+            by: a,
+            version: Version(5),
+            on: false,
+            ts: Ts(11),
+            ended: Some(Ts(11)),
+        },
+        Effect::Refollowed {
+            author: a,
+            follower: f,
+            version: Version(5),
+            last: Ts(12),
+        },
     ]
 }
 
@@ -217,6 +252,24 @@ const GOLDEN: &[(&str, &str)] = &[
     ("json repost", "7b2274797065223a227265706f7374222c22617574686f72223a31383434363734343037333730393535313631352c22706f73745f6964223a37382c226f665f617574686f72223a3330302c226f665f706f73745f6964223a37372c227473223a313730303030303030303030357d"),
     ("postcard repost", "05ffffffffffffffffff014eac024d85d095ffbc31"),
     ("bincode repost", "05fdffffffffffffffff4efb2c014dfd0568e5cf8b010000"),
+    ("json block", "7b2274797065223a22626c6f636b222c2275736572223a3330302c22746172676574223a31383434363734343037333730393535313631352c227473223a313730303030303030303030367d"),
+    ("postcard block", "06ac02ffffffffffffffffff010086d095ffbc31"),
+    ("bincode block", "06fb2c01fdffffffffffffffff00fd0668e5cf8b010000"),
+    ("json unblock", "7b2274797065223a22756e626c6f636b222c2275736572223a3330302c22746172676574223a31383434363734343037333730393535313631352c227473223a313730303030303030303030377d"),
+    ("postcard unblock", "06ac02ffffffffffffffffff010187d095ffbc31"),
+    ("bincode unblock", "06fb2c01fdffffffffffffffff01fd0768e5cf8b010000"),
+    ("json mute", "7b2274797065223a226d757465222c2275736572223a3330302c22746172676574223a31383434363734343037333730393535313631352c22756e74696c223a313730303030303038363430302c227473223a313730303030303030303030387d"),
+    ("postcard mute", "06ac02ffffffffffffffffff01020180f39affbc3188d095ffbc31"),
+    ("bincode mute", "06fb2c01fdffffffffffffffff0201fd80b9e6cf8b010000fd0868e5cf8b010000"),
+    ("json unmute", "7b2274797065223a22756e6d757465222c2275736572223a3330302c22746172676574223a31383434363734343037333730393535313631352c227473223a313730303030303030303030397d"),
+    ("postcard unmute", "06ac02ffffffffffffffffff010389d095ffbc31"),
+    ("bincode unmute", "06fb2c01fdffffffffffffffff03fd0968e5cf8b010000"),
+    ("json hide_reposts", "7b2274797065223a22686964655f7265706f737473222c2275736572223a3330302c22746172676574223a31383434363734343037333730393535313631352c227473223a313730303030303030303031307d"),
+    ("postcard hide_reposts", "06ac02ffffffffffffffffff01048ad095ffbc31"),
+    ("bincode hide_reposts", "06fb2c01fdffffffffffffffff04fd0a68e5cf8b010000"),
+    ("json show_reposts", "7b2274797065223a2273686f775f7265706f737473222c2275736572223a3330302c22746172676574223a31383434363734343037333730393535313631352c227473223a313730303030303030303031317d"),
+    ("postcard show_reposts", "06ac02ffffffffffffffffff01058bd095ffbc31"),
+    ("bincode show_reposts", "06fb2c01fdffffffffffffffff05fd0b68e5cf8b010000"),
     ("stamped follower_added", "0380d0dfb4ab330100ac02020504"),
     ("postcard follower_added", "0100ac02020504"),
     ("bincode follower_added", "00fb2c01020504"),
@@ -262,6 +315,12 @@ const GOLDEN: &[(&str, &str)] = &[
     ("stamped repost_dir", "0380d0dfb4ab33010e020c0bac02080900"),
     ("postcard repost_dir", "010e020c0bac02080900"),
     ("bincode repost_dir", "0e020c0bfb2c01080900"),
+    ("stamped blocked", "0380d0dfb4ab33010f02ac0205000b010b"),
+    ("postcard blocked", "010f02ac0205000b010b"),
+    ("bincode blocked", "0f02fb2c0105000b010b"),
+    ("stamped refollowed", "0380d0dfb4ab330110ac0202050c"),
+    ("postcard refollowed", "0110ac0202050c"),
+    ("bincode refollowed", "10fb2c0102050c"),
     ("postcard forwarded", "02c0843d01027b7d"),
     ("bincode forwarded", "02fc40420f0001027b7d"),
 ];

@@ -30,9 +30,13 @@
 //! of every codec, so a change that would misread an old log fails them.
 
 use crate::core::effect::Effect;
-use crate::core::event::{Event, InvalidEvent, PostId, Ts, UserId, SCHEMA_VERSION};
+use crate::core::event::{Event, InvalidEvent, SCHEMA_VERSION};
 use crate::core::fence::{Epoch, Stamp};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+mod json;
+use json::decode_json;
+pub use json::event_to_json;
 
 /// The format marker stored with every record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -181,62 +185,11 @@ pub enum DecodeError {
 /// How an id may be written, for [`DecodeError::BadField`]'s reason: ids
 /// may be strings too; `ts` and `v` are numbers only.
 fn id_forms(field: &str) -> &'static str {
-    if !matches!(field, "ts" | "v") {
+    if !matches!(field, "ts" | "v" | "until") {
         " (a JSON number, or a string of its decimal digits)"
     } else {
         ""
     }
-}
-
-/// A JSON event as written: every field kept as JSON, so a field the kind
-/// does not use is ignored whatever its type (unknown fields are ignored),
-/// and only the fields the kind needs are type-checked.
-#[derive(Deserialize)]
-struct RawEvent {
-    #[serde(rename = "type")]
-    kind: Option<serde_json::Value>,
-    follower: Option<serde_json::Value>,
-    followee: Option<serde_json::Value>,
-    author: Option<serde_json::Value>,
-    post_id: Option<serde_json::Value>,
-    of_author: Option<serde_json::Value>,
-    of_post_id: Option<serde_json::Value>,
-    user: Option<serde_json::Value>,
-    ts: Option<serde_json::Value>,
-    v: Option<serde_json::Value>,
-}
-
-/// A field the event kind uses: absent, or a whole number that fits u64;
-/// an id (every field but `ts`) may also be a string of its decimal digits
-/// (`"42"`, as Mastodon and Twitter send ids: JavaScript cannot hold ids
-/// above 2^53 as numbers), read as the same id.
-fn number(
-    v: Option<serde_json::Value>,
-    kind: &'static str,
-    field: &'static str,
-) -> Result<u64, DecodeError> {
-    match v {
-        None | Some(serde_json::Value::Null) => Err(DecodeError::MissingField { kind, field }),
-        Some(serde_json::Value::Number(n)) if n.is_u64() => Ok(n.as_u64().unwrap_or_default()),
-        Some(serde_json::Value::String(s)) if field != "ts" && decimal_id(&s).is_some() => {
-            Ok(decimal_id(&s).unwrap_or_default())
-        }
-        Some(other) => Err(DecodeError::BadField {
-            kind,
-            field,
-            // Ids start at 1 (`InvalidEvent::ZeroId`); a timestamp at 0.
-            lowest: u64::from(field != "ts"),
-            got: other.to_string(),
-        }),
-    }
-}
-
-/// An id written as a string: decimal digits only, no sign, no leading
-/// zero, at most u64::MAX (so each id has one written form).
-fn decimal_id(s: &str) -> Option<u64> {
-    let canonical =
-        !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'));
-    canonical.then(|| s.parse().ok()).flatten()
 }
 
 /// One `effects` record: the effects to one partition, in the order they
@@ -377,131 +330,6 @@ pub fn decode_event(format: u8, value: &[u8]) -> Result<Event, DecodeError> {
     };
     event.validate()?;
     Ok(event)
-}
-
-/// Parses one JSON event (without validating ids).
-fn decode_json(value: &[u8]) -> Result<Event, DecodeError> {
-    let raw: RawEvent =
-        serde_json::from_slice(value).map_err(|e| DecodeError::Json(e.to_string()))?;
-    match raw.v {
-        None | Some(serde_json::Value::Null) => {}
-        Some(v) if v.as_u64() == Some(u64::from(SCHEMA_VERSION)) => {}
-        Some(v) => match v.as_u64() {
-            Some(n) => return Err(DecodeError::Version(n)),
-            None => {
-                return Err(DecodeError::BadField {
-                    kind: "event",
-                    field: "v",
-                    lowest: 1,
-                    got: v.to_string(),
-                })
-            }
-        },
-    }
-    let kind = match &raw.kind {
-        Some(serde_json::Value::String(s)) => s.as_str(),
-        None | Some(serde_json::Value::Null) => "",
-        Some(other) => return Err(DecodeError::UnknownType(other.to_string())),
-    };
-    let (kind, need_edge): (&'static str, bool) = match kind {
-        "follow" => ("follow", true),
-        "unfollow" => ("unfollow", true),
-        "post" => ("post", false),
-        "delete_post" => ("delete_post", false),
-        "seen" => ("seen", false),
-        "repost" => ("repost", false),
-        other => return Err(DecodeError::UnknownType(other.to_string())),
-    };
-    let field = |v: Option<serde_json::Value>, field: &'static str| number(v, kind, field);
-    let ts = Ts(field(raw.ts, "ts")?);
-    if kind == "seen" {
-        let user = UserId(field(raw.user, "user")?);
-        return Ok(Event::Seen { user, ts });
-    }
-    if kind == "repost" {
-        return Ok(Event::Repost {
-            author: UserId(field(raw.author, "author")?),
-            post_id: PostId(field(raw.post_id, "post_id")?),
-            of_author: UserId(field(raw.of_author, "of_author")?),
-            of_post_id: PostId(field(raw.of_post_id, "of_post_id")?),
-            ts,
-        });
-    }
-    Ok(if need_edge {
-        let follower = UserId(field(raw.follower, "follower")?);
-        let followee = UserId(field(raw.followee, "followee")?);
-        if kind == "follow" {
-            Event::Follow {
-                follower,
-                followee,
-                ts,
-            }
-        } else {
-            Event::Unfollow {
-                follower,
-                followee,
-                ts,
-            }
-        }
-    } else {
-        let author = UserId(field(raw.author, "author")?);
-        let post_id = PostId(field(raw.post_id, "post_id")?);
-        if kind == "post" {
-            Event::Post {
-                author,
-                post_id,
-                ts,
-            }
-        } else {
-            Event::DeletePost {
-                author,
-                post_id,
-                ts,
-            }
-        }
-    })
-}
-
-/// The JSON interchange form of an event (`"v"` omitted: it is optional).
-pub fn event_to_json(event: &Event) -> String {
-    match *event {
-        Event::Follow {
-            follower,
-            followee,
-            ts,
-        } => {
-            format!(r#"{{"type":"follow","follower":{follower},"followee":{followee},"ts":{ts}}}"#)
-        }
-        Event::Unfollow {
-            follower,
-            followee,
-            ts,
-        } => format!(
-            r#"{{"type":"unfollow","follower":{follower},"followee":{followee},"ts":{ts}}}"#
-        ),
-        Event::Post {
-            author,
-            post_id,
-            ts,
-        } => {
-            format!(r#"{{"type":"post","author":{author},"post_id":{post_id},"ts":{ts}}}"#)
-        }
-        Event::DeletePost {
-            author,
-            post_id,
-            ts,
-        } => format!(r#"{{"type":"delete_post","author":{author},"post_id":{post_id},"ts":{ts}}}"#),
-        Event::Seen { user, ts } => format!(r#"{{"type":"seen","user":{user},"ts":{ts}}}"#),
-        Event::Repost {
-            author,
-            post_id,
-            of_author,
-            of_post_id,
-            ts,
-        } => format!(
-            r#"{{"type":"repost","author":{author},"post_id":{post_id},"of_author":{of_author},"of_post_id":{of_post_id},"ts":{ts}}}"#
-        ),
-    }
 }
 
 /// Encodes an event in the compact binary format (marker

@@ -1,5 +1,6 @@
 //! The codec's tests: every shape decodes or is refused with its reason.
 use super::*;
+use crate::core::event::{FilterChange, PostId, Ts, UserId};
 
 fn json(s: &str) -> Result<Event, DecodeError> {
     decode_event(Format::Json.as_u8(), s.as_bytes())
@@ -339,4 +340,51 @@ fn bad_field_reason_names_the_lowest_valid_value() {
     assert!(!version.contains("decimal digits"), "{version}");
     let padded = reason(r#"{"type":"post","author":"042","post_id":2,"ts":1}"#);
     assert!(padded.contains(r#"decimal digits), got "042""#), "{padded}");
+}
+
+// Proves the six filter events of the README decode (a mute with and without `until`), and that a self-filter, a missing target, a mute ending at or before its own time and an `until` written as a string are refused with their reasons.
+#[test]
+fn filter_events_decode_or_are_refused() {
+    let filter = |change| {
+        Ok(Event::Filter {
+            user: UserId(1),
+            target: UserId(2),
+            change,
+            ts: Ts(10),
+        })
+    };
+    for (kind, change) in [
+        ("block", FilterChange::Block),
+        ("unblock", FilterChange::Unblock),
+        ("mute", FilterChange::Mute { until: None }),
+        ("unmute", FilterChange::Unmute),
+        ("hide_reposts", FilterChange::HideReposts),
+        ("show_reposts", FilterChange::ShowReposts),
+    ] {
+        let line = format!(r#"{{"type":"{kind}","user":1,"target":"2","ts":10}}"#);
+        assert_eq!(json(&line), filter(change), "{kind}");
+        assert_eq!(
+            event_to_json(&filter(change).unwrap()).replace("\"2\"", "2"),
+            line.replace("\"2\"", "2")
+        );
+    }
+    assert_eq!(
+        json(r#"{"type":"mute","user":1,"target":2,"ts":10,"until":20}"#),
+        filter(FilterChange::Mute {
+            until: Some(Ts(20))
+        })
+    );
+    let refused = |line: &str| json(line).unwrap_err().to_string();
+    assert!(
+        refused(r#"{"type":"block","user":3,"target":3,"ts":1}"#).contains("cannot block themself")
+    );
+    assert!(refused(r#"{"type":"mute","user":1,"ts":1}"#).contains("missing field `target`"));
+    assert!(
+        refused(r#"{"type":"mute","user":1,"target":2,"ts":10,"until":10}"#)
+            .contains("`until` 10 must be later than the event's `ts` 10")
+    );
+    assert!(
+        refused(r#"{"type":"mute","user":1,"target":2,"ts":10,"until":"20"}"#)
+            .contains("field `until` must be a whole number from 0")
+    );
 }

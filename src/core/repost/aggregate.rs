@@ -13,6 +13,7 @@
 //! each entry once, in order — pages and cursors stay exact.
 
 use crate::core::event::{PostId, Ts, UserId};
+use crate::core::filter::ReadFilter;
 use crate::core::keys::{self, PostRef, TimelineKey};
 use crate::core::kv::{Cf, Kv, KvError};
 use crate::core::views;
@@ -169,6 +170,8 @@ pub struct Memo {
     /// Each original's appearances for the reader, in timeline order
     /// (`true`: a repost).
     apps: HashMap<PostRef, Rc<Vec<(TimelineKey, bool)>>>,
+    /// What the reader's blocks and mutes leave out.
+    filter: ReadFilter,
 }
 
 impl Memo {
@@ -260,7 +263,7 @@ impl Memo {
             apps.push((original_app, false));
         }
         for r in reposts {
-            if self.follows(kv, user, r.author)? {
+            if self.filter.shows(original.0, r.author, true) && self.follows(kv, user, r.author)? {
                 apps.push((r, true));
             }
         }
@@ -287,6 +290,9 @@ pub fn aggregate(
         None => ((app.author, app.post_id), app.ts, false),
     };
     if original.0 == user || (is_repost && mode == Mode::None) {
+        return Ok(None);
+    }
+    if !memo.filter.shows(original.0, app.author, is_repost) {
         return Ok(None);
     }
     let place = TimelineKey {
@@ -350,15 +356,24 @@ pub struct Entries {
 }
 
 impl Entries {
-    /// Entries of `user`'s timeline in `mode`, past `after` (exclusive).
-    pub fn new(user: UserId, mode: Mode, after: Option<TimelineKey>) -> Entries {
+    /// Entries of `user`'s timeline in `mode`, past `after` (exclusive),
+    /// without what `filter` leaves out.
+    pub fn new(
+        user: UserId,
+        mode: Mode,
+        after: Option<TimelineKey>,
+        filter: ReadFilter,
+    ) -> Entries {
         Entries {
             mode,
             user,
             after,
             group: Vec::new(),
             group_ts: None,
-            memo: Memo::default(),
+            memo: Memo {
+                filter,
+                ..Memo::default()
+            },
         }
     }
 

@@ -1,0 +1,245 @@
+//! The JSON interchange format of events (README, "Events"): one object
+//! per record, parsed field by field so that each error names its field.
+
+use super::DecodeError;
+use crate::core::event::{Event, FilterChange, PostId, Ts, UserId, SCHEMA_VERSION};
+use serde::Deserialize;
+
+/// A JSON event as written: every field kept as JSON, so a field the kind
+/// does not use is ignored whatever its type (unknown fields are ignored),
+/// and only the fields the kind needs are type-checked.
+#[derive(Deserialize)]
+struct RawEvent {
+    #[serde(rename = "type")]
+    kind: Option<serde_json::Value>,
+    follower: Option<serde_json::Value>,
+    followee: Option<serde_json::Value>,
+    author: Option<serde_json::Value>,
+    post_id: Option<serde_json::Value>,
+    of_author: Option<serde_json::Value>,
+    of_post_id: Option<serde_json::Value>,
+    user: Option<serde_json::Value>,
+    target: Option<serde_json::Value>,
+    until: Option<serde_json::Value>,
+    ts: Option<serde_json::Value>,
+    v: Option<serde_json::Value>,
+}
+
+/// Whether a field is a time (`ts`, a mute's `until`), not an id.
+fn is_time(field: &str) -> bool {
+    matches!(field, "ts" | "until")
+}
+
+/// A field the event kind uses: absent, or a whole number that fits u64;
+/// an id (every field but the times) may also be a string of its decimal digits
+/// (`"42"`, as Mastodon and Twitter send ids: JavaScript cannot hold ids
+/// above 2^53 as numbers), read as the same id.
+fn number(
+    v: Option<serde_json::Value>,
+    kind: &'static str,
+    field: &'static str,
+) -> Result<u64, DecodeError> {
+    match v {
+        None | Some(serde_json::Value::Null) => Err(DecodeError::MissingField { kind, field }),
+        Some(serde_json::Value::Number(n)) if n.is_u64() => Ok(n.as_u64().unwrap_or_default()),
+        Some(serde_json::Value::String(s)) if !is_time(field) && decimal_id(&s).is_some() => {
+            Ok(decimal_id(&s).unwrap_or_default())
+        }
+        Some(other) => Err(DecodeError::BadField {
+            kind,
+            field,
+            // Ids start at 1 (`InvalidEvent::ZeroId`); a time at 0.
+            lowest: u64::from(!is_time(field)),
+            got: other.to_string(),
+        }),
+    }
+}
+
+/// An id written as a string: decimal digits only, no sign, no leading
+/// zero, at most u64::MAX (so each id has one written form).
+fn decimal_id(s: &str) -> Option<u64> {
+    let canonical =
+        !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'));
+    canonical.then(|| s.parse().ok()).flatten()
+}
+
+/// Parses one JSON event (without validating ids).
+pub(super) fn decode_json(value: &[u8]) -> Result<Event, DecodeError> {
+    let raw: RawEvent =
+        serde_json::from_slice(value).map_err(|e| DecodeError::Json(e.to_string()))?;
+    match raw.v {
+        None | Some(serde_json::Value::Null) => {}
+        Some(v) if v.as_u64() == Some(u64::from(SCHEMA_VERSION)) => {}
+        Some(v) => match v.as_u64() {
+            Some(n) => return Err(DecodeError::Version(n)),
+            None => {
+                return Err(DecodeError::BadField {
+                    kind: "event",
+                    field: "v",
+                    lowest: 1,
+                    got: v.to_string(),
+                })
+            }
+        },
+    }
+    let kind = match &raw.kind {
+        Some(serde_json::Value::String(s)) => s.as_str(),
+        None | Some(serde_json::Value::Null) => "",
+        Some(other) => return Err(DecodeError::UnknownType(other.to_string())),
+    };
+    let (kind, need_edge): (&'static str, bool) = match kind {
+        "follow" => ("follow", true),
+        "unfollow" => ("unfollow", true),
+        "post" => ("post", false),
+        "delete_post" => ("delete_post", false),
+        "seen" => ("seen", false),
+        "repost" => ("repost", false),
+        other => match filter_kind(other) {
+            Some(kind) => (kind, false),
+            None => return Err(DecodeError::UnknownType(other.to_string())),
+        },
+    };
+    let field = |v: Option<serde_json::Value>, field: &'static str| number(v, kind, field);
+    let ts = Ts(field(raw.ts, "ts")?);
+    if kind == "seen" {
+        let user = UserId(field(raw.user, "user")?);
+        return Ok(Event::Seen { user, ts });
+    }
+    if let Some(change) = filter_change(kind, raw.until)? {
+        return Ok(Event::Filter {
+            user: UserId(field(raw.user, "user")?),
+            target: UserId(field(raw.target, "target")?),
+            change,
+            ts,
+        });
+    }
+    if kind == "repost" {
+        return Ok(Event::Repost {
+            author: UserId(field(raw.author, "author")?),
+            post_id: PostId(field(raw.post_id, "post_id")?),
+            of_author: UserId(field(raw.of_author, "of_author")?),
+            of_post_id: PostId(field(raw.of_post_id, "of_post_id")?),
+            ts,
+        });
+    }
+    Ok(if need_edge {
+        let follower = UserId(field(raw.follower, "follower")?);
+        let followee = UserId(field(raw.followee, "followee")?);
+        if kind == "follow" {
+            Event::Follow {
+                follower,
+                followee,
+                ts,
+            }
+        } else {
+            Event::Unfollow {
+                follower,
+                followee,
+                ts,
+            }
+        }
+    } else {
+        let author = UserId(field(raw.author, "author")?);
+        let post_id = PostId(field(raw.post_id, "post_id")?);
+        if kind == "post" {
+            Event::Post {
+                author,
+                post_id,
+                ts,
+            }
+        } else {
+            Event::DeletePost {
+                author,
+                post_id,
+                ts,
+            }
+        }
+    })
+}
+
+/// The filter event kinds' JSON spellings (`block`, `mute`, ...).
+fn filter_kind(kind: &str) -> Option<&'static str> {
+    use crate::core::event::EventKind;
+    EventKind::all()
+        .skip_while(|k| *k != EventKind::Block)
+        .map(EventKind::as_str)
+        .find(|k| *k == kind)
+}
+
+/// The change a filter event of `kind` makes (`None`: not a filter
+/// event); `until` is read for a mute only.
+fn filter_change(
+    kind: &'static str,
+    until: Option<serde_json::Value>,
+) -> Result<Option<FilterChange>, DecodeError> {
+    Ok(Some(match kind {
+        "block" => FilterChange::Block,
+        "unblock" => FilterChange::Unblock,
+        "unmute" => FilterChange::Unmute,
+        "hide_reposts" => FilterChange::HideReposts,
+        "show_reposts" => FilterChange::ShowReposts,
+        "mute" => {
+            let until = match until {
+                None | Some(serde_json::Value::Null) => None,
+                v => Some(Ts(number(v, kind, "until")?)),
+            };
+            FilterChange::Mute { until }
+        }
+        _ => return Ok(None),
+    }))
+}
+
+/// The JSON interchange form of an event (`"v"` omitted: it is optional).
+pub fn event_to_json(event: &Event) -> String {
+    match *event {
+        Event::Follow {
+            follower,
+            followee,
+            ts,
+        } => {
+            format!(r#"{{"type":"follow","follower":{follower},"followee":{followee},"ts":{ts}}}"#)
+        }
+        Event::Unfollow {
+            follower,
+            followee,
+            ts,
+        } => format!(
+            r#"{{"type":"unfollow","follower":{follower},"followee":{followee},"ts":{ts}}}"#
+        ),
+        Event::Post {
+            author,
+            post_id,
+            ts,
+        } => {
+            format!(r#"{{"type":"post","author":{author},"post_id":{post_id},"ts":{ts}}}"#)
+        }
+        Event::DeletePost {
+            author,
+            post_id,
+            ts,
+        } => format!(r#"{{"type":"delete_post","author":{author},"post_id":{post_id},"ts":{ts}}}"#),
+        Event::Seen { user, ts } => format!(r#"{{"type":"seen","user":{user},"ts":{ts}}}"#),
+        Event::Repost {
+            author,
+            post_id,
+            of_author,
+            of_post_id,
+            ts,
+        } => format!(
+            r#"{{"type":"repost","author":{author},"post_id":{post_id},"of_author":{of_author},"of_post_id":{of_post_id},"ts":{ts}}}"#
+        ),
+        Event::Filter {
+            user,
+            target,
+            change,
+            ts,
+        } => {
+            let kind = change.kind().as_str();
+            let until = match change {
+                FilterChange::Mute { until: Some(u) } => format!(r#","until":{u}"#),
+                _ => String::new(),
+            };
+            format!(r#"{{"type":"{kind}","user":{user},"target":{target}{until},"ts":{ts}}}"#)
+        }
+    }
+}

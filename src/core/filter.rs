@@ -1,0 +1,394 @@
+//! Blocks, mutes and hidden reposts (README, "Blocks and mutes"): what a
+//! reader shuts out of their timeline, kept per (user, other) pair in the
+//! user's partition (`filters`), and applied when a timeline is read.
+//!
+//! - A **mute** or **hidden reposts** is the reader's alone: the latest
+//!   such event of the pair, in the reader's log order, says whether it is
+//!   on; a mute with `until` ends when the partition's clock reaches it.
+//! - A **block** works both ways, so both users' partitions hold it: the
+//!   blocker's as its own (`out`), the other's as sent to it
+//!   ([`Effect::Blocked`], `in`). Each side's state is the blocker's
+//!   latest, replaced only by a newer version of it. Besides hiding each
+//!   user from the other, block periods void the follows between the two
+//!   ([`Blocked::counts_from`]): a follow counts only when it was made
+//!   after the end of every block period, and each end of the edge judges
+//!   that from the periods its partition knows ([`crate::core::follow`]).
+//!
+//! Nothing is removed from inboxes by a mute: the entries stay, unread,
+//! and come back with the unmute, deep pages included.
+
+use super::effect::{Applied, Ctx, Effect, Out};
+use super::follow::{judged, set_followee, set_follower};
+use crate::core::event::{FilterChange, Ts, UserId};
+use crate::core::keys::{self, be};
+use crate::core::kv::{Cf, Kv, KvError, Txn};
+use crate::core::position::Version;
+use crate::core::views;
+use std::collections::HashSet;
+
+/// One filter's state: on or off since the event `version` at `ts`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Toggle {
+    /// The version of the event that set it.
+    pub version: Version,
+    /// On or off.
+    pub on: bool,
+    /// That event's time.
+    pub ts: Ts,
+}
+
+/// A block's state, one direction: on or off, and the end of the latest
+/// block period that ended (the greatest `unblock` time that ended one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockState {
+    /// On or off, since `version` at `ts`.
+    pub toggle: Toggle,
+    /// The greatest end of a block period that ended.
+    pub ended: Option<Ts>,
+}
+
+/// What one user's partition holds about another user: the user's mute,
+/// hidden reposts and block of the other, and the other's block of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FilterVal {
+    /// The user mutes the other (with the mute's end, if any).
+    pub mute: Option<(Toggle, Option<Ts>)>,
+    /// The user hides the other's reposts.
+    pub hide_reposts: Option<Toggle>,
+    /// The user blocks the other.
+    pub block_out: Option<BlockState>,
+    /// The other blocks the user.
+    pub block_in: Option<BlockState>,
+}
+
+/// `version u64 | on u8 | ts u64`.
+fn put_toggle(v: &mut Vec<u8>, t: &Toggle) {
+    v.extend_from_slice(&t.version.0.to_be_bytes());
+    v.push(u8::from(t.on));
+    v.extend_from_slice(&t.ts.0.to_be_bytes());
+}
+
+fn get_toggle(b: &[u8], at: &mut usize) -> Option<Toggle> {
+    let t = Toggle {
+        version: Version(be(b.get(*at..*at + 8)?, 0)),
+        on: *b.get(*at + 8)? == 1,
+        ts: Ts(be(b.get(*at + 9..*at + 17)?, 0)),
+    };
+    *at += 17;
+    Some(t)
+}
+
+/// An optional time as `u64`: 0 for none, else the time plus one.
+fn put_opt(v: &mut Vec<u8>, t: Option<Ts>) {
+    v.extend_from_slice(&t.map_or(0, |t| t.0.saturating_add(1)).to_be_bytes());
+}
+
+fn get_opt(b: &[u8], at: &mut usize) -> Option<Option<Ts>> {
+    let n = be(b.get(*at..*at + 8)?, 0);
+    *at += 8;
+    Some(n.checked_sub(1).map(Ts))
+}
+
+impl FilterVal {
+    /// `present u8` (bit 0 mute, 1 hidden reposts, 2 block out, 3 block
+    /// in), then each present one in that order: a toggle
+    /// (`version u64 | on u8 | ts u64`), and for a mute its end, for a
+    /// block its latest period end (`u64`: 0 none, else time + 1).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = vec![0u8];
+        if let Some((t, until)) = &self.mute {
+            v[0] |= 1;
+            put_toggle(&mut v, t);
+            put_opt(&mut v, *until);
+        }
+        if let Some(t) = &self.hide_reposts {
+            v[0] |= 2;
+            put_toggle(&mut v, t);
+        }
+        for (bit, b) in [(4, &self.block_out), (8, &self.block_in)] {
+            if let Some(b) = b {
+                v[0] |= bit;
+                put_toggle(&mut v, &b.toggle);
+                put_opt(&mut v, b.ended);
+            }
+        }
+        v
+    }
+
+    /// Inverse of [`FilterVal::encode`].
+    pub fn decode(b: &[u8]) -> Option<FilterVal> {
+        let present = *b.first()?;
+        let mut at = 1;
+        let mut f = FilterVal::default();
+        if present & 1 != 0 {
+            f.mute = Some((get_toggle(b, &mut at)?, get_opt(b, &mut at)?));
+        }
+        if present & 2 != 0 {
+            f.hide_reposts = Some(get_toggle(b, &mut at)?);
+        }
+        let mut block = |bit: u8| -> Option<Option<BlockState>> {
+            if present & bit == 0 {
+                return Some(None);
+            }
+            let toggle = get_toggle(b, &mut at)?;
+            let ended = get_opt(b, &mut at)?;
+            Some(Some(BlockState { toggle, ended }))
+        };
+        f.block_out = block(4)?;
+        f.block_in = block(8)?;
+        (at == b.len() && present < 16).then_some(f)
+    }
+
+    /// Whether the user sees nothing by the other at log time `now`: a
+    /// block either way, or a mute that has not ended.
+    pub fn hides(&self, now: Ts) -> bool {
+        let blocked = [self.block_out, self.block_in]
+            .iter()
+            .any(|b| b.is_some_and(|b| b.toggle.on));
+        let muted = self
+            .mute
+            .is_some_and(|(t, until)| t.on && until.is_none_or(|u| now < u));
+        blocked || muted
+    }
+
+    /// Whether the user hides the other's reposts.
+    pub fn hides_reposts(&self) -> bool {
+        self.hide_reposts.is_some_and(|t| t.on)
+    }
+
+    /// The pair's block periods, both ways.
+    pub fn blocked(&self) -> Blocked {
+        let both = [self.block_out, self.block_in];
+        if both.iter().any(|b| b.is_some_and(|b| b.toggle.on)) {
+            return Blocked::Live;
+        }
+        match both.iter().filter_map(|b| b.and_then(|b| b.ended)).max() {
+            Some(end) => Blocked::Until(end),
+            None => Blocked::Never,
+        }
+    }
+}
+
+/// The block periods between two users, as one partition knows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blocked {
+    /// None ever.
+    Never,
+    /// All ended; the latest ended at this time.
+    Until(Ts),
+    /// One is on.
+    Live,
+}
+
+impl Blocked {
+    /// The time a follow whose first follow was at `first` and latest at
+    /// `last` counts from, if it counts: a follow counts only when made
+    /// after the end of every block period (on an equal time the block
+    /// wins); a later follow revives one the periods cover.
+    pub fn counts_from(self, first: Ts, last: Ts) -> Option<Ts> {
+        match self {
+            Blocked::Never => Some(first),
+            Blocked::Live => None,
+            Blocked::Until(end) if first > end => Some(first),
+            Blocked::Until(end) => (last > end).then_some(last),
+        }
+    }
+}
+
+/// `filters`: `user | other`.
+pub fn key(user: UserId, other: UserId) -> Vec<u8> {
+    keys::key([user.0, other.0])
+}
+
+/// What `user`'s partition holds about `other`.
+pub fn pair(kv: &(impl Kv + ?Sized), user: UserId, other: UserId) -> Result<FilterVal, KvError> {
+    let k = key(user, other);
+    match kv.get(Cf::Filters, &k)? {
+        None => Ok(FilterVal::default()),
+        Some(v) => FilterVal::decode(&v)
+            .ok_or_else(|| KvError::corrupt(Cf::Filters, &k, "filter record does not decode")),
+    }
+}
+
+/// The block periods between `user` (owned here) and `other`.
+pub fn blocked(kv: &(impl Kv + ?Sized), user: UserId, other: UserId) -> Result<Blocked, KvError> {
+    Ok(pair(kv, user, other)?.blocked())
+}
+
+/// Every pair record of `user`: (other, record), by other.
+pub fn all_of(
+    kv: &(impl Kv + ?Sized),
+    user: UserId,
+) -> impl Iterator<Item = Result<(UserId, FilterVal), KvError>> + '_ {
+    kv.scan_prefix(Cf::Filters, &user.0.to_be_bytes()).map(|r| {
+        let (k, v) = r?;
+        let f = FilterVal::decode(&v)
+            .filter(|_| k.len() == 16)
+            .ok_or_else(|| KvError::corrupt(Cf::Filters, &k, "filter record does not decode"))?;
+        Ok((UserId(be(&k, 8)), f))
+    })
+}
+
+/// `user` (owned here) blocks, mutes or hides `target`, or lifts it, by
+/// event `version` at `ts`. Whether anything changed (a redelivered or
+/// older event, or one that changes nothing: no).
+pub(super) fn event<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    (user, target): (UserId, UserId),
+    change: FilterChange,
+    (version, ts): (Version, Ts),
+    applied: &mut Applied,
+    out: &mut Vec<Out>,
+) -> Result<bool, KvError> {
+    let mut f = pair(t, user, target)?;
+    let newer = |t: Option<Toggle>| t.is_none_or(|t| t.version < version);
+    let toggle = |on| Toggle { version, on, ts };
+    match change {
+        FilterChange::Mute { until } if newer(f.mute.map(|m| m.0)) => {
+            f.mute = Some((toggle(true), until));
+        }
+        FilterChange::Unmute if newer(f.mute.map(|m| m.0)) && f.mute.is_some_and(|m| m.0.on) => {
+            f.mute = f.mute.map(|(_, until)| (toggle(false), until));
+        }
+        FilterChange::HideReposts if newer(f.hide_reposts) && !f.hides_reposts() => {
+            f.hide_reposts = Some(toggle(true));
+        }
+        FilterChange::ShowReposts if newer(f.hide_reposts) && f.hides_reposts() => {
+            f.hide_reposts = Some(toggle(false));
+        }
+        FilterChange::Block | FilterChange::Unblock if newer(f.block_out.map(|b| b.toggle)) => {
+            let was = f.block_out;
+            let on = was.is_some_and(|b| b.toggle.on);
+            let ended = was.and_then(|b| b.ended);
+            let state = match change {
+                // A block while blocking changes nothing; an unblock ends
+                // a period only when one is on.
+                FilterChange::Block if !on => BlockState {
+                    toggle: toggle(true),
+                    ended,
+                },
+                FilterChange::Unblock if on => BlockState {
+                    toggle: toggle(false),
+                    ended: Some(ended.map_or(ts, |e| e.max(ts))),
+                },
+                _ => return Ok(false),
+            };
+            f.block_out = Some(state);
+            t.put(Cf::Filters, key(user, target), f.encode());
+            let sent = Effect::Blocked {
+                user: target,
+                by: user,
+                version,
+                on: state.toggle.on,
+                ts,
+                ended: state.ended,
+            };
+            ctx.send(out, target, sent);
+            settle_pair(t, ctx, (user, target), applied, out)?;
+            applied.changed = true;
+            return Ok(true);
+        }
+        _ => return Ok(false),
+    }
+    t.put(Cf::Filters, key(user, target), f.encode());
+    applied.changed = true;
+    Ok(true)
+}
+
+/// `by`'s block of `user` (owned here) is now `state`, as of `by`'s event
+/// `version`. Older or duplicate: nothing.
+pub(super) fn blocked_by<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    (user, by): (UserId, UserId),
+    state: BlockState,
+    applied: &mut Applied,
+    out: &mut Vec<Out>,
+) -> Result<(), KvError> {
+    if !ctx.owns(user) {
+        return Ok(());
+    }
+    let mut f = pair(t, user, by)?;
+    if f.block_in
+        .is_some_and(|b| b.toggle.version >= state.toggle.version)
+    {
+        return Ok(());
+    }
+    f.block_in = Some(state);
+    t.put(Cf::Filters, key(user, by), f.encode());
+    applied.changed = true;
+    settle_pair(t, ctx, (user, by), applied, out)
+}
+
+/// Judges both follow edges between `user` (owned here) and `other` again,
+/// at this end, after the pair's block periods changed.
+fn settle_pair<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    (user, other): (UserId, UserId),
+    applied: &mut Applied,
+    out: &mut Vec<Out>,
+) -> Result<(), KvError> {
+    let blocked = blocked(t, user, other)?;
+    if let Some(e) = views::edge(t, Cf::Followees, user, other)? {
+        let new = judged(e, blocked);
+        if new != e {
+            set_followee(t, (user, other), (Some(e), new), applied)?;
+        }
+    }
+    if let Some(e) = views::edge(t, Cf::Followers, user, other)? {
+        let new = judged(e, blocked);
+        if new != e {
+            set_follower(t, ctx, (user, other), (Some(e), new), false, applied, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// What a read of `user`'s timeline leaves out, at log time `now` (the
+/// partition's clock).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadFilter {
+    /// Users nothing of whom shows: their posts, their reposts, and
+    /// reposts of their posts.
+    pub hidden: HashSet<UserId>,
+    /// Users whose reposts do not show.
+    pub no_reposts: HashSet<UserId>,
+}
+
+impl ReadFilter {
+    /// `user`'s filters in force at `now`.
+    pub fn of(kv: &(impl Kv + ?Sized), user: UserId, now: Ts) -> Result<ReadFilter, KvError> {
+        let mut r = ReadFilter::default();
+        for p in all_of(kv, user) {
+            let (other, f) = p?;
+            if f.hides(now) {
+                r.hidden.insert(other);
+            }
+            if f.hides_reposts() {
+                r.no_reposts.insert(other);
+            }
+        }
+        Ok(r)
+    }
+
+    /// Whether nothing is left out.
+    pub fn is_empty(&self) -> bool {
+        self.hidden.is_empty() && self.no_reposts.is_empty()
+    }
+
+    /// Whether an appearance through `via` (a repost: `repost`) of a post
+    /// by `author` shows.
+    pub fn shows(&self, author: UserId, via: UserId, repost: bool) -> bool {
+        let hidden = self.hidden.contains(&author) || self.hidden.contains(&via);
+        let reposts_hidden = repost && self.no_reposts.contains(&via);
+        !(hidden || reposts_hidden)
+    }
+}
+
+/// Whether `user` has any filter record (on or off): a read of their
+/// timeline then goes through the filters.
+pub fn any(kv: &(impl Kv + ?Sized), user: UserId) -> Result<bool, KvError> {
+    Ok(all_of(kv, user).next().transpose()?.is_some())
+}

@@ -1,0 +1,304 @@
+//! Follow edges at both their ends: the follower's partition holds the
+//! edge in `followees`, the followed author's in `followers`. Each end
+//! judges by itself whether the follow counts, from the follow's times and
+//! the pair's block periods as its partition knows them
+//! ([`crate::core::filter`]); both ends know the same periods once every
+//! message has arrived, so they agree in any arrival order.
+//!
+//! An edge that starts or stops counting changes what an unfollow or a
+//! follow would: counters, recent followers, the follower's inbox (purged,
+//! or filled by the author's backfill).
+
+use super::active;
+use super::effect::{Applied, Ctx, Effect, Out};
+use super::filter::{self, Blocked};
+use super::gauges::Gauge;
+use super::inbox::purge_author;
+use super::pulled;
+use crate::core::event::{Ts, UserId};
+use crate::core::keys::EdgeVal;
+use crate::core::kv::{Cf, Kv, KvError, Txn};
+use crate::core::position::Version;
+use crate::core::views;
+
+/// `e` judged against the pair's block periods: counted from the time the
+/// block periods allow (the first follow's, or a later follow's when the
+/// first is covered), or void. A dead edge stays as it is.
+pub(super) fn judged(e: EdgeVal, blocked: Blocked) -> EdgeVal {
+    if !e.followed_raw() {
+        return e;
+    }
+    match blocked.counts_from(e.first, e.last) {
+        Some(ts) => EdgeVal {
+            live: true,
+            void: false,
+            ts,
+            ..e
+        },
+        None => EdgeVal {
+            live: false,
+            void: true,
+            ts: e.first,
+            ..e
+        },
+    }
+}
+
+/// `follower` (owned here) follows `author` by event `version` at `ts`.
+/// Whether anything changed.
+pub(super) fn follow<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    (follower, author): (UserId, UserId),
+    (version, ts): (Version, Ts),
+    applied: &mut Applied,
+    out: &mut Vec<Out>,
+) -> Result<bool, KvError> {
+    let old = views::edge(t, Cf::Followees, follower, author)?;
+    let blocked = filter::blocked(t, follower, author)?;
+    match old {
+        // A follow while following: only a later time matters, which
+        // revives a follow that block periods cover.
+        Some(e) if e.followed_raw() => {
+            if version <= e.version || ts <= e.last {
+                return Ok(false);
+            }
+            let new = judged(EdgeVal { last: ts, ..e }, blocked);
+            set_followee(t, (follower, author), (old, new), applied)?;
+            let again = Effect::Refollowed {
+                author,
+                follower,
+                version: e.version,
+                last: ts,
+            };
+            ctx.send(out, author, again);
+        }
+        Some(e) if e.version >= version => return Ok(false),
+        _ => {
+            let new = judged(EdgeVal::followed(version, ts), blocked);
+            // The author's partition answers the follow with a backfill.
+            let edge = (follower, author);
+            set_followee(t, edge, (old, new), applied)?;
+            let effect = Effect::FollowerAdded {
+                author,
+                follower,
+                version,
+                ts,
+            };
+            ctx.send(out, author, effect);
+        }
+    }
+    Ok(true)
+}
+
+/// `follower` (owned here) unfollows `author` by event `version`. Whether
+/// anything changed.
+pub(super) fn unfollow<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    (follower, author): (UserId, UserId),
+    version: Version,
+    applied: &mut Applied,
+    out: &mut Vec<Out>,
+) -> Result<bool, KvError> {
+    let old = views::edge(t, Cf::Followees, follower, author)?;
+    let Some(e) = old.filter(|e| e.followed_raw() && e.version < version) else {
+        return Ok(false);
+    };
+    let new = EdgeVal {
+        live: false,
+        void: false,
+        version,
+        ..e
+    };
+    set_followee(t, (follower, author), (old, new), applied)?;
+    let effect = Effect::FollowerRemoved {
+        author,
+        follower,
+        version,
+    };
+    ctx.send(out, author, effect);
+    Ok(true)
+}
+
+/// Stages `new` for the edge `follower` (owned here) -> `author` at the
+/// follower's end, and what its counting or not changes: the followee
+/// count, and the inbox (an edge that stops counting loses the author's
+/// entries, as an unfollow).
+pub(super) fn set_followee<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    (follower, author): (UserId, UserId),
+    (old, new): (Option<EdgeVal>, EdgeVal),
+    applied: &mut Applied,
+) -> Result<(), KvError> {
+    t.set_edge(Cf::Followees, follower, author, &new);
+    applied.changed = true;
+    let was = old.is_some_and(|e| e.live);
+    if was && !new.live {
+        if t.user(follower)?.marks > 0 {
+            t.set_pull(follower, author, false)?;
+        }
+        active::unfollowed(t, follower, author)?;
+        let mut u = t.user(follower)?;
+        u.followees -= 1;
+        t.set_user(follower, &u);
+        applied.removed += purge_author(t, follower, author)?;
+    } else if !was && new.live {
+        // The author's posts come from the author's end: its backfill for
+        // a new follow, or the one it sends when its end starts counting
+        // (`set_follower`). That end cannot start counting before this one
+        // knows what made it: the unblock is this user's own, or comes
+        // from the author's partition ahead of the backfill, in order.
+        let mut u = t.user(follower)?;
+        u.followees += 1;
+        t.set_user(follower, &u);
+    }
+    Ok(())
+}
+
+/// `follower` follows `author` (owned here) by `version` from `ts`, as the
+/// follower's partition says. Stale or duplicate: nothing.
+pub(super) fn follower_added<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    (author, follower): (UserId, UserId),
+    (version, ts): (Version, Ts),
+    applied: &mut Applied,
+    out: &mut Vec<Out>,
+) -> Result<(), KvError> {
+    let old = views::edge(t, Cf::Followers, author, follower)?;
+    if old.is_some_and(|e| e.version >= version) {
+        return Ok(());
+    }
+    let blocked = filter::blocked(t, author, follower)?;
+    let new = judged(EdgeVal::followed(version, ts), blocked);
+    set_follower(t, ctx, (author, follower), (old, new), true, applied, out)
+}
+
+/// `follower` no longer follows `author` (owned here), as of `version`.
+/// Stale or duplicate: nothing.
+pub(super) fn follower_removed<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    (author, follower): (UserId, UserId),
+    version: Version,
+    applied: &mut Applied,
+    out: &mut Vec<Out>,
+) -> Result<(), KvError> {
+    let old = views::edge(t, Cf::Followers, author, follower)?;
+    if old.is_some_and(|e| e.version >= version) {
+        return Ok(());
+    }
+    let dead = EdgeVal {
+        live: false,
+        void: false,
+        version,
+        ..old.unwrap_or(EdgeVal::followed(version, Ts(0)))
+    };
+    set_follower(t, ctx, (author, follower), (old, dead), false, applied, out)
+}
+
+/// `follower` followed `author` (owned here) again at `last`, within the
+/// follow `version` started. Stale or duplicate: nothing.
+pub(super) fn refollowed<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    (author, follower): (UserId, UserId),
+    (version, last): (Version, Ts),
+    applied: &mut Applied,
+    out: &mut Vec<Out>,
+) -> Result<(), KvError> {
+    let old = views::edge(t, Cf::Followers, author, follower)?;
+    let Some(e) = old.filter(|e| e.followed_raw() && e.version == version && last > e.last) else {
+        return Ok(());
+    };
+    let blocked = filter::blocked(t, author, follower)?;
+    let new = judged(EdgeVal { last, ..e }, blocked);
+    set_follower(t, ctx, (author, follower), (old, new), false, applied, out)
+}
+
+/// Stages `new` for the edge `follower` -> `author` (owned here) at the
+/// author's end, and what its counting or not changes: the follower count
+/// (and with it the author's mode, pulled or pushed), the recent
+/// followers, and for a follow that starts counting (or a new follow that
+/// counts: `fresh`) the author's newest posts sent to the follower.
+pub(super) fn set_follower<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    (author, follower): (UserId, UserId),
+    (old, new): (Option<EdgeVal>, EdgeVal),
+    fresh: bool,
+    applied: &mut Applied,
+    out: &mut Vec<Out>,
+) -> Result<(), KvError> {
+    t.set_edge(Cf::Followers, author, follower, &new);
+    applied.changed = true;
+    let was = old.filter(|e| e.live);
+    if let Some(e) = was.filter(|e| !new.live || e.ts != new.ts) {
+        t.set_recent(author, e.ts, follower, false);
+    }
+    if new.live && was.is_none_or(|e| e.ts != new.ts) {
+        t.set_recent(author, new.ts, follower, true);
+    }
+    if was.is_some() == new.live {
+        if new.live && fresh {
+            send_newest(t, ctx, (author, follower), new.version, out)?;
+        }
+        return Ok(());
+    }
+    let mut u = t.user(author)?;
+    if new.live {
+        u.followers += 1;
+    } else {
+        u.followers -= 1;
+    }
+    // A change of mode tells every follower, this one included.
+    let changed = pulled::follower_count_changed(t, ctx, author, &mut u, out)?;
+    if changed {
+        t.bump(Gauge::Pulled, if u.pulled { 1 } else { -1 })?;
+    }
+    t.set_user(author, &u);
+    if new.live && !changed {
+        send_newest(t, ctx, (author, follower), new.version, out)?;
+    }
+    Ok(())
+}
+
+/// Sends `follower`, following `author` (owned here) through `version`,
+/// what a new follow brings: the author's newest posts (a backfill), or
+/// that the author is pulled.
+pub(super) fn send_newest<K: Kv + ?Sized>(
+    t: &Txn<'_, K>,
+    ctx: &Ctx,
+    (author, follower): (UserId, UserId),
+    version: Version,
+    out: &mut Vec<Out>,
+) -> Result<(), KvError> {
+    if t.user(author)?.pulled {
+        let pull = Effect::Pull {
+            author,
+            pulled: true,
+            posts: Vec::new(),
+            truncated: false,
+            targets: vec![(follower, version)],
+        };
+        ctx.send(out, follower, pull);
+        return Ok(());
+    }
+    let (posts, truncated) = pulled::newest_posts(t, ctx, author)?;
+    // Sent also with no live posts when the author has had any: a backfill
+    // replaces what an earlier emission for the same follow delivered (see
+    // `Effect::Backfill`), so it must go out to undo a post that this
+    // emission saw deleted.
+    if !posts.is_empty() || views::has_posts(t, author)? {
+        let backfill = Effect::Backfill {
+            author,
+            follower,
+            version,
+            posts,
+            truncated,
+        };
+        ctx.send(out, follower, backfill);
+    }
+    Ok(())
+}
