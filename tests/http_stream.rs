@@ -371,3 +371,52 @@ fn timeline_stream_moves_entries_with_reposts() {
     );
     assert_eq!(stream.next(Duration::from_millis(500)), None);
 }
+
+// Proves a mute removes the muted author's streamed entries with `delete` events and the unmute sends them again (without an id: they sit below the newest entry sent), while other authors' entries stay.
+#[test]
+fn timeline_stream_announces_a_mute_and_its_undo() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = [
+        r#"{"type":"follow","follower":1,"followee":2,"ts":1000}"#,
+        r#"{"type":"follow","follower":1,"followee":3,"ts":1001}"#,
+    ]
+    .join("\n");
+    let processor = processed(tmp.path(), &log, 2);
+    let cfg = ApiConfig {
+        stream_poll: Duration::from_secs(3600),
+        ..ApiConfig::default()
+    };
+    let server = Server::start(&processor, cfg);
+    let mut stream = server.client.events("/v1/users/1/timeline/stream");
+    assert_eq!(stream.status, 200);
+    let comment = stream.next(Duration::from_secs(10)).map(|e| e.event);
+    assert_eq!(comment, Some("comment".into()));
+    let step = |lines: &[&str]| append_and_process(tmp.path(), &processor, lines);
+    let mut take = |n: usize| {
+        let mut got = Vec::new();
+        while got.len() < n {
+            let Some(Sse { event, data, id }) = stream.next(Duration::from_secs(10)) else {
+                panic!("only {got:?} within 10 s of a commit");
+            };
+            if event != "comment" {
+                let data: serde_json::Value = serde_json::from_str(&data).unwrap();
+                got.push((event, data["post_id"].as_u64().unwrap(), id.is_some()));
+            }
+        }
+        got.sort();
+        got
+    };
+    step(&[r#"{"type":"post","author":2,"post_id":11,"ts":2000}"#]);
+    assert_eq!(take(1), vec![("entry".to_string(), 11, true)]);
+    step(&[r#"{"type":"post","author":3,"post_id":12,"ts":2001}"#]);
+    assert_eq!(take(1), vec![("entry".to_string(), 12, true)]);
+    step(&[r#"{"type":"mute","user":1,"target":2,"ts":2002}"#]);
+    assert_eq!(take(1), vec![("delete".to_string(), 11, false)]);
+    step(&[r#"{"type":"unmute","user":1,"target":2,"ts":2003}"#]);
+    assert_eq!(take(1), vec![("entry".to_string(), 11, false)]);
+    assert_eq!(
+        stream.next(Duration::from_millis(500)),
+        None,
+        "nothing else"
+    );
+}

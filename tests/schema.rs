@@ -42,6 +42,13 @@ const VALID: &[&str] = &[
     r#"{"type":"post","author":2,"post_id":77,"ts":5,"follower":"anything","extra":[1]}"#,
     r#"{"type":"repost","author":3,"post_id":90,"of_author":2,"of_post_id":77,"ts":1700000000005}"#,
     r#"{"type":"repost","author":"3","post_id":"90","of_author":"3","of_post_id":"89","ts":6}"#,
+    r#"{"type":"block","user":1,"target":3,"ts":1700000000006}"#,
+    r#"{"type":"unblock","user":"1","target":3,"ts":1700000000007}"#,
+    r#"{"type":"mute","user":1,"target":2,"ts":1700000000008,"until":1700086400000}"#,
+    r#"{"type":"mute","user":1,"target":2,"ts":8,"until":null}"#,
+    r#"{"type":"unmute","user":1,"target":2,"ts":1700000000009}"#,
+    r#"{"type":"hide_reposts","user":1,"target":2,"ts":1700000000010}"#,
+    r#"{"type":"show_reposts","user":1,"target":"2","ts":1700000000011}"#,
 ];
 
 /// Events the decoder refuses (each a dead letter), one per reason.
@@ -74,6 +81,10 @@ const INVALID: &[&str] = &[
     r#"{"type":"post","author":1,"post_id":2,"ts":1700000000000000}"#,
     r#"{"type":"post","author":1,"post_id":2,"ts":1,"v":2}"#,
     r#"{"type":"post","author":1,"post_id":2,"ts":1,"v":"one"}"#,
+    r#"{"type":"block","user":1,"ts":1}"#,
+    r#"{"type":"mute","user":1,"target":0,"ts":1}"#,
+    r#"{"type":"mute","user":1,"target":2,"ts":1,"until":"5"}"#,
+    r#"{"type":"hide_reposts","target":2,"ts":1}"#,
     r#"[1,2]"#,
     r#""post""#,
 ];
@@ -83,6 +94,10 @@ const INVALID: &[&str] = &[
 const DECODER_ONLY: &[&str] = &[
     // Following oneself: a comparison of two fields.
     r#"{"type":"follow","follower":3,"followee":3,"ts":1}"#,
+    // Filtering oneself: a comparison of two fields.
+    r#"{"type":"mute","user":3,"target":3,"ts":1}"#,
+    // A mute ending at or before its own time: a comparison of two fields.
+    r#"{"type":"mute","user":1,"target":2,"ts":9,"until":9}"#,
     // A repost naming itself: a comparison of two pairs of fields.
     r#"{"type":"repost","author":3,"post_id":9,"of_author":3,"of_post_id":9,"ts":1}"#,
     // An id string above u64::MAX: a numeric bound on a string.

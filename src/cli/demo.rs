@@ -72,6 +72,9 @@ const DEMO_SEEN_RATE: f64 = 0.5;
 /// Reposts per post in the demo (a tenth: mostly of the most followed
 /// accounts' posts).
 const DEMO_REPOST_RATE: f64 = 0.1;
+/// Filter events per post in the demo (mutes, hidden reposts and blocks of
+/// followees, and undos of some).
+const DEMO_FILTER_RATE: f64 = 0.02;
 
 /// Start of the generated timeline (2023-11-14T22:13:20Z), fixed so that a
 /// demo directory is the same log every time.
@@ -143,6 +146,7 @@ fn load(data: &Path, a: &DemoArgs) -> Result<()> {
         dormant_share: DEMO_DORMANT_SHARE,
         seen_rate: DEMO_SEEN_RATE,
         repost_rate: DEMO_REPOST_RATE,
+        filter_rate: DEMO_FILTER_RATE,
         ..Activity::default()
     };
     let events = generate::activity(&mut graph, activity, START_MS + follows + 1000, 1, &mut rng);
@@ -154,13 +158,17 @@ fn load(data: &Path, a: &DemoArgs) -> Result<()> {
     let kinds = counted.events;
     let s = producer.finish()?;
     say!(
-        "  then {} posts in bursts, {} reposts (mostly of the most followed accounts), {} new follows, {} unfollows, {} deletes, {} app opens (`seen`; half the users never come back): {} events in the log ({:.1}s)",
+        "  then {} posts in bursts, {} reposts (mostly of the most followed accounts), {} new follows, {} unfollows, {} deletes, {} app opens (`seen`; half the users never come back), {} mutes, {} blocks and {} hidden reposts (and {} undone): {} events in the log ({:.1}s)",
         kinds.post,
         kinds.repost,
         kinds.follow,
         kinds.unfollow,
         kinds.delete_post,
         kinds.seen,
+        kinds.mute,
+        kinds.block,
+        kinds.hide_reposts,
+        kinds.unmute + kinds.unblock + kinds.show_reposts,
         s.accepted,
         start.elapsed().as_secs_f64()
     );
@@ -198,6 +206,7 @@ pub fn run(data: &Path, a: &DemoArgs, listen: &str, exit: bool, api: ApiConfig) 
     }
     let secs = start.elapsed().as_secs_f64().max(1e-9);
     tour(&processor, server.addr, totals, secs)?;
+    muted_author(&dir, &processor, &format!("http://{}", server.addr))?;
     if exit {
         server.stop();
         processor.flush();
@@ -320,6 +329,74 @@ fn reposted_entry(reader: &Reader, base: &str) -> Result<()> {
     );
     println!("  $ curl -s '{base}/v1/users/{user}/timeline?limit=20'");
     println!("  {}", serde_json::to_string(&item)?);
+    Ok(())
+}
+
+/// The tour's mute, made live: a reader mutes the author of the newest
+/// entry of their timeline (two events appended to the demo's log and
+/// processed), and the page leaves every appearance of that author out;
+/// the unmute brings the same page back.
+fn muted_author(dir: &DataDir, processor: &Processor, base: &str) -> Result<()> {
+    let reader = Reader::over(processor.store_set().clone(), None);
+    // A reader with a full first page and no filter of their own.
+    let mut found = None;
+    'stores: for (_, store) in reader.stores() {
+        let snap = store.snapshot();
+        for r in feedlog::core::views::users(&snap) {
+            let (user, rec) = r?;
+            if rec.followees < 2 || feedlog::core::filter::any(&snap, user)? {
+                continue;
+            }
+            let page = reader.timeline(user, 5, None)?;
+            if page.items.len() == 5 {
+                found = Some((user, page, feedlog::core::views::clock(&snap)?));
+                break 'stores;
+            }
+        }
+    }
+    let Some((user, before, now)) = found else {
+        return Ok(());
+    };
+    let author = UserId(before.items[0].author);
+    let apply = |change, ts| -> Result<String> {
+        let e = Event::Filter {
+            user,
+            target: author,
+            change,
+            ts: feedlog::core::event::Ts(ts),
+        };
+        let mut producer = Producer::new(dir)?;
+        producer.event(&e, Format::Json)?;
+        producer.finish()?;
+        drop(producer);
+        processor.run(&feedlog::task::Shutdown::new(), true)?;
+        Ok(feedlog::core::codec::event_to_json(&e))
+    };
+    let mute = apply(
+        feedlog::core::event::FilterChange::Mute { until: None },
+        now.0 + 1,
+    )?;
+    let muted = reader.timeline(user, 5, None)?;
+    println!(
+        "\nmutes: user {user} mutes user {author}, the author of their newest entry (appended to the log: \
+         {mute}); the page leaves every post and repost of theirs out and is still 5 entries long:"
+    );
+    println!("  $ curl -s '{base}/v1/users/{user}/timeline?limit=5'");
+    println!("  {}", serde_json::to_string(&muted)?);
+    println!("  $ curl -s '{base}/v1/users/{user}/mutes'");
+    println!(
+        "  {}",
+        serde_json::to_string(&reader.mutes(user, 20, None)?)?
+    );
+    let unmute = apply(feedlog::core::event::FilterChange::Unmute, now.0 + 2)?;
+    let after = reader.timeline(user, 5, None)?;
+    let same = if after.items == before.items {
+        "the same page as before the mute"
+    } else {
+        "a page that changed meanwhile"
+    };
+    println!("after {unmute}: {same}:");
+    println!("  {}", serde_json::to_string(&after)?);
     Ok(())
 }
 

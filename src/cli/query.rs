@@ -56,6 +56,8 @@ fn answer(
         ),
         View::Followers => serde_json::to_string(&reader.followers(u, page, cursor)?),
         View::Followees => serde_json::to_string(&reader.followees(u, page, cursor)?),
+        View::Mutes => serde_json::to_string(&reader.mutes(u, page, cursor)?),
+        View::Blocks => serde_json::to_string(&reader.blocks(u, page, cursor)?),
     };
     // The answers are plain structs of numbers and strings.
     json.map_err(|e| QueryError::BadView(format!("unencodable answer: {e}")))

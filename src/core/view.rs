@@ -22,17 +22,23 @@ pub enum View {
     Posts,
     /// A user's home timeline: the live posts of the users they follow.
     Timeline,
+    /// The users a user mutes, by id (README, "Blocks and mutes").
+    Mutes,
+    /// The users a user blocks, by id.
+    Blocks,
 }
 
 impl View {
     /// Every view, in digest order.
-    pub const ALL: [View; 6] = [
+    pub const ALL: [View; 8] = [
         View::Counters,
         View::Followers,
         View::Followees,
         View::RecentFollowers,
         View::Posts,
         View::Timeline,
+        View::Mutes,
+        View::Blocks,
     ];
 
     /// The name in JSON and digests (`recent_followers`).
@@ -44,6 +50,8 @@ impl View {
             View::RecentFollowers => "recent_followers",
             View::Posts => "posts",
             View::Timeline => "timeline",
+            View::Mutes => "mutes",
+            View::Blocks => "blocks",
         }
     }
 

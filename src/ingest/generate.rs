@@ -3,7 +3,7 @@
 //! at the default sizes), bursts of posts, new follows, unfollows and
 //! deletes. Deterministic for a seed.
 
-use crate::core::event::{Event, PostId, Ts, UserId};
+use crate::core::event::{Event, FilterChange, PostId, Ts, UserId};
 
 /// SplitMix64: a tiny deterministic generator (same output every run).
 #[derive(Debug, Clone)]
@@ -196,6 +196,11 @@ pub struct Activity {
     /// followed accounts' recent posts, else of any recent post, one in ten
     /// of a recent repost (which reposts its original).
     pub repost_rate: f64,
+    /// Filter events per post, by users who are not dormant, of one of
+    /// their followees: mutes (a third of them ending within a day of log
+    /// time), hidden reposts and blocks, and one in four an undo of an
+    /// earlier one.
+    pub filter_rate: f64,
 }
 
 impl Default for Activity {
@@ -209,6 +214,7 @@ impl Default for Activity {
             dormant_share: 0.0,
             seen_rate: 0.0,
             repost_rate: 0.0,
+            filter_rate: 0.0,
         }
     }
 }
@@ -240,6 +246,8 @@ pub fn activity(
     // Recent posts of the most followed accounts, and recent reposts.
     let mut famous: Vec<(u64, u64)> = Vec::new();
     let mut reposts: Vec<(u64, u64)> = Vec::new();
+    // Filters on, to undo some: (user, target, the undoing kind).
+    let mut filters: Vec<(u64, u64, FilterChange)> = Vec::new();
     let n_top = (graph.by_followers.len() / 100).max(1);
     let top: std::collections::HashSet<u64> =
         graph.by_followers.iter().take(n_top).copied().collect();
@@ -326,6 +334,12 @@ pub fn activity(
             }
             seen -= 1.0;
         }
+        if rng.unit() < a.filter_rate * burst as f64 {
+            ts += 1;
+            if let Some(e) = filter_event(graph, &mut filters, active(rng), ts, rng) {
+                out.push(e);
+            }
+        }
         if rng.unit() < a.unfollow_rate * burst as f64 {
             let u = active(rng);
             let list = &mut graph.followees[u as usize];
@@ -354,6 +368,51 @@ pub fn activity(
         }
     }
     out
+}
+
+/// A filter event by `user` at `ts`: the undo of a filter on (one in four),
+/// else a mute (a third of them ending within a day), hidden reposts or a
+/// block of one of the user's followees; `None` when the user follows
+/// nobody.
+fn filter_event(
+    graph: &Graph,
+    on: &mut Vec<(u64, u64, FilterChange)>,
+    user: u64,
+    ts: u64,
+    rng: &mut Rng,
+) -> Option<Event> {
+    let event = |user: u64, target: u64, change| Event::Filter {
+        user: UserId(user),
+        target: UserId(target),
+        change,
+        ts: Ts(ts),
+    };
+    if !on.is_empty() && rng.unit() < 0.25 {
+        let (user, target, undo) = on.swap_remove((rng.next_u64() as usize) % on.len());
+        return Some(event(user, target, undo));
+    }
+    let followees = graph.followees.get(user as usize)?;
+    if followees.is_empty() {
+        return None;
+    }
+    let target = followees[(rng.next_u64() as usize) % followees.len()];
+    let (change, undo) = match rng.unit() {
+        x if x < 0.2 => {
+            let until = Ts(ts + 1 + rng.next_u64() % 86_400_000);
+            (
+                FilterChange::Mute { until: Some(until) },
+                FilterChange::Unmute,
+            )
+        }
+        x if x < 0.6 => (FilterChange::Mute { until: None }, FilterChange::Unmute),
+        x if x < 0.8 => (FilterChange::HideReposts, FilterChange::ShowReposts),
+        _ => (FilterChange::Block, FilterChange::Unblock),
+    };
+    on.push((user, target, undo));
+    if on.len() > 1000 {
+        on.swap_remove(0);
+    }
+    Some(event(user, target, change))
 }
 
 #[cfg(test)]
@@ -429,8 +488,9 @@ mod tests {
         );
     }
 
-    /// Activity writes exactly the posts asked for, only valid events, and
-    /// unfollows only edges that exist.
+    /// Activity writes exactly the posts asked for, only valid events,
+    /// unfollows only edges that exist, and filters at about the rate asked
+    /// for, each undo of a filter that is on.
     #[test]
     fn activity_is_valid() {
         let ev = follows(300, 5, 0, &mut Rng(2));
@@ -448,12 +508,15 @@ mod tests {
             &mut g,
             Activity {
                 posts: 2000,
+                filter_rate: 0.2,
                 ..Activity::default()
             },
             10,
             1,
             &mut Rng(3),
         );
+        let mut on: Vec<(u64, u64)> = Vec::new();
+        let mut filters = 0;
         let posts = act
             .iter()
             .filter(|e| matches!(e, Event::Post { .. }))
@@ -472,9 +535,30 @@ mod tests {
                 } => {
                     assert!(edges.remove(&(follower.0, followee.0)))
                 }
+                Event::Filter {
+                    user,
+                    target,
+                    change,
+                    ..
+                } => {
+                    filters += 1;
+                    let undo = matches!(
+                        change,
+                        FilterChange::Unblock | FilterChange::Unmute | FilterChange::ShowReposts
+                    );
+                    let pair = (user.0, target.0);
+                    if undo {
+                        let at = on.iter().position(|p| *p == pair);
+                        on.swap_remove(at.expect("an undo of a filter on"));
+                    } else {
+                        on.push(pair);
+                    }
+                }
                 _ => {}
             }
         }
+        // About 0.2 a post, times the mean burst of 3, on a chance per burst.
+        assert!((150..=450).contains(&filters), "{filters} filter events");
     }
 
     /// With dormant users, none of them acts after the graph is built

@@ -81,6 +81,23 @@ pub fn view_bytes(reader: &Reader, view: View, user: UserId) -> Result<Vec<u8>, 
                 }
             }
         }
+        View::Mutes | View::Blocks => {
+            let mut cursor = None;
+            loop {
+                let page = if view == View::Mutes {
+                    reader.mutes(user, MAX_LIMIT, cursor.as_deref())?
+                } else {
+                    reader.blocks(user, MAX_LIMIT, cursor.as_deref())?
+                };
+                for i in &page.items {
+                    put(&[i.user, i.since, i.until.map_or(0, |u| u + 1)]);
+                }
+                match page.next_cursor {
+                    Some(c) => cursor = Some(c),
+                    None => break,
+                }
+            }
+        }
         View::RecentFollowers => {
             for i in reader.recent_followers(user, DEFAULT_RECENT)?.items {
                 put(&[i.user, i.ts]);
@@ -129,6 +146,7 @@ pub fn users_of(store: &Store) -> Result<Vec<UserId>, StoreError> {
         Cf::Followers,
         Cf::Outbox,
         Cf::Inbox,
+        Cf::Filters,
     ] {
         // Jump from one user's prefix to the next.
         let mut from = 0u64;

@@ -57,6 +57,10 @@ struct Stream {
     opened: TimelineKey,
     /// Entries sent, oldest first, at most [`TRACKED`].
     sent: VecDeque<Tracked>,
+    /// Entries announced as deleted, oldest first, at most [`TRACKED`]: one
+    /// may come back (an unmute, an unblock) below the entries still sent,
+    /// so reads go down to them too.
+    gone: VecDeque<TimelineKey>,
     /// Events ready to go, in order.
     queue: VecDeque<SseEvent>,
     /// Commits of the processor in this process, if it runs here.
@@ -89,8 +93,14 @@ impl Stream {
     async fn read(&mut self) -> Result<(), ApiError> {
         self.last_read = Some(Instant::now());
         let newest = self.newest;
-        // The oldest place sent: a moved entry can sit below the first sent.
-        let floor = self.sent.iter().map(|s| s.0).max();
+        // The oldest place sent: a moved entry can sit below the first sent,
+        // and an entry announced as deleted may come back.
+        let floor = self
+            .sent
+            .iter()
+            .map(|s| s.0)
+            .chain(self.gone.iter().copied())
+            .max();
         let (mut items, complete) = self.walk(floor).await?;
         let json = self.api.cfg.string_ids;
         // Retractions and moves first: a tracked entry the walk did not meet
@@ -115,6 +125,7 @@ impl Stream {
             let (at, _) = placed(&self.sent, &items);
             let present: HashSet<TimelineKey> = items.iter().map(key_of).collect();
             let mut moved = Vec::new();
+            let gone = &mut self.gone;
             self.sent.retain(|&(k, _)| {
                 if present.contains(&k) {
                     return true;
@@ -126,11 +137,14 @@ impl Stream {
                     // unfollowed): sent now at its new place, without an id
                     // (resuming goes by the newest entry sent).
                     Some(i) => moved.push((*i).clone()),
-                    None => self.queue.push_back(
-                        SseEvent::default()
-                            .event("delete")
-                            .data(entry_json(&k, json)),
-                    ),
+                    None => {
+                        self.queue.push_back(
+                            SseEvent::default()
+                                .event("delete")
+                                .data(entry_json(&k, json)),
+                        );
+                        gone.push_back(k);
+                    }
                 }
                 false
             });
@@ -155,6 +169,7 @@ impl Stream {
         });
         for i in fresh {
             let k = key_of(i);
+            self.gone.retain(|g| *g != k);
             let mut event = SseEvent::default().event("entry");
             if k < self.newest {
                 self.newest = k;
@@ -165,6 +180,9 @@ impl Stream {
         }
         while self.sent.len() > TRACKED {
             self.sent.pop_front();
+        }
+        while self.gone.len() > TRACKED {
+            self.gone.pop_front();
         }
         Ok(())
     }
@@ -295,6 +313,7 @@ pub(super) async fn timeline_stream(
         newest,
         opened: newest,
         sent: VecDeque::new(),
+        gone: VecDeque::new(),
         queue: VecDeque::new(),
         commits,
         last_read: None,
