@@ -259,7 +259,7 @@ fn blocked_users_do_not_see_reposts_of_each_other() {
     assert_eq!(entries(&r, CAROL), Vec::<(u64, u64)>::new());
 }
 
-// A first page kept by the page cache is dropped by the mute that changes it: the next read of the same page, from the same running store, leaves the muted author out (and a filtered reader's pages are not kept).
+// A first page kept by the page cache is dropped by the mute that changes it: the next read of the same page, from the same running store, leaves the muted author out (and is kept in turn), while a reader with a mute that ends by log time is never kept.
 #[test]
 fn a_kept_first_page_is_dropped_by_a_mute() {
     let tmp = tempfile::tempdir().unwrap();
@@ -299,9 +299,17 @@ fn a_kept_first_page_is_dropped_by_a_mute() {
     let first = kept(&reader).expect("a page the inbox holds is kept");
     assert_eq!(kept(&reader), Some(first), "and answered again");
     apply(&[mute(BOB, JEFF, 4, None)]);
+    let muted = kept(&reader).expect("a filtered page the inbox holds is kept too");
+    let text = String::from_utf8_lossy(&muted).to_string();
+    assert!(
+        text.contains(r#""post_id":10"#) && !text.contains(r#""post_id":11"#),
+        "{text}"
+    );
+    // A mute that ends makes the page depend on the clock: never kept.
+    apply(&[mute(BOB, CAROL, 5, Some(100))]);
     assert!(
         kept(&reader).is_none(),
-        "a filtered reader's pages are read in full, never kept"
+        "a reader with a mute that ends is read in full"
     );
     let page = serde_json::to_value(reader.timeline(user, 20, None).unwrap().items).unwrap();
     assert_eq!(page, json!([{"post_id": 10, "author": ALICE, "ts": 2}]));

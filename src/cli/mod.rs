@@ -215,6 +215,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 BenchKind::Fanout => bench::fanout(&generated, partitions, hybrid)?,
                 BenchKind::Http => bench::http(data, threads, connections, seconds)?,
                 BenchKind::Pulled => bench::pulled(partitions, threads, connections, seconds)?,
+                BenchKind::Filters => bench::filters(partitions, threads, connections, seconds)?,
                 BenchKind::Rebuild => bench::rebuild(data)?,
                 BenchKind::Redis => bench::redis(&redis_bench)?,
                 BenchKind::Mixed => bench::mixed(&redis_bench)?,

@@ -355,6 +355,9 @@ pub struct ReadFilter {
     pub hidden: HashSet<UserId>,
     /// Users whose reposts do not show.
     pub no_reposts: HashSet<UserId>,
+    /// Whether a mute with an end is on (ended or not): what the reader
+    /// sees then changes with the partition's clock alone.
+    pub timed: bool,
 }
 
 impl ReadFilter {
@@ -369,11 +372,12 @@ impl ReadFilter {
             if f.hides_reposts() {
                 r.no_reposts.insert(other);
             }
+            r.timed |= f.mute.is_some_and(|(t, until)| t.on && until.is_some());
         }
         Ok(r)
     }
 
-    /// Whether nothing is left out.
+    /// Whether nothing is left out (now).
     pub fn is_empty(&self) -> bool {
         self.hidden.is_empty() && self.no_reposts.is_empty()
     }

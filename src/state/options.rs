@@ -50,6 +50,7 @@ pub(super) fn cf_options(cf: Cf, cache: &BlockCache, opts: &StoreOptions) -> Opt
             | Cf::Refills
             | Cf::Reposts
             | Cf::RepostDir
+            | Cf::Filters
     ) {
         table.set_bloom_filter(10.0, false);
     } else {

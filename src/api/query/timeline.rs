@@ -8,7 +8,7 @@ use crate::core::keys::TimelineKey;
 use crate::core::repost::{self, Entry};
 use crate::core::timeline::held_timeline;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, HashSet};
 
 impl Reader {
     /// A page of the user's home timeline: live posts of current followees,
@@ -37,13 +37,30 @@ impl Reader {
         let store = self.store_of(user)?;
         let snap = store.snapshot();
         let filter = ReadFilter::of(&snap, user, views::clock(&snap)?)?;
-        if filter.is_empty() && !repost::any_repost(&snap)? {
-            // No repost anywhere: each appearance is an entry of its own.
-            let keys = self.appearances(&snap, user, after, limit + 1)?;
-            let entries = keys.into_iter().map(Entry::plain).collect();
+        if !repost::any_repost(&snap)? {
+            // No repost anywhere: each appearance is an entry of its own,
+            // shown unless its author is hidden (read on past those).
+            let (want, mut entries) = (limit + 1, Vec::with_capacity(limit + 1));
+            let mut from = after;
+            loop {
+                let keys = self.appearances(&snap, user, from, want, &filter.hidden)?;
+                let read = keys.len();
+                from = keys.last().copied().or(from);
+                let shown = keys
+                    .into_iter()
+                    .filter(|k| !filter.hidden.contains(&k.author));
+                entries.extend(shown.map(Entry::plain));
+                if read < want || entries.len() >= want {
+                    break;
+                }
+            }
+            entries.truncate(want);
             return Ok(timeline_page(user, mode, limit, entries));
         }
-        let read = |from, n| self.appearances(&snap, user, from, n).map(Some);
+        // Hidden users' outboxes are not read past the horizon: nothing of
+        // theirs would show.
+        let hidden = filter.hidden.clone();
+        let read = |from, n| self.appearances(&snap, user, from, n, &hidden).map(Some);
         let entries = aggregated(&snap, (user, mode, after), limit, filter, read)?;
         let entries = entries.unwrap_or_default();
         Ok(timeline_page(user, mode, limit, entries))
@@ -51,17 +68,19 @@ impl Reader {
 
     /// Up to `want` appearances (live posts and reposts of followees) of
     /// `user`'s timeline after `after`, in order: what the partition holds,
-    /// completed from the followees' outboxes past its bound.
+    /// completed from the followees' outboxes past its bound (but those of
+    /// `hidden`, whose appearances a filter drops).
     fn appearances(
         &self,
         snap: &Snapshot<'_>,
         user: UserId,
         after: Option<TimelineKey>,
         want: usize,
+        hidden: &HashSet<UserId>,
     ) -> Result<Vec<TimelineKey>, QueryError> {
         let (mut keys, past_horizon) = held_timeline(snap, user, after, want)?;
         if let Some(from) = past_horizon {
-            self.pull(snap, user, from, after, want, &mut keys)?;
+            self.pull(snap, user, (from, after), want, hidden, &mut keys)?;
         }
         Ok(keys)
     }
@@ -113,30 +132,35 @@ impl Reader {
         // store never removes or raises one (the core only ever lowers
         // it), so none now means none when the scan read.
         let u = views::user(store, user)?;
-        // A reader with blocks or mutes is read in full (`timeline_in`),
-        // never kept: a mute's end depends on the partition's clock.
-        // Checked after the scan: a filter record is never deleted.
-        if filter::any(store, user)? {
-            return Ok(None);
-        }
-        // With reposts, entries are not the inbox's keys: the full read
-        // places them. Checked after the scan too: a repost that became
-        // live before the scan was known to this partition before it.
-        if repost::any_repost(store)? {
+        // A reader with blocks or mutes, or any repost in the partition:
+        // entries are not the inbox's keys, and the full read places them.
+        // Checked after the scan: a filter record is never deleted, and a
+        // repost that became live before the scan was known to this
+        // partition before it.
+        let filtered = filter::any(store, user)?;
+        if filtered || repost::any_repost(store)? {
             if !copies {
                 return Ok(None);
             }
             // A page the partition holds (inbox and copies, nothing
             // past the horizon) depends on this store alone — the reposts it
-            // aggregates included: a page kept from it is dropped by any
-            // commit that changes them (`state::pages`).
+            // aggregates and the reader's filters included: a page kept from
+            // it is dropped by any commit that changes them
+            // (`state::pages`). Not a reader with a mute that ends: the
+            // partition's clock ends it, without a write of theirs.
             let snap = store.snapshot();
+            let filter = match filtered {
+                true => ReadFilter::of(&snap, user, views::clock(&snap)?)?,
+                false => ReadFilter::default(),
+            };
+            if filter.timed {
+                return Ok(None);
+            }
             let held = |from, n| {
                 let (keys, past_horizon) = held_timeline(&snap, user, from, n)?;
                 Ok(past_horizon.is_none().then_some(keys))
             };
-            let none = ReadFilter::default();
-            let entries = aggregated(&snap, (user, mode, after), limit, none, held)?;
+            let entries = aggregated(&snap, (user, mode, after), limit, filter, held)?;
             return Ok(entries.map(|e| timeline_page(user, mode, limit, e)));
         }
         let plain = |keys: Vec<TimelineKey>| keys.into_iter().map(Entry::plain).collect();
@@ -206,9 +230,9 @@ impl Reader {
         &self,
         snap: &Snapshot<'_>,
         user: UserId,
-        from: TimelineKey,
-        after: Option<TimelineKey>,
+        (from, after): (TimelineKey, Option<TimelineKey>),
         want: usize,
+        hidden: &HashSet<UserId>,
         keys: &mut Vec<TimelineKey>,
     ) -> Result<(), QueryError> {
         // Followees' outboxes: from the stores here, by partition, or in one
@@ -221,6 +245,9 @@ impl Reader {
         let mut elsewhere: Vec<UserId> = Vec::new();
         for r in live_edges(snap, Cf::Followees, user, None) {
             let (author, _) = r?;
+            if hidden.contains(&author) {
+                continue;
+            }
             let p = self.partition_of(author);
             if let Some((_, authors)) = here.get_mut(&p) {
                 authors.push(author);

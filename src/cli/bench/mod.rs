@@ -3,6 +3,7 @@
 //! so each result is a ratio that survives a noisy machine.
 
 mod fanout;
+mod filters;
 mod http;
 mod kafka;
 mod mixed;
@@ -13,6 +14,7 @@ mod redis_worker;
 mod resp;
 
 pub use fanout::fanout;
+pub use filters::filters;
 pub use http::http;
 pub use kafka::kafka;
 pub use mixed::mixed;
@@ -51,6 +53,10 @@ pub enum BenchKind {
     /// Timeline pages/s and p99 through the HTTP API of readers who follow
     /// 0, 10 and 50 pulled authors, on a generated state.
     Pulled,
+    /// What mutes cost: processing with and without them, and timeline
+    /// pages (first and deep) of readers who mute 100 of the 200 accounts
+    /// they follow against readers who mute none.
+    Filters,
     /// Events/s and deliveries/s through Kafka with one and two processors
     /// vs the embedded log (processing a produced log, and producing while
     /// it runs), same workload (--kafka BROKERS, else an in-process mock
