@@ -292,6 +292,16 @@ fn openapi_limits_match_the_handlers() {
             "{{\"type\":\"follow\",\"follower\":1,\"followee\":{},\"ts\":{ts}}}\n",
             i + 1
         );
+        // Mutes of followees, blocks of users nobody follows (a block
+        // would void the follows).
+        log += &format!(
+            "{{\"type\":\"mute\",\"user\":1,\"target\":{},\"ts\":{ts}}}\n",
+            i + 1
+        );
+        log += &format!(
+            "{{\"type\":\"block\",\"user\":1,\"target\":{},\"ts\":{ts}}}\n",
+            i + 1000
+        );
     }
     let processor = processed(tmp.path(), &log, 3);
     let max = 120;
@@ -317,7 +327,8 @@ fn openapi_limits_match_the_handlers() {
             continue;
         }
         paged += 1;
-        // User 2 follows 1 (a timeline of 150 posts); user 1 has 150 of everything else.
+        // User 2 follows 1 (a timeline of 150 posts); user 1 has 150 of everything else
+        // (followers, followees, posts, mutes, blocks).
         let user = if route.ends_with("/timeline") {
             "2"
         } else {
@@ -353,8 +364,8 @@ fn openapi_limits_match_the_handlers() {
         }
     }
     assert_eq!(
-        paged, 5,
-        "timeline, posts, followers, followees, recent followers"
+        paged, 7,
+        "timeline, posts, followers, followees, recent followers, mutes, blocks"
     );
 }
 
@@ -387,7 +398,19 @@ fn strict(mut v: serde_json::Value) -> serde_json::Value {
 #[test]
 fn every_answer_matches_its_documented_schema() {
     let tmp = tempfile::tempdir().unwrap();
-    let processor = processed(tmp.path(), &generated_log(40, 1500), 2);
+    // User 2 (whose views are checked) also mutes, with and without an
+    // end, and blocks, so those answers have items of every shape.
+    let filters = [
+        r#"{"type":"mute","user":2,"target":3,"ts":1800000000000,"until":1900000000000}"#,
+        r#"{"type":"mute","user":2,"target":4,"ts":1800000000001}"#,
+        r#"{"type":"block","user":2,"target":5,"ts":1800000000002}"#,
+    ];
+    let log = format!(
+        "{}\n{}",
+        generated_log(40, 1500).trim_end(),
+        filters.join("\n")
+    );
+    let processor = processed(tmp.path(), &log, 2);
     for string_ids in [false, true] {
         let server = Server::start(
             &processor,
