@@ -68,7 +68,7 @@ fn ok(data: &Path, args: &[&str], stdin: Option<&[u8]>) -> String {
 fn oracle_of_log(data: &Path) -> (Oracle, u64) {
     let dir = DataDir::open(data).unwrap();
     let logs = dir.logs();
-    let (mut o, mut max_user) = (Oracle::default(), 0);
+    let (mut o, mut max_user) = (Oracle::with_partitions(dir.partitions()), 0);
     for p in 0..dir.partitions() {
         let mut r = logs.reader(Topic::Events, p, 0).unwrap();
         loop {

@@ -232,6 +232,8 @@ pub enum Effect {
     },
     /// At the blocked user's partition: `by`'s block of `user` is now on
     /// or off, as of `by`'s event `version` (README, "Blocks and mutes").
+    /// Also sent to `by`'s own partition, whose end of the follow edges to
+    /// `by` judges by it in `effects` order.
     Blocked {
         /// The user blocked (or no longer).
         user: UserId,

@@ -59,6 +59,14 @@ pub struct FilterVal {
     pub block_out: Option<BlockState>,
     /// The other blocks the user.
     pub block_in: Option<BlockState>,
+    /// The user's block of the other as the user's own `effects` log has
+    /// applied it (a copy of `block_out` the block event sends to its own
+    /// partition): what the user's end of the follow edges *to* the user
+    /// (`followers`) judges by, so that a follower count, and the pulled or
+    /// pushed mode it decides, changes only in `effects` order, as every
+    /// other change of it does — the same in a replay that interleaves
+    /// events and effects otherwise.
+    pub block_own: Option<BlockState>,
 }
 
 /// `version u64 | on u8 | ts u64`.
@@ -91,7 +99,7 @@ fn get_opt(b: &[u8], at: &mut usize) -> Option<Option<Ts>> {
 
 impl FilterVal {
     /// `present u8` (bit 0 mute, 1 hidden reposts, 2 block out, 3 block
-    /// in), then each present one in that order: a toggle
+    /// in, 4 block own), then each present one in that order: a toggle
     /// (`version u64 | on u8 | ts u64`), and for a mute its end, for a
     /// block its latest period end (`u64`: 0 none, else time + 1).
     pub fn encode(&self) -> Vec<u8> {
@@ -105,7 +113,11 @@ impl FilterVal {
             v[0] |= 2;
             put_toggle(&mut v, t);
         }
-        for (bit, b) in [(4, &self.block_out), (8, &self.block_in)] {
+        for (bit, b) in [
+            (4, &self.block_out),
+            (8, &self.block_in),
+            (16, &self.block_own),
+        ] {
             if let Some(b) = b {
                 v[0] |= bit;
                 put_toggle(&mut v, &b.toggle);
@@ -136,7 +148,8 @@ impl FilterVal {
         };
         f.block_out = block(4)?;
         f.block_in = block(8)?;
-        (at == b.len() && present < 16).then_some(f)
+        f.block_own = block(16)?;
+        (at == b.len() && present < 32).then_some(f)
     }
 
     /// Whether the user sees nothing by the other at log time `now`: a
@@ -156,16 +169,28 @@ impl FilterVal {
         self.hide_reposts.is_some_and(|t| t.on)
     }
 
-    /// The pair's block periods, both ways.
+    /// The pair's block periods, both ways, as the user's end of the edges
+    /// *from* the user (`followees`, decided in the user's event order)
+    /// knows them.
     pub fn blocked(&self) -> Blocked {
-        let both = [self.block_out, self.block_in];
-        if both.iter().any(|b| b.is_some_and(|b| b.toggle.on)) {
-            return Blocked::Live;
-        }
-        match both.iter().filter_map(|b| b.and_then(|b| b.ended)).max() {
-            Some(end) => Blocked::Until(end),
-            None => Blocked::Never,
-        }
+        periods([self.block_out, self.block_in])
+    }
+
+    /// The same, as the user's end of the edges *to* the user
+    /// (`followers`, decided in `effects` order) knows them.
+    pub fn blocked_author_end(&self) -> Blocked {
+        periods([self.block_own, self.block_in])
+    }
+}
+
+/// The block periods of both directions' states.
+fn periods(both: [Option<BlockState>; 2]) -> Blocked {
+    if both.iter().any(|b| b.is_some_and(|b| b.toggle.on)) {
+        return Blocked::Live;
+    }
+    match both.iter().filter_map(|b| b.and_then(|b| b.ended)).max() {
+        Some(end) => Blocked::Until(end),
+        None => Blocked::Never,
     }
 }
 
@@ -210,9 +235,19 @@ pub fn pair(kv: &(impl Kv + ?Sized), user: UserId, other: UserId) -> Result<Filt
     }
 }
 
-/// The block periods between `user` (owned here) and `other`.
+/// The block periods between `user` (owned here) and `other`, as the
+/// user's end of the edges from the user knows them.
 pub fn blocked(kv: &(impl Kv + ?Sized), user: UserId, other: UserId) -> Result<Blocked, KvError> {
     Ok(pair(kv, user, other)?.blocked())
+}
+
+/// The same, as the user's end of the edges to the user knows them.
+pub fn blocked_author_end(
+    kv: &(impl Kv + ?Sized),
+    user: UserId,
+    other: UserId,
+) -> Result<Blocked, KvError> {
+    Ok(pair(kv, user, other)?.blocked_author_end())
 }
 
 /// Every pair record of `user`: (other, record), by other.
@@ -284,8 +319,11 @@ pub(super) fn event<K: Kv + ?Sized>(
                 ts,
                 ended: state.ended,
             };
+            // To the blocked user's partition, and to this one's own
+            // `effects` log, where the edges to the user are judged anew.
+            ctx.send(out, user, sent.clone());
             ctx.send(out, target, sent);
-            settle_pair(t, ctx, (user, target), applied, out)?;
+            settle_followees(t, (user, target), applied)?;
             applied.changed = true;
             return Ok(true);
         }
@@ -296,8 +334,10 @@ pub(super) fn event<K: Kv + ?Sized>(
     Ok(true)
 }
 
-/// `by`'s block of `user` (owned here) is now `state`, as of `by`'s event
-/// `version`. Older or duplicate: nothing.
+/// `by`'s block of `user` is now `state`, as of `by`'s event `version`: at
+/// `user`'s partition the block of them, at `by`'s the blocker's own copy
+/// (one message serves both when they share a partition). Older or
+/// duplicate: nothing.
 pub(super) fn blocked_by<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
     ctx: &Ctx,
@@ -306,39 +346,56 @@ pub(super) fn blocked_by<K: Kv + ?Sized>(
     applied: &mut Applied,
     out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
-    if !ctx.owns(user) {
-        return Ok(());
+    let newer = |b: Option<BlockState>| b.is_none_or(|b| b.toggle.version < state.toggle.version);
+    if ctx.owns(user) {
+        let mut f = pair(t, user, by)?;
+        if newer(f.block_in) {
+            f.block_in = Some(state);
+            t.put(Cf::Filters, key(user, by), f.encode());
+            applied.changed = true;
+            settle_followees(t, (user, by), applied)?;
+            settle_followers(t, ctx, (user, by), applied, out)?;
+        }
     }
-    let mut f = pair(t, user, by)?;
-    if f.block_in
-        .is_some_and(|b| b.toggle.version >= state.toggle.version)
-    {
-        return Ok(());
+    if ctx.owns(by) {
+        let mut f = pair(t, by, user)?;
+        if newer(f.block_own) {
+            f.block_own = Some(state);
+            t.put(Cf::Filters, key(by, user), f.encode());
+            applied.changed = true;
+            settle_followers(t, ctx, (by, user), applied, out)?;
+        }
     }
-    f.block_in = Some(state);
-    t.put(Cf::Filters, key(user, by), f.encode());
-    applied.changed = true;
-    settle_pair(t, ctx, (user, by), applied, out)
+    Ok(())
 }
 
-/// Judges both follow edges between `user` (owned here) and `other` again,
-/// at this end, after the pair's block periods changed.
-fn settle_pair<K: Kv + ?Sized>(
+/// Judges `user`'s (owned here) follow of `other` again, at this end, after
+/// the pair's block periods changed.
+fn settle_followees<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    (user, other): (UserId, UserId),
+    applied: &mut Applied,
+) -> Result<(), KvError> {
+    if let Some(e) = views::edge(t, Cf::Followees, user, other)? {
+        let new = judged(e, blocked(t, user, other)?);
+        if new != e {
+            set_followee(t, (user, other), (Some(e), new), applied)?;
+        }
+    }
+    Ok(())
+}
+
+/// Judges `other`'s follow of `user` (owned here) again, at this end, after
+/// the pair's block periods changed (in `effects` order).
+fn settle_followers<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
     ctx: &Ctx,
     (user, other): (UserId, UserId),
     applied: &mut Applied,
     out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
-    let blocked = blocked(t, user, other)?;
-    if let Some(e) = views::edge(t, Cf::Followees, user, other)? {
-        let new = judged(e, blocked);
-        if new != e {
-            set_followee(t, (user, other), (Some(e), new), applied)?;
-        }
-    }
     if let Some(e) = views::edge(t, Cf::Followers, user, other)? {
-        let new = judged(e, blocked);
+        let new = judged(e, blocked_author_end(t, user, other)?);
         if new != e {
             set_follower(t, ctx, (user, other), (Some(e), new), false, applied, out)?;
         }

@@ -170,7 +170,7 @@ pub(super) fn follower_added<K: Kv + ?Sized>(
     if old.is_some_and(|e| e.version >= version) {
         return Ok(());
     }
-    let blocked = filter::blocked(t, author, follower)?;
+    let blocked = filter::blocked_author_end(t, author, follower)?;
     let new = judged(EdgeVal::followed(version, ts), blocked);
     set_follower(t, ctx, (author, follower), (old, new), true, applied, out)
 }
@@ -212,7 +212,7 @@ pub(super) fn refollowed<K: Kv + ?Sized>(
     let Some(e) = old.filter(|e| e.followed_raw() && e.version == version && last > e.last) else {
         return Ok(());
     };
-    let blocked = filter::blocked(t, author, follower)?;
+    let blocked = filter::blocked_author_end(t, author, follower)?;
     let new = judged(EdgeVal { last, ..e }, blocked);
     set_follower(t, ctx, (author, follower), (old, new), false, applied, out)
 }

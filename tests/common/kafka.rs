@@ -141,7 +141,7 @@ pub fn produce(brokers: &str, topic: &str, partitions: u32, lines: &str) -> Orac
         .set("linger.ms", "5")
         .create()
         .unwrap();
-    let mut oracle = Oracle::default();
+    let mut oracle = Oracle::with_partitions(partitions);
     for (i, line) in lines.lines().enumerate() {
         let event = codec::decode_event(Format::Json.as_u8(), line.as_bytes()).ok();
         if let Some(e) = &event {

@@ -337,7 +337,8 @@ pub fn oracle_of(input: &str) -> (Oracle, u64) {
 }
 
 /// A generated power-law log as JSON lines (deterministic): follows,
-/// unfollows, posts and deletes (some of posts that do not exist).
+/// unfollows, posts, deletes (some of posts that do not exist), and blocks,
+/// mutes and hidden reposts with their undos.
 pub fn generated_log(users: u64, events: u64) -> String {
     let mut s = 0x2545_f491_4f6c_dd1du64;
     let mut next = move || {
@@ -359,6 +360,19 @@ pub fn generated_log(users: u64, events: u64) -> String {
             }
             45..=52 if a != b => {
                 format!(r#"{{"type":"unfollow","follower":{b},"followee":{a},"ts":{ts}}}"#)
+            }
+            // Blocks, mutes (without an end: the oracle needs no
+            // partition clock) and hidden reposts, and their undos.
+            91..=94 if a != b => {
+                let kind = [
+                    "mute",
+                    "unmute",
+                    "block",
+                    "unblock",
+                    "hide_reposts",
+                    "show_reposts",
+                ][(next() % 6) as usize];
+                format!(r#"{{"type":"{kind}","user":{b},"target":{a},"ts":{ts}}}"#)
             }
             53..=94 => format!(
                 r#"{{"type":"post","author":{a},"post_id":{},"ts":{ts}}}"#,
