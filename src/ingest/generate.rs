@@ -370,17 +370,13 @@ pub fn activity(
     out
 }
 
+/// Filters on: (user, target, the change that undoes it).
+type On = Vec<(u64, u64, FilterChange)>;
+
 /// A filter event by `user` at `ts`: the undo of a filter on (one in four),
 /// else a mute (a third of them ending within a day), hidden reposts or a
-/// block of one of the user's followees; `None` when the user follows
-/// nobody.
-fn filter_event(
-    graph: &Graph,
-    on: &mut Vec<(u64, u64, FilterChange)>,
-    user: u64,
-    ts: u64,
-    rng: &mut Rng,
-) -> Option<Event> {
+/// block of a followee; `None` when the user follows nobody.
+fn filter_event(graph: &Graph, on: &mut On, user: u64, ts: u64, rng: &mut Rng) -> Option<Event> {
     let event = |user: u64, target: u64, change| Event::Filter {
         user: UserId(user),
         target: UserId(target),
