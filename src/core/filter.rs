@@ -255,13 +255,31 @@ pub fn all_of(
     kv: &(impl Kv + ?Sized),
     user: UserId,
 ) -> impl Iterator<Item = Result<(UserId, FilterVal), KvError>> + '_ {
-    kv.scan_prefix(Cf::Filters, &user.0.to_be_bytes()).map(|r| {
+    after(kv, user, None)
+}
+
+/// `user`'s pair records past `after` (exclusive): (other, record), by other.
+pub fn after(
+    kv: &(impl Kv + ?Sized),
+    user: UserId,
+    after: Option<UserId>,
+) -> impl Iterator<Item = Result<(UserId, FilterVal), KvError>> + '_ {
+    let prefix = user.0.to_be_bytes();
+    // Seek to the first other past `after` (the last id, when `after` is
+    // it: skipped below).
+    let lo = match after {
+        Some(a) => key(user, UserId(a.0.saturating_add(1))),
+        None => prefix.to_vec(),
+    };
+    let past = move |r: &Result<(UserId, FilterVal), KvError>| !matches!(r, Ok((o, _)) if after.is_some_and(|a| *o <= a));
+    let records = kv.scan_prefix_from(Cf::Filters, &lo, &prefix).map(|r| {
         let (k, v) = r?;
         let f = FilterVal::decode(&v)
             .filter(|_| k.len() == 16)
             .ok_or_else(|| KvError::corrupt(Cf::Filters, &k, "filter record does not decode"))?;
         Ok((UserId(be(&k, 8)), f))
-    })
+    });
+    records.filter(past)
 }
 
 /// `user` (owned here) blocks, mutes or hides `target`, or lifts it, by

@@ -357,11 +357,9 @@ impl Reader {
         let store = self.store_of(user)?;
         let snap = store.snapshot();
         let mut items = Vec::new();
-        for r in filter::all_of(&snap, user) {
+        // From the cursor's user on: a page reads only its own records.
+        for r in filter::after(&snap, user, after.map(UserId)) {
             let (other, f) = r?;
-            if after.is_some_and(|a| other.0 <= a) {
-                continue;
-            }
             if let Some((since, until)) = pick(&f) {
                 items.push(FilteredItem {
                     user: other.0,
