@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::core_views::{posts_view, timeline};
+use common::core_views::{explain_matches, posts_view, timeline};
 use common::filters::filter_change;
 use common::oracle::{Mode, Oracle};
 use feedlog::core::event::{Event, PostId, Ts, UserId};
@@ -507,6 +507,13 @@ impl Sim {
                     ));
                 }
             }
+            explain_matches(
+                &|x| self.kv_of(x),
+                self.parts.len() as u32,
+                oracle,
+                u,
+                &apps,
+            )?;
         }
         Ok(())
     }

@@ -15,7 +15,7 @@ use super::inbox::{insert_inbox, lower_horizon};
 use super::pulled;
 use super::repost;
 use crate::core::event::{Event, PostId, Ts, UserId};
-use crate::core::keys::{PostVal, TimelineKey};
+use crate::core::keys::{PostRef, PostVal, Posted, TimelineKey};
 use crate::core::kv::{Cf, Kv, KvError, Txn};
 use crate::core::partition::partition_for;
 use crate::core::position::Version;
@@ -46,10 +46,12 @@ pub fn apply_event<K: Kv + ?Sized>(
             }
         }
         Event::Unfollow {
-            follower, followee, ..
+            follower,
+            followee,
+            ts,
         } => {
             let edge = (follower, followee);
-            if !follow::unfollow(t, ctx, edge, version, &mut applied, out)? {
+            if !follow::unfollow(t, ctx, edge, (version, ts), &mut applied, out)? {
                 return Ok(applied);
             }
         }
@@ -70,7 +72,7 @@ pub fn apply_event<K: Kv + ?Sized>(
             ts,
         } => match views::post(t, author, post_id)? {
             None => {
-                t.set_post(author, post_id, &PostVal::Live(ts));
+                t.set_post(author, post_id, &PostVal::Live(ts, Posted::by(version)));
                 t.set_outbox(author, ts, post_id, true);
                 let mut u = t.user(author)?;
                 u.posts += 1;
@@ -80,8 +82,12 @@ pub fn apply_event<K: Kv + ?Sized>(
             }
             // Deleted before it came: an original for good, never live,
             // so the reposts that waited for it are not live either.
-            Some(PostVal::Deleted(None)) => {
-                t.set_post(author, post_id, &PostVal::Deleted(Some(ts)));
+            Some(PostVal::Deleted(None, deleted)) => {
+                let posted = Posted {
+                    post: Some(version),
+                    ..deleted
+                };
+                t.set_post(author, post_id, &PostVal::Deleted(Some(ts), posted));
                 repost::original_dead(t, ctx, (author, post_id), out)?;
             }
             Some(_) => return Ok(applied),
@@ -99,9 +105,11 @@ pub fn apply_event<K: Kv + ?Sized>(
             }
         }
         Event::DeletePost {
-            author, post_id, ..
+            author,
+            post_id,
+            ts,
         } => {
-            if !delete_post(t, ctx, author, post_id, out)? {
+            if !delete_post(t, ctx, (author, post_id), (version, ts), out)? {
                 return Ok(applied);
             }
         }
@@ -119,16 +127,27 @@ pub fn apply_event<K: Kv + ?Sized>(
 fn delete_post<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
     ctx: &Ctx,
-    author: UserId,
-    post_id: PostId,
+    (author, post_id): PostRef,
+    deletion: (Version, Ts),
     out: &mut Vec<Out>,
 ) -> Result<bool, KvError> {
+    let deleted = |posted: Posted| Posted {
+        deleted: Some(deletion),
+        ..posted
+    };
     match views::post(t, author, post_id)? {
-        Some(PostVal::Deleted(_)) => return Ok(false),
+        Some(PostVal::Deleted(..)) => return Ok(false),
         Some(PostVal::Repost(rv)) => return repost::delete(t, ctx, (author, post_id), rv, out),
-        None => t.set_post(author, post_id, &PostVal::Deleted(None)),
-        Some(PostVal::Live(ts)) => {
-            t.set_post(author, post_id, &PostVal::Deleted(Some(ts)));
+        None => {
+            let val = PostVal::Deleted(None, deleted(Posted::default()));
+            t.set_post(author, post_id, &val);
+        }
+        Some(PostVal::Live(ts, posted)) => {
+            t.set_post(
+                author,
+                post_id,
+                &PostVal::Deleted(Some(ts), deleted(posted)),
+            );
             t.set_outbox(author, ts, post_id, false);
             let mut u = t.user(author)?;
             u.posts -= 1;

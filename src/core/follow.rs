@@ -63,7 +63,14 @@ pub(super) fn follow<K: Kv + ?Sized>(
             if version <= e.version || ts <= e.last {
                 return Ok(false);
             }
-            let new = judged(EdgeVal { last: ts, ..e }, blocked);
+            let new = judged(
+                EdgeVal {
+                    last: ts,
+                    last_by: version,
+                    ..e
+                },
+                blocked,
+            );
             set_followee(t, (follower, author), (old, new), applied)?;
             let again = Effect::Refollowed {
                 author,
@@ -91,26 +98,21 @@ pub(super) fn follow<K: Kv + ?Sized>(
     Ok(true)
 }
 
-/// `follower` (owned here) unfollows `author` by event `version`. Whether
-/// anything changed.
+/// `follower` (owned here) unfollows `author` by event `version` at `ts`.
+/// Whether anything changed.
 pub(super) fn unfollow<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
     ctx: &Ctx,
     (follower, author): (UserId, UserId),
-    version: Version,
+    (version, ts): (Version, Ts),
     applied: &mut Applied,
     out: &mut Vec<Out>,
 ) -> Result<bool, KvError> {
     let old = views::edge(t, Cf::Followees, follower, author)?;
-    let Some(e) = old.filter(|e| e.followed_raw() && e.version < version) else {
+    if !old.is_some_and(|e| e.followed_raw() && e.version < version) {
         return Ok(false);
-    };
-    let new = EdgeVal {
-        live: false,
-        void: false,
-        version,
-        ..e
-    };
+    }
+    let new = EdgeVal::unfollowed(version, ts);
     set_followee(t, (follower, author), (old, new), applied)?;
     let effect = Effect::FollowerRemoved {
         author,

@@ -6,7 +6,9 @@
 use crate::core::event::{PostId, Ts, UserId};
 
 mod edge;
+mod post;
 pub use edge::EdgeVal;
+pub use post::{PostRef, PostVal, Posted, RepostState, RepostVal};
 
 /// Reads a big-endian u64 at `at`.
 pub fn be(bytes: &[u8], at: usize) -> u64 {
@@ -114,121 +116,6 @@ pub fn outbox(author: UserId, ts: Ts, post_id: PostId) -> Vec<u8> {
 /// `recent_followers`: `author | !ts | !follower`.
 pub fn recent_follower(author: UserId, ts: Ts, follower: UserId) -> Vec<u8> {
     key([author.0, !ts.0, !follower.0])
-}
-
-/// What an author's partition knows of one of its post ids.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PostVal {
-    /// Posted and not deleted.
-    Live(Ts),
-    /// Deleted (possibly before its post or repost event arrived):
-    /// permanent.
-    Deleted(Option<Ts>),
-    /// A repost (the id's first event was a `repost`).
-    Repost(RepostVal),
-}
-
-/// A post's identity: its author and id.
-pub type PostRef = (UserId, PostId);
-
-/// Where a repost stands with its original.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RepostState {
-    /// Asked; no answer yet (or the post it names never came).
-    Pending,
-    /// Its original is live: it is in the reposter's outbox.
-    Live,
-    /// Its original was deleted, or its chain of reposts never ends.
-    Dead,
-}
-
-/// A repost, as its reposter's partition knows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RepostVal {
-    /// The repost's time.
-    pub ts: Ts,
-    /// The post the repost event named (an original, or another repost).
-    pub of: PostRef,
-    /// The original it resolved to, with the original's time, once known.
-    pub root: Option<(PostRef, Ts)>,
-    /// Whether it is live.
-    pub state: RepostState,
-    /// Taken back by its reposter (`delete_post`): permanent.
-    pub deleted: bool,
-}
-
-impl PostVal {
-    /// `state u8 (1 live, 2 deleted, 3 deleted unseen) | ts u64`; a repost:
-    /// `4 | ts | of author | of post | has root u8 | root author | root post
-    /// | original ts | state u8 (0 pending, 1 live, 2 dead) | deleted u8`.
-    pub fn encode(&self) -> Vec<u8> {
-        let (tag, ts) = match *self {
-            PostVal::Live(ts) => (1u8, ts.0),
-            PostVal::Deleted(Some(ts)) => (2, ts.0),
-            PostVal::Deleted(None) => (3, 0),
-            PostVal::Repost(r) => return r.encode(),
-        };
-        let mut v = vec![tag];
-        v.extend_from_slice(&ts.to_be_bytes());
-        v
-    }
-
-    /// Inverse of [`PostVal::encode`].
-    pub fn decode(b: &[u8]) -> Option<PostVal> {
-        if b.first() == Some(&4) {
-            return RepostVal::decode(b).map(PostVal::Repost);
-        }
-        if b.len() != 9 {
-            return None;
-        }
-        let ts = Ts(be(b, 1));
-        match b[0] {
-            1 => Some(PostVal::Live(ts)),
-            2 => Some(PostVal::Deleted(Some(ts))),
-            3 => Some(PostVal::Deleted(None)),
-            _ => None,
-        }
-    }
-}
-
-impl RepostVal {
-    /// Encoded width.
-    const LEN: usize = 1 + 8 + 16 + 1 + 24 + 1 + 1;
-
-    fn encode(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(Self::LEN);
-        v.push(4);
-        v.extend_from_slice(&key([self.ts.0, self.of.0 .0, self.of.1 .0]));
-        let ((ra, rp), rts) = self.root.unwrap_or_default();
-        v.push(u8::from(self.root.is_some()));
-        v.extend_from_slice(&key([ra.0, rp.0, rts.0]));
-        v.push(match self.state {
-            RepostState::Pending => 0,
-            RepostState::Live => 1,
-            RepostState::Dead => 2,
-        });
-        v.push(u8::from(self.deleted));
-        v
-    }
-
-    fn decode(b: &[u8]) -> Option<RepostVal> {
-        if b.len() != Self::LEN {
-            return None;
-        }
-        let root = (b[25] == 1).then(|| ((UserId(be(b, 26)), PostId(be(b, 34))), Ts(be(b, 42))));
-        Some(RepostVal {
-            ts: Ts(be(b, 1)),
-            of: (UserId(be(b, 9)), PostId(be(b, 17))),
-            root,
-            state: match b[50] {
-                0 => RepostState::Pending,
-                1 => RepostState::Live,
-                2 => RepostState::Dead,
-                _ => return None,
-            },
-            deleted: b[51] == 1,
-        })
-    }
 }
 
 /// `outbox` value of a live repost: the original's author, id and time
@@ -516,14 +403,11 @@ mod tests {
         // Proves value records round-trip.
         #[test]
         fn values_round_trip(live in any::<bool>(), ver in any::<u64>(), ts in any::<u64>(), c in any::<[u64; 4]>(), h in proptest::option::of(any::<(u64, u64, u64)>())) {
-            let e = EdgeVal { live, version: Version(ver), ts: Ts(ts), void: !live && ver % 2 == 0, first: Ts(c[0]), last: Ts(c[1]) };
+            let e = EdgeVal { live, version: Version(ver), ts: Ts(ts), void: !live && ver % 2 == 0, first: Ts(c[0]), last: Ts(c[1]), last_by: Version(c[2]) };
             prop_assert_eq!(EdgeVal::decode(&e.encode()), Some(e));
             let plain = EdgeVal::followed(Version(ver), Ts(ts));
             prop_assert_eq!(plain.encode().len(), 17);
             prop_assert_eq!(EdgeVal::decode(&plain.encode()), Some(plain));
-            for p in [PostVal::Live(Ts(ts)), PostVal::Deleted(Some(Ts(ts))), PostVal::Deleted(None)] {
-                prop_assert_eq!(PostVal::decode(&p.encode()), Some(p));
-            }
             let horizon = h.map(|h| TimelineKey { ts: Ts(h.0), post_id: PostId(h.1), author: UserId(h.2) });
             let u = UserVal { followers: c[0], followees: c[1], posts: c[2], inbox_len: c[3],
                 horizon, pulled: live, pulls: ver, marks: ts, active: Ts(c[1]), asleep: !live,

@@ -10,6 +10,7 @@ pub mod apply;
 pub mod codec;
 pub mod effect;
 pub mod event;
+pub mod explain;
 pub mod fence;
 pub mod filter;
 mod follow;

@@ -1,12 +1,15 @@
 //! The API's answers computed from a partition's key-value state directly
 //! (for the core's property tests, which run without the HTTP layer).
 
-use feedlog::core::event::UserId;
+use super::oracle::{Mode, Oracle};
+use feedlog::api::query::{WhyAnswer, WhyItem};
+use feedlog::core::event::{PostId, UserId};
+use feedlog::core::explain::{self, Sources};
 use feedlog::core::filter::ReadFilter;
-use feedlog::core::keys::TimelineKey;
+use feedlog::core::keys::{PostRef, PostVal, TimelineKey};
 use feedlog::core::kv::MemKv;
 use feedlog::core::{repost, views};
-use serde_json::json;
+use serde_json::{json, Value};
 
 /// The posts view of `u` at its partition, as the API answers it.
 pub fn posts_view(kv: &MemKv, u: u64) -> Vec<serde_json::Value> {
@@ -60,4 +63,63 @@ pub fn timeline(
             item
         })
         .collect()
+}
+
+/// Every explained timeline entry of `u` (each mode) and the `why` answer
+/// for every post id the log names (and one it does not), read from the
+/// partitions (`kv_of` a user's) as the API reads them, against the
+/// oracle; the first difference.
+pub fn explain_matches<'a>(
+    kv_of: &dyn Fn(u64) -> &'a MemKv,
+    partitions: u32,
+    oracle: &Oracle,
+    u: u64,
+    apps: &[TimelineKey],
+) -> Result<(), String> {
+    let kv = kv_of(u);
+    let mut post = |(a, p): PostRef| views::post(kv_of(a.0), a, p);
+    let mut s = Sources {
+        kv,
+        user: UserId(u),
+        partitions,
+        post: &mut post,
+    };
+    let now = views::clock(kv).unwrap();
+    let filter = ReadFilter::of(kv, UserId(u), now).unwrap();
+    for (mode, oracle_mode) in [
+        (repost::Mode::Newest, Mode::Newest),
+        (repost::Mode::First, Mode::First),
+        (repost::Mode::None, Mode::None),
+    ] {
+        for e in timeline(kv, u, mode, apps) {
+            let root = (
+                e["author"].as_u64().unwrap(),
+                e["post_id"].as_u64().unwrap(),
+            );
+            let posted = match (s.post)((UserId(root.0), PostId(root.1))).unwrap() {
+                Some(PostVal::Live(ts, p)) => (ts, p.post),
+                other => return Err(format!("entry {e} of {u}: its post is {other:?}")),
+            };
+            let only = mode == repost::Mode::None;
+            let root_ref = (UserId(root.0), PostId(root.1));
+            let apps = explain::appearances(&mut s, root_ref, posted, &filter, only).unwrap();
+            let got: Vec<Value> = apps.iter().map(|a| json!(WhyItem::from(a))).collect();
+            let want = oracle.why_items(u, root, oracle_mode);
+            if got != want {
+                return Err(format!(
+                    "why of {e} for {u} ({mode:?}): {got:?}, want {want:?}"
+                ));
+            }
+        }
+    }
+    for (a, p) in oracle.post_ids().into_iter().chain([(1, 1000)]) {
+        let post = (UserId(a), PostId(p));
+        let verdict = explain::why(&mut s, post).unwrap();
+        let got = json!(WhyAnswer::of(UserId(u), post, &verdict));
+        let want = oracle.why(u, (a, p));
+        if got != want {
+            return Err(format!("why ({a}, {p}) for {u}: {got}, want {want}"));
+        }
+    }
+    Ok(())
 }

@@ -7,6 +7,10 @@ use feedlog::UserId;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
+#[path = "oracle_why.rs"]
+mod why;
+pub use why::At;
+
 /// Repost links a repost's resolution follows at most (the README's
 /// "Reposts"): a chain longer than that, or a cycle, resolves to nothing.
 pub const MAX_REPOST_HOPS: usize = feedlog::core::event::MAX_REPOST_HOPS as usize;
@@ -22,6 +26,10 @@ enum Kind {
 struct Id {
     kind: Option<Kind>,
     deleted: bool,
+    /// Where the event that set `kind` sits.
+    made_at: Option<At>,
+    /// The first deletion: its time and position.
+    deleted_at: Option<(u64, At)>,
 }
 
 /// How the timeline places a post that has reposts (`?reposts=`).
@@ -82,6 +90,20 @@ pub struct Oracle {
     named: BTreeSet<u64>,
     /// Whether any repost event was applied (views skip repost work without).
     any_repost: bool,
+    /// Events applied per partition: the next event's offset there.
+    offsets: BTreeMap<u32, u64>,
+    /// (follower, followee) -> positions of the first follow and of the
+    /// follow at the latest time, for followed edges.
+    follow_at: BTreeMap<(u64, u64), (At, At)>,
+    /// (follower, followee) -> the time and position of the unfollow that
+    /// ended the edge's last follow.
+    unfollowed: BTreeMap<(u64, u64), (u64, At)>,
+    /// (blocker, blocked) -> when and where the block on now started.
+    block_since: BTreeMap<(u64, u64), (u64, At)>,
+    /// (user, muted) -> the time and position of the mute on now.
+    mute_since: BTreeMap<(u64, u64), (u64, At)>,
+    /// (user, other) -> when and where the hiding of reposts on now started.
+    hide_since: BTreeMap<(u64, u64), (u64, At)>,
 }
 
 impl Oracle {
@@ -94,7 +116,22 @@ impl Oracle {
     }
 
     /// Applies one valid event; events of one actor must come in log order.
+    /// Its position is taken to be the next offset of its actor's
+    /// partition: every event applied, in order, each in its own
+    /// partition (as the core's simulation writes them).
     pub fn apply(&mut self, event: &Event) {
+        let p = partition_for(event.actor(), self.partitions.max(1));
+        let next = self.offsets.entry(p).or_default();
+        let at = At {
+            partition: p,
+            offset: *next,
+        };
+        *next += 1;
+        self.apply_at(event, at);
+    }
+
+    /// Applies one valid event, at position `at` of the log.
+    pub fn apply_at(&mut self, event: &Event, at: At) {
         match *event {
             Event::Follow {
                 follower, followee, ..
@@ -124,11 +161,12 @@ impl Oracle {
                 followee,
                 ts,
             } => {
-                let e = self
-                    .edges
-                    .entry((follower.0, followee.0))
-                    .or_insert((ts.0, ts.0));
-                e.1 = e.1.max(ts.0);
+                let pair = (follower.0, followee.0);
+                let e = self.edges.entry(pair).or_insert((ts.0, ts.0));
+                let pos = self.follow_at.entry(pair).or_insert((at, at));
+                if ts.0 > e.1 {
+                    (e.1, pos.1) = (ts.0, at);
+                }
             }
             Event::Filter {
                 user,
@@ -139,19 +177,26 @@ impl Oracle {
                 let pair = (user.0, target.0);
                 let block = self.blocks.entry(pair).or_default();
                 match change {
-                    FilterChange::Block => block.0 = true,
+                    FilterChange::Block if !block.0 => {
+                        block.0 = true;
+                        self.block_since.insert(pair, (ts.0, at));
+                    }
+                    FilterChange::Block => {}
                     FilterChange::Unblock if block.0 => {
                         *block = (false, Some(block.1.map_or(ts.0, |e| e.max(ts.0))));
                     }
                     FilterChange::Unblock => {}
                     FilterChange::Mute { until } => {
                         self.mutes.insert(pair, until.map(|u| u.0));
+                        self.mute_since.insert(pair, (ts.0, at));
                     }
                     FilterChange::Unmute => {
                         self.mutes.remove(&pair);
                     }
                     FilterChange::HideReposts => {
-                        self.hidden_reposts.insert(pair);
+                        if self.hidden_reposts.insert(pair) {
+                            self.hide_since.insert(pair, (ts.0, at));
+                        }
                     }
                     FilterChange::ShowReposts => {
                         self.hidden_reposts.remove(&pair);
@@ -159,9 +204,15 @@ impl Oracle {
                 }
             }
             Event::Unfollow {
-                follower, followee, ..
+                follower,
+                followee,
+                ts,
             } => {
-                self.edges.remove(&(follower.0, followee.0));
+                let pair = (follower.0, followee.0);
+                if self.edges.remove(&pair).is_some() {
+                    self.follow_at.remove(&pair);
+                    self.unfollowed.insert(pair, (ts.0, at));
+                }
             }
             Event::Post {
                 author,
@@ -169,7 +220,9 @@ impl Oracle {
                 ts,
             } => {
                 let id = self.ids.entry((author.0, post_id.0)).or_default();
-                id.kind.get_or_insert(Kind::Original { ts: ts.0 });
+                if id.kind.is_none() {
+                    (id.kind, id.made_at) = (Some(Kind::Original { ts: ts.0 }), Some(at));
+                }
             }
             Event::Repost {
                 author,
@@ -179,15 +232,21 @@ impl Oracle {
                 ts,
             } => {
                 let id = self.ids.entry((author.0, post_id.0)).or_default();
-                id.kind.get_or_insert(Kind::Repost {
-                    ts: ts.0,
-                    of: (of_author.0, of_post_id.0),
-                });
+                if id.kind.is_none() {
+                    let of = (of_author.0, of_post_id.0);
+                    id.kind = Some(Kind::Repost { ts: ts.0, of });
+                    id.made_at = Some(at);
+                }
             }
             Event::DeletePost {
-                author, post_id, ..
+                author,
+                post_id,
+                ts,
             } => {
-                self.ids.entry((author.0, post_id.0)).or_default().deleted = true;
+                let id = self.ids.entry((author.0, post_id.0)).or_default();
+                if !id.deleted {
+                    (id.deleted, id.deleted_at) = (true, Some((ts.0, at)));
+                }
             }
             // Activity changes no view.
             Event::Seen { .. } => {}
@@ -322,6 +381,7 @@ impl Oracle {
             Some(Id {
                 kind: Some(Kind::Original { ts }),
                 deleted: false,
+                ..
             }) => Some(*ts),
             _ => None,
         }

@@ -24,6 +24,19 @@ pub(super) struct PageParams {
     newer_than: Option<String>,
     ids: Option<String>,
     reposts: Option<RepostMode>,
+    explain: bool,
+    author: Option<u64>,
+    post_id: Option<u64>,
+}
+
+/// A whole-number query parameter `k`.
+fn number(k: &str, v: &str) -> Result<u64, ApiError> {
+    v.parse().map_err(|_| {
+        ApiError::bad(
+            "bad_query",
+            format!("{k} must be a whole number, got {v:?}"),
+        )
+    })
 }
 
 pub(super) fn params(p: Params, allowed: &[&str]) -> Result<PageParams, ApiError> {
@@ -59,6 +72,20 @@ pub(super) fn params(p: Params, allowed: &[&str]) -> Result<PageParams, ApiError
                 })?)
             }
             "ids" => out.ids = Some(v),
+            "explain" => {
+                out.explain = match v.as_str() {
+                    "1" | "true" => true,
+                    "0" | "false" => false,
+                    _ => {
+                        return Err(ApiError::bad(
+                            "bad_query",
+                            format!("explain must be 1 or 0, got {v:?}"),
+                        ))
+                    }
+                }
+            }
+            "author" => out.author = Some(number(&k, &v)?),
+            "post_id" => out.post_id = Some(number(&k, &v)?),
             other => {
                 return Err(ApiError::internal(format!(
                     "parameter {other:?} is allowed but not handled"
@@ -238,11 +265,18 @@ pub(super) async fn timeline(
 ) -> Result<Response, ApiError> {
     let (user, p) = (
         user_id(&id)?,
-        params(q, &["limit", "cursor", "newer_than", "reposts"])?,
+        params(q, &["limit", "cursor", "newer_than", "reposts", "explain"])?,
     );
     let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
     let route = super::route::TIMELINE;
     let mode = p.reposts.unwrap_or_default();
+    let explain = p.explain;
+    let explained = move |r: &Reader, mut page: Page<PostItem>| {
+        if explain {
+            r.explain_page(user, mode, &mut page)?;
+        }
+        Ok::<_, QueryError>(page)
+    };
     let linked = |mut resp: Response, next: Option<&str>, prev: Option<&str>| {
         link(&mut resp, route, user, mode, l, (next, prev));
         resp
@@ -255,14 +289,17 @@ pub(super) async fn timeline(
             ))
         }
         (None, Some(newer)) => {
-            let page = read(&api, move |r| r.timeline_newer(user, mode, l, &newer)).await?;
+            let page = read(&api, move |r| {
+                explained(r, r.timeline_newer(user, mode, l, &newer)?)
+            })
+            .await?;
             let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
             return Ok(linked(json_page(&page), next, prev));
         }
         (cursor, None) => cursor,
     };
     // The inline reads and the page cache serve the default placement.
-    if l <= INLINE_LIMIT && !api.reader.is_following() && mode == RepostMode::Newest {
+    if l <= INLINE_LIMIT && !api.reader.is_following() && mode == RepostMode::Newest && !explain {
         let reader = api.reader.current();
         let encode = |page: &Page<PostItem>| kept_timeline_page(user, l, page);
         if let Some(kept) = reader.page_encoded(user, l, cursor.as_deref(), encode)? {
@@ -284,11 +321,38 @@ pub(super) async fn timeline(
         }
     }
     let page = read(&api, move |r| {
-        r.timeline_in(user, mode, l, cursor.as_deref())
+        explained(r, r.timeline_in(user, mode, l, cursor.as_deref())?)
     })
     .await?;
     let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
     Ok(linked(json_page(&page), next, prev))
+}
+
+/// `GET /v1/users/{id}/timeline/why?author=A&post_id=P`: is the post in
+/// the user's timeline, and why (not).
+pub(super) async fn why(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    q: Params,
+) -> Result<Response, ApiError> {
+    let (user, p) = (user_id(&id)?, params(q, &["author", "post_id"])?);
+    let (Some(author), Some(post_id)) = (p.author, p.post_id) else {
+        return Err(ApiError::bad(
+            "bad_query",
+            "give the post as author=A&post_id=P",
+        ));
+    };
+    let post = (UserId(author), PostId(post_id));
+    let mut answer = read(&api, move |r| r.why(user, post)).await?;
+    if answer.reason == Some("unknown_post") {
+        // Not known here: perhaps not applied yet, if its partition lags.
+        let p = api.reader.partition_of(post.0);
+        let lag = api.lag()?.into_iter().find(|l| l.partition == p);
+        if let Some(n) = lag.map(|l| l.at.events.records_to(l.end.events)) {
+            answer.not_applied_yet(p, n);
+        }
+    }
+    Ok(Json(answer).into_response())
 }
 
 /// A page as JSON, into a buffer sized for it up front.

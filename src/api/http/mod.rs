@@ -54,6 +54,8 @@ pub mod route {
     pub const FOLLOWERS: &str = "/v1/users/{id}/followers";
     /// Followees.
     pub const FOLLOWEES: &str = "/v1/users/{id}/followees";
+    /// Why a post is or is not in a user's timeline.
+    pub const TIMELINE_WHY: &str = "/v1/users/{id}/timeline/why";
     /// The users a user mutes.
     pub const MUTES: &str = "/v1/users/{id}/mutes";
     /// The users a user blocks.
@@ -74,6 +76,7 @@ pub mod route {
 pub const ROUTES: &[&str] = &[
     route::TIMELINE,
     route::TIMELINE_STREAM,
+    route::TIMELINE_WHY,
     route::POSTS,
     route::COUNTERS,
     route::COUNTERS_MANY,
@@ -287,6 +290,7 @@ pub fn router(api: Arc<Api>) -> Router {
     Router::new()
         .route(route::TIMELINE, get(handlers::timeline))
         .route(route::TIMELINE_STREAM, get(stream::timeline_stream))
+        .route(route::TIMELINE_WHY, get(handlers::why))
         .route(route::POSTS, get(handlers::posts))
         .route(route::COUNTERS, get(handlers::counters))
         .route(route::COUNTERS_MANY, get(handlers::counters_many))

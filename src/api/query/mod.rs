@@ -14,11 +14,13 @@ use crate::state::{Cf, Partitions, Snapshot, Store, StoreError, Unavailable};
 use std::sync::Arc;
 
 mod cursor;
+mod explain;
 mod timeline;
 mod types;
 
 pub use crate::core::repost::Mode as RepostMode;
 use cursor::{decode_cursor, encode_cursor, CursorView};
+pub use explain::{EventAt, WhyAnswer, WhyItem};
 pub use types::{
     Counters, CountersList, FilteredItem, FollowerItem, List, Page, PostItem, QueryError, RepostOf,
     RepostedBy,

@@ -106,6 +106,10 @@ pub struct PostItem {
     /// Posts page, a repost: the original it reposts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repost_of: Option<RepostOf>,
+    /// Timeline with `explain=1`: the entry's appearances, newest first,
+    /// each with the events that decided it (README, "Explain").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<Vec<super::WhyItem>>,
 }
 
 impl PostItem {
@@ -120,6 +124,7 @@ impl PostItem {
             reposters: None,
             reposts: None,
             repost_of: None,
+            why: None,
         }
     }
 }

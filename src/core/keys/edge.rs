@@ -18,8 +18,10 @@ pub struct EdgeVal {
     /// The version of the follow or unfollow that last started or ended
     /// the edge (a follow while following keeps it).
     pub version: Version,
-    /// Follow time: when the follow counts, the time it counts from; else
-    /// the time of the follow that started the edge.
+    /// Follow time: when the follow counts, the time it counts from; when
+    /// void, the time of the follow that started the edge; when dead, the
+    /// time of the unfollow that ended it (states of earlier builds kept the
+    /// follow's time there).
     pub ts: Ts,
     /// Followed, but the follow is void (the pair's blocks cover it).
     pub void: bool,
@@ -28,6 +30,9 @@ pub struct EdgeVal {
     /// The latest time of a follow of the edge (a follow while
     /// following): a follow after the pair's block periods revives it.
     pub last: Ts,
+    /// The version of the follow at `last` (the follow an edge revived
+    /// from `last` counts from).
+    pub last_by: Version,
 }
 
 impl EdgeVal {
@@ -40,6 +45,24 @@ impl EdgeVal {
             void: false,
             first: ts,
             last: ts,
+            last_by: version,
+        }
+    }
+
+    /// Ended by the unfollow `version` at `ts`.
+    pub fn unfollowed(version: Version, ts: Ts) -> EdgeVal {
+        EdgeVal {
+            live: false,
+            ..EdgeVal::followed(version, ts)
+        }
+    }
+
+    /// The version of the follow the edge counts from (or, void, started
+    /// with).
+    pub fn follow_version(&self) -> Version {
+        match self.live && self.ts == self.last && self.ts != self.first {
+            true => self.last_by,
+            false => self.version,
         }
     }
 
@@ -49,40 +72,54 @@ impl EdgeVal {
         self.live || self.void
     }
 
-    /// `flags u8 | version u64 | ts u64 [| first u64 | last u64]`: flags
-    /// bit 0 live, bit 1 void, bit 2 the two times follow (when `first` or
-    /// `last` differs from `ts`; earlier layouts wrote 0 or 1 alone).
+    /// `flags u8 | version u64 | ts u64 [| first u64 | last u64] [|
+    /// last_by u64]`: flags bit 0 live, bit 1 void, bit 2 the two times
+    /// follow (when `first` or `last` differs from `ts`), bit 3 `last_by`
+    /// follows (when it differs from `version`); earlier layouts wrote 0
+    /// or 1 alone, and no `last_by` (read as `version`).
     pub fn encode(&self) -> Vec<u8> {
         let ext = self.first != self.ts || self.last != self.ts;
-        let mut v = Vec::with_capacity(if ext { 33 } else { 17 });
-        v.push(u8::from(self.live) | u8::from(self.void) << 1 | u8::from(ext) << 2);
+        let by = self.last_by != self.version;
+        let mut v = Vec::with_capacity(17 + 16 * usize::from(ext) + 8 * usize::from(by));
+        let flags = u8::from(self.live) | u8::from(self.void) << 1;
+        v.push(flags | u8::from(ext) << 2 | u8::from(by) << 3);
         v.extend_from_slice(&self.version.0.to_be_bytes());
         v.extend_from_slice(&self.ts.0.to_be_bytes());
         if ext {
             v.extend_from_slice(&self.first.0.to_be_bytes());
             v.extend_from_slice(&self.last.0.to_be_bytes());
         }
+        if by {
+            v.extend_from_slice(&self.last_by.0.to_be_bytes());
+        }
         v
     }
 
     /// Inverse of [`EdgeVal::encode`].
     pub fn decode(b: &[u8]) -> Option<EdgeVal> {
-        let ext = b.first()? & 4 != 0;
-        if b.len() != if ext { 33 } else { 17 } || b[0] > 7 {
+        let flags = *b.first()?;
+        let (ext, by) = (flags & 4 != 0, flags & 8 != 0);
+        if b.len() != 17 + 16 * usize::from(ext) + 8 * usize::from(by) || flags > 15 {
             return None;
         }
+        let version = Version(be(b, 1));
+        let last_by = match by {
+            true => Version(be(b, b.len() - 8)),
+            false => version,
+        };
         let ts = Ts(be(b, 9));
         let (first, last) = match ext {
             true => (Ts(be(b, 17)), Ts(be(b, 25))),
             false => (ts, ts),
         };
         Some(EdgeVal {
-            live: b[0] & 1 == 1,
-            version: Version(be(b, 1)),
+            live: flags & 1 == 1,
+            version,
             ts,
-            void: b[0] & 2 == 2,
+            void: flags & 2 == 2,
             first,
             last,
+            last_by,
         })
     }
 }

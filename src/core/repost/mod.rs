@@ -184,7 +184,7 @@ pub(super) fn event<K: Kv + ?Sized>(
         None => false,
         // Taken back before it came: a repost all the same (reposts of it
         // follow its links), never live.
-        Some(PostVal::Deleted(None)) => true,
+        Some(PostVal::Deleted(None, _)) => true,
         Some(_) => return Ok(false),
     };
     let rv = RepostVal {
@@ -193,6 +193,7 @@ pub(super) fn event<K: Kv + ?Sized>(
         root: None,
         state: RepostState::Pending,
         deleted,
+        by: Some(version),
     };
     t.set_post(author, post_id, &PostVal::Repost(rv));
     let me = Repost {
@@ -226,15 +227,15 @@ pub(super) fn resolve<K: Kv + ?Sized>(
     match views::post(t, target.0, target.1)? {
         // A repost (live or not): on to the post it names.
         Some(PostVal::Repost(rv)) => ask(ctx, rv.of, r, hops + 1, out),
-        Some(PostVal::Live(post_ts)) => {
+        Some(PostVal::Live(post_ts, _)) => {
             register(t, target, r, hops)?;
             answer(ctx, r, Some((target, post_ts, true)), out);
         }
         // An original deleted for good.
-        Some(PostVal::Deleted(Some(_))) => answer(ctx, r, None, out),
+        Some(PostVal::Deleted(Some(_), _)) => answer(ctx, r, None, out),
         // Not known yet (an original to come, or a repost), or deleted
         // before its kind was known: it waits here.
-        Some(PostVal::Deleted(None)) | None => register(t, target, r, hops)?,
+        Some(PostVal::Deleted(None, _)) | None => register(t, target, r, hops)?,
     }
     Ok(true)
 }

@@ -12,6 +12,7 @@ fn repost_values_round_trip() {
         root: Some(((UserId(3), PostId(4)), Ts(2))),
         state: RepostState::Live,
         deleted: true,
+        by: Some(crate::core::position::Version(9)),
     };
     assert_eq!(
         PostVal::decode(&PostVal::Repost(rv).encode()),
