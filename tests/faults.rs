@@ -63,8 +63,8 @@ fn ok(data: &Path, args: &[&str], stdin: Option<&[u8]>) -> String {
 }
 
 /// The oracle of what the `events` log of `data` holds: every partition's
-/// events in log order (the oracle depends only on each actor's order, and
-/// an actor's events are all in one partition).
+/// events in log order, each at its place there (the oracle depends only
+/// on each actor's order, and an actor's events are all in one partition).
 fn oracle_of_log(data: &Path) -> (Oracle, u64) {
     let dir = DataDir::open(data).unwrap();
     let logs = dir.logs();
@@ -78,7 +78,11 @@ fn oracle_of_log(data: &Path) -> (Oracle, u64) {
             }
             for rec in batch {
                 if let Ok(e) = codec::decode_event(rec.format, &rec.value) {
-                    o.apply(&e);
+                    let at = common::oracle::At {
+                        partition: p,
+                        offset: rec.offset.0,
+                    };
+                    o.apply_at(&e, at);
                     max_user = max_user.max(e.actor().0);
                 }
             }

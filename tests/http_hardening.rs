@@ -463,6 +463,31 @@ fn every_answer_matches_its_documented_schema() {
                 r if r.ends_with("/timeline") || r.ends_with("/posts") => "?limit=3",
                 _ => "",
             };
+            if route.ends_with("/timeline/why") {
+                // Answers of several shapes: in, unknown, own post, muted.
+                let id = |v: &serde_json::Value| match v.as_u64() {
+                    Some(n) => n.to_string(),
+                    None => v.as_str().unwrap().to_string(),
+                };
+                let entry = &c.json("/v1/users/2/timeline?limit=1").unwrap()["items"][0];
+                let own = &c.json("/v1/users/2/posts?limit=1").unwrap()["items"][0];
+                let muted = &c.json("/v1/users/3/posts?limit=1").unwrap()["items"][0];
+                for post in [entry, own, muted].into_iter().filter(|p| !p.is_null()) {
+                    let q = format!(
+                        "?author={}&post_id={}",
+                        id(&post["author"]),
+                        id(&post["post_id"])
+                    );
+                    check(route, 200, &q);
+                }
+                check(route, 200, "?author=1&post_id=999999999");
+                check(route, 400, "?author=x&post_id=1");
+                checked += 1;
+                continue;
+            }
+            if route.ends_with("/timeline") {
+                check(route, 200, "?limit=3&explain=1");
+            }
             if route.starts_with("/v1/internal/") {
                 // Served in Kafka mode only; this is an embedded processor.
                 check(route, 404, query);

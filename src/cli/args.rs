@@ -285,12 +285,21 @@ pub enum Command {
         #[command(flatten)]
         api: ApiArgs,
     },
-    /// Read a view: `query VIEW USER`, or `query -` for JSON queries on stdin.
+    /// Read a view: `query VIEW USER`, `query why USER AUTHOR POST_ID`, or
+    /// `query -` for JSON queries on stdin.
     Query {
-        /// timeline, posts, counters, recent-followers, followers, followees; or `-`.
+        /// timeline, posts, counters, recent-followers, followers, followees,
+        /// mutes, blocks; why; or `-`.
         view: String,
         /// The user id.
         user: Option<u64>,
+        /// why: the post's author and id.
+        #[arg(num_args = 0..=2, value_names = ["AUTHOR", "POST_ID"])]
+        post: Vec<u64>,
+        /// timeline: each entry with `why`, its appearances and the events
+        /// that decided them.
+        #[arg(long)]
+        explain: bool,
         /// Page size (recent-followers: K).
         #[arg(long)]
         limit: Option<usize>,

@@ -281,10 +281,48 @@ fn tour(
         }
         println!("new entries as they arrive (server-sent events):");
         println!("  $ curl -sN '{base}/v1/users/{fan}/timeline/stream'");
+        explained(&reader, &base, UserId(fan))?;
     }
     reposted_entry(&reader, &base)?;
     inactive_readers(&reader, &base)?;
     println!("\nmore: {base}/openapi.json, {base}/metrics, {base}/readyz");
+    Ok(())
+}
+
+/// The tour's explain: why the newest entry of `fan`'s timeline is there,
+/// and why the newest post of a popular account is not (the first of the
+/// 50 most followed whose newest post is not in it).
+fn explained(reader: &Reader, base: &str, fan: UserId) -> Result<()> {
+    let mode = feedlog::api::query::RepostMode::Newest;
+    let mut page = reader.timeline(fan, 1, None)?;
+    reader.explain_page(fan, mode, &mut page)?;
+    println!("why that entry is there: the follow and the post, with their places in the log:");
+    println!("  $ curl -s '{base}/v1/users/{fan}/timeline?limit=1&explain=1'");
+    println!("  {}", serde_json::to_string(&page)?);
+    for c in reader.most_followed(50)? {
+        let Some(post) = reader
+            .posts(UserId(c.user), 1, None)?
+            .items
+            .into_iter()
+            .next()
+        else {
+            continue;
+        };
+        let post = (
+            UserId(post.author),
+            feedlog::core::event::PostId(post.post_id),
+        );
+        let answer = reader.why(fan, post)?;
+        if !answer.in_timeline {
+            println!("and why a post is not there:");
+            println!(
+                "  $ curl -s '{base}/v1/users/{fan}/timeline/why?author={}&post_id={}'",
+                post.0, post.1
+            );
+            println!("  {}", serde_json::to_string(&answer)?);
+            break;
+        }
+    }
     Ok(())
 }
 

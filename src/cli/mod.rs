@@ -98,9 +98,17 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         Command::Query {
             view,
             user,
+            post,
+            explain,
             limit,
             cursor,
-        } => query::query(data, &view, user, limit, cursor.as_deref()),
+        } => match view.as_str() {
+            "why" => query::why(data, user, &post),
+            _ if !post.is_empty() => anyhow::bail!(
+                "query {view} takes one USER (AUTHOR and POST_ID belong to `query why`)"
+            ),
+            _ => query::query(data, &view, user, (limit, cursor.as_deref()), explain),
+        },
         Command::Status => kafka::status(&settings),
         Command::Config {
             action: ConfigAction::Check { file },
@@ -216,6 +224,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 BenchKind::Http => bench::http(data, threads, connections, seconds)?,
                 BenchKind::Pulled => bench::pulled(partitions, threads, connections, seconds)?,
                 BenchKind::Filters => bench::filters(partitions, threads, connections, seconds)?,
+                BenchKind::Explain => bench::explain(partitions, threads, connections, seconds)?,
                 BenchKind::Rebuild => bench::rebuild(data)?,
                 BenchKind::Redis => bench::redis(&redis_bench)?,
                 BenchKind::Mixed => bench::mixed(&redis_bench)?,

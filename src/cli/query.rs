@@ -3,6 +3,7 @@
 use crate::cli::say::say;
 use anyhow::{Context, Result};
 use feedlog::api::query::{self, QueryError, Reader};
+use feedlog::core::event::PostId;
 use feedlog::core::View;
 use feedlog::UserId;
 use std::io::{BufRead, Write};
@@ -14,17 +15,65 @@ pub fn query(
     data: &Path,
     view: &str,
     user: Option<u64>,
-    limit: Option<usize>,
-    cursor: Option<&str>,
+    (limit, cursor): (Option<usize>, Option<&str>),
+    explain: bool,
 ) -> Result<i32> {
     let reader = Reader::open(&feedlog::state::datadir::DataDir::open(data)?)?;
     if view == "-" {
         return query_stdin(&reader);
     }
     let user = user.context("query needs a USER (or `-` to read queries from stdin)")?;
-    let answered = View::parse(view)
-        .ok_or_else(|| QueryError::BadView(view.to_string()))
-        .and_then(|v| answer(&reader, v, user, limit, cursor));
+    let answered = match View::parse(view) {
+        Some(View::Timeline) if explain => explained(&reader, UserId(user), limit, cursor),
+        Some(_) if explain => Err(QueryError::BadView(format!(
+            "{view}: --explain is for the timeline"
+        ))),
+        Some(v) => answer(&reader, v, user, limit, cursor),
+        None => Err(QueryError::BadView(view.to_string())),
+    };
+    print_answer(answered)
+}
+
+/// `query why USER AUTHOR POST_ID`: is the post in the user's timeline,
+/// and why (not); an unknown post whose partition has events not applied
+/// yet is `not_applied_yet`.
+pub fn why(data: &Path, user: Option<u64>, post: &[u64]) -> Result<i32> {
+    let (Some(user), &[author, post_id]) = (user, post) else {
+        anyhow::bail!("query why needs USER AUTHOR POST_ID");
+    };
+    let dir = feedlog::state::datadir::DataDir::open(data)?;
+    let reader = Reader::open(&dir)?;
+    let post = (UserId(author), PostId(post_id));
+    let answered = reader.why(UserId(user), post).and_then(|mut w| {
+        if w.reason == Some("unknown_post") {
+            let p = reader.partition_of(post.0);
+            let store = reader.store_of(post.0)?;
+            let lag = feedlog::task::lag(&dir.logs(), &[(p, store)])
+                .map_err(|e| QueryError::BadView(format!("reading the log's end: {e}")))?;
+            if let Some(l) = lag.first() {
+                w.not_applied_yet(p, l.at.events.records_to(l.end.events));
+            }
+        }
+        serde_json::to_string(&w).map_err(|e| QueryError::BadView(format!("unencodable: {e}")))
+    });
+    print_answer(answered)
+}
+
+/// A timeline page with each entry's `why`.
+fn explained(
+    reader: &Reader,
+    user: UserId,
+    limit: Option<usize>,
+    cursor: Option<&str>,
+) -> Result<String, QueryError> {
+    let mode = query::RepostMode::Newest;
+    let mut page = reader.timeline_in(user, mode, limit.unwrap_or(query::DEFAULT_LIMIT), cursor)?;
+    reader.explain_page(user, mode, &mut page)?;
+    serde_json::to_string(&page).map_err(|e| QueryError::BadView(format!("unencodable: {e}")))
+}
+
+/// Prints an answer on stdout (exit 0), or its error on stderr (exit 2).
+fn print_answer(answered: Result<String, QueryError>) -> Result<i32> {
     match answered {
         Ok(json) => {
             println!("{json}");

@@ -275,9 +275,9 @@ impl Views for Client {
             "timeline" | "posts" | "followers" | "followees" | "mutes" | "blocks" => {
                 format!("/v1/users/{user}/{view}?limit={limit}")
             }
-            "timeline?reposts=first" | "timeline?reposts=none" | "timeline?reposts=newest" => {
-                let mode = view.trim_start_matches("timeline?");
-                format!("/v1/users/{user}/timeline?limit={limit}&{mode}")
+            other if other.starts_with("timeline?") => {
+                let query = view.trim_start_matches("timeline?");
+                format!("/v1/users/{user}/timeline?limit={limit}&{query}")
             }
             other => return Err(format!("no view {other}")),
         };
@@ -285,6 +285,12 @@ impl Views for Client {
             path += &format!("&cursor={c}");
         }
         self.json(&path)
+    }
+
+    fn why(&self, user: u64, author: u64, post_id: u64) -> Result<Value, String> {
+        self.json(&format!(
+            "/v1/users/{user}/timeline/why?author={author}&post_id={post_id}"
+        ))
     }
 }
 

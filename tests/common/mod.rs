@@ -32,6 +32,10 @@ pub trait Views {
         limit: usize,
         cursor: Option<&str>,
     ) -> Result<Value, String>;
+
+    /// The `timeline/why` answer: is `(author, post_id)` in `user`'s
+    /// timeline, and why (not).
+    fn why(&self, user: u64, author: u64, post_id: u64) -> Result<Value, String>;
 }
 
 impl Views for Reader {
@@ -87,8 +91,23 @@ impl Views for Reader {
                 let mode = RepostMode::parse(mode).ok_or_else(|| format!("no mode {mode}"))?;
                 json(self.timeline_in(u, mode, limit, cursor))
             }
+            other if other.starts_with("timeline?explain=1&reposts=") => {
+                let mode = other.trim_start_matches("timeline?explain=1&reposts=");
+                let mode = RepostMode::parse(mode).ok_or_else(|| format!("no mode {mode}"))?;
+                let mut page = self
+                    .timeline_in(u, mode, limit, cursor)
+                    .map_err(|e| e.to_string())?;
+                let explained = self.explain_page(u, mode, &mut page);
+                json(explained.map(|()| page))
+            }
             other => Err(format!("no view {other}")),
         }
+    }
+
+    fn why(&self, user: u64, author: u64, post_id: u64) -> Result<Value, String> {
+        let post = (UserId(author), feedlog::core::event::PostId(post_id));
+        let answer = self.why(UserId(user), post).map_err(|e| e.to_string())?;
+        serde_json::to_value(answer).map_err(|e| e.to_string())
     }
 }
 
@@ -274,9 +293,40 @@ pub fn check_all(
                     ));
                 }
             }
+            // Explained: every page of a timeline up to 100 entries, the
+            // first 100 entries of a longer one (what explains an entry
+            // does not depend on where it is read from).
+            let view = format!("timeline?explain=1&reposts={}", mode.param());
+            let want = oracle.explained_timeline(u, mode, 100);
+            let got = match want.len() < 100 {
+                true => all_pages(views, &view, u, page)?,
+                false => first_items(&views.get(&view, u, 100, None)?)?,
+            };
+            if !oracle.same_positions(&got, &want) {
+                let diff = first_difference(&got, &want);
+                return Err(format!("{view} of {u} (pages of {page}): {diff}"));
+            }
+        }
+        // Post ids the log names (all of them in small logs; in large
+        // ones every id whose answer is not "never followed"), and one it
+        // does not.
+        for (a, p) in oracle.why_ids(u, 200).into_iter().chain([(1, u64::MAX)]) {
+            let got = views.why(u, a, p)?;
+            let want = oracle.why(u, (a, p));
+            if !oracle.same_positions(std::slice::from_ref(&got), std::slice::from_ref(&want)) {
+                return Err(format!("why ({a}, {p}) for {u}: {got}, want {want}"));
+            }
         }
     }
     Ok(())
+}
+
+/// The items of a page.
+fn first_items(page: &Value) -> Result<Vec<Value>, String> {
+    page["items"]
+        .as_array()
+        .cloned()
+        .ok_or_else(|| format!("no items in {page}"))
 }
 
 /// Where two sequences first differ, with a little context, instead of

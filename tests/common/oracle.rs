@@ -92,6 +92,13 @@ pub struct Oracle {
     any_repost: bool,
     /// Events applied per partition: the next event's offset there.
     offsets: BTreeMap<u32, u64>,
+    /// Set when the log holds records the oracle was not given (invalid
+    /// ones, copies forwarded to their owner): the offsets it counts are
+    /// not the events' positions, and checks leave positions out.
+    pub positions_unknown: bool,
+    /// Every live repost by its original, computed when first asked after
+    /// an event (`why` answers ask it often).
+    reposts_by_root: std::cell::RefCell<Option<why::ByRoot>>,
     /// (follower, followee) -> positions of the first follow and of the
     /// follow at the latest time, for followed edges.
     follow_at: BTreeMap<(u64, u64), (At, At)>,
@@ -132,6 +139,7 @@ impl Oracle {
 
     /// Applies one valid event, at position `at` of the log.
     pub fn apply_at(&mut self, event: &Event, at: At) {
+        *self.reposts_by_root.get_mut() = None;
         match *event {
             Event::Follow {
                 follower, followee, ..

@@ -3,6 +3,7 @@
 
 use super::{Kind, Mode, Oracle};
 use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Where an event sits in the log: its partition of `events` and offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -19,16 +20,97 @@ impl At {
     }
 }
 
+/// Live reposts by their original: (reposter, repost id, ts).
+pub type ByRoot = BTreeMap<(u64, u64), Vec<(u64, u64, u64)>>;
+
 /// One appearance: (ts, id, via) orders them; the rest describes it.
 struct App {
     key: (u64, u64, u64),
     item: Value,
 }
 
+/// `v` without its log positions (`event`, `follow_event`), at any depth.
+fn without_positions(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => m
+            .iter()
+            .filter(|(k, _)| *k != "event" && *k != "follow_event")
+            .map(|(k, v)| (k.clone(), without_positions(v)))
+            .collect::<serde_json::Map<_, _>>()
+            .into(),
+        Value::Array(a) => a.iter().map(without_positions).collect::<Vec<_>>().into(),
+        other => other.clone(),
+    }
+}
+
 impl Oracle {
+    /// Whether explained answers `got` equal the oracle's `want`: whole,
+    /// when the oracle knows where each event sits (it knows the partition
+    /// count, and every event was written to its actor's partition, in
+    /// order, and nothing else); else all but the positions.
+    pub fn same_positions(&self, got: &[Value], want: &[Value]) -> bool {
+        match self.positions_unknown || self.partitions == 0 {
+            false => got == want,
+            true => {
+                let strip = |v: &[Value]| v.iter().map(without_positions).collect::<Vec<_>>();
+                strip(got) == strip(want)
+            }
+        }
+    }
+
     /// Every (author, id) an applied event names as a post or repost.
     pub fn post_ids(&self) -> Vec<(u64, u64)> {
         self.ids.keys().copied().collect()
+    }
+
+    /// The post ids whose `why` answers for `u` a check asks: every one
+    /// when the log names at most `all_up_to`. In larger logs (where the
+    /// check of every user against every id would take hours), a bounded
+    /// set that still meets every kind of answer: the first 3 ids of `u`
+    /// and of every user `u` has a follow edge or a filter with (either
+    /// way) and what those reposted, and the first id of every 10th other
+    /// author.
+    pub fn why_ids(&self, u: u64, all_up_to: usize) -> Vec<(u64, u64)> {
+        if self.ids.len() <= all_up_to {
+            return self.post_ids();
+        }
+        let mut near: BTreeSet<u64> = [u].into();
+        let pairs = self.edges.keys().chain(self.unfollowed.keys());
+        let filters = self.blocks.keys().chain(self.mutes.keys());
+        for &(a, b) in pairs.chain(filters).chain(&self.hidden_reposts) {
+            if a == u || b == u {
+                near.extend([a, b]);
+            }
+        }
+        let mut ids: BTreeSet<(u64, u64)> = BTreeSet::new();
+        let (mut author, mut seen, mut authors) = (None, 0, 0u64);
+        for (&(a, p), id) in &self.ids {
+            if author != Some(a) {
+                (author, seen, authors) = (Some(a), 0, authors + 1);
+            }
+            seen += 1;
+            let near = near.contains(&a) && seen <= 3;
+            if near || (seen == 1 && authors % 10 == 0) {
+                ids.insert((a, p));
+                if let Some(Kind::Repost { of, .. }) = id.kind {
+                    ids.insert(of);
+                }
+            }
+        }
+        ids.into_iter().collect()
+    }
+
+    /// The live reposts of original `root`: (reposter, repost id, ts).
+    fn reposts_of_root(&self, root: (u64, u64)) -> Vec<(u64, u64, u64)> {
+        let mut cache = self.reposts_by_root.borrow_mut();
+        let by_root = cache.get_or_insert_with(|| {
+            let mut m = ByRoot::new();
+            for (b, r, ts, root) in self.all_reposts() {
+                m.entry(root).or_default().push((b, r, ts));
+            }
+            m
+        });
+        by_root.get(&root).cloned().unwrap_or_default()
     }
 
     /// Where the follow `u` -> `b` that counts was made, and from when it
@@ -67,9 +149,9 @@ impl Oracle {
         let made = self.ids[&(a, p)].made_at;
         apps.extend(item("original", a, p, post_ts, made));
         if mode != Mode::None {
-            for (b, r, ts, root) in self.all_reposts() {
+            for (b, r, ts) in self.reposts_of_root((a, p)) {
                 let shown = !self.hides(u, b) && !self.hidden_reposts.contains(&(u, b));
-                if root == (a, p) && b != u && shown {
+                if b != u && shown {
                     apps.extend(item("repost", b, r, ts, self.ids[&(b, r)].made_at));
                 }
             }
@@ -78,9 +160,11 @@ impl Oracle {
         apps.into_iter().map(|x| x.item).collect()
     }
 
-    /// `u`'s timeline in `mode` with `explain=1`: each entry with `why`.
-    pub fn explained_timeline(&self, u: u64, mode: Mode) -> Vec<Value> {
+    /// The first `n` entries of `u`'s timeline in `mode` with
+    /// `explain=1`: each entry with `why`.
+    pub fn explained_timeline(&self, u: u64, mode: Mode, n: usize) -> Vec<Value> {
         let mut entries = self.timeline_entries(u, mode);
+        entries.truncate(n);
         for e in &mut entries {
             let n = |f: &str| e[f].as_u64().unwrap_or_default();
             e["why"] = self.why_items(u, (n("author"), n("post_id")), mode).into();
@@ -162,10 +246,10 @@ impl Oracle {
         }
         // Followed users' reposts of it, newest first: all filtered out.
         let mut reposts: Vec<(u64, u64, u64)> = self
-            .all_reposts()
+            .reposts_of_root((a, p))
             .into_iter()
-            .filter(|r| r.3 == (a, p) && r.0 != u && self.counted(u, r.0).is_some())
-            .map(|(b, r, ts, _)| (ts, r, b))
+            .filter(|r| r.0 != u && self.counted(u, r.0).is_some())
+            .map(|(b, r, ts)| (ts, r, b))
             .collect();
         reposts.sort_by_key(|x| std::cmp::Reverse(*x));
         if let Some(&(_, _, b)) = reposts.first() {

@@ -107,6 +107,7 @@ fn run_case_with(
                 Op::Invalid(kind, seed) => {
                     let (p, format, value) = invalid_record(*kind, *seed, partitions);
                     producer.raw(p, format, b"x".to_vec(), value).unwrap();
+                    oracle.positions_unknown = true;
                     invalid += 1;
                     continue;
                 }
@@ -120,6 +121,7 @@ fn run_case_with(
             };
             match misrouted(event.actor(), partitions) {
                 Some(wrong) => {
+                    oracle.positions_unknown = true;
                     let value = match format {
                         Format::Postcard => codec::event_to_postcard(&event),
                         Format::Bincode => codec::event_to_bincode(&event),

@@ -2,9 +2,9 @@
 //! short, else on the blocking pool), answer JSON.
 
 use super::errors::ApiError;
-use super::{routing, Api, MAX_COUNTER_IDS};
+use super::{Api, MAX_COUNTER_IDS};
 use crate::api::query::{Page, PostItem, QueryError, Reader, RepostMode};
-use crate::core::event::{PostId, Ts, UserId};
+use crate::core::event::{PostId, UserId};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -511,60 +511,6 @@ pub(super) async fn counters_many(
     .await
     .map_err(ApiError::internal)??;
     Ok(Json(serde_json::json!({ "counters": counters })).into_response())
-}
-
-/// Internal (Kafka mode): outboxes of authors in partitions this processor
-/// serves, for another processor's timeline pull path.
-pub(super) async fn internal_outboxes(
-    State(api): State<Arc<Api>>,
-    q: Params,
-) -> Result<Response, ApiError> {
-    let Query(pairs) = q?;
-    let mut authors = Vec::new();
-    let (mut from_ts, mut from_post, mut limit) = (None, None, None);
-    for (k, v) in pairs {
-        let num = |v: &str| {
-            v.parse::<u64>().map_err(|_| {
-                ApiError::bad(
-                    "bad_query",
-                    format!("{k} must be a whole number, got {v:?}"),
-                )
-            })
-        };
-        match k.as_str() {
-            "authors" => {
-                for a in v.split(',').filter(|a| !a.is_empty()) {
-                    authors.push(user_id(a)?);
-                }
-            }
-            "from_ts" => from_ts = Some(Ts(num(&v)?)),
-            "from_post" => from_post = Some(PostId(num(&v)?)),
-            "limit" => limit = Some(num(&v)? as usize),
-            _ => {
-                return Err(ApiError::bad(
-                    "bad_query",
-                    format!("unknown parameter {k:?}"),
-                ))
-            }
-        }
-    }
-    let (Some(from_ts), Some(from_post), Some(limit)) = (from_ts, from_post, limit) else {
-        return Err(ApiError::bad(
-            "bad_query",
-            "authors, from_ts, from_post and limit are required",
-        ));
-    };
-    let outboxes = read(&api, move |r| {
-        authors
-            .iter()
-            .map(|&a| {
-                r.outbox_from(a, (from_ts, from_post), limit)
-                    .map(|posts| (a.0, posts.into_iter().map(|(t, p)| (t.0, p.0)).collect()))
-            })
-            .collect::<Result<Vec<_>, _>>()
-    })
-    .await?;
-    Ok(Json(routing::OutboxesAnswer { outboxes }).into_response())
 }
 
 pub(super) async fn openapi(State(api): State<Arc<Api>>) -> Response {

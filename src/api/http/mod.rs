@@ -13,6 +13,7 @@ pub mod client;
 mod errors;
 mod handlers;
 mod health;
+mod internal;
 mod layers;
 mod metrics_text;
 pub mod routing;
@@ -70,6 +71,8 @@ pub mod route {
     pub const METRICS: &str = "/metrics";
     /// Processor-to-processor outbox reads (Kafka mode).
     pub const INTERNAL_OUTBOXES: &str = "/v1/internal/outboxes";
+    /// Processor-to-processor post record reads (Kafka mode).
+    pub const INTERNAL_POSTS: &str = "/v1/internal/posts";
 }
 
 /// Every route, as matched (also the `route` label of the request metrics).
@@ -90,6 +93,7 @@ pub const ROUTES: &[&str] = &[
     route::READYZ,
     route::METRICS,
     route::INTERNAL_OUTBOXES,
+    route::INTERNAL_POSTS,
 ];
 
 /// Most ids one `/v1/counters` request may name.
@@ -303,7 +307,8 @@ pub fn router(api: Arc<Api>) -> Router {
         .route(route::HEALTHZ, get(handlers::healthz))
         .route(route::READYZ, get(handlers::readyz))
         .route(route::METRICS, get(handlers::metrics_route))
-        .route(route::INTERNAL_OUTBOXES, get(handlers::internal_outboxes))
+        .route(route::INTERNAL_OUTBOXES, get(internal::internal_outboxes))
+        .route(route::INTERNAL_POSTS, get(internal::internal_posts))
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(

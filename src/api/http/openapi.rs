@@ -12,7 +12,7 @@
 
 use super::errors::ErrorBody;
 use super::handlers::{Health, Ready};
-use super::routing::OutboxesAnswer;
+use super::routing::{OutboxesAnswer, PostsAnswer};
 use super::ApiConfig;
 use crate::api::query::{
     Counters, CountersList, EventAt, FilteredItem, FollowerItem, List, Page, PostItem, RepostOf,
@@ -44,12 +44,13 @@ pub fn default_limit(route: &str) -> Option<usize> {
     ),
     paths(
         timeline, why, stream, posts, counters, counters_many, recent_followers, followers,
-        followees, mutes, blocks, openapi, healthz, readyz, metrics, internal_outboxes
+        followees, mutes, blocks, openapi, healthz, readyz, metrics, internal_outboxes,
+        internal_posts
     ),
     components(schemas(
         PostItem, RepostedBy, RepostOf, WhyItem, WhyAnswer, EventAt, FollowerItem, FilteredItem, Counters, Page<PostItem>,
         Page<FollowerItem>, Page<FilteredItem>,
-        List<FollowerItem>, CountersList, Ready, ErrorBody, Health, OutboxesAnswer
+        List<FollowerItem>, CountersList, Ready, ErrorBody, Health, OutboxesAnswer, PostsAnswer
     ))
 )]
 struct ApiDoc;
@@ -254,6 +255,19 @@ fn metrics() {}
         (status = 503, description = "A partition is not served here (moving)", body = ErrorBody),
     ))]
 fn internal_outboxes() {}
+
+#[utoipa::path(get, path = "/v1/internal/posts", operation_id = "getInternalPosts",
+    summary = "Internal, Kafka mode: the records of post ids whose authors' partitions this processor serves, for another processor's explain and why answers. 503 when a partition is not served here.",
+    params(
+        ("ids" = String, Query, description = "Comma-separated author:post_id pairs."),
+    ),
+    responses(
+        (status = 200, description = "Each id's record in the state's encoding (hex), or null, in the order asked", body = PostsAnswer),
+        (status = 400, description = "Bad parameter", body = ErrorBody),
+        (status = 404, description = "Embedded mode: the route is not served (there is no other processor to answer)", body = ErrorBody),
+        (status = 503, description = "A partition is not served here (moving)", body = ErrorBody),
+    ))]
+fn internal_posts() {}
 
 /// The description as served with `cfg`: every public route's `limit`
 /// parameter carries the handler's default and `cfg.max_limit`.

@@ -17,6 +17,7 @@ use super::client;
 use super::Owners;
 use crate::api::query::{Outboxes, QueryError, Remote};
 use crate::core::event::{PostId, Ts, UserId};
+use crate::core::keys::{PostRef, PostVal};
 use crate::core::partition::partition_for;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -74,6 +75,28 @@ impl Routing {
     }
 }
 
+/// The answer of the processor serving partition `p` to `path`: a 503 is
+/// the partition moving; any other failure names the status.
+fn answer_of<T: serde::de::DeserializeOwned>(
+    routing: &Routing,
+    p: u32,
+    path: &str,
+) -> Result<T, QueryError> {
+    let r = routing.get(p, path)?;
+    let bad = |reason: String| QueryError::Remote {
+        partition: p,
+        reason,
+    };
+    match r.status {
+        200 => serde_json::from_slice(&r.body).map_err(|e| bad(e.to_string())),
+        503 => Err(QueryError::Moving { partition: p }),
+        s => Err(bad(format!(
+            "status {s}: {}",
+            String::from_utf8_lossy(&r.body)
+        ))),
+    }
+}
+
 /// Reads other processors' outboxes for the timeline pull path.
 pub struct RemoteOutboxes(pub Arc<Routing>);
 
@@ -83,6 +106,28 @@ pub struct OutboxesAnswer {
     /// Per author: `[author, [[ts, post_id], ...]]`, posts newest first.
     #[schema(schema_with = outboxes_schema)]
     pub outboxes: Vec<(u64, Vec<(u64, u64)>)>,
+}
+
+/// The internal post records answer.
+#[derive(serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct PostsAnswer {
+    /// Each id's record in the state's encoding, as hex, or null when the
+    /// partition holds none; in the order asked.
+    pub posts: Vec<Option<String>>,
+}
+
+/// `bytes` as lowercase hex.
+pub fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Inverse of [`to_hex`].
+pub fn from_hex(s: &str) -> Option<Vec<u8>> {
+    s.len().is_multiple_of(2).then_some(())?;
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 /// [`OutboxesAnswer::outboxes`]: an array of `[author, pairs]` arrays.
@@ -123,23 +168,7 @@ impl Remote for RemoteOutboxes {
                 from.0 .0,
                 from.1 .0
             );
-            let r = routing.get(p, &path)?;
-            let bad = |reason: String| QueryError::Remote {
-                partition: p,
-                reason,
-            };
-            match r.status {
-                200 => {}
-                503 => return Err(QueryError::Moving { partition: p }),
-                s => {
-                    return Err(bad(format!(
-                        "status {s}: {}",
-                        String::from_utf8_lossy(&r.body)
-                    )))
-                }
-            }
-            let answer: OutboxesAnswer =
-                serde_json::from_slice(&r.body).map_err(|e| bad(e.to_string()))?;
+            let answer: OutboxesAnswer = answer_of(routing, p, &path)?;
             out.extend(answer.outboxes.into_iter().map(|(a, posts)| {
                 (
                     UserId(a),
@@ -148,5 +177,23 @@ impl Remote for RemoteOutboxes {
             }));
         }
         Ok(out)
+    }
+
+    fn post(&self, (author, post_id): PostRef) -> Result<Option<PostVal>, QueryError> {
+        let p = self.0.partition(author);
+        let path = format!("/v1/internal/posts?ids={author}:{post_id}");
+        let answer: PostsAnswer = answer_of(&self.0, p, &path)?;
+        let bad = |reason: String| QueryError::Remote {
+            partition: p,
+            reason,
+        };
+        match answer.posts.as_slice() {
+            [None] => Ok(None),
+            [Some(hex)] => from_hex(hex)
+                .and_then(|b| PostVal::decode(&b))
+                .map(Some)
+                .ok_or_else(|| bad(format!("a post record that does not decode: {hex}"))),
+            other => Err(bad(format!("{} records for one id", other.len()))),
+        }
     }
 }

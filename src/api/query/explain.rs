@@ -279,12 +279,30 @@ impl Reader {
         (author, post_id): PostRef,
         failed: &RefCell<Option<QueryError>>,
     ) -> Result<Option<PostVal>, KvError> {
-        match self.store_of(author) {
-            Ok(store) => views::post(&store.snapshot(), author, post_id),
+        let read = match self.store_of(author) {
+            Ok(store) => return views::post(&store.snapshot(), author, post_id),
+            // Another processor's (Kafka mode): asked there.
+            Err(QueryError::Elsewhere { partition }) => match &self.remote {
+                Some(remote) => remote.post((author, post_id)),
+                None => Err(QueryError::Elsewhere { partition }),
+            },
+            Err(e) => Err(e),
+        };
+        match read {
+            Ok(v) => Ok(v),
             Err(e) => {
                 failed.borrow_mut().get_or_insert(e);
                 Ok(None)
             }
         }
+    }
+
+    /// A post id's record, from this processor's partitions only (what
+    /// another processor asks for).
+    pub fn post_here(&self, (author, post_id): PostRef) -> Result<Option<PostVal>, QueryError> {
+        check_user(author)?;
+        let store = self.store_of(author)?;
+        let record = views::post(&store.snapshot(), author, post_id)?;
+        Ok(record)
     }
 }

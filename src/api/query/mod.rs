@@ -47,6 +47,12 @@ pub trait Remote: Send + Sync {
         from: (Ts, PostId),
         limit: usize,
     ) -> Result<Outboxes, QueryError>;
+
+    /// A post id's record at its author's partition (for `explain`).
+    fn post(
+        &self,
+        post: crate::core::keys::PostRef,
+    ) -> Result<Option<crate::core::keys::PostVal>, QueryError>;
 }
 
 /// Queries over partition stores.

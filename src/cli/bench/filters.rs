@@ -19,9 +19,9 @@ use feedlog::state::datadir::DataDir;
 use feedlog::task::embedded::{Processor, ProcessorConfig};
 
 /// Readers per group.
-const READERS: u64 = 300;
+pub(super) const READERS: u64 = 300;
 /// Authors every reader follows.
-const AUTHORS: u64 = 200;
+pub(super) const AUTHORS: u64 = 200;
 /// Authors each reader of the muting group mutes.
 const MUTED: u64 = 100;
 /// Posts per author.
@@ -32,14 +32,14 @@ const POSTS: u64 = 10;
 const DEEP_PAGES: [usize; 2] = [30, 45];
 
 /// Readers of group `g` (0: no mutes; 1: mutes `MUTED` of the authors).
-fn reader(g: u64, i: u64) -> UserId {
+pub(super) fn reader(g: u64, i: u64) -> UserId {
     UserId(10_000 + g * 10_000 + i)
 }
 
 /// Every reader of both groups follows the 200 authors; with `mutes`, the
 /// readers of group 1 then mute authors 1 to 100; then every author posts
 /// 10 times, interleaved in time.
-fn events(mutes: bool) -> Vec<Event> {
+pub(super) fn events(mutes: bool) -> Vec<Event> {
     let mut ts = 1_700_000_000_000u64;
     let mut out = Vec::new();
     for g in 0..2 {
@@ -82,7 +82,7 @@ fn events(mutes: bool) -> Vec<Event> {
 
 /// A fresh data directory holding `events`, processed: the directory,
 /// events/s and deliveries/s.
-fn processed(
+pub(super) fn processed(
     root: &std::path::Path,
     partitions: u32,
     events: &[Event],

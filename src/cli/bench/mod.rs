@@ -2,6 +2,7 @@
 //! same run (raw RocksDB puts and seeks of the same keys, raw log reads),
 //! so each result is a ratio that survives a noisy machine.
 
+mod explain;
 mod fanout;
 mod filters;
 mod http;
@@ -13,6 +14,7 @@ mod redis;
 mod redis_worker;
 mod resp;
 
+pub use explain::explain;
 pub use fanout::fanout;
 pub use filters::filters;
 pub use http::http;
@@ -57,6 +59,10 @@ pub enum BenchKind {
     /// pages (first and deep) of readers who mute 100 of the 200 accounts
     /// they follow against readers who mute none.
     Filters,
+    /// What explaining costs: timeline pages with `explain=1` and
+    /// `timeline/why` answers against plain pages, on the state `filters`
+    /// builds.
+    Explain,
     /// Events/s and deliveries/s through Kafka with one and two processors
     /// vs the embedded log (processing a produced log, and producing while
     /// it runs), same workload (--kafka BROKERS, else an in-process mock
