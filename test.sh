@@ -23,6 +23,8 @@ leave_out() { # leave_out TEST_NAME_PREFIX WHY
   leave_out real_broker "no Kafka broker: set FEEDLOG_TEST_KAFKA=host:port (.ci/run starts tansu when installed)"
 command -v kcat >/dev/null 2>&1 ||
   leave_out kcat_ "kcat is not installed (scripts/setup.sh --tests installs it)"
+{ command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; } ||
+  leave_out ui_ "chromium and chromedriver are not installed (scripts/setup.sh --tests installs them)"
 [ -f ../shared/data/CollegeMsg.txt ] ||
   leave_out real_network_ "../shared/data/CollegeMsg.txt (SNAP) is not present"
 probe="$(mktemp -d)"

@@ -4,7 +4,8 @@
 # SASL's headers with pkg-config (librdkafka is built with TLS and SASL);
 # with --tests also kcat, the
 # independent Kafka client of the interop test (which skips with a message
-# when kcat cannot be installed). Idempotent and quiet when everything is
+# when kcat cannot be installed), and headless Chromium with its WebDriver
+# for the web page's test (left out with a message without them). Idempotent and quiet when everything is
 # there. With --bench, also the benchmarks' tools (see the end).
 set -euo pipefail
 # apt_install PKG WHY: installs a Debian package as root or with sudo;
@@ -59,6 +60,11 @@ done
 if [ "${1:-}" = --tests ] && ! command -v kcat >/dev/null 2>&1; then
   apt_install kcat "the independent Kafka client of the interop test" ||
     echo "setup: kcat is not installed and cannot be; the Kafka interop test will skip" >&2
+fi
+if [ "${1:-}" = --tests ] && ! command -v chromedriver >/dev/null 2>&1; then
+  { apt_install chromium "the browser of the web page's test" &&
+    apt_install chromium-driver "drives that browser (WebDriver)"; } ||
+    echo "setup: chromium and chromium-driver are not installed and cannot be; the web page's browser test is left out" >&2
 fi
 # --bench: the benchmarks' outside tools: wrk (the HTTP load generator of
 # `bench http` and `bench redis`), redis-server and redis-benchmark (the

@@ -14,9 +14,9 @@
 
 mod common;
 
-use common::core_views::{explain_matches, posts_view, timeline};
+use common::core_views::{posts_view, timelines_match};
 use common::filters::filter_change;
-use common::oracle::{Mode, Oracle};
+use common::oracle::Oracle;
 use feedlog::core::event::{Event, PostId, Ts, UserId};
 use feedlog::core::fence::{self, Admission};
 use feedlog::core::gauges::{self, Gauges};
@@ -24,7 +24,6 @@ use feedlog::core::keys::TimelineKey;
 use feedlog::core::kv::{Cf, Kv, MemKv, Txn};
 use feedlog::core::partition::partition_for;
 use feedlog::core::pulled;
-use feedlog::core::repost;
 use feedlog::core::timeline::held_timeline;
 use feedlog::core::{
     apply_effect, apply_event, views, Ctx, Effect, Epoch, Offset, Out, Stamp, Version,
@@ -494,26 +493,8 @@ impl Sim {
                 return Err(format!("posts of {u}: {got:?}, want {want:?}"));
             }
             let apps = self.appearances(u);
-            for (mode, oracle_mode) in [
-                (repost::Mode::Newest, Mode::Newest),
-                (repost::Mode::First, Mode::First),
-                (repost::Mode::None, Mode::None),
-            ] {
-                let got = timeline(kv, u, mode, &apps);
-                let want = oracle.timeline_entries(u, oracle_mode);
-                if got != want {
-                    return Err(format!(
-                        "timeline of {u} ({mode:?}): {got:?}, want {want:?}"
-                    ));
-                }
-            }
-            explain_matches(
-                &|x| self.kv_of(x),
-                self.parts.len() as u32,
-                oracle,
-                u,
-                &apps,
-            )?;
+            let n = self.parts.len() as u32;
+            timelines_match(&|x| self.kv_of(x), n, oracle, u, &apps)?;
         }
         Ok(())
     }

@@ -205,15 +205,21 @@ pub fn run(data: &Path, a: &DemoArgs, listen: &str, exit: bool, api: ApiConfig) 
         return Ok(130);
     }
     let secs = start.elapsed().as_secs_f64().max(1e-9);
-    tour(&processor, server.addr, totals, secs)?;
+    let fan = tour(&processor, server.addr, totals, secs)?;
     muted_author(&dir, &processor, &format!("http://{}", server.addr))?;
+    let ui = format!(
+        "look at it in a browser: http://{}/ui{}",
+        server.addr,
+        fan.map(|f| format!("?user={f}")).unwrap_or_default()
+    );
     if exit {
+        println!("\n{ui}");
         server.stop();
         processor.flush();
         return Ok(0);
     }
     println!(
-        "\nserving on http://{} (processing new events as they arrive); Ctrl-C to stop",
+        "\nserving on http://{} (processing new events as they arrive); Ctrl-C to stop\n{ui}",
         server.addr
     );
     // Keep processing what arrives (e.g. `feedlog produce` from another
@@ -229,12 +235,12 @@ fn tour(
     addr: std::net::SocketAddr,
     totals: StepStats,
     secs: f64,
-) -> Result<()> {
+) -> Result<Option<u64>> {
     let reader = Reader::over(processor.store_set().clone(), None);
     let base = format!("http://{addr}");
     let Some(star) = reader.most_followed(1)?.into_iter().next() else {
         println!("the log holds no users yet");
-        return Ok(());
+        return Ok(None);
     };
     let events: u64 = totals.events.total();
     println!("\n=== feedlog tour ===");
@@ -286,7 +292,7 @@ fn tour(
     reposted_entry(&reader, &base)?;
     inactive_readers(&reader, &base)?;
     println!("\nmore: {base}/openapi.json, {base}/metrics, {base}/readyz");
-    Ok(())
+    Ok(fan)
 }
 
 /// The tour's explain: why the newest entry of `fan`'s timeline is there,

@@ -65,11 +65,12 @@ pub fn timeline(
         .collect()
 }
 
-/// Every explained timeline entry of `u` (each mode) and the `why` answer
-/// for every post id the log names (and one it does not), read from the
-/// partitions (`kv_of` a user's) as the API reads them, against the
-/// oracle; the first difference.
-pub fn explain_matches<'a>(
+/// `u`'s timeline in every mode, each entry explained, and the `why`
+/// answer for every post id the log names (and one it does not), read
+/// from the partitions (`kv_of` a user's; `apps` the timeline's
+/// appearances) as the API reads them, against the oracle; the first
+/// difference.
+pub fn timelines_match<'a>(
     kv_of: &dyn Fn(u64) -> &'a MemKv,
     partitions: u32,
     oracle: &Oracle,
@@ -91,7 +92,14 @@ pub fn explain_matches<'a>(
         (repost::Mode::First, Mode::First),
         (repost::Mode::None, Mode::None),
     ] {
-        for e in timeline(kv, u, mode, apps) {
+        let entries = timeline(kv, u, mode, apps);
+        let want = oracle.timeline_entries(u, oracle_mode);
+        if entries != want {
+            return Err(format!(
+                "timeline of {u} ({mode:?}): {entries:?}, want {want:?}"
+            ));
+        }
+        for e in entries {
             let root = (
                 e["author"].as_u64().unwrap(),
                 e["post_id"].as_u64().unwrap(),

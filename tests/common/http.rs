@@ -109,6 +109,42 @@ fn dechunk(raw: &[u8], out: &mut Vec<u8>) -> (usize, bool) {
     }
 }
 
+/// `method path` with a JSON body to the server at `addr`, read to the
+/// end (for a WebDriver server, which takes JSON commands).
+pub fn send_json(addr: SocketAddr, method: &str, path: &str, body: &Value) -> Response {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let body = body.to_string();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    // Read up to the body's length: a WebDriver server may keep the
+    // connection open.
+    let (mut buf, mut chunk) = (Vec::new(), [0u8; 8192]);
+    loop {
+        if let Some((status, headers, end)) = head(&buf) {
+            let len = headers.iter().find(|(k, _)| k == "content-length");
+            let len: usize = len
+                .and_then(|(_, v)| v.parse().ok())
+                .expect("a content-length");
+            if buf.len() >= end + len {
+                let body = buf[end..end + len].to_vec();
+                return Response {
+                    status,
+                    headers,
+                    body,
+                };
+            }
+        }
+        let n = s.read(&mut chunk).expect("read the response");
+        assert!(n > 0, "the connection closed mid-response");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
 impl Client {
     /// `GET path`.
     pub fn get(&self, path: &str) -> Response {

@@ -19,6 +19,7 @@ mod metrics_text;
 pub mod routing;
 pub mod server;
 mod stream;
+mod ui;
 
 pub use errors::ApiError;
 pub use handlers::{kept_timeline_page, split_kept_page};
@@ -69,6 +70,8 @@ pub mod route {
     pub const READYZ: &str = "/readyz";
     /// Prometheus metrics.
     pub const METRICS: &str = "/metrics";
+    /// The web page.
+    pub const UI: &str = "/ui";
     /// Processor-to-processor outbox reads (Kafka mode).
     pub const INTERNAL_OUTBOXES: &str = "/v1/internal/outboxes";
     /// Processor-to-processor post record reads (Kafka mode).
@@ -94,6 +97,7 @@ pub const ROUTES: &[&str] = &[
     route::METRICS,
     route::INTERNAL_OUTBOXES,
     route::INTERNAL_POSTS,
+    route::UI,
 ];
 
 /// Most ids one `/v1/counters` request may name.
@@ -189,9 +193,10 @@ pub fn exposure_error(addr: &std::net::SocketAddr, cfg: &ApiConfig) -> Option<St
     ))
 }
 
-/// Routes any client may call without the token (health probes and the
-/// API description).
-pub const PUBLIC_ROUTES: &[&str] = &["/healthz", "/readyz", "/openapi.json"];
+/// Routes any client may call without the token (health probes, the API
+/// description, and the web page, which holds no data: it asks for the
+/// token and sends it with its own requests).
+pub const PUBLIC_ROUTES: &[&str] = &["/healthz", "/readyz", "/openapi.json", "/ui"];
 
 /// What the API needs from whatever processes the log: it never reads a
 /// log or a runner itself. The embedded runner and the Kafka runner each
@@ -309,6 +314,7 @@ pub fn router(api: Arc<Api>) -> Router {
         .route(route::METRICS, get(handlers::metrics_route))
         .route(route::INTERNAL_OUTBOXES, get(internal::internal_outboxes))
         .route(route::INTERNAL_POSTS, get(internal::internal_posts))
+        .route(route::UI, get(ui::ui))
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(

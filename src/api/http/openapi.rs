@@ -45,7 +45,7 @@ pub fn default_limit(route: &str) -> Option<usize> {
     paths(
         timeline, why, stream, posts, counters, counters_many, recent_followers, followers,
         followees, mutes, blocks, openapi, healthz, readyz, metrics, internal_outboxes,
-        internal_posts
+        internal_posts, ui
     ),
     components(schemas(
         PostItem, RepostedBy, RepostOf, WhyItem, WhyAnswer, EventAt, FollowerItem, FilteredItem, Counters, Page<PostItem>,
@@ -268,6 +268,11 @@ fn internal_outboxes() {}
         (status = 503, description = "A partition is not served here (moving)", body = ErrorBody),
     ))]
 fn internal_posts() {}
+
+#[utoipa::path(get, path = "/ui", operation_id = "getUi",
+    summary = "A web page to look at timelines with: pick a user, page through their home timeline, watch it update over the timeline stream, click an entry for its why, ask why a post is not there. Reads this API only; needs no token itself (it asks for one and sends it).",
+    responses((status = 200, description = "The page", content_type = "text/html", body = String)))]
+fn ui() {}
 
 /// The description as served with `cfg`: every public route's `limit`
 /// parameter carries the handler's default and `cfg.max_limit`.
