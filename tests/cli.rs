@@ -135,6 +135,29 @@ fn produce_run_query_small_log() {
     let (oracle, max_user) = oracle_of(&input);
     let reader = feedlog::api::query::Reader::open(&dir).unwrap();
     common::check_all(&reader, &oracle, max_user, 1).unwrap();
+
+    // `query why` and `query timeline --explain` answer as the oracle (less
+    // the log positions, which the invalid lines shift); a bad one is exit 2.
+    for (a, p) in oracle.post_ids().into_iter().chain([(2, 999)]) {
+        let args = ["query", "why", "1", &a.to_string(), &p.to_string()];
+        let (code, out, err) = feedlog(&data, &args, None);
+        assert_eq!(code, 0, "{err}");
+        let got: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let want = oracle.why(1, (a, p));
+        assert!(
+            oracle.same_positions(std::slice::from_ref(&got), std::slice::from_ref(&want)),
+            "{got} {want}"
+        );
+    }
+    let (_, out, _) = feedlog(&data, &["query", "timeline", "1", "--explain"], None);
+    let page: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let want = oracle.explained_timeline(1, common::oracle::Mode::Newest, 20);
+    assert!(
+        oracle.same_positions(page["items"].as_array().unwrap(), &want),
+        "{page}"
+    );
+    let (code, _, err) = feedlog(&data, &["query", "why", "1", "2"], None);
+    assert!(code != 0 && err.contains("USER AUTHOR POST_ID"), "{err}");
 }
 
 // Proves `import snap-temporal` of a real network (SNAP CollegeMsg) and processing give every view of every user equal to the oracle of the file.

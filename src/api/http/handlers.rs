@@ -347,7 +347,10 @@ pub(super) async fn why(
     if answer.reason == Some("unknown_post") {
         // Not known here: perhaps not applied yet, if its partition lags.
         let p = api.reader.partition_of(post.0);
-        let lag = api.lag()?.into_iter().find(|l| l.partition == p);
+        let a = api.clone();
+        let lag = tokio::task::spawn_blocking(move || a.lag_of(p))
+            .await
+            .map_err(ApiError::internal)??;
         if let Some(n) = lag.map(|l| l.at.events.records_to(l.end.events)) {
             answer.not_applied_yet(p, n);
         }

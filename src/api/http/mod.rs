@@ -286,6 +286,18 @@ impl Api {
         &self.reader
     }
 
+    /// The lag of partition `p`, when it is here.
+    pub fn lag_of(&self, p: u32) -> Result<Option<PartitionLag>, ApiError> {
+        let here: Vec<_> = self
+            .reader
+            .stores()
+            .into_iter()
+            .filter(|s| s.0 == p)
+            .collect();
+        let lag = self.node.lag(&here).map_err(ApiError::internal)?;
+        Ok(lag.into_iter().next())
+    }
+
     /// The lag of every partition.
     pub fn lag(&self) -> Result<Vec<PartitionLag>, ApiError> {
         self.node
