@@ -7,7 +7,7 @@
 //! filters and copy of the live reposts) and the records of the post ids
 //! involved at their authors' partitions (`post`, a read the caller
 //! routes). Like every view, the answer is a function of the log: the same
-//! after any replay, for any partition count.
+//! after any replay of it (the positions name places in its partitions).
 
 use crate::core::event::{PostId, Ts, UserId};
 use crate::core::filter::{self, Blocked, ReadFilter};
@@ -185,7 +185,7 @@ impl<K: Kv + ?Sized> Sources<'_, K> {
             post_id,
             ts,
             followed_at: e.ts,
-            follow_event: self.at(self.user, Some(e.follow_version())),
+            follow_event: self.at(self.user, e.follow_version()),
             event: None,
         }
     }
@@ -220,12 +220,11 @@ pub fn appearances<K: Kv + ?Sized>(
             let Some(e) = s.follow(k.author)? else {
                 continue;
             };
-            let mut a = s.appearance(&e, k.author, (k.post_id, k.ts));
-            a.repost = true;
-            a.event = match (s.post)((k.author, k.post_id))? {
-                Some(PostVal::Repost(rv)) => s.at(k.author, rv.by),
-                _ => None,
+            let Some(event) = live_repost(s, &k)? else {
+                continue;
             };
+            let mut a = s.appearance(&e, k.author, (k.post_id, k.ts));
+            (a.repost, a.event) = (true, event);
             out.push(a);
         }
     }
@@ -280,7 +279,7 @@ pub fn why<K: Kv + ?Sized>(s: &mut Sources<'_, K>, root: PostRef) -> Result<Verd
     let mut reposts = repost::reposts_of(s.kv, root)?;
     reposts.sort();
     for k in reposts {
-        if k.author == s.user || s.follow(k.author)?.is_none() {
+        if k.author == s.user || s.follow(k.author)?.is_none() || live_repost(s, &k)?.is_none() {
             continue;
         }
         if let Some(r) = hidden_by(s, k.author, now)? {
@@ -312,6 +311,21 @@ pub fn why<K: Kv + ?Sized>(s: &mut Sources<'_, K>, root: PostRef) -> Result<Verd
         }),
     };
     not(Reason::NotFollowing { ended })
+}
+
+/// Whether the repost `k` (a directory entry: its reposter, id and time)
+/// is live by its reposter's own record — the record decides, should the
+/// directory's copy lag behind it — and if so, where its event sits.
+fn live_repost<K: Kv + ?Sized>(
+    s: &mut Sources<'_, K>,
+    k: &TimelineKey,
+) -> Result<Option<Option<At>>, KvError> {
+    Ok(match (s.post)((k.author, k.post_id))? {
+        Some(PostVal::Repost(rv)) if rv.state == RepostState::Live && !rv.deleted => {
+            Some(s.at(k.author, rv.by))
+        }
+        _ => None,
+    })
 }
 
 /// The block (either way) or mute that hides `other` from the reader at

@@ -195,6 +195,7 @@ pub(super) fn follower_removed<K: Kv + ?Sized>(
         live: false,
         void: false,
         version,
+        last_by: version,
         ..old.unwrap_or(EdgeVal::followed(version, Ts(0)))
     };
     set_follower(t, ctx, (author, follower), (old, dead), false, applied, out)

@@ -279,6 +279,19 @@ pub(super) async fn timeline(
     };
     let linked = |mut resp: Response, next: Option<&str>, prev: Option<&str>| {
         link(&mut resp, route, user, mode, l, (next, prev));
+        // An explained page's links read explained pages.
+        let header = resp
+            .headers()
+            .get(header::LINK)
+            .and_then(|v| v.to_str().ok());
+        if let Some(v) = header.filter(|_| explain) {
+            let v = v
+                .replace("&cursor=", "&explain=1&cursor=")
+                .replace("&newer_than=", "&explain=1&newer_than=");
+            if let Ok(v) = HeaderValue::from_str(&v) {
+                resp.headers_mut().insert(header::LINK, v);
+            }
+        }
         resp
     };
     let cursor = match (p.cursor, p.newer_than) {

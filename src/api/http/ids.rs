@@ -5,8 +5,9 @@
 
 use serde_json::Value;
 
-/// The fields of an answer that hold ids.
-const ID_FIELDS: &[&str] = &["post_id", "author", "user"];
+/// The fields of an answer that hold ids (`via` and `by`: the users an
+/// explain answer names).
+pub const ID_FIELDS: &[&str] = &["post_id", "author", "user", "via", "by"];
 
 /// Whether a route's answers are rewritten: the public views, not the
 /// stream (which writes its own events), the internal routes (between

@@ -4,7 +4,7 @@
 
 use super::errors::ApiError;
 use super::handlers::{read, user_id, Params};
-use super::{routing, Api};
+use super::{routing, Api, MAX_COUNTER_IDS};
 use crate::core::event::{PostId, Ts};
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
@@ -90,6 +90,12 @@ pub(super) async fn internal_posts(
             };
             ids.push((user_id(a)?, PostId(p)));
         }
+    }
+    if ids.len() > MAX_COUNTER_IDS {
+        let n = ids.len();
+        return Err(bad(format!(
+            "at most {MAX_COUNTER_IDS} ids per request, got {n}"
+        )));
     }
     let posts = read(&api, move |r| {
         ids.iter()

@@ -302,11 +302,11 @@ pub fn document(cfg: &ApiConfig) -> String {
     doc.to_string()
 }
 
-/// Every `post_id`, `author` and `user` property under `v` becomes a
+/// Every id property under `v` ([`super::ids::ID_FIELDS`]) becomes a
 /// string of decimal digits.
 fn string_ids(v: &mut serde_json::Value) {
     if let Some(props) = v.get_mut("properties").and_then(|p| p.as_object_mut()) {
-        for field in ["post_id", "author", "user"] {
+        for &field in super::ids::ID_FIELDS {
             if let Some(p) = props.get_mut(field) {
                 let description = p["description"].clone();
                 *p = serde_json::json!({"type": "string", "pattern": "^[1-9][0-9]*$"});

@@ -58,11 +58,14 @@ impl EdgeVal {
     }
 
     /// The version of the follow the edge counts from (or, void, started
-    /// with).
-    pub fn follow_version(&self) -> Version {
-        match self.live && self.ts == self.last && self.ts != self.first {
-            true => self.last_by,
-            false => self.version,
+    /// with). `None` for an edge revived after a block by a build that did
+    /// not record the reviving follow's version (`last_by` then reads as
+    /// `version`, the first follow's).
+    pub fn follow_version(&self) -> Option<Version> {
+        let revived = self.live && self.ts == self.last && self.ts != self.first;
+        match revived {
+            true => Some(self.last_by).filter(|&v| v != self.version),
+            false => Some(self.version),
         }
     }
 
@@ -121,5 +124,31 @@ impl EdgeVal {
             last,
             last_by,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves the follow an edge counts from is the reviving one when a block voided the first, and unknown (not the first's) for such an edge written before `last_by` was kept.
+    #[test]
+    fn follow_version_names_the_follow_counted_from() {
+        let first = EdgeVal::followed(Version(3), Ts(10));
+        assert_eq!(first.follow_version(), Some(Version(3)));
+        let revived = EdgeVal {
+            ts: Ts(50),
+            last: Ts(50),
+            last_by: Version(9),
+            ..first
+        };
+        assert_eq!(revived.follow_version(), Some(Version(9)));
+        let bytes = revived.encode();
+        assert_eq!(EdgeVal::decode(&bytes), Some(revived));
+        // The record an earlier build wrote: flags without bit 3, no `last_by`.
+        let mut old = bytes[..33].to_vec();
+        old[0] &= !8;
+        let old = EdgeVal::decode(&old).unwrap();
+        assert_eq!((old.last_by, old.follow_version()), (Version(3), None));
     }
 }
