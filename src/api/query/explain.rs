@@ -218,21 +218,7 @@ impl Reader {
     pub fn why(&self, user: UserId, (author, post_id): PostRef) -> Result<WhyAnswer, QueryError> {
         check_user(user)?;
         check_user(author)?;
-        let store = self.store_of(user)?;
-        let snap = store.snapshot();
-        let failed = RefCell::new(None);
-        let mut post = |r: PostRef| self.post_record(r, &failed);
-        let mut s = Sources {
-            kv: &snap,
-            user,
-            partitions: self.partitions,
-            post: &mut post,
-        };
-        let verdict = explain::why(&mut s, (author, post_id));
-        if let Some(e) = failed.take() {
-            return Err(e);
-        }
-        let verdict = verdict?;
+        let verdict = self.explaining(user, |s| explain::why(s, (author, post_id)))?;
         Ok(WhyAnswer::of(user, (author, post_id), &verdict))
     }
 
@@ -244,9 +230,34 @@ impl Reader {
         mode: RepostMode,
         page: &mut Page<PostItem>,
     ) -> Result<(), QueryError> {
+        let only = mode == RepostMode::None;
+        let items = &mut page.items;
+        self.explaining(user, |s| {
+            let filter = filter::ReadFilter::of(s.kv, user, views::clock(s.kv)?)?;
+            for item in items.iter_mut() {
+                let root = (UserId(item.author), PostId(item.post_id));
+                let (ts, by) = match (s.post)(root)? {
+                    Some(PostVal::Live(ts, p)) => (ts, p.post),
+                    _ => (Ts(item.post_ts.unwrap_or(item.ts)), None),
+                };
+                let apps = explain::appearances(s, root, (ts, by), &filter, only)?;
+                item.why = Some(apps.iter().map(WhyItem::from).collect());
+            }
+            Ok(())
+        })
+    }
+
+    /// Runs `f` over the explain sources of `user`: a snapshot of the
+    /// user's partition, and post records read wherever their authors'
+    /// partitions are. A record that cannot be read fails the answer with
+    /// that read's error (not the core's "no such post").
+    fn explaining<T>(
+        &self,
+        user: UserId,
+        f: impl FnOnce(&mut Sources<'_, Snapshot<'_>>) -> Result<T, KvError>,
+    ) -> Result<T, QueryError> {
         let store = self.store_of(user)?;
         let snap = store.snapshot();
-        let filter = filter::ReadFilter::of(&snap, user, views::clock(&snap)?)?;
         let failed = RefCell::new(None);
         let mut post = |r: PostRef| self.post_record(r, &failed);
         let mut s = Sources {
@@ -255,46 +266,29 @@ impl Reader {
             partitions: self.partitions,
             post: &mut post,
         };
-        for item in &mut page.items {
-            let root = (UserId(item.author), PostId(item.post_id));
-            let (ts, by) = match (s.post)(root)? {
-                Some(PostVal::Live(ts, p)) => (ts, p.post),
-                _ => (Ts(item.post_ts.unwrap_or(item.ts)), None),
-            };
-            let only = mode == RepostMode::None;
-            let apps = explain::appearances(&mut s, root, (ts, by), &filter, only)?;
-            item.why = Some(apps.iter().map(WhyItem::from).collect());
-            if let Some(e) = failed.take() {
-                return Err(e);
-            }
+        let answer = f(&mut s);
+        if let Some(e) = failed.take() {
+            return Err(e);
         }
-        Ok(())
+        Ok(answer?)
     }
 
-    /// A post id's record at its author's partition; when that partition
-    /// cannot be read here, none, and why in `failed` (the caller answers
-    /// with that error).
+    /// A post id's record at its author's partition, here or (Kafka mode)
+    /// at the processor that serves it; when it cannot be read, none, and
+    /// why in `failed` (the caller answers with that error).
     fn post_record(
         &self,
-        (author, post_id): PostRef,
+        post: PostRef,
         failed: &RefCell<Option<QueryError>>,
     ) -> Result<Option<PostVal>, KvError> {
-        let read = match self.store_of(author) {
-            Ok(store) => return views::post(&store.snapshot(), author, post_id),
-            // Another processor's (Kafka mode): asked there.
-            Err(QueryError::Elsewhere { partition }) => match &self.remote {
-                Some(remote) => remote.post((author, post_id)),
-                None => Err(QueryError::Elsewhere { partition }),
-            },
-            Err(e) => Err(e),
+        let read = match (self.post_here(post), &self.remote) {
+            (Err(QueryError::Elsewhere { .. }), Some(remote)) => remote.post(post),
+            (read, _) => read,
         };
-        match read {
-            Ok(v) => Ok(v),
-            Err(e) => {
-                failed.borrow_mut().get_or_insert(e);
-                Ok(None)
-            }
-        }
+        read.or_else(|e| {
+            failed.borrow_mut().get_or_insert(e);
+            Ok(None)
+        })
     }
 
     /// A post id's record, from this processor's partitions only (what
