@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::core_views::{posts_view, timelines_match};
+use common::core_views::{directory_matches, posts_view, timelines_match};
 use common::filters::filter_change;
 use common::oracle::Oracle;
 use feedlog::core::event::{Event, PostId, Ts, UserId};
@@ -449,6 +449,7 @@ impl Sim {
                     "gauges of partition {i}: kept {kept:?}, counted {counted:?}"
                 ));
             }
+            directory_matches(&p.owner.kv, i, oracle)?;
         }
         for u in 1..=USERS {
             let kv = self.kv_of(u);

@@ -18,7 +18,7 @@
 //! and come back with the unmute, deep pages included.
 
 use super::effect::{Applied, Ctx, Effect, Out};
-use super::follow::{judged, set_followee, set_follower};
+use super::follow::{self, judged, set_followee, set_follower};
 use crate::core::event::{FilterChange, Ts, UserId};
 use crate::core::keys::{self, be};
 use crate::core::kv::{Cf, Kv, KvError, Txn};
@@ -373,6 +373,8 @@ pub(super) fn blocked_by<K: Kv + ?Sized>(
             applied.changed = true;
             settle_followees(t, (user, by), applied)?;
             settle_followers(t, ctx, (user, by), applied, out)?;
+        } else if f.block_in == Some(state) && !state.toggle.on {
+            resend_newest(t, ctx, (user, by), out)?;
         }
     }
     if ctx.owns(by) {
@@ -385,6 +387,28 @@ pub(super) fn blocked_by<K: Kv + ?Sized>(
         }
     }
     Ok(())
+}
+
+/// `by`'s unblock of `user` (owned here) came again: sends `by`, when they
+/// follow `user` and that follow counts, `user`'s newest posts once more.
+///
+/// The first copy's answer (a backfill, or that `user` is pulled) names
+/// only the follow's event; a successor of `by`'s partition that started
+/// from a commit before the unblock applies that answer while its end of
+/// the edge is still void, and drops it. That successor applies the
+/// unblock again and sends it again, and this answer, sent after it,
+/// reaches a partition that has applied it. A redelivered unblock sends
+/// an answer that changes nothing.
+fn resend_newest<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    (user, by): (UserId, UserId),
+    out: &mut Vec<Out>,
+) -> Result<(), KvError> {
+    match views::edge(t, Cf::Followers, user, by)? {
+        Some(e) if e.live => follow::send_newest(t, ctx, (user, by), e.version, out),
+        _ => Ok(()),
+    }
 }
 
 /// Judges `user`'s (owned here) follow of `other` again, at this end, after

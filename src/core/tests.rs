@@ -370,3 +370,45 @@ fn seen_changes_nothing_but_activity() {
         );
     }
 }
+
+// Proves an unblock that comes again sends a counting follower the author's newest posts again (a successor of the blocker's partition may have dropped the first answer), and a repeated block sends nothing.
+#[test]
+fn a_repeated_unblock_sends_the_newest_posts_again() {
+    use crate::core::event::FilterChange;
+    let mut kv = MemKv::default();
+    let filter = |change, ts| Event::Filter {
+        user: A,
+        target: B,
+        change,
+        ts: Ts(ts),
+    };
+    // The follow comes in log order while the block is on, made after it ended.
+    settle(&mut kv, filter(FilterChange::Block, 3), 1);
+    settle(&mut kv, follow(A, B, 5), 2);
+    settle(&mut kv, post(B, 7, 2), 3);
+    let (_, outs) = event(&mut kv, filter(FilterChange::Unblock, 4), 4);
+    let unblock = outs
+        .iter()
+        .find(|o| matches!(o.effect, Effect::Blocked { .. }));
+    let unblock = unblock.expect("the unblock is sent").effect.clone();
+    for o in outs {
+        effect(&mut kv, &o.effect);
+    }
+    let (_, again) = effect(&mut kv, &unblock);
+    let backfills: Vec<_> = again
+        .iter()
+        .filter(|o| matches!(o.effect, Effect::Backfill { author, follower, .. } if author == B && follower == A))
+        .collect();
+    assert_eq!(backfills.len(), 1, "{again:?}");
+    let block = Effect::Blocked {
+        user: B,
+        by: A,
+        version: Version(5),
+        on: true,
+        ts: Ts(6),
+        ended: Some(Ts(4)),
+    };
+    effect(&mut kv, &block);
+    let (_, again) = effect(&mut kv, &block);
+    assert!(again.is_empty(), "{again:?}");
+}

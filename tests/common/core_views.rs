@@ -10,6 +10,7 @@ use feedlog::core::keys::{PostRef, PostVal, TimelineKey};
 use feedlog::core::kv::MemKv;
 use feedlog::core::{repost, views};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
 /// The posts view of `u` at its partition, as the API answers it.
 pub fn posts_view(kv: &MemKv, u: u64) -> Vec<serde_json::Value> {
@@ -127,6 +128,32 @@ pub fn timelines_match<'a>(
         let want = oracle.why(u, (a, p));
         if got != want {
             return Err(format!("why ({a}, {p}) for {u}: {got}, want {want}"));
+        }
+    }
+    Ok(())
+}
+
+/// `kv`'s copy of the live reposts (partition `p`'s directory) against the
+/// oracle's live reposts; the first difference.
+pub fn directory_matches(kv: &MemKv, p: usize, oracle: &Oracle) -> Result<(), String> {
+    let got: BTreeMap<(u64, u64), ((u64, u64), u64)> = repost::live_reposts(kv)
+        .unwrap()
+        .into_iter()
+        .map(|((b, r), (a, q), ts)| ((b.0, r.0), ((a.0, q.0), ts.0)))
+        .collect();
+    let want = oracle.repost_directory();
+    if got != want {
+        return Err(format!(
+            "repost directory of partition {p}: {got:?}, want {want:?}"
+        ));
+    }
+    for ((a, q), _) in want.values() {
+        let listed = want.values().filter(|(root, _)| root == &(*a, *q)).count() as u64;
+        let counted = repost::dir_count(kv, (UserId(*a), PostId(*q))).unwrap();
+        if counted != listed {
+            return Err(format!(
+                "partition {p} counts {counted} live reposts of ({a}, {q}), lists {listed}"
+            ));
         }
     }
     Ok(())

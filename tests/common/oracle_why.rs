@@ -58,6 +58,20 @@ impl Oracle {
         }
     }
 
+    /// Every live repost as each partition's directory must list it:
+    /// (reposter, repost id) -> (original, the original's time).
+    pub fn repost_directory(&self) -> BTreeMap<(u64, u64), ((u64, u64), u64)> {
+        self.all_reposts()
+            .into_iter()
+            .map(|(b, r, _, root)| {
+                let ts = self
+                    .live_original(root)
+                    .expect("a live repost's root is live");
+                ((b, r), (root, ts))
+            })
+            .collect()
+    }
+
     /// Every (author, id) an applied event names as a post or repost.
     pub fn post_ids(&self) -> Vec<(u64, u64)> {
         self.ids.keys().copied().collect()

@@ -118,6 +118,22 @@ pub fn original_of(
     }
 }
 
+/// Every live repost this partition's directory lists, by repost: the
+/// repost and the original it reposts, with the original's time.
+pub fn live_reposts(kv: &(impl Kv + ?Sized)) -> Result<Vec<(PostRef, PostRef, Ts)>, KvError> {
+    kv.scan_prefix(Cf::RepostDir, &[1])
+        .map(|r| {
+            let (k, v) = r?;
+            if k.len() != 17 || v.len() != 24 {
+                return Err(KvError::corrupt(Cf::RepostDir, &k, "bad repost entry"));
+            }
+            let repost = (UserId(keys::be(&k, 1)), PostId(keys::be(&k, 9)));
+            let original = (UserId(keys::be(&v, 0)), PostId(keys::be(&v, 8)));
+            Ok((repost, original, Ts(keys::be(&v, 16))))
+        })
+        .collect()
+}
+
 /// The live reposts of `original` this partition knows of, as appearance
 /// keys (the repost's time and id, the reposter).
 pub fn reposts_of(kv: &(impl Kv + ?Sized), original: PostRef) -> Result<Vec<TimelineKey>, KvError> {

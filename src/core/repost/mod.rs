@@ -30,8 +30,8 @@
 mod aggregate;
 
 pub use aggregate::{
-    aggregate, any_repost, original_of, reposts_of, Entries, Entry, Memo, Mode, Reposter,
-    REPOSTED_BY_MOST,
+    aggregate, any_repost, live_reposts, original_of, reposts_of, Entries, Entry, Memo, Mode,
+    Reposter, REPOSTED_BY_MOST,
 };
 
 use super::apply::announce;
@@ -290,6 +290,18 @@ pub(super) fn answered<K: Kv + ?Sized>(
     if rv.deleted {
         // Taken back before it was answered: its original let it in.
         if live {
+            // An earlier owner of this partition that applied the answer
+            // before the deletion showed it, and may have shipped that
+            // without what took it back: it goes again, from here.
+            let pulled = t.user(r.reposter)?.pulled;
+            announce(t, ctx, (r.reposter, r.repost), rv.ts, (pulled, false), out)?;
+            out.extend(directory_change(
+                ctx,
+                (r.reposter, r.repost),
+                rv.ts,
+                root,
+                false,
+            ));
             let effect = Effect::Unrepost {
                 root_author: root.0 .0,
                 root_post_id: root.0 .1,
@@ -343,26 +355,38 @@ fn show<K: Kv + ?Sized>(
     // Every partition learns of it before any timeline holds it (the
     // messages from here reach each partition in order), and forgets it
     // after every timeline let it go.
-    let dir = |p: u32| Out {
+    let dir = directory_change(ctx, (reposter, repost), rv.ts, (root, post_ts), live);
+    if live {
+        out.extend(dir.clone());
+    }
+    announce(t, ctx, (reposter, repost), rv.ts, (u.pulled, live), out)?;
+    if !live {
+        out.extend(dir);
+    }
+    Ok(())
+}
+
+/// The messages that tell every partition's copy of the live reposts that
+/// `(reposter, repost)` at `ts`, of `root`, enters (`live`) or leaves it.
+fn directory_change(
+    ctx: &Ctx,
+    (reposter, repost): PostRef,
+    ts: Ts,
+    (root, post_ts): (PostRef, Ts),
+    live: bool,
+) -> impl Iterator<Item = Out> + Clone {
+    (0..ctx.partitions).map(move |p| Out {
         partition: p,
         effect: Effect::RepostDir {
             reposter,
             repost,
-            ts: rv.ts,
+            ts,
             root_author: root.0,
             root_post_id: root.1,
             post_ts,
             live,
         },
-    };
-    if live {
-        out.extend((0..ctx.partitions).map(dir));
-    }
-    announce(t, ctx, (reposter, repost), rv.ts, (u.pulled, live), out)?;
-    if !live {
-        out.extend((0..ctx.partitions).map(dir));
-    }
-    Ok(())
+    })
 }
 
 /// `author` (owned here) takes back repost `post_id` (`rv`): it leaves

@@ -87,3 +87,68 @@ fn the_directory_counts_live_reposts_once() {
         .is_none());
     assert!(!any_repost(&t).unwrap());
 }
+
+// Proves a repost taken back before its "live" answer came withdraws itself from every partition's directory and from its reposter's followers (an earlier owner may have shown it), besides leaving its original.
+#[test]
+fn a_repost_taken_back_before_its_answer_is_withdrawn_everywhere() {
+    let kv = MemKv::default();
+    let mut t = Txn::new(&kv);
+    let ctx = Ctx {
+        partition: 0,
+        partitions: 3,
+        inbox_cap: 5,
+        fanout_chunk: 5,
+        pull_threshold: None,
+        inactive_after: None,
+    };
+    let (reposter, follower) = (UserId(1), UserId(2));
+    let edge = keys::EdgeVal::followed(Version(1), Ts(1));
+    t.set_edge(Cf::Followers, reposter, follower, &edge);
+    let mut out = Vec::new();
+    let root = (UserId(9), PostId(4));
+    event(
+        &mut t,
+        &ctx,
+        (reposter, PostId(5)),
+        root,
+        (Ts(3), Version(2)),
+        &mut out,
+    )
+    .unwrap();
+    let rv = match views::post(&t, reposter, PostId(5)).unwrap() {
+        Some(PostVal::Repost(rv)) => rv,
+        other => panic!("{other:?}"),
+    };
+    delete(&mut t, &ctx, (reposter, PostId(5)), rv, &mut out).unwrap();
+    out.clear();
+    let r = Repost {
+        reposter,
+        repost: PostId(5),
+        ts: Ts(3),
+        version: Version(2),
+    };
+    let mut applied = Applied::default();
+    answered(
+        &mut t,
+        &ctx,
+        &r,
+        (root, Ts(2)),
+        true,
+        (&mut applied, &mut out),
+    )
+    .unwrap();
+    let left: Vec<u32> = out
+        .iter()
+        .filter(|o| matches!(o.effect, Effect::RepostDir { live: false, .. }))
+        .map(|o| o.partition)
+        .collect();
+    assert_eq!(left, vec![0, 1, 2], "{out:?}");
+    let retracted = out.iter().any(|o| {
+        matches!(&o.effect, Effect::Retract { author, post_id, targets, .. }
+            if *author == reposter && *post_id == PostId(5) && targets == &vec![follower])
+    });
+    assert!(retracted, "{out:?}");
+    assert!(out
+        .iter()
+        .any(|o| matches!(o.effect, Effect::Unrepost { .. })));
+}
