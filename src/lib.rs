@@ -90,7 +90,10 @@ pub use crate::task::kafka::{Cluster, ClusterConfig, ClusterError};
 pub use crate::task::Shutdown;
 // Reading the views: in process, and over HTTP.
 pub use crate::api::http::{serve, Api, ApiConfig};
-pub use crate::api::query::{Counters, FollowerItem, List, Page, PostItem, QueryError, Reader};
+pub use crate::api::query::{
+    Counters, FollowerItem, List, Page, PostItem, QueryError, Reader, Rewind,
+};
+pub use crate::ops::asof::{LogRewind, Retention};
 pub use crate::ops::serve::{cluster_api, processor_api, reader_of};
 // The errors the items above return.
 pub use crate::log::LogError;

@@ -34,7 +34,7 @@ fn the_root_api_runs_the_whole_loop() {
         max_limit: 1000,
         ..ApiConfig::default()
     };
-    let api = processor_api(&processor, cfg);
+    let api = processor_api(&processor, feedlog::Retention::DEFAULT, cfg);
     let (rt, listener, addr) = common::http::ephemeral_listener();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let server = std::thread::spawn(move || {

@@ -5,6 +5,7 @@ use super::{demo, kafka, log};
 use clap::{Parser, Subcommand, ValueEnum};
 use feedlog::api::http::ApiConfig;
 use feedlog::core::{View, DEFAULT_PULL_THRESHOLD};
+use feedlog::ops::asof::Retention;
 use feedlog::task::priority::DEFAULT_WRITER_NICE;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -306,6 +307,9 @@ pub enum Command {
         /// Cursor from a previous page's `next_cursor`.
         #[arg(long)]
         cursor: Option<String>,
+        /// The view as it was at log time T (ms): README, "Earlier states".
+        #[arg(long, value_name = "T")]
+        as_of: Option<u64>,
     },
     /// Measure throughput against a raw RocksDB baseline in the same run.
     Bench {
@@ -454,6 +458,10 @@ pub struct ApiArgs {
     /// clients that hold numbers as doubles.
     #[arg(long, env = "FEEDLOG_STRING_IDS")]
     pub string_ids: bool,
+    /// How far back `as_of` reaches before the newest event's log time:
+    /// `30d`, `12h`, `90m`, `45s`, `500ms`, `0` (none) or `forever`.
+    #[arg(long, env = "FEEDLOG_HISTORY_RETENTION", default_value = "30d", value_parser = Retention::parse)]
+    pub history_retention: Retention,
 }
 
 impl ApiArgs {

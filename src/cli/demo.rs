@@ -4,12 +4,12 @@
 //! deletes), processes it with live progress while serving the read API,
 //! and shows what the API answers.
 
+use super::args::ApiArgs;
 use super::ingest::import_file;
 use super::run::process;
 use super::shell::{shutdown_on_signal, ApiServer};
 use crate::cli::say::say;
 use anyhow::{Context, Result};
-use feedlog::api::http::ApiConfig;
 use feedlog::api::query::Reader;
 use feedlog::core::codec::Format;
 use feedlog::core::metrics::StepStats;
@@ -176,7 +176,7 @@ fn load(data: &Path, a: &DemoArgs) -> Result<()> {
 }
 
 /// Runs the demo.
-pub fn run(data: &Path, a: &DemoArgs, listen: &str, exit: bool, api: ApiConfig) -> Result<i32> {
+pub fn run(data: &Path, a: &DemoArgs, listen: &str, exit: bool, api: &ApiArgs) -> Result<i32> {
     if data.join("feedlog.json").exists() {
         say!(
             "{} already exists: processing what is in its log (remove it for a fresh demo)",
@@ -192,7 +192,10 @@ pub fn run(data: &Path, a: &DemoArgs, listen: &str, exit: bool, api: ApiConfig) 
         ..ProcessorConfig::default()
     };
     let processor = Processor::open(&dir, cfg)?;
-    let server = ApiServer::start(listen, api, |cfg| processor_api(&processor, cfg))?;
+    let retention = api.history_retention;
+    let server = ApiServer::start(listen, api.config(), |cfg| {
+        processor_api(&processor, retention, cfg)
+    })?;
     let shutdown = shutdown_on_signal();
     let start = Instant::now();
     let mode = super::shell::RunMode {
@@ -288,6 +291,13 @@ fn tour(
         println!("new entries as they arrive (server-sent events):");
         println!("  $ curl -sN '{base}/v1/users/{fan}/timeline/stream'");
         explained(&reader, &base, UserId(fan))?;
+        if let Some(newest) = page.items.first() {
+            let t = newest.ts.saturating_sub(3_600_000);
+            println!(
+                "the same timeline an hour of log time earlier (replayed from the log on the first request):"
+            );
+            println!("  $ curl -s '{base}/v1/users/{fan}/timeline?limit=5&as_of={t}'");
+        }
     }
     reposted_entry(&reader, &base)?;
     inactive_readers(&reader, &base)?;

@@ -102,12 +102,22 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             explain,
             limit,
             cursor,
+            as_of,
         } => match view.as_str() {
+            "why" if as_of.is_some() => {
+                anyhow::bail!("query why answers now; --as-of is for views")
+            }
             "why" => query::why(data, user, &post),
             _ if !post.is_empty() => anyhow::bail!(
                 "query {view} takes one USER (AUTHOR and POST_ID belong to `query why`)"
             ),
-            _ => query::query(data, &view, user, (limit, cursor.as_deref()), explain),
+            _ => query::query(
+                data,
+                &view,
+                user,
+                (limit, cursor.as_deref()),
+                (explain, as_of),
+            ),
         },
         Command::Status => kafka::status(&settings),
         Command::Config {
@@ -185,7 +195,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             api,
         } => {
             embedded("demo")?;
-            demo::run(data, &demo, &listen, exit, api.config())
+            demo::run(data, &demo, &listen, exit, &api)
         }
         Command::Bench {
             kind,

@@ -5,6 +5,8 @@ use anyhow::{Context, Result};
 use feedlog::api::query::{self, QueryError, Reader};
 use feedlog::core::event::PostId;
 use feedlog::core::View;
+use feedlog::ops::asof::{LogRewind, Retention};
+use feedlog::Rewind;
 use feedlog::UserId;
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -16,9 +18,19 @@ pub fn query(
     view: &str,
     user: Option<u64>,
     (limit, cursor): (Option<usize>, Option<&str>),
-    explain: bool,
+    (explain, as_of): (bool, Option<u64>),
 ) -> Result<i32> {
-    let reader = Reader::open(&feedlog::state::datadir::DataDir::open(data)?)?;
+    let dir = feedlog::state::datadir::DataDir::open(data)?;
+    let reader = match as_of {
+        None => Reader::open(&dir)?,
+        Some(t) => {
+            let rewind = LogRewind::of(&dir, Retention::Forever);
+            match rewind.at(feedlog::core::event::Ts(t)) {
+                Ok(reader) => reader,
+                Err(e) => return print_answer(Err(e)),
+            }
+        }
+    };
     if view == "-" {
         return query_stdin(&reader);
     }

@@ -9,6 +9,7 @@ use feedlog::api::http::Api;
 use feedlog::api::query::Reader;
 use feedlog::core::metrics::{PartitionLag, StepStats};
 use feedlog::core::DEFAULT_INBOX_CAP;
+use feedlog::ops::asof::LogRewind;
 use feedlog::ops::serve::{processor_api, LogNode};
 use feedlog::state::datadir::DataDir;
 use feedlog::state::{Partitions, StoreSet};
@@ -55,7 +56,7 @@ pub fn run_embedded(
     let processor = Processor::open(&dir, cfg)?;
     let server = match listen {
         Some(addr) => Some(ApiServer::start(&addr, api.config(), |cfg| {
-            processor_api(&processor, cfg)
+            processor_api(&processor, api.history_retention, cfg)
         })?),
         None => None,
     };
@@ -84,7 +85,8 @@ pub fn serve(data: &Path, listen: &str, api: &ApiArgs) -> Result<i32> {
         &dir, &scratch.0,
     )?));
     let parts: Arc<dyn Partitions> = set.clone();
-    let node = Arc::new(LogNode::new(Arc::new(dir.logs()), None));
+    let rewind = LogRewind::of(&dir, api.history_retention);
+    let node = Arc::new(LogNode::new(Arc::new(dir.logs()), None).rewinding(Arc::new(rewind)));
     let server = ApiServer::start(listen, api.config(), |cfg| {
         Api::new(Reader::over(parts, None).following(), node, cfg)
     })?;

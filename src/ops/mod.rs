@@ -1,7 +1,9 @@
-//! Tools over a data directory's state and log: rebuild a state from the
+//! Tools over a data directory's state and log: views as of an earlier
+//! time, rebuild a state from the
 //! log beside the live one, digest and verify states, swap a rebuilt state
 //! in, reset to a checkpoint or the start.
 
+pub mod asof;
 pub mod control;
 pub mod digest;
 pub mod rebuild;

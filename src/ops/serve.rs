@@ -4,8 +4,9 @@
 //! The API owns the traits ([`Node`], [`Owners`]); this is where they meet
 //! the log and the runners, so the API never touches either.
 
+use super::asof::{LogRewind, Retention};
 use crate::api::http::{Api, ApiConfig, Node, Owners};
-use crate::api::query::Reader;
+use crate::api::query::{Reader, Rewind};
 use crate::core::metrics::{PartitionLag, Progress};
 use crate::log::kafka::{MembersView, PartitionState};
 use crate::log::{Log, LogError, Topic};
@@ -23,6 +24,8 @@ pub struct LogNode {
     pub progress: Option<Arc<Progress>>,
     /// Moves at each of its commits.
     commits: Option<tokio::sync::watch::Sender<u64>>,
+    /// Views as of an earlier time, when answered.
+    rewind: Option<Arc<dyn Rewind>>,
 }
 
 impl LogNode {
@@ -39,6 +42,15 @@ impl LogNode {
             log,
             progress,
             commits,
+            rewind: None,
+        }
+    }
+
+    /// This node, answering views as of an earlier time through `rewind`.
+    pub fn rewinding(self, rewind: Arc<dyn Rewind>) -> LogNode {
+        LogNode {
+            rewind: Some(rewind),
+            ..self
         }
     }
 }
@@ -67,6 +79,10 @@ impl Node for LogNode {
     fn commits(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.commits.as_ref().map(|tx| tx.subscribe())
     }
+
+    fn rewind(&self) -> Option<Arc<dyn Rewind>> {
+        self.rewind.clone()
+    }
 }
 
 /// Who serves which partition, from a live view of `members`.
@@ -87,10 +103,16 @@ pub fn reader_of(processor: &Processor) -> Reader {
     Reader::over(set, None)
 }
 
-/// The read API of an embedded processor running in this process.
-pub fn processor_api(processor: &Processor, cfg: ApiConfig) -> Arc<Api> {
+/// The read API of an embedded processor running in this process,
+/// answering views as of an earlier time back `retention`.
+pub fn processor_api(processor: &Processor, retention: Retention, cfg: ApiConfig) -> Arc<Api> {
     let node = LogNode::new(processor.logs().clone(), Some(processor.progress().clone()));
-    Api::new(reader_of(processor), Arc::new(node), cfg)
+    let rewind = LogRewind::of(processor.data_dir(), retention);
+    Api::new(
+        reader_of(processor),
+        Arc::new(node.rewinding(Arc::new(rewind))),
+        cfg,
+    )
 }
 
 /// The read API of a Kafka-mode processor: its serving partitions here,

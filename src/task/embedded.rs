@@ -138,6 +138,11 @@ impl Processor {
         })
     }
 
+    /// The data directory it processes.
+    pub fn data_dir(&self) -> &DataDir {
+        &self.dir
+    }
+
     /// The live stores, as readers read them: a set a swap replaces
     /// ([`Processor::replace_stores`]) whole.
     pub fn store_set(&self) -> &Arc<StoreSet> {

@@ -3,6 +3,7 @@
 use super::http::Client;
 use feedlog::api::http::ApiConfig;
 use feedlog::ingest::produce::Producer;
+use feedlog::ops::asof::Retention;
 use feedlog::state::datadir::DataDir;
 use feedlog::task::embedded::{Processor, ProcessorConfig};
 use std::path::Path;
@@ -16,7 +17,15 @@ pub struct Server {
 
 impl Server {
     pub fn start(processor: &Processor, cfg: ApiConfig) -> Server {
-        let api = feedlog::ops::serve::processor_api(processor, cfg);
+        Server::serve(feedlog::ops::serve::processor_api(
+            processor,
+            Retention::Forever,
+            cfg,
+        ))
+    }
+
+    /// Serves `api`.
+    pub fn serve(api: std::sync::Arc<feedlog::Api>) -> Server {
         let (rt, listener, addr) = super::http::ephemeral_listener();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {

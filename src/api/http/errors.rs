@@ -46,6 +46,11 @@ impl From<QueryError> for ApiError {
     fn from(e: QueryError) -> ApiError {
         match e {
             QueryError::Store(_) => ApiError::internal(e),
+            QueryError::HistoryGone { .. } => ApiError {
+                status: StatusCode::GONE,
+                code: e.code(),
+                message: e.to_string(),
+            },
             QueryError::Moving { .. }
             | QueryError::Elsewhere { .. }
             | QueryError::Remote { .. } => ApiError::unavailable(e.to_string()),

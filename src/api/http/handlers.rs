@@ -2,6 +2,7 @@
 //! short, else on the blocking pool), answer JSON.
 
 use super::errors::ApiError;
+use super::rewound::{link_as_of, read_at};
 use super::{Api, MAX_COUNTER_IDS};
 use crate::api::query::{Page, PostItem, QueryError, Reader, RepostMode};
 use crate::core::event::{PostId, UserId};
@@ -27,6 +28,7 @@ pub(super) struct PageParams {
     explain: bool,
     author: Option<u64>,
     post_id: Option<u64>,
+    as_of: Option<u64>,
 }
 
 /// A whole-number query parameter `k`.
@@ -86,6 +88,7 @@ pub(super) fn params(p: Params, allowed: &[&str]) -> Result<PageParams, ApiError
             }
             "author" => out.author = Some(number(&k, &v)?),
             "post_id" => out.post_id = Some(number(&k, &v)?),
+            "as_of" => out.as_of = Some(number(&k, &v)?),
             other => {
                 return Err(ApiError::internal(format!(
                     "parameter {other:?} is allowed but not handled"
@@ -145,11 +148,12 @@ async fn paged<T: Serialize + Send + 'static>(
     view: PageFn<T>,
     route: &str,
 ) -> Result<Response, ApiError> {
-    let (user, l, cursor) = page_request(&api, id, q)?;
-    let page = read(&api, move |r| view(r, user, l, cursor.as_deref())).await?;
+    let (user, l, cursor, as_of) = page_request(&api, id, q)?;
+    let page = read_at(&api, as_of, move |r| view(r, user, l, cursor.as_deref())).await?;
     let mut resp = Json(&page).into_response();
     let next = page.next_cursor.as_deref();
     link(&mut resp, route, user, RepostMode::Newest, l, (next, None));
+    link_as_of(&mut resp, as_of);
     Ok(resp)
 }
 
@@ -236,15 +240,13 @@ fn links(
     links.join(", ")
 }
 
-/// A paged route's user, page size and cursor, checked.
-fn page_request(
-    api: &Api,
-    id: &str,
-    q: Params,
-) -> Result<(UserId, usize, Option<String>), ApiError> {
-    let (user, p) = (user_id(id)?, params(q, &["limit", "cursor"])?);
+/// A paged route's user, page size, cursor and time (`as_of`), checked.
+type PageRequest = (UserId, usize, Option<String>, Option<u64>);
+
+fn page_request(api: &Api, id: &str, q: Params) -> Result<PageRequest, ApiError> {
+    let (user, p) = (user_id(id)?, params(q, &["limit", "cursor", "as_of"])?);
     let l = limit(api, &p, crate::api::query::DEFAULT_LIMIT)?;
-    Ok((user, l, p.cursor))
+    Ok((user, l, p.cursor, p.as_of))
 }
 
 /// The largest page read inline on the async worker (see [`timeline`]).
@@ -265,8 +267,19 @@ pub(super) async fn timeline(
 ) -> Result<Response, ApiError> {
     let (user, p) = (
         user_id(&id)?,
-        params(q, &["limit", "cursor", "newer_than", "reposts", "explain"])?,
+        params(
+            q,
+            &[
+                "limit",
+                "cursor",
+                "newer_than",
+                "reposts",
+                "explain",
+                "as_of",
+            ],
+        )?,
     );
+    let as_of = p.as_of;
     let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
     let route = super::route::TIMELINE;
     let mode = p.reposts.unwrap_or_default();
@@ -292,6 +305,7 @@ pub(super) async fn timeline(
                 resp.headers_mut().insert(header::LINK, v);
             }
         }
+        link_as_of(&mut resp, as_of);
         resp
     };
     let cursor = match (p.cursor, p.newer_than) {
@@ -302,7 +316,7 @@ pub(super) async fn timeline(
             ))
         }
         (None, Some(newer)) => {
-            let page = read(&api, move |r| {
+            let page = read_at(&api, as_of, move |r| {
                 explained(r, r.timeline_newer(user, mode, l, &newer)?)
             })
             .await?;
@@ -312,7 +326,8 @@ pub(super) async fn timeline(
         (cursor, None) => cursor,
     };
     // The inline reads and the page cache serve the default placement.
-    if l <= INLINE_LIMIT && !api.reader.is_following() && mode == RepostMode::Newest && !explain {
+    let plain = mode == RepostMode::Newest && !explain && as_of.is_none();
+    if l <= INLINE_LIMIT && !api.reader.is_following() && plain {
         let reader = api.reader.current();
         let encode = |page: &Page<PostItem>| kept_timeline_page(user, l, page);
         if let Some(kept) = reader.page_encoded(user, l, cursor.as_deref(), encode)? {
@@ -333,7 +348,7 @@ pub(super) async fn timeline(
             return Ok(resp);
         }
     }
-    let page = read(&api, move |r| {
+    let page = read_at(&api, as_of, move |r| {
         explained(r, r.timeline_in(user, mode, l, cursor.as_deref())?)
     })
     .await?;
@@ -442,9 +457,9 @@ pub(super) async fn recent_followers(
     Path(id): Path<String>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    let (user, p) = (user_id(&id)?, params(q, &["limit"])?);
+    let (user, p) = (user_id(&id)?, params(q, &["limit", "as_of"])?);
     let l = limit(&api, &p, crate::api::query::DEFAULT_RECENT)?;
-    let list = read(&api, move |r| r.recent_followers(user, l)).await?;
+    let list = read_at(&api, p.as_of, move |r| r.recent_followers(user, l)).await?;
     Ok(Json(list).into_response())
 }
 
@@ -454,8 +469,8 @@ pub(super) async fn counters(
     q: Params,
 ) -> Result<Response, ApiError> {
     let user = user_id(&id)?;
-    params(q, &[])?;
-    let c = read(&api, move |r| r.counters(user)).await?;
+    let p = params(q, &["as_of"])?;
+    let c = read_at(&api, p.as_of, move |r| r.counters(user)).await?;
     Ok(Json(c).into_response())
 }
 

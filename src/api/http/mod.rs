@@ -16,6 +16,7 @@ mod health;
 mod internal;
 mod layers;
 mod metrics_text;
+mod rewound;
 pub mod routing;
 pub mod server;
 mod stream;
@@ -214,6 +215,10 @@ pub trait Node: Send + Sync {
     /// process: what a timeline stream waits on. `None` when the processor
     /// runs elsewhere (the stream polls).
     fn commits(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
+    /// Views as of an earlier time (`as_of`), when this node answers them.
+    fn rewind(&self) -> Option<Arc<dyn crate::api::query::Rewind>> {
         None
     }
 }

@@ -75,6 +75,22 @@ struct Paging {
     cursor: Option<String>,
 }
 
+/// A view as of an earlier time.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+struct AsOf {
+    /// Log time (ms): the view as it was then, over the events with `ts` up to it; a deleted post never comes back. Cursors of such a page stay on that time. Embedded log only; built from the log on the first request for a time (seconds on a large log), then kept. Older than `--history-retention` before the newest event: 410 history_gone.
+    as_of: Option<u64>,
+}
+
+/// The refusals of a view as of an earlier time.
+#[derive(utoipa::IntoResponses)]
+enum HistoryRefusals {
+    /// `as_of` is older than the history kept (`--history-retention`); the message says from when it is kept
+    #[response(status = 410)]
+    Gone(ErrorBody),
+}
+
 /// The refusals of a route that reads one user's partition. (Doc lines
 /// here are the document's descriptions: one line each.)
 #[derive(utoipa::IntoResponses)]
@@ -91,6 +107,7 @@ enum Refusals {
     summary = "Home timeline: one entry per live post with an appearance — the post itself when its author is followed, each live repost by a followed user — placed at its newest appearance (or as `reposts` says), newest first (ts, then post_id, then author, descending). An entry with reposts among its appearances adds post_ts, reposted_by and reposters.",
     params(
         User,
+        AsOf,
         Paging,
         ("reposts" = Option<String>, Query, description = "Where a post with reposts sits: `newest` (default: at its newest appearance; a new repost moves it up), `first` (at its oldest), `none` (reposts ignored: only posts of followed authors). A cursor belongs to its mode.", pattern = "^(newest|first|none)$"),
         ("newer_than" = Option<String>, Query, description = "A page's `prev_cursor`: the `limit` entries just newer than that page's first, newest first (Mastodon's `min_id`); an empty page with the same `prev_cursor` when there are none yet. Not with `cursor`. Walks at most 1,000 entries from the top (a deeper cursor is a 400 bad_cursor)."),
@@ -99,6 +116,7 @@ enum Refusals {
     responses(
         (status = 200, description = "A page", body = Page<PostItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
         Refusals,
+        HistoryRefusals,
     ))]
 fn timeline() {}
 
@@ -131,20 +149,23 @@ fn stream() {}
     summary = "The user's own live posts, newest first.",
     params(
         User,
+        AsOf,
         Paging,
     ),
     responses(
         (status = 200, description = "A page", body = Page<PostItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
         Refusals,
+        HistoryRefusals,
     ))]
 fn posts() {}
 
 #[utoipa::path(get, path = "/v1/users/{id}/counters", operation_id = "getCounters",
     summary = "Follower, followee and post counts.",
-    params(User),
+    params(User, AsOf),
     responses(
         (status = 200, description = "The counters", body = Counters),
         Refusals,
+        HistoryRefusals,
     ))]
 fn counters() {}
 
@@ -161,11 +182,13 @@ fn counters_many() {}
     summary = "The most recent live followers, newest follow first.",
     params(
         User,
+        AsOf,
         ("limit" = Option<u64>, Query, minimum = 1, description = "How many (K), 1 to the maximum. The default and the maximum are filled in by the server (`--max-limit`)."),
     ),
     responses(
         (status = 200, description = "The followers", body = List<FollowerItem>),
         Refusals,
+        HistoryRefusals,
     ))]
 fn recent_followers() {}
 
@@ -173,11 +196,13 @@ fn recent_followers() {}
     summary = "Live followers, by user id ascending, with follow time.",
     params(
         User,
+        AsOf,
         Paging,
     ),
     responses(
         (status = 200, description = "A page", body = Page<FollowerItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
         Refusals,
+        HistoryRefusals,
     ))]
 fn followers() {}
 
@@ -185,11 +210,13 @@ fn followers() {}
     summary = "Live followees, by user id ascending, with follow time.",
     params(
         User,
+        AsOf,
         Paging,
     ),
     responses(
         (status = 200, description = "A page", body = Page<FollowerItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
         Refusals,
+        HistoryRefusals,
     ))]
 fn followees() {}
 
@@ -197,11 +224,13 @@ fn followees() {}
     summary = "The users this user mutes, by user id ascending, with the mute's time and end (README, \"Blocks and mutes\"). A mute whose `until` the user's partition's log time has passed no longer filters, and is listed until an `unmute`.",
     params(
         User,
+        AsOf,
         Paging,
     ),
     responses(
         (status = 200, description = "A page", body = Page<FilteredItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
         Refusals,
+        HistoryRefusals,
     ))]
 fn mutes() {}
 
@@ -209,11 +238,13 @@ fn mutes() {}
     summary = "The users this user blocks, by user id ascending, with the block's time (README, \"Blocks and mutes\").",
     params(
         User,
+        AsOf,
         Paging,
     ),
     responses(
         (status = 200, description = "A page", body = Page<FilteredItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
         Refusals,
+        HistoryRefusals,
     ))]
 fn blocks() {}
 

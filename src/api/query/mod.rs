@@ -55,6 +55,14 @@ pub trait Remote: Send + Sync {
     ) -> Result<Option<crate::core::keys::PostVal>, QueryError>;
 }
 
+/// Every view as of an earlier log time (README, "Earlier states"): the
+/// operations part builds that state from the log and hands a reader of it.
+pub trait Rewind: Send + Sync {
+    /// A reader whose every view answers as of log time `t` (ms):
+    /// [`QueryError::HistoryGone`] when `t` is older than the history kept.
+    fn at(&self, t: Ts) -> Result<Reader, QueryError>;
+}
+
 /// Queries over partition stores.
 #[derive(Clone)]
 pub struct Reader {

@@ -44,6 +44,19 @@ pub enum QueryError {
         /// Why.
         reason: String,
     },
+    /// A view as of a log time older than the history kept.
+    #[error(
+        "history is kept from log time {kept_from} (--history-retention); as_of={asked} is older"
+    )]
+    HistoryGone {
+        /// The time asked for.
+        asked: u64,
+        /// The oldest time answered.
+        kept_from: u64,
+    },
+    /// This processor answers no view as of an earlier time.
+    #[error("no earlier states here: {0}")]
+    NoHistory(String),
     /// Reading state failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -72,6 +85,8 @@ impl QueryError {
             QueryError::Moving { .. }
             | QueryError::Elsewhere { .. }
             | QueryError::Remote { .. } => "unavailable",
+            QueryError::HistoryGone { .. } => "history_gone",
+            QueryError::NoHistory(_) => "no_history",
             QueryError::Store(_) | QueryError::State(_) => "internal",
         }
     }
