@@ -461,6 +461,7 @@ fn every_answer_matches_its_documented_schema() {
                 "/v1/counters" => "?ids=1,2,3",
                 "/v1/internal/outboxes" => "?authors=1,2&from_ts=18446744073709551615&from_post=18446744073709551615&limit=5",
                 r if r.ends_with("/timeline") || r.ends_with("/posts") => "?limit=3",
+                r if r.ends_with("/timeline/changes") => "?from=1700000003000&to=1800000000003",
                 _ => "",
             };
             if route.ends_with("/timeline/why") {

@@ -11,15 +11,15 @@ use common::oracle::{Mode, Oracle};
 use common::{check_all, generated_log};
 use feedlog::api::http::ApiConfig;
 use feedlog::core::codec::{self, Format};
-use feedlog::core::event::{Event, Ts};
+use feedlog::core::event::{Event, Ts, UserId};
 use feedlog::ops::asof::{LogRewind, Retention};
 use feedlog::Rewind;
 use serde_json::Value;
 
 /// `generated_log` with reposts added and every time scrambled (many
 /// equal, none in log order), so that "up to T" is no prefix of the log.
-fn scrambled_log(users: u64, events: u64) -> String {
-    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+fn scrambled_log(users: u64, events: u64, seed: u64) -> String {
+    let mut s = 0x9e37_79b9_7f4a_7c15u64 ^ seed;
     let mut next = move || {
         s ^= s << 13;
         s ^= s >> 7;
@@ -67,13 +67,22 @@ fn oracle_as_of(events: &[Event], t: u64) -> Oracle {
     o
 }
 
-// Proves every view of every user as of times before the first event, between events, at a time many events share and after the last equals the oracle over the events up to that time (deletions of any time applied).
+// Proves every view of every user as of times before the first event, between events, at a time many events share and after the last equals the oracle over the events up to that time (deletions of any time applied), and the timeline changes between each two of those times equal the oracles' difference, each with the oracle's why.
 #[test]
 fn every_view_as_of_a_time_equals_the_oracle_up_to_it() {
+    for (users, events, seed, partitions) in [(30, 700, 1, 3), (8, 400, 2, 1), (50, 900, 3, 4)] {
+        as_of_matches(users, events, seed, partitions);
+    }
+}
+
+/// The views as of several times of a scrambled log of `users` and
+/// `events` (`seed`) on `partitions` partitions, and the changes between
+/// them, against the oracle.
+fn as_of_matches(users: u64, events: u64, seed: u64, partitions: u32) {
     let dir = tempfile::tempdir().unwrap();
-    let log = scrambled_log(30, 700);
+    let log = scrambled_log(users, events, seed);
     let events = events_of(&log);
-    let processor = processed(dir.path(), &log, 3);
+    let processor = processed(dir.path(), &log, partitions);
     let rewind = LogRewind::of(processor.data_dir(), Retention::Forever);
     let max_user = events.iter().map(|e| e.actor().0).max().unwrap_or(0);
     let mut times: Vec<u64> = events.iter().map(|e| e.ts().0).collect();
@@ -85,6 +94,7 @@ fn every_view_as_of_a_time_equals_the_oracle_up_to_it() {
         .expect("a time many events share")
         .first()
         .unwrap();
+    let mut before: Option<(u64, feedlog::Reader, Oracle)> = None;
     for t in [
         first - 1,
         first,
@@ -96,16 +106,69 @@ fn every_view_as_of_a_time_equals_the_oracle_up_to_it() {
         let reader = rewind.at(Ts(t)).unwrap();
         let oracle = oracle_as_of(&events, t);
         if let Err(e) = check_all(&reader, &oracle, max_user, 7) {
-            panic!("as of {t}: {e}");
+            panic!("as of {t} (seed {seed}): {e}");
+        }
+        if let Some((t0, r0, o0)) = &before {
+            for u in 1..=max_user {
+                changes_match(u, (*t0, r0, o0), (t, &reader, &oracle));
+            }
+        }
+        before = Some((t, reader, oracle));
+    }
+}
+
+/// `timeline/changes` of `u` from `t0` to `t1` against the two oracles:
+/// the entries that entered and left, in timeline order, each with the
+/// oracle's why as of `t1`.
+fn changes_match(
+    u: u64,
+    (t0, r0, o0): (u64, &feedlog::Reader, &Oracle),
+    (t1, r1, o1): (u64, &feedlog::Reader, &Oracle),
+) {
+    let got = feedlog::api::query::changes((r0, r1), UserId(u), (t0, t1)).unwrap();
+    let got = serde_json::to_value(&got).unwrap();
+    let key = |e: &Value| {
+        (
+            e["author"].as_u64().unwrap(),
+            e["post_id"].as_u64().unwrap(),
+        )
+    };
+    let (then, now) = (
+        o0.timeline_entries(u, Mode::Newest),
+        o1.timeline_entries(u, Mode::Newest),
+    );
+    let missing = |a: &[Value], b: &[Value]| -> Vec<Value> {
+        let keys: Vec<_> = b.iter().map(key).collect();
+        a.iter()
+            .filter(|e| !keys.contains(&key(e)))
+            .cloned()
+            .collect()
+    };
+    for (side, want) in [
+        ("entered", missing(&now, &then)),
+        ("left", missing(&then, &now)),
+    ] {
+        let listed = got[side].as_array().unwrap();
+        let got_keys: Vec<_> = listed.iter().map(key).collect();
+        let want_keys: Vec<_> = want.iter().map(key).collect();
+        assert_eq!(got_keys, want_keys, "{side} for {u} from {t0} to {t1}");
+        for (c, e) in listed.iter().zip(&want) {
+            assert_eq!(c["ts"], e["ts"], "{side} for {u}: {c}");
+            let why = o1.why(u, key(e));
+            assert!(
+                o1.same_positions(std::slice::from_ref(&c["why"]), std::slice::from_ref(&why)),
+                "{side} for {u} from {t0} to {t1}: {c}, want why {why}"
+            );
         }
     }
+    assert_eq!(got["truncated"], false);
 }
 
 // Proves the HTTP routes answer as of a time with every page linking pages as of it, the built state is kept for the next request, and a time older than the history kept is a 410 naming from when it is kept.
 #[test]
 fn as_of_over_http_pages_on_its_time_and_refuses_beyond_the_retention() {
     let dir = tempfile::tempdir().unwrap();
-    let log = scrambled_log(12, 300);
+    let log = scrambled_log(12, 300, 0);
     let events = events_of(&log);
     let processor = processed(dir.path(), &log, 2);
     let cfg = ApiConfig {
@@ -162,6 +225,43 @@ fn as_of_over_http_pages_on_its_time_and_refuses_beyond_the_retention() {
         ),
         (Some(followers), Some(followees), Some(posts))
     );
+    // Changes from before every event: the whole timeline as of t entered.
+    let c = server
+        .client
+        .json(&format!("/v1/users/{user}/timeline/changes?from=0&to={t}"))
+        .unwrap();
+    let entered: Vec<(u64, u64)> = c["entered"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["author"].as_u64().unwrap(),
+                e["post_id"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let all: Vec<(u64, u64)> = oracle
+        .timeline_entries(user, Mode::Newest)
+        .iter()
+        .map(|e| {
+            (
+                e["author"].as_u64().unwrap(),
+                e["post_id"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(entered, all);
+    assert_eq!(c["left"], serde_json::json!([]));
+    let resp = server
+        .client
+        .get(&format!("/v1/users/{user}/timeline/changes?from=5&to=4"));
+    assert_eq!(resp.status, 400, "{:?}", resp.json());
+    // Explain knows positions of the current state only.
+    let resp = server
+        .client
+        .get(&format!("/v1/users/{user}/timeline?as_of={t}&explain=1"));
+    assert_eq!(resp.status, 400, "{:?}", resp.json());
     // The CLI answers the same as of the same time.
     let args = [
         "query",

@@ -116,7 +116,7 @@ impl Drop for Browser {
 const SHOWN: &str =
     "return Array.from(document.querySelectorAll('#entries li')).map(li => li.dataset.key)";
 
-// Proves the page, in headless Chromium, shows the oracle's first timeline page of a user, adds an entry produced afterwards (over the stream), explains a clicked entry and answers why a post is not there.
+// Proves the page, in headless Chromium, shows the oracle's first timeline page of a user, adds an entry produced afterwards (over the stream), explains a clicked entry, answers why a post is not there, shows the oracle's page as of an earlier time, and its time slider moves to an earlier time and back to live.
 #[test]
 #[ignore = "needs chromium and chromedriver (Debian: chromium, chromium-driver)"]
 fn ui_shows_the_timeline_live_and_explains_it() {
@@ -172,4 +172,41 @@ fn ui_shows_the_timeline_live_and_explains_it() {
     browser.run("document.getElementById('wn-post').value = '600'; document.getElementById('wn-author').value = '4'; document.querySelector('#whynot button').click()");
     let why_not = "return document.getElementById('why').textContent.includes('not in the timeline: not_following')";
     browser.wait_for("why a post is not there", why_not, &json!(true));
+    // As of log time 2014: the events up to it are the first 17 lines.
+    let (then, _) = oracle_of(&lines[..17].join("\n"));
+    let want: Vec<Value> = then
+        .timeline(1)
+        .iter()
+        .take(20)
+        .map(|(p, a, _)| json!(format!("{a}:{p}")))
+        .collect();
+    assert!(!want.is_empty());
+    browser.open(&format!(
+        "http://{}/ui?user=1&as_of=2014",
+        server.client.addr
+    ));
+    browser.wait_for("the page as of 2014", SHOWN, &Value::from(want));
+    // The slider: an hour before the newest entry is before every event
+    // (nothing), and back to 0 is the live page again.
+    let status = "return document.getElementById('status').textContent";
+    browser.wait_for(
+        "the slider",
+        "return document.getElementById('asof').disabled",
+        &json!(false),
+    );
+    let slide = |h: i32| {
+        browser.run(&format!(
+            "const r = document.getElementById('asof'); r.value = '{h}'; r.dispatchEvent(new Event('change'))"
+        ));
+    };
+    slide(-1);
+    browser.wait_for(
+        "an hour back",
+        status,
+        &json!("as of 1970-01-01T00:00:00.000Z"),
+    );
+    browser.wait_for("nothing then", SHOWN, &json!([]));
+    slide(0);
+    browser.wait_for("live again", status, &json!("live"));
+    assert_eq!(browser.run(SHOWN)[0], json!("3:500"));
 }

@@ -5,7 +5,7 @@ use super::{demo, kafka, log};
 use clap::{Parser, Subcommand, ValueEnum};
 use feedlog::api::http::ApiConfig;
 use feedlog::core::{View, DEFAULT_PULL_THRESHOLD};
-use feedlog::ops::asof::Retention;
+use feedlog::ops::asof::{log_span, Retention};
 use feedlog::task::priority::DEFAULT_WRITER_NICE;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -507,30 +507,6 @@ fn progress_secs(s: &str) -> Result<Duration, String> {
         Ok(v) if v.is_finite() && v >= 0.01 => Ok(Duration::from_secs_f64(v)),
         _ => Err(format!("{s:?} is not a number of seconds of at least 0.01")),
     }
-}
-
-/// A span of log time in milliseconds: a number with a unit (`d`, `h`,
-/// `m`, `s`, `ms`), or 0.
-fn log_span(s: &str) -> Result<u64, String> {
-    let units = [
-        ("ms", 1),
-        ("d", 86_400_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1_000),
-    ];
-    if s == "0" {
-        return Ok(0);
-    }
-    let bad = || format!("{s:?} is not a duration such as 30d, 12h, 90m, 45s, 500ms or 0");
-    let (n, per) = units
-        .iter()
-        .find_map(|&(unit, per)| s.strip_suffix(unit).map(|n| (n, per)))
-        .ok_or_else(bad)?;
-    n.parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(per))
-        .ok_or_else(bad)
 }
 
 /// A count of 1 or more: an inbox of 0 entries would hold nothing to read.

@@ -236,6 +236,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 BenchKind::Filters => bench::filters(partitions, threads, connections, seconds)?,
                 BenchKind::Explain => bench::explain(partitions, threads, connections, seconds)?,
                 BenchKind::Rebuild => bench::rebuild(data)?,
+                BenchKind::Rewind => bench::rewind(data)?,
                 BenchKind::Redis => bench::redis(&redis_bench)?,
                 BenchKind::Mixed => bench::mixed(&redis_bench)?,
                 BenchKind::Kafka => bench::kafka(settings.kafka.clone(), &generated, partitions)?,

@@ -20,6 +20,9 @@ pub fn query(
     (limit, cursor): (Option<usize>, Option<&str>),
     (explain, as_of): (bool, Option<u64>),
 ) -> Result<i32> {
+    if explain && as_of.is_some() {
+        anyhow::bail!("--explain answers the current state; it does not go with --as-of");
+    }
     let dir = feedlog::state::datadir::DataDir::open(data)?;
     let reader = match as_of {
         None => Reader::open(&dir)?,

@@ -20,7 +20,8 @@
 use crate::api::query::{QueryError, Reader, Rewind};
 use crate::core::codec;
 use crate::core::event::{Event, Ts};
-use crate::core::kv::Txn;
+use crate::core::keys;
+use crate::core::kv::{Cf, Txn};
 use crate::core::partition::partition_for;
 use crate::core::{apply_effect, apply_event, pulled, Ctx, Out, Version};
 use crate::log::{Log, Offset, Record, Topic};
@@ -45,30 +46,40 @@ impl Retention {
     /// The default: 30 days.
     pub const DEFAULT: Retention = Retention::Span(30 * 24 * 3600 * 1000);
 
-    /// Parses `0`, `forever`, or a duration (`30d`, `12h`, `90m`, `45s`,
-    /// `500ms`, or milliseconds).
+    /// Parses `forever`, or a span of log time ([`log_span`]; 0: none).
     pub fn parse(s: &str) -> Result<Retention, String> {
-        let s = s.trim();
-        if s == "forever" {
-            return Ok(Retention::Forever);
-        }
-        let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-        let n: u64 = digits
-            .parse()
-            .map_err(|_| format!("a retention is 0, forever or a duration like 30d, got {s:?}"))?;
-        let ms = match unit {
-            "" | "ms" => 1,
-            "s" => 1000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            _ => return Err(format!("unknown unit {unit:?} in {s:?} (ms, s, m, h or d)")),
-        };
-        Ok(match n.saturating_mul(ms) {
-            0 => Retention::None,
-            span => Retention::Span(span),
+        Ok(match s.trim() {
+            "forever" => Retention::Forever,
+            s => match log_span(s).map_err(|e| format!("{e}, or forever"))? {
+                0 => Retention::None,
+                span => Retention::Span(span),
+            },
         })
     }
+}
+
+/// A span of log time in milliseconds: a number with a unit (`d`, `h`,
+/// `m`, `s`, `ms`), or 0.
+pub fn log_span(s: &str) -> Result<u64, String> {
+    let units = [
+        ("ms", 1),
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+    ];
+    if s == "0" {
+        return Ok(0);
+    }
+    let bad = || format!("{s:?} is not a duration such as 30d, 12h, 90m, 45s, 500ms or 0");
+    let (n, per) = units
+        .iter()
+        .find_map(|&(unit, per)| s.strip_suffix(unit).map(|n| (n, per)))
+        .ok_or_else(bad)?;
+    n.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(per))
+        .ok_or_else(bad)
 }
 
 /// What one replay read: the events as of `T`, in order, the newest
@@ -242,7 +253,9 @@ fn build(events: &[Event], ctx: &Ctx, t: Ts, dir: &Path) -> Result<Scratch, Quer
                 apply_effect(&mut txn, ctx, &o.effect, &mut out)?;
                 queue.extend(out.drain(..));
             }
-            txn.advance_clock(t)?;
+            // At `t`, whatever the later deletions' times moved it to.
+            let clock = (Cf::Meta, keys::CLOCK.to_vec());
+            txn.put(clock.0, clock.1, t.0.to_be_bytes().to_vec());
         }
         store.commit(&txn.into_writes(), |_| {})?;
     }
@@ -370,5 +383,27 @@ impl Rewind for LogRewind {
             scratch,
         });
         Ok(reader)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Retention;
+
+    // Proves a retention reads as none, forever, or a span in each unit, and anything else is refused with the forms it takes.
+    #[test]
+    fn retentions_parse() {
+        assert_eq!(Retention::parse("0"), Ok(Retention::None));
+        assert_eq!(Retention::parse("0d"), Ok(Retention::None));
+        assert_eq!(Retention::parse("forever"), Ok(Retention::Forever));
+        assert_eq!(Retention::parse("30d"), Ok(Retention::DEFAULT));
+        assert_eq!(Retention::parse("12h"), Ok(Retention::Span(12 * 3_600_000)));
+        assert_eq!(Retention::parse("90m"), Ok(Retention::Span(90 * 60_000)));
+        assert_eq!(Retention::parse("45s"), Ok(Retention::Span(45_000)));
+        assert_eq!(Retention::parse("500ms"), Ok(Retention::Span(500)));
+        for bad in ["", "500", "d", "3w", "-1d", "1.5h"] {
+            let e = Retention::parse(bad).unwrap_err();
+            assert!(e.contains("forever"), "{bad}: {e}");
+        }
     }
 }

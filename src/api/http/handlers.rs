@@ -29,6 +29,8 @@ pub(super) struct PageParams {
     author: Option<u64>,
     post_id: Option<u64>,
     as_of: Option<u64>,
+    pub(super) from: Option<u64>,
+    pub(super) to: Option<u64>,
 }
 
 /// A whole-number query parameter `k`.
@@ -89,6 +91,8 @@ pub(super) fn params(p: Params, allowed: &[&str]) -> Result<PageParams, ApiError
             "author" => out.author = Some(number(&k, &v)?),
             "post_id" => out.post_id = Some(number(&k, &v)?),
             "as_of" => out.as_of = Some(number(&k, &v)?),
+            "from" => out.from = Some(number(&k, &v)?),
+            "to" => out.to = Some(number(&k, &v)?),
             other => {
                 return Err(ApiError::internal(format!(
                     "parameter {other:?} is allowed but not handled"
@@ -280,6 +284,14 @@ pub(super) async fn timeline(
         )?,
     );
     let as_of = p.as_of;
+    if p.explain && as_of.is_some() {
+        // A state as of a time is replayed on one partition: it knows no
+        // log positions to explain with.
+        return Err(ApiError::bad(
+            "bad_query",
+            "explain answers the current state; it does not go with as_of",
+        ));
+    }
     let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
     let route = super::route::TIMELINE;
     let mode = p.reposts.unwrap_or_default();

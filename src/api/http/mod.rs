@@ -59,6 +59,8 @@ pub mod route {
     pub const FOLLOWEES: &str = "/v1/users/{id}/followees";
     /// Why a post is or is not in a user's timeline.
     pub const TIMELINE_WHY: &str = "/v1/users/{id}/timeline/why";
+    /// What entered and left a user's timeline between two log times.
+    pub const TIMELINE_CHANGES: &str = "/v1/users/{id}/timeline/changes";
     /// The users a user mutes.
     pub const MUTES: &str = "/v1/users/{id}/mutes";
     /// The users a user blocks.
@@ -84,6 +86,7 @@ pub const ROUTES: &[&str] = &[
     route::TIMELINE,
     route::TIMELINE_STREAM,
     route::TIMELINE_WHY,
+    route::TIMELINE_CHANGES,
     route::POSTS,
     route::COUNTERS,
     route::COUNTERS_MANY,
@@ -317,6 +320,7 @@ pub fn router(api: Arc<Api>) -> Router {
         .route(route::TIMELINE, get(handlers::timeline))
         .route(route::TIMELINE_STREAM, get(stream::timeline_stream))
         .route(route::TIMELINE_WHY, get(handlers::why))
+        .route(route::TIMELINE_CHANGES, get(rewound::changes))
         .route(route::POSTS, get(handlers::posts))
         .route(route::COUNTERS, get(handlers::counters))
         .route(route::COUNTERS_MANY, get(handlers::counters_many))

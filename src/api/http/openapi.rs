@@ -15,8 +15,8 @@ use super::handlers::{Health, Ready};
 use super::routing::{OutboxesAnswer, PostsAnswer};
 use super::ApiConfig;
 use crate::api::query::{
-    Counters, CountersList, EventAt, FilteredItem, FollowerItem, List, Page, PostItem, RepostOf,
-    RepostedBy, WhyAnswer, WhyItem, DEFAULT_LIMIT, DEFAULT_RECENT,
+    Change, Changes, Counters, CountersList, EventAt, FilteredItem, FollowerItem, List, Page,
+    PostItem, RepostOf, RepostedBy, WhyAnswer, WhyItem, DEFAULT_LIMIT, DEFAULT_RECENT,
 };
 use utoipa::OpenApi;
 
@@ -43,12 +43,12 @@ pub fn default_limit(route: &str) -> Option<usize> {
         description = "Read-only views materialized by feedlog. Every page is read from one consistent snapshot of the owning partition. Errors are {\"error\":{\"code\",\"message\"}}: 400 for a bad id, cursor, limit or parameter; 404 for an unknown route. In Kafka mode any processor answers for any user: it forwards a request to the processor that serves the user's partition (a timeline stream is redirected, 307), and answers 503 with Retry-After while the partition moves between processors."
     ),
     paths(
-        timeline, why, stream, posts, counters, counters_many, recent_followers, followers,
+        timeline, why, changes, stream, posts, counters, counters_many, recent_followers, followers,
         followees, mutes, blocks, openapi, healthz, readyz, metrics, internal_outboxes,
         internal_posts, ui
     ),
     components(schemas(
-        PostItem, RepostedBy, RepostOf, WhyItem, WhyAnswer, EventAt, FollowerItem, FilteredItem, Counters, Page<PostItem>,
+        PostItem, RepostedBy, RepostOf, WhyItem, WhyAnswer, EventAt, Change, Changes, FollowerItem, FilteredItem, Counters, Page<PostItem>,
         Page<FollowerItem>, Page<FilteredItem>,
         List<FollowerItem>, CountersList, Ready, ErrorBody, Health, OutboxesAnswer, PostsAnswer
     ))
@@ -111,7 +111,7 @@ enum Refusals {
         Paging,
         ("reposts" = Option<String>, Query, description = "Where a post with reposts sits: `newest` (default: at its newest appearance; a new repost moves it up), `first` (at its oldest), `none` (reposts ignored: only posts of followed authors). A cursor belongs to its mode.", pattern = "^(newest|first|none)$"),
         ("newer_than" = Option<String>, Query, description = "A page's `prev_cursor`: the `limit` entries just newer than that page's first, newest first (Mastodon's `min_id`); an empty page with the same `prev_cursor` when there are none yet. Not with `cursor`. Walks at most 1,000 entries from the top (a deeper cursor is a 400 bad_cursor)."),
-        ("explain" = Option<String>, Query, description = "`1`: each entry adds `why`, its appearances (the original by a followed author, each followed user's repost), newest first, each with the follow it came through and the log positions (partition, offset of `events`) of the follow and of the post or repost event.", pattern = "^(0|1|true|false)$"),
+        ("explain" = Option<String>, Query, description = "`1`: each entry adds `why`, its appearances (the original by a followed author, each followed user's repost), newest first, each with the follow it came through and the log positions (partition, offset of `events`) of the follow and of the post or repost event. Not with `as_of` (400).", pattern = "^(0|1|true|false)$"),
     ),
     responses(
         (status = 200, description = "A page", body = Page<PostItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
@@ -132,6 +132,20 @@ fn timeline() {}
         Refusals,
     ))]
 fn why() {}
+
+#[utoipa::path(get, path = "/v1/users/{id}/timeline/changes", operation_id = "timelineChanges",
+    summary = "What entered and what left the user's home timeline between two log times (README, \"Earlier states\"): `entered`, the entries as of `to` not there as of `from`, and `left`, the other way round, newest first, at most 1,000 (`truncated` past that), each with the `timeline/why` answer as of `to` (without log positions). Embedded log only (400 no_history elsewhere).",
+    params(
+        User,
+        ("from" = u64, Query, description = "The earlier log time (ms)."),
+        ("to" = u64, Query, description = "The later log time (ms), at least `from`."),
+    ),
+    responses(
+        (status = 200, description = "The changes", body = Changes),
+        Refusals,
+        HistoryRefusals,
+    ))]
+fn changes() {}
 
 #[utoipa::path(get, path = "/v1/users/{id}/timeline/stream", operation_id = "streamTimeline",
     summary = "Server-sent events: every timeline entry newer than the newest one already sent (at first: than those present when the stream opened, or than the entry Last-Event-ID names), oldest first, as it is materialized (event `entry`, id `ts:post_id:author`, data a Post). Opens with a `subscribed` comment. When one of the last 200 entries sent leaves the timeline (deleted, or its author unfollowed), event `delete` with the same data and no id. An entry that materializes later with an older (ts, post_id, author) than one already sent is not streamed; it is on the timeline.",

@@ -3,11 +3,14 @@
 //! and pages that link pages of the same time.
 
 use super::errors::ApiError;
-use super::handlers::read;
+use super::handlers::{params, read, user_id, Params};
 use super::Api;
-use crate::api::query::{QueryError, Reader};
+use crate::api::query::{self, QueryError, Reader, Rewind};
+use crate::core::event::Ts;
+use axum::extract::{Path, State};
 use axum::http::{header, HeaderValue};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
 use std::sync::Arc;
 
 /// [`read`], or with `as_of`, the same read of the state as of that log
@@ -20,16 +23,52 @@ pub(super) async fn read_at<T: Send + 'static>(
     let Some(t) = as_of else {
         return read(api, f).await;
     };
-    let rewind = api.node.rewind().ok_or_else(|| {
+    let rewind = rewind_of(api)?;
+    tokio::task::spawn_blocking(move || f(&rewind.at(Ts(t))?))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(ApiError::from)
+}
+
+/// The node's rewind, or the refusal of a node that has none.
+fn rewind_of(api: &Api) -> Result<Arc<dyn Rewind>, ApiError> {
+    api.node.rewind().ok_or_else(|| {
         ApiError::bad(
             "no_history",
             "this processor answers no view as of an earlier time (as_of needs the embedded log)",
         )
-    })?;
-    tokio::task::spawn_blocking(move || f(&rewind.at(crate::core::event::Ts(t))?))
-        .await
-        .map_err(ApiError::internal)?
-        .map_err(ApiError::from)
+    })
+}
+
+/// `GET /v1/users/{id}/timeline/changes?from=T1&to=T2`: what entered and
+/// left the timeline between two log times.
+pub(super) async fn changes(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    q: Params,
+) -> Result<Response, ApiError> {
+    let (user, p) = (user_id(&id)?, params(q, &["from", "to"])?);
+    let (Some(from), Some(to)) = (p.from, p.to) else {
+        return Err(ApiError::bad(
+            "bad_query",
+            "from and to are required: log times in ms, from <= to",
+        ));
+    };
+    if from > to {
+        return Err(ApiError::bad(
+            "bad_query",
+            format!("from ({from}) is after to ({to})"),
+        ));
+    }
+    let rewind = rewind_of(&api)?;
+    let answer = tokio::task::spawn_blocking(move || {
+        let (before, after) = (rewind.at(Ts(from))?, rewind.at(Ts(to))?);
+        query::changes((&before, &after), user, (from, to))
+    })
+    .await
+    .map_err(ApiError::internal)?
+    .map_err(ApiError::from)?;
+    Ok(Json(answer).into_response())
 }
 
 /// Makes the `Link` header of a page as of `as_of` link pages as of it.

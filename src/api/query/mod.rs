@@ -13,12 +13,14 @@ use crate::state::datadir::DataDir;
 use crate::state::{Cf, Partitions, Snapshot, Store, StoreError, Unavailable};
 use std::sync::Arc;
 
+mod changes;
 mod cursor;
 mod explain;
 mod timeline;
 mod types;
 
 pub use crate::core::repost::Mode as RepostMode;
+pub use changes::{changes, Change, Changes, MAX_CHANGES};
 use cursor::{decode_cursor, encode_cursor, CursorView};
 pub use explain::{EventAt, WhyAnswer, WhyItem};
 pub use types::{

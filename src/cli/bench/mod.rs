@@ -13,6 +13,7 @@ mod rebuild;
 mod redis;
 mod redis_worker;
 mod resp;
+mod rewind;
 
 pub use explain::explain;
 pub use fanout::fanout;
@@ -23,6 +24,7 @@ pub use mixed::mixed;
 pub use pulled::pulled;
 pub use rebuild::rebuild;
 pub use redis::{redis, RedisBench};
+pub use rewind::rewind;
 
 use anyhow::Result;
 use feedlog::core::event::{Event, PostId, Ts, UserId};
@@ -71,6 +73,10 @@ pub enum BenchKind {
     /// Rebuild of the state in --data from its log vs raw reads of the log
     /// and raw RocksDB puts of the rebuilt records.
     Rebuild,
+    /// Views as of an earlier time on the state in --data: the first
+    /// request (a replay of the log up to it) vs a rebuild from the same
+    /// log, later ones, and pages as of it vs live pages.
+    Rewind,
     /// Timeline pages read while the writes are applied, feedlog against
     /// the Redis design on the same events (the log in --data when it
     /// exists, else the generated workload): pages/s, p50/p99, and the
