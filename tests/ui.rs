@@ -113,6 +113,17 @@ impl Drop for Browser {
     }
 }
 
+/// The keys (`author:post`) of user 1's first timeline page, as the page
+/// lists them.
+fn first_page_keys(oracle: &common::oracle::Oracle) -> Vec<Value> {
+    oracle
+        .timeline(1)
+        .iter()
+        .take(20)
+        .map(|(p, a, _)| json!(format!("{a}:{p}")))
+        .collect()
+}
+
 const SHOWN: &str =
     "return Array.from(document.querySelectorAll('#entries li')).map(li => li.dataset.key)";
 
@@ -138,12 +149,7 @@ fn ui_shows_the_timeline_live_and_explains_it() {
     let server = Server::start(&processor, ApiConfig::default());
     let browser = Browser::start();
     browser.open(&format!("http://{}/ui?user=1", server.client.addr));
-    let first: Vec<Value> = oracle
-        .timeline(1)
-        .iter()
-        .take(20)
-        .map(|(p, a, _)| json!(format!("{a}:{p}")))
-        .collect();
+    let first = first_page_keys(&oracle);
     browser.wait_for("the first page", SHOWN, &Value::from(first.clone()));
     // Wait until the stream is open, then produce a new post of a followee.
     browser.wait_for(
@@ -174,12 +180,7 @@ fn ui_shows_the_timeline_live_and_explains_it() {
     browser.wait_for("why a post is not there", why_not, &json!(true));
     // As of log time 2014: the events up to it are the first 17 lines.
     let (then, _) = oracle_of(&lines[..17].join("\n"));
-    let want: Vec<Value> = then
-        .timeline(1)
-        .iter()
-        .take(20)
-        .map(|(p, a, _)| json!(format!("{a}:{p}")))
-        .collect();
+    let want = first_page_keys(&then);
     assert!(!want.is_empty());
     browser.open(&format!(
         "http://{}/ui?user=1&as_of=2014",

@@ -90,6 +90,18 @@ pub enum BenchKind {
     Redis,
 }
 
+/// The processed data directory at `data`, or what to do to make one.
+fn processed_dir(data: &std::path::Path) -> anyhow::Result<feedlog::state::datadir::DataDir> {
+    use anyhow::Context;
+    feedlog::state::datadir::DataDir::open(data).with_context(|| {
+        format!(
+            "no processed data directory at {} (make one: feedlog --data {} demo --exit)",
+            data.display(),
+            data.display()
+        )
+    })
+}
+
 /// Bytes on disk under `path` (files, recursively; 0 where unreadable).
 fn dir_bytes(path: &std::path::Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(path) else {

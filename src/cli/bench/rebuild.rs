@@ -19,13 +19,7 @@ use std::time::Instant;
 pub fn rebuild(data: &std::path::Path) -> Result<()> {
     use feedlog::log::{Log, Topic};
     use feedlog::ops::rebuild::Rebuild;
-    let dir = DataDir::open(data).with_context(|| {
-        format!(
-            "no processed data directory at {} (make one: feedlog --data {} demo --exit)",
-            data.display(),
-            data.display()
-        )
-    })?;
+    let dir = super::processed_dir(data)?;
     let tmp = std::env::temp_dir().join(format!("feedlog-bench-{}", std::process::id()));
     let _cleanup = Cleanup(tmp.clone());
     // As `feedlog rebuild --into` runs it.

@@ -7,13 +7,12 @@
 
 use super::Cleanup;
 use crate::cli::say::say;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use feedlog::api::query::Reader;
 use feedlog::core::event::{Ts, UserId};
 use feedlog::log::{Log, Offset, Topic};
 use feedlog::ops::asof::{LogRewind, Retention};
 use feedlog::ops::rebuild::Rebuild;
-use feedlog::state::datadir::DataDir;
 use feedlog::task::embedded::ProcessorConfig;
 use feedlog::task::Shutdown;
 use feedlog::Rewind;
@@ -24,13 +23,7 @@ const PAGES: u64 = 2_000;
 
 /// The measurements, as the module says.
 pub fn rewind(data: &std::path::Path) -> Result<()> {
-    let dir = DataDir::open(data).with_context(|| {
-        format!(
-            "no processed data directory at {} (make one: feedlog --data {} demo --exit)",
-            data.display(),
-            data.display()
-        )
-    })?;
+    let dir = super::processed_dir(data)?;
     // The middle of the log's times.
     let logs = dir.logs();
     let mut times = Vec::new();
