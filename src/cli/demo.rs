@@ -10,12 +10,14 @@ use super::run::process;
 use super::shell::{shutdown_on_signal, ApiServer};
 use crate::cli::say::say;
 use anyhow::{Context, Result};
-use feedlog::api::query::Reader;
+use feedlog::api::query::{Reader, Rewind};
 use feedlog::core::codec::Format;
+use feedlog::core::event::Ts;
 use feedlog::core::metrics::StepStats;
 use feedlog::ingest::generate::{self, Activity, Graph, Rng};
 use feedlog::ingest::import::SnapFormat;
 use feedlog::ingest::produce::Producer;
+use feedlog::ops::asof::{LogRewind, Retention};
 use feedlog::ops::serve::processor_api;
 use feedlog::state::datadir::DataDir;
 use feedlog::task::embedded::{Processor, ProcessorConfig};
@@ -293,10 +295,15 @@ fn tour(
         explained(&reader, &base, UserId(fan))?;
         if let Some(newest) = page.items.first() {
             let t = newest.ts.saturating_sub(3_600_000);
+            let then = LogRewind::of(processor.data_dir(), Retention::Forever).at(Ts(t))?;
             println!(
-                "the same timeline an hour of log time earlier (replayed from the log on the first request):"
+                "the same timeline an hour of log time earlier (replayed from the log on the first request for a time):"
             );
             println!("  $ curl -s '{base}/v1/users/{fan}/timeline?limit=5&as_of={t}'");
+            println!(
+                "  {}",
+                serde_json::to_string(&then.timeline(UserId(fan), 5, None)?)?
+            );
         }
     }
     reposted_entry(&reader, &base)?;

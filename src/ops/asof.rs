@@ -262,6 +262,23 @@ fn build(events: &[Event], ctx: &Ctx, t: Ts, dir: &Path) -> Result<Scratch, Quer
     Ok(scratch)
 }
 
+/// Removes the scratch states under `asof` of processes that are gone
+/// (killed before they could remove their own).
+fn remove_orphans(asof: &Path) {
+    // Liveness is read from /proc: where there is none, nothing is removed.
+    let (Ok(entries), true) = (std::fs::read_dir(asof), Path::new("/proc/self").exists()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid = name.split('-').next().unwrap_or_default();
+        let alive = Path::new("/proc").join(pid).exists();
+        if !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) && !alive {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// One state as of a time, and the log ends it was built from.
 struct Built {
     t: Ts,
@@ -287,8 +304,8 @@ impl LogRewind {
     /// Rewinds `log` (`partitions` partitions), deciding as `live` (a
     /// partition's context of the processor: its inbox cap and pull
     /// threshold), answering back `retention`; scratch states go under
-    /// `data` (`asof/PID/`, emptied here; each is removed when its last
-    /// reader goes).
+    /// `data` (`asof/PID-N/`, one per rewind, emptied here; each state is
+    /// removed when its last reader goes).
     pub fn new(
         log: Arc<dyn Log>,
         partitions: u32,
@@ -296,7 +313,11 @@ impl LogRewind {
         data: &Path,
         retention: Retention,
     ) -> LogRewind {
-        let scratch_root = data.join("asof").join(std::process::id().to_string());
+        static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let asof = data.join("asof");
+        remove_orphans(&asof);
+        let scratch_root = asof.join(format!("{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&scratch_root);
         LogRewind {
             log,
