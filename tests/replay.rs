@@ -393,6 +393,16 @@ const PULL: &str = "8";
 /// per event, and a user acts every 100 events or so.
 const SPAN: &str = "500ms";
 
+/// Sets its flag when dropped: a reader thread of a scope stops when the
+/// scope's own thread fails.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
 // Proves a backfill with a new inbox cap, swapped in while events arrive and readers read (every read answered), ends equal to a full rebuild, with the new cap in force and the old state kept until dropped.
 #[test]
 fn backfill_under_live_traffic_equals_a_full_rebuild() {
@@ -436,6 +446,8 @@ fn backfill_under_live_traffic_equals_a_full_rebuild() {
                 std::thread::sleep(Duration::from_millis(300));
             }
         });
+        // A failure below stops the readers too (else the scope waits for them).
+        let _stop = StopOnDrop(&done);
         // The readers are reading before the backfill starts...
         common::wait_until("the readers' first round", Duration::from_secs(60), || {
             reads.load(Ordering::SeqCst) >= 3

@@ -17,12 +17,13 @@ use feedlog::core::metrics::StepStats;
 use feedlog::ingest::generate::{self, Activity, Graph, Rng};
 use feedlog::ingest::import::SnapFormat;
 use feedlog::ingest::produce::Producer;
-use feedlog::ops::asof::{LogRewind, Retention};
-use feedlog::ops::serve::processor_api;
+use feedlog::ops::asof::LogRewind;
+use feedlog::ops::serve::processor_api_rewinding;
 use feedlog::state::datadir::DataDir;
 use feedlog::task::embedded::{Processor, ProcessorConfig};
 use feedlog::{Event, UserId};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The demo's sizes and source.
@@ -194,9 +195,11 @@ pub fn run(data: &Path, a: &DemoArgs, listen: &str, exit: bool, api: &ApiArgs) -
         ..ProcessorConfig::default()
     };
     let processor = Processor::open(&dir, cfg)?;
-    let retention = api.history_retention;
+    // One rewind for the API and the tour: the tour's page as of an earlier
+    // time is then kept for the same request over HTTP.
+    let rewind = Arc::new(LogRewind::of(&dir, api.history_retention));
     let server = ApiServer::start(listen, api.config(), |cfg| {
-        processor_api(&processor, retention, cfg)
+        processor_api_rewinding(&processor, rewind.clone(), cfg)
     })?;
     let shutdown = shutdown_on_signal();
     let start = Instant::now();
@@ -210,7 +213,7 @@ pub fn run(data: &Path, a: &DemoArgs, listen: &str, exit: bool, api: &ApiArgs) -
         return Ok(130);
     }
     let secs = start.elapsed().as_secs_f64().max(1e-9);
-    let fan = tour(&processor, server.addr, totals, secs)?;
+    let fan = tour(&processor, &*rewind, server.addr, (totals, secs))?;
     muted_author(&dir, &processor, &format!("http://{}", server.addr))?;
     let ui = format!(
         "look at it in a browser: http://{}/ui{}",
@@ -237,9 +240,9 @@ pub fn run(data: &Path, a: &DemoArgs, listen: &str, exit: bool, api: &ApiArgs) -
 
 fn tour(
     processor: &Processor,
+    rewind: &dyn Rewind,
     addr: std::net::SocketAddr,
-    totals: StepStats,
-    secs: f64,
+    (totals, secs): (StepStats, f64),
 ) -> Result<Option<u64>> {
     let reader = Reader::over(processor.store_set().clone(), None);
     let base = format!("http://{addr}");
@@ -295,15 +298,27 @@ fn tour(
         explained(&reader, &base, UserId(fan))?;
         if let Some(newest) = page.items.first() {
             let t = newest.ts.saturating_sub(3_600_000);
-            let then = LogRewind::of(processor.data_dir(), Retention::Forever).at(Ts(t))?;
-            println!(
-                "the same timeline an hour of log time earlier (replayed from the log on the first request for a time):"
-            );
-            println!("  $ curl -s '{base}/v1/users/{fan}/timeline?limit=5&as_of={t}'");
-            println!(
-                "  {}",
-                serde_json::to_string(&then.timeline(UserId(fan), 5, None)?)?
-            );
+            say!("replaying the log up to {t} for the views an hour of log time earlier (as long as a rebuild of that much)");
+            match rewind.at(Ts(t)) {
+                Ok(then) => {
+                    println!("an hour of log time earlier (replayed from the log once, then kept): that timeline, and the most followed account's counters");
+                    println!("  $ curl -s '{base}/v1/users/{fan}/timeline?limit=5&as_of={t}'");
+                    println!(
+                        "  {}",
+                        serde_json::to_string(&then.timeline(UserId(fan), 5, None)?)?
+                    );
+                    println!(
+                        "  $ curl -s '{base}/v1/users/{}/counters?as_of={t}'",
+                        star.user
+                    );
+                    println!(
+                        "  {}",
+                        serde_json::to_string(&then.counters(UserId(star.user))?)?
+                    );
+                }
+                // A retention of 0 (or shorter than an hour) answers none.
+                Err(e) => println!("views an hour of log time earlier: {e}"),
+            }
         }
     }
     reposted_entry(&reader, &base)?;

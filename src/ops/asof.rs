@@ -47,10 +47,10 @@ impl Retention {
     pub const DEFAULT: Retention = Retention::Span(30 * 24 * 3600 * 1000);
 
     /// Parses `forever`, or a span of log time ([`log_span`]; 0: none).
-    pub fn parse(s: &str) -> Result<Retention, String> {
+    pub fn parse(s: &str) -> Result<Retention, BadSpan> {
         Ok(match s.trim() {
             "forever" => Retention::Forever,
-            s => match log_span(s).map_err(|e| format!("{e}, or forever"))? {
+            s => match log_span(s).map_err(|e| BadSpan(format!("{}, or forever", e.0)))? {
                 0 => Retention::None,
                 span => Retention::Span(span),
             },
@@ -58,9 +58,14 @@ impl Retention {
     }
 }
 
+/// A span of log time that does not read as one: what it should be.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadSpan(pub String);
+
 /// A span of log time in milliseconds: a number with a unit (`d`, `h`,
 /// `m`, `s`, `ms`), or 0.
-pub fn log_span(s: &str) -> Result<u64, String> {
+pub fn log_span(s: &str) -> Result<u64, BadSpan> {
     let units = [
         ("ms", 1),
         ("d", 86_400_000),
@@ -71,7 +76,11 @@ pub fn log_span(s: &str) -> Result<u64, String> {
     if s == "0" {
         return Ok(0);
     }
-    let bad = || format!("{s:?} is not a duration such as 30d, 12h, 90m, 45s, 500ms or 0");
+    let bad = || {
+        BadSpan(format!(
+            "{s:?} is not a duration such as 30d, 12h, 90m, 45s, 500ms or 0"
+        ))
+    };
     let (n, per) = units
         .iter()
         .find_map(|&(unit, per)| s.strip_suffix(unit).map(|n| (n, per)))
@@ -177,6 +186,14 @@ fn changed_since(log: &dyn Log, n: u32, t: Ts, ends: &[u64]) -> Result<bool, Que
     let mut marks = HashMap::new();
     for p in 0..n {
         let from = ends.get(p as usize).copied().unwrap_or(0);
+        let end = log.end_offset(Topic::Events, p);
+        if end
+            .map_err(|e| QueryError::NoHistory(format!("reading the log: {e}")))?
+            .0
+            == from
+        {
+            continue;
+        }
         read_partition(log, (p, n), from, &mut marks, |ev| {
             changed |= ev.ts() <= t || matches!(ev, Event::DeletePost { .. });
         })?;
@@ -424,7 +441,7 @@ mod tests {
         assert_eq!(Retention::parse("500ms"), Ok(Retention::Span(500)));
         for bad in ["", "500", "d", "3w", "-1d", "1.5h"] {
             let e = Retention::parse(bad).unwrap_err();
-            assert!(e.contains("forever"), "{bad}: {e}");
+            assert!(e.0.contains("forever"), "{bad}: {e}");
         }
     }
 }

@@ -355,6 +355,7 @@ pub fn replay_to(
     let mut task =
         PartitionTask::open_after(ctx, cfg.limits, false, store, log as Arc<dyn Log>, takeover)
             .map_err(task_err)?;
+    task.leave_requests_to_the_next_owner();
     let mut total = StepStats::default();
     while !task.caught_up() {
         if shutdown.is_requested() {

@@ -106,13 +106,19 @@ pub fn reader_of(processor: &Processor) -> Reader {
 /// The read API of an embedded processor running in this process,
 /// answering views as of an earlier time back `retention`.
 pub fn processor_api(processor: &Processor, retention: Retention, cfg: ApiConfig) -> Arc<Api> {
+    let rewind = Arc::new(LogRewind::of(processor.data_dir(), retention));
+    processor_api_rewinding(processor, rewind, cfg)
+}
+
+/// [`processor_api`], answering views as of an earlier time through
+/// `rewind` (which the caller may read through too: one state per time).
+pub fn processor_api_rewinding(
+    processor: &Processor,
+    rewind: Arc<dyn Rewind>,
+    cfg: ApiConfig,
+) -> Arc<Api> {
     let node = LogNode::new(processor.logs().clone(), Some(processor.progress().clone()));
-    let rewind = LogRewind::of(processor.data_dir(), retention);
-    Api::new(
-        reader_of(processor),
-        Arc::new(node.rewinding(Arc::new(rewind))),
-        cfg,
-    )
+    Api::new(reader_of(processor), Arc::new(node.rewinding(rewind)), cfg)
 }
 
 /// The read API of a Kafka-mode processor: its serving partitions here,

@@ -238,9 +238,8 @@ fn swap_live(
     // (the processor pauses for the rest only).
     let mut caught_up = 0;
     for round in 1..=10 {
-        let targets = positions(&live.stores())?;
         let at = positions(&stores)?;
-        check_not_ahead(&at, &targets, from)?;
+        let targets = live_past(live, &at, from)?;
         let gap = behind(&at, &targets);
         say(format!(
             "swap: catching up with the live state, round {round}: {gap} records behind"
@@ -310,6 +309,27 @@ fn swap_live(
         reopen_ms,
         inbox_cap: cfg.inbox_cap,
     })
+}
+
+/// The live processor's positions once they cover `at`: a rebuild replays
+/// to the log's ends when it started, which the processor, running, may
+/// not have applied yet; it is waited for (up to a minute, then refused as
+/// a state ahead of the live one).
+fn live_past(
+    live: &Processor,
+    at: &[Positions],
+    from: &Path,
+) -> Result<Vec<Positions>, ReplayError> {
+    let start = Instant::now();
+    loop {
+        let targets = positions(&live.stores())?;
+        let covered = targets.iter().zip(at).all(|(t, a)| t.covers(*a));
+        if covered || start.elapsed() > std::time::Duration::from_secs(60) {
+            check_not_ahead(at, &targets, from)?;
+            return Ok(targets);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 fn check_not_ahead(

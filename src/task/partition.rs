@@ -296,6 +296,14 @@ impl PartitionTask {
         self.positions().max(self.applied_below)
     }
 
+    /// For a replay that only brings a state up to a target over a log it
+    /// may not write (a rebuild, a swap's catch-up): the refills the state
+    /// awaits are asked by the owner that takes the state over (its task
+    /// asks once caught up), not by this one.
+    pub fn leave_requests_to_the_next_owner(&mut self) {
+        self.refills_asked = true;
+    }
+
     /// Whether the quiet replay below the previous owners' positions is over
     /// (the state has caught up with what they did).
     pub fn caught_up(&self) -> bool {
