@@ -1,7 +1,8 @@
 //! feedlog: an event-sourced stream processor for social feeds.
 //!
-//! Upstream apps append `follow`, `unfollow`, `post` and `delete_post` events
-//! to a partitioned log. One owner per partition turns its part of the log
+//! Upstream apps append events — `follow`, `unfollow`, `post`,
+//! `delete_post`, `repost`, `seen`, blocks, mutes and repost filters (see
+//! `docs/events.md`) — to a partitioned log. One owner per partition turns its part of the log
 //! into materialized views in RocksDB — home inboxes, author outboxes,
 //! counters, recent followers — and readers query them.
 //!
@@ -38,7 +39,7 @@
 //!
 //! **Every view is a function of the log.** After the processor has consumed
 //! every event and every internal message, every read of every view equals
-//! the oracle of the README ("Semantics"), for any partition count, duplicate
+//! the oracle of docs/semantics.md ("The contract"), for any partition count, duplicate
 //! delivery, crashes at any point and rebuilds from scratch. How:
 //!
 //! - *One owner per user.* Partition `p` owns the users that hash to `p`, and

@@ -7,7 +7,7 @@
 //! and in pages of 2, against the oracle, and states what it expects in
 //! plain terms.
 //!
-//! Where Mastodon and feedlog differ (README, "Blocks and mutes"): Mastodon
+//! Where Mastodon and feedlog differ (docs/semantics.md, "Blocks and mutes"): Mastodon
 //! filters a status when it is pushed, so a mute or block hides only what
 //! arrives afterwards plus what a background job removes from the newest
 //! items of a feed, and an unmute merges back only recent statuses; a

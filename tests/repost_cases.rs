@@ -6,7 +6,7 @@
 //! checks every view of every user, in every placement mode, against the
 //! oracle, and states the entry it expects in plain terms.
 //!
-//! Where Mastodon and feedlog differ (README, "Semantics"): Mastodon drops a
+//! Where Mastodon and feedlog differ (docs/semantics.md, "The timeline"): Mastodon drops a
 //! reblog whose original (or an earlier reblog) is among the newest 40 items
 //! of a feed, lets a post appear twice once that window has passed, keeps
 //! "spare" reblogs only inside the window, and shows one reblogging account

@@ -84,8 +84,8 @@ pub enum Command {
         /// follower.
         #[arg(long, env = "FEEDLOG_PULL_THRESHOLD", default_value_t = DEFAULT_PULL_THRESHOLD)]
         pull_threshold: u64,
-        /// Log time without an event of their own (a follow, unfollow,
-        /// post, deletion or `seen`) after which a reader is skipped by push
+        /// Log time without an event of their own (any kind: a follow, a
+        /// post, a repost, a block, a `seen`…) after which a reader is skipped by push
         /// fan-out and read by pull until their next event: `30d`, `12h`,
         /// `90m`, `45s`, `500ms` (0: never).
         #[arg(long, env = "FEEDLOG_INACTIVE_AFTER", value_name = "DURATION", default_value = "30d", value_parser = log_span)]
@@ -141,8 +141,8 @@ pub enum Command {
         /// Inbox entries kept per user (default: as the live state).
         #[arg(long, value_parser = at_least_one)]
         inbox_cap: Option<u64>,
-        /// Log time without an event of their own (a follow, unfollow,
-        /// post, deletion or `seen`) after which a reader is skipped by push
+        /// Log time without an event of their own (any kind: a follow, a
+        /// post, a repost, a block, a `seen`…) after which a reader is skipped by push
         /// fan-out and read by pull until their next event: `30d`, `12h`,
         /// `90m`, `45s`, `500ms` (0: never).
         #[arg(long, env = "FEEDLOG_INACTIVE_AFTER", value_name = "DURATION", default_value = "30d", value_parser = log_span)]
@@ -179,8 +179,8 @@ pub enum Command {
         /// Inbox entries kept per user (default: as the live state).
         #[arg(long, value_parser = at_least_one)]
         inbox_cap: Option<u64>,
-        /// Log time without an event of their own (a follow, unfollow,
-        /// post, deletion or `seen`) after which a reader is skipped by push
+        /// Log time without an event of their own (any kind: a follow, a
+        /// post, a repost, a block, a `seen`…) after which a reader is skipped by push
         /// fan-out and read by pull until their next event: `30d`, `12h`,
         /// `90m`, `45s`, `500ms` (0: never).
         #[arg(long, env = "FEEDLOG_INACTIVE_AFTER", value_name = "DURATION", default_value = "30d", value_parser = log_span)]
@@ -307,7 +307,7 @@ pub enum Command {
         /// Cursor from a previous page's `next_cursor`.
         #[arg(long)]
         cursor: Option<String>,
-        /// The view as it was at log time T (ms): README, "Earlier states".
+        /// The view as it was at log time T (ms): docs/http-api.md, "Earlier states".
         #[arg(long, value_name = "T")]
         as_of: Option<u64>,
     },
@@ -554,10 +554,10 @@ mod tests {
         }
     }
 
-    // Proves every setting of `run` can come from a FEEDLOG_* environment variable, and that the README names each.
+    // Proves every setting of `run` can come from a FEEDLOG_* environment variable, and that docs/cli.md names each.
     #[test]
-    fn every_run_setting_has_an_environment_variable_in_the_readme() {
-        let readme = include_str!("../../README.md");
+    fn every_run_setting_has_an_environment_variable_in_the_cli_docs() {
+        let readme = include_str!("../../docs/cli.md");
         let settings = run_settings();
         assert!(settings.len() > 15, "{settings:?}");
         for (long, env) in settings {
@@ -565,7 +565,7 @@ mod tests {
             assert!(env.starts_with("FEEDLOG_"), "--{long}: {env}");
             assert!(
                 readme.contains(&format!("`{env}`")),
-                "the README does not name {env} (--{long})"
+                "docs/cli.md does not name {env} (--{long})"
             );
         }
     }

@@ -32,7 +32,7 @@ pub fn apply_event<K: Kv + ?Sized>(
     out: &mut Vec<Out>,
 ) -> Result<Applied, KvError> {
     let mut applied = Applied::default();
-    // Any own event, even a repeat, is activity (README, "How it works").
+    // Any own event, even a repeat, is activity (docs/design.md, "Event kinds").
     active::touch(t, ctx, event.actor(), event.ts(), &mut applied, out)?;
     match *event {
         Event::Follow {
@@ -113,7 +113,7 @@ pub fn apply_event<K: Kv + ?Sized>(
                 return Ok(applied);
             }
         }
-        // Activity changes no view (README, "How it works"): only the user's record.
+        // Activity changes no view (docs/design.md, "Inactive readers are pulled"): only the user's record.
         Event::Seen { .. } => return Ok(applied),
     }
     applied.changed = true;

@@ -7,15 +7,15 @@ use crate::core::position::{Offset, Version};
 use serde::{Deserialize, Serialize};
 
 /// Inbox entries kept per user unless configured otherwise: the
-/// materialized cache of the timeline (README, "How it works").
+/// materialized cache of the timeline (docs/design.md, "The bounded inbox and its horizon").
 pub const DEFAULT_INBOX_CAP: u64 = 800;
 
 /// Live followers from which an author's posts are pulled by readers
-/// instead of pushed into every follower's inbox (README, "How it works").
+/// instead of pushed into every follower's inbox (docs/design.md, "Big accounts are pulled").
 pub const DEFAULT_PULL_THRESHOLD: u64 = 10_000;
 
 /// Log time (ms) without an event of their own after which a reader is
-/// skipped by push fan-out: 30 days (README, "How it works").
+/// skipped by push fan-out: 30 days (docs/design.md, "Inactive readers are pulled").
 pub const DEFAULT_INACTIVE_AFTER_MS: u64 = 30 * 24 * 3600 * 1000;
 
 /// Internal messages between partitions (the `effects` topic). Each is
@@ -231,7 +231,7 @@ pub enum Effect {
         live: bool,
     },
     /// At the blocked user's partition: `by`'s block of `user` is now on
-    /// or off, as of `by`'s event `version` (README, "Blocks and mutes").
+    /// or off, as of `by`'s event `version` (docs/semantics.md, "Blocks and mutes").
     /// Also sent to `by`'s own partition, whose end of the follow edges to
     /// `by` judges by it in `effects` order.
     Blocked {

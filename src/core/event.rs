@@ -1,7 +1,7 @@
 //! Events and the newtypes they are made of.
 //!
-//! An [`Event`] is what upstream apps write to the `events` topic: one of six
-//! kinds, each with a producer timestamp. Ids are never bare `u64`s past the
+//! An [`Event`] is what upstream apps write to the `events` topic (see
+//! [`EventKind`] for every kind), each with a producer timestamp. Ids are never bare `u64`s past the
 //! codec: a [`UserId`] cannot be passed where a [`PostId`] is expected.
 
 use serde::{Deserialize, Serialize};
@@ -121,7 +121,7 @@ pub enum Event {
         ts: Ts,
     },
     /// `user` was active (opened the app): activity for hybrid fan-out's
-    /// inactive readers (README, "How it works"). Changes no view.
+    /// inactive readers (docs/design.md, "Inactive readers are pulled"). Changes no view.
     Seen {
         /// The acting user.
         user: UserId,
@@ -145,7 +145,7 @@ pub enum Event {
         ts: Ts,
     },
     /// `user` blocks, mutes or hides the reposts of `target`, or lifts
-    /// that (README, "Blocks and mutes"). Appended last, as `Repost` was.
+    /// that (docs/semantics.md, "Blocks and mutes"). Appended last, as `Repost` was.
     Filter {
         /// The acting user (the reader who filters).
         user: UserId,
@@ -221,8 +221,7 @@ impl Event {
         }
     }
 
-    /// The kind as spelled in JSON (`follow`, `unfollow`, `post`,
-    /// `delete_post`, `seen`).
+    /// The kind, as spelled in JSON.
     pub fn kind(&self) -> EventKind {
         match self {
             Event::Follow { .. } => EventKind::Follow,
@@ -235,7 +234,7 @@ impl Event {
         }
     }
 
-    /// Checks the rules every event must meet (README, "Events"): ids > 0, no
+    /// Checks the rules every event must meet (docs/events.md, "Ids and times"): ids > 0, no
     /// self-follow, a `ts` in milliseconds ([`Ts::check_unit`]). Decoders
     /// call this; an event that fails is not an event.
     pub fn validate(&self) -> Result<(), InvalidEvent> {
@@ -359,7 +358,7 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    /// Every kind, in the order of the JSON spellings in the README
+    /// Every kind, in the order of the JSON spellings in docs/events.md
     /// (follow, unfollow, post, delete_post, seen, repost, block, unblock,
     /// mute, unmute, hide_reposts, show_reposts). Derived from
     /// [`EventKind::next`], whose exhaustive `match` makes a new kind
@@ -505,7 +504,7 @@ mod tests {
         );
     }
 
-    // Proves validation rejects exactly the records the README's "Events" says are not events.
+    // Proves validation rejects exactly the records docs/events.md says are not events.
     #[test]
     fn validation_rules() {
         let ok = Event::Follow {

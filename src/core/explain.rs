@@ -1,5 +1,5 @@
-//! Why a post is, or is not, in a reader's home timeline (README,
-//! "Explain"): the appearances that put it there, each with the events
+//! Why a post is, or is not, in a reader's home timeline
+//! (docs/http-api.md, "Explain"): the appearances that put it there, each with the events
 //! that decided it and where they sit in the log, or the one reason it is
 //! not there.
 //!

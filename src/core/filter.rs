@@ -1,4 +1,4 @@
-//! Blocks, mutes and hidden reposts (README, "Blocks and mutes"): what a
+//! Blocks, mutes and hidden reposts (docs/semantics.md, "Blocks and mutes"): what a
 //! reader shuts out of their timeline, kept per (user, other) pair in the
 //! user's partition (`filters`), and applied when a timeline is read.
 //!

@@ -130,7 +130,7 @@ pub fn decode_outbox_repost(v: &[u8]) -> Option<(PostRef, Ts)> {
 }
 
 /// `reposts` (at the partition of the post a repost names): `0 | a | p |
-/// reposter | repost`, valued `ts u64 | hops u32`: a repost registered
+/// reposter | repost`, valued `ts u64 | hops u32 | version u64`: a repost registered
 /// with post `(a, p)` — its original, or a post whose kind is not known yet
 /// (the repost waits there).
 pub fn repost_of(target: PostRef, reposter: UserId, repost: PostId) -> Vec<u8> {
@@ -221,8 +221,8 @@ pub struct UserVal {
     /// only grows, so a reader that finds zero knows the inbox alone always
     /// held the user's timeline up to its horizon.
     pub marks: u64,
-    /// As a reader: the log time of the user's last own event (a follow,
-    /// unfollow, post, deletion or `seen`).
+    /// As a reader: the log time of the user's last own event (of any
+    /// kind: a follow, a post, a repost, a block, a `seen`…).
     pub active: Ts,
     /// As a reader: inactive, skipped by push fan-out. The inbox is empty
     /// and its horizon at the top, so every read takes the pull path.

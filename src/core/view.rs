@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// A view of the contract (README, "Semantics").
+/// A view of the contract (docs/semantics.md, "Views").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum View {
@@ -22,7 +22,7 @@ pub enum View {
     Posts,
     /// A user's home timeline: the live posts of the users they follow.
     Timeline,
-    /// The users a user mutes, by id (README, "Blocks and mutes").
+    /// The users a user mutes, by id (docs/semantics.md, "Blocks and mutes").
     Mutes,
     /// The users a user blocks, by id.
     Blocks,

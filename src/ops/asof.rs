@@ -1,5 +1,5 @@
-//! Rewind: every view as it was at an earlier log time `T` (README,
-//! "Earlier states").
+//! Rewind: every view as it was at an earlier log time `T`
+//! (docs/http-api.md, "Earlier states").
 //!
 //! The view as of `T` is the view the contract defines over the events
 //! with `ts <= T`, with one exception: a deleted post never comes back (a

@@ -1,4 +1,4 @@
-//! The oracle: the contract of the README ("Semantics") as a small in-memory
+//! The oracle: the contract of docs/semantics.md as a small in-memory
 //! model. Feed it the valid events in log order; ask it for any view.
 
 use feedlog::core::event::{Event, FilterChange};
@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 mod why;
 pub use why::At;
 
-/// Repost links a repost's resolution follows at most (the README's
-/// "Reposts"): a chain longer than that, or a cycle, resolves to nothing.
+/// Repost links a repost's resolution follows at most (docs/semantics.md,
+/// "Follows, posts and reposts"): a chain longer than that, or a cycle, resolves to nothing.
 pub const MAX_REPOST_HOPS: usize = feedlog::core::event::MAX_REPOST_HOPS as usize;
 
 /// What an (author, id) pair is: set by its first post or repost event.
@@ -282,7 +282,7 @@ impl Oracle {
 
     /// The time the follow `a` -> `b` counts from, if it counts: a follow
     /// counts only when made after the end of every block period between
-    /// the two (README, "Blocks and mutes"); a later follow of the same
+    /// the two (docs/semantics.md, "Blocks and mutes"); a later follow of the same
     /// edge revives one that the periods cover.
     fn counted(&self, a: u64, b: u64) -> Option<u64> {
         let &(first, last) = self.edges.get(&(a, b))?;

@@ -1,5 +1,5 @@
 //! The oracle's answers to "why is this in my timeline" and "why not"
-//! (README, "Explain"), from the log alone, as the API answers them.
+//! (docs/http-api.md, "Explain"), from the log alone, as the API answers them.
 
 use super::{Kind, Mode, Oracle};
 use serde_json::{json, Value};

@@ -134,7 +134,7 @@ fn timeline() {}
 fn why() {}
 
 #[utoipa::path(get, path = "/v1/users/{id}/timeline/changes", operation_id = "timelineChanges",
-    summary = "What entered and what left the user's home timeline between two log times (README, \"Earlier states\"): `entered`, the entries as of `to` not there as of `from`, and `left`, the other way round, newest first, at most 1,000 (`truncated` past that), each with the `timeline/why` answer as of `to` (without log positions). Embedded log only (400 no_history elsewhere).",
+    summary = "What entered and what left the user's home timeline between two log times (docs/http-api.md, \"Earlier states\"): `entered`, the entries as of `to` not there as of `from`, and `left`, the other way round, newest first, at most 1,000 (`truncated` past that), each with the `timeline/why` answer as of `to` (without log positions). Embedded log only (400 no_history elsewhere).",
     params(
         User,
         ("from" = u64, Query, description = "The earlier log time (ms)."),
@@ -235,7 +235,7 @@ fn followers() {}
 fn followees() {}
 
 #[utoipa::path(get, path = "/v1/users/{id}/mutes", operation_id = "getMutes",
-    summary = "The users this user mutes, by user id ascending, with the mute's time and end (README, \"Blocks and mutes\"). A mute whose `until` the user's partition's log time has passed no longer filters, and is listed until an `unmute`.",
+    summary = "The users this user mutes, by user id ascending, with the mute's time and end (docs/semantics.md, \"Blocks and mutes\"). A mute whose `until` the user's partition's log time has passed no longer filters, and is listed until an `unmute`.",
     params(
         User,
         AsOf,
@@ -249,7 +249,7 @@ fn followees() {}
 fn mutes() {}
 
 #[utoipa::path(get, path = "/v1/users/{id}/blocks", operation_id = "getBlocks",
-    summary = "The users this user blocks, by user id ascending, with the block's time (README, \"Blocks and mutes\").",
+    summary = "The users this user blocks, by user id ascending, with the block's time (docs/semantics.md, \"Blocks and mutes\").",
     params(
         User,
         AsOf,

@@ -1,4 +1,4 @@
-//! Views as of an earlier log time (`as_of`, README "Earlier states"):
+//! Views as of an earlier log time (`as_of`, docs/http-api.md, "Earlier states"):
 //! the read of a state the node's [`crate::api::query::Rewind`] builds,
 //! and pages that link pages of the same time.
 

@@ -1,4 +1,4 @@
-//! Explain (README, "Explain"): why an entry is in a timeline
+//! Explain (docs/http-api.md, "Explain"): why an entry is in a timeline
 //! (`explain=1`), and why a post is or is not (`timeline/why`).
 
 use super::*;

@@ -57,7 +57,7 @@ pub trait Remote: Send + Sync {
     ) -> Result<Option<crate::core::keys::PostVal>, QueryError>;
 }
 
-/// Every view as of an earlier log time (README, "Earlier states"): the
+/// Every view as of an earlier log time (docs/http-api.md, "Earlier states"): the
 /// operations part builds that state from the log and hands a reader of it.
 pub trait Rewind: Send + Sync {
     /// A reader whose every view answers as of log time `t` (ms):

@@ -24,7 +24,7 @@ impl Reader {
     }
 
     /// A page of the user's home timeline with its posts placed as `mode`
-    /// says (README, "Reposts"): every live post of a followee and every
+    /// says (docs/semantics.md, "The timeline"): every live post of a followee and every
     /// live repost by one, one entry per original post, in timeline order.
     pub fn timeline_in(
         &self,

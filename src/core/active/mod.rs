@@ -1,4 +1,4 @@
-//! Inactive readers (README, "How it works": inactive readers are pulled): a user with no event of
+//! Inactive readers (docs/design.md, "Inactive readers are pulled"): a user with no event of
 //! their own for the configured span of log time falls asleep when a
 //! delivery reaches them. Log time is the partition's clock, the newest
 //! event time it has applied: the same `events` log holds the user's own
@@ -6,8 +6,8 @@
 //! take its users for idle when deliveries from ahead reach them. Their inbox is emptied and its horizon put at
 //! the top, so deliveries skip them and every read takes the pull path.
 //!
-//! Their next own event (a follow, unfollow, post, deletion or `seen`)
-//! wakes them: the inbox starts empty again and each followee that is not
+//! Their next own event (of any kind: a follow, a post, a repost, a
+//! block, a `seen`…) wakes them: the inbox starts empty again and each followee that is not
 //! pulled is asked for its newest posts ([`Effect::Refill`]). The author's
 //! partition answers as it answers a new follow ([`Effect::Refilled`]): a
 //! backfill, after which its deliveries follow in order. Until every

@@ -1,4 +1,4 @@
-//! The JSON interchange format of events (README, "Events"): one object
+//! The JSON interchange format of events (docs/events.md, "The JSON format"): one object
 //! per record, parsed field by field so that each error names its field.
 
 use super::DecodeError;

@@ -6,7 +6,7 @@ fn json(s: &str) -> Result<Event, DecodeError> {
     decode_event(Format::Json.as_u8(), s.as_bytes())
 }
 
-// Proves the five JSON shapes of the README decode, with and without "v".
+// Proves the five JSON shapes of docs/events.md decode, with and without "v".
 #[test]
 fn json_shapes_decode() {
     assert_eq!(
@@ -42,7 +42,7 @@ fn json_shapes_decode() {
     ));
 }
 
-// Proves fields the event kind does not use are ignored whatever their type, as the README promises.
+// Proves fields the event kind does not use are ignored whatever their type, as docs/events.md promises.
 #[test]
 fn unused_fields_are_ignored_whatever_their_type() {
     assert_eq!(
@@ -342,7 +342,7 @@ fn bad_field_reason_names_the_lowest_valid_value() {
     assert!(padded.contains(r#"decimal digits), got "042""#), "{padded}");
 }
 
-// Proves the six filter events of the README decode (a mute with and without `until`), and that a self-filter, a missing target, a mute ending at or before its own time and an `until` written as a string are refused with their reasons.
+// Proves the six filter events of docs/events.md decode (a mute with and without `until`), and that a self-filter, a missing target, a mute ending at or before its own time and an `until` written as a string are refused with their reasons.
 #[test]
 fn filter_events_decode_or_are_refused() {
     let filter = |change| {

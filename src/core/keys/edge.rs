@@ -7,7 +7,7 @@ use crate::core::position::Version;
 /// A live or dead edge, with the version of the event that last changed it.
 ///
 /// `live` means the follow counts: every view, counter and fan-out reads
-/// that alone. A follow that a block voids (README, "Blocks and mutes") is
+/// that alone. A follow that a block voids (docs/semantics.md, "Blocks and mutes") is
 /// kept as `void`: still followed by its events, counted by none, and
 /// counted again should the pair's block periods turn out to end before it
 /// (a block's end that arrives late).

@@ -1,4 +1,4 @@
-//! Pulled authors (README, "How it works": big accounts are pulled): an author with at least
+//! Pulled authors (docs/design.md, "Big accounts are pulled"): an author with at least
 //! the pull threshold in force of live followers is not pushed into every
 //! follower's inbox. Each partition keeps a copy of the author's newest
 //! posts (one message per partition per post), each follower's record lists
