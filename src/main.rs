@@ -1,7 +1,9 @@
 //! `feedlog`: a thin binary over the library. It sets up logging, parses
 //! the command line, dispatches to the command's family in [`cli`], and
-//! turns the outcome into an exit code: 0, the command's own code, or 1
-//! with the error and its causes on stderr. `anyhow` lives only here.
+//! turns the outcome into an exit code: 0, the command's own code, or the
+//! error and its causes on stderr with 75 when the error passes (run the
+//! command again later: a full disk, a broker away, a lock another process
+//! holds) and 1 when it needs an operator. `anyhow` lives only here.
 
 mod cli;
 
@@ -38,9 +40,38 @@ fn main() {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             cli::say::error(error_text(&e));
-            std::process::exit(1);
+            std::process::exit(disposition(&e).exit_code());
         }
     }
+}
+
+/// What the first of the library's errors in `e`'s chain answers; an error
+/// of the command line itself needs its user.
+fn disposition(e: &anyhow::Error) -> feedlog::core::Disposition {
+    macro_rules! first_of {
+        ($cause:ident: $($t:ty),+) => {
+            $(if let Some(known) = $cause.downcast_ref::<$t>() {
+                return known.disposition();
+            })+
+        };
+    }
+    for cause in e.chain() {
+        first_of!(cause:
+            feedlog::task::embedded::ProcessorError,
+            feedlog::task::kafka::ClusterError,
+            feedlog::ops::rebuild::ReplayError,
+            feedlog::ops::requests::Refusal,
+            feedlog::ingest::produce::ProduceError,
+            feedlog::ingest::import::ImportError,
+            feedlog::task::TaskError,
+            feedlog::log::LogError,
+            feedlog::state::StoreError,
+            feedlog::state::datadir::DataDirError,
+            feedlog::api::query::QueryError,
+            feedlog::api::http::client::ClientError
+        );
+    }
+    feedlog::core::Disposition::Stop
 }
 
 /// The error and its causes on one line, each cause once (most of the

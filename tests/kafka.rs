@@ -20,6 +20,7 @@ use feedlog::core::partition::partition_for;
 use feedlog::core::position::Positions;
 use feedlog::log::kafka::PartitionState;
 use feedlog::ops::status::status;
+use feedlog::task::kafka::Cluster;
 use feedlog::UserId;
 use rdkafka::mocking::MockCluster;
 use std::path::PathBuf;
@@ -505,4 +506,61 @@ fn any_processor_answers_for_any_user() {
     m2.stop();
     m1.stop();
     m0.stop();
+}
+
+// Proves a partition store that does not decode stops a Kafka-mode processor (an error naming the partition and the bad value, answered "stop") instead of restarting its task for ever; a broker away is retried (broker_outage_and_duplicates).
+#[test]
+fn a_corrupt_store_stops_the_processor_for_an_operator() {
+    let mock = MockCluster::new(1).unwrap();
+    let brokers = mock.bootstrap_servers();
+    create_topics(&mock, "", 2);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("m0");
+    produce(&brokers, "events", 2, &generated_log(20, 200));
+    let mut member = Member::start(dir.clone(), config(&brokers, "gc", "", "m0"));
+    wait_idle(
+        &config(&brokers, "gc", "", "x").kafka,
+        Duration::from_secs(60),
+    );
+    member.stop();
+    let state = feedlog::state::datadir::DataDir::open(&dir)
+        .unwrap()
+        .state_dir(1);
+    let store = feedlog::state::Store::open(
+        &state,
+        1,
+        2,
+        &feedlog::state::BlockCache::new(8 << 20),
+        &feedlog::state::StoreOptions::default(),
+    )
+    .unwrap();
+    store
+        .commit(&Default::default(), |b| {
+            b.put(feedlog::core::kv::Cf::Meta, b"pos/events", &[1, 2, 3])
+        })
+        .unwrap();
+    drop(store);
+    let cluster = Cluster::open(&dir, config(&brokers, "gc", "", "m0")).unwrap();
+    let shutdown = feedlog::Shutdown::new();
+    let stop_later = shutdown.clone();
+    let guard = std::thread::spawn(move || {
+        // Bounds the test: the processor must have stopped by itself.
+        std::thread::sleep(Duration::from_secs(90));
+        stop_later.request();
+    });
+    let started = Instant::now();
+    let err = cluster
+        .run(&shutdown, None)
+        .expect_err("a corrupt store must stop the processor");
+    assert!(
+        started.elapsed() < Duration::from_secs(80),
+        "it stopped only when asked to: {err}"
+    );
+    assert_eq!(err.disposition(), feedlog::core::Disposition::Stop, "{err}");
+    let text = err.to_string();
+    assert!(
+        text.starts_with("partition 1: ") && text.contains("corrupt value"),
+        "{text}"
+    );
+    drop(guard);
 }

@@ -55,3 +55,34 @@ fn the_root_api_runs_the_whole_loop() {
         running.join().unwrap().unwrap();
     });
 }
+
+// Proves a library caller gets the command line's inbox-cap check: a state built with one cap is refused to a processor with another (an error that names both and answers "stop"), and opens again with its own cap.
+#[test]
+fn a_state_is_processed_only_with_the_inbox_cap_it_was_built_with() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = DataDir::create_or_open(tmp.path(), Some(2)).unwrap();
+    let mut producer = Producer::new(&data).unwrap();
+    producer
+        .json_lines(generated_log(10, 200).as_bytes(), "generated")
+        .unwrap();
+    producer.finish().unwrap();
+    let cfg = |inbox_cap| ProcessorConfig {
+        inbox_cap,
+        ..ProcessorConfig::default()
+    };
+    let processor = Processor::open(&data, cfg(50)).unwrap();
+    processor.run(&Shutdown::new(), true).unwrap();
+    drop(processor);
+    let refused = Processor::open(&data, cfg(60))
+        .err()
+        .expect("another cap is refused");
+    let text = refused.to_string();
+    assert!(
+        text.contains("built with inbox cap 50, not 60") && text.contains("backfill"),
+        "{text}"
+    );
+    assert_eq!(refused.disposition(), feedlog::core::Disposition::Stop);
+    let reopened = DataDir::open(tmp.path()).unwrap();
+    assert_eq!(reopened.inbox_cap_or_built(None), 50);
+    Processor::open(&reopened, cfg(50)).unwrap();
+}

@@ -70,8 +70,10 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             kafka_run,
         } => match &settings.kafka {
             Some(_) => {
+                // The cap this member's state was built with, when it has one.
+                let built = DataDir::open(data).ok().and_then(|d| d.inbox_cap());
                 let cfg = ProcessorConfig {
-                    inbox_cap: inbox_cap.unwrap_or(DEFAULT_INBOX_CAP),
+                    inbox_cap: inbox_cap.or(built).unwrap_or(DEFAULT_INBOX_CAP),
                     pull_threshold: Some(pull_threshold),
                     inactive_after: span(inactive_after),
                     sync: !no_sync,
@@ -263,7 +265,7 @@ fn replay_config(
 ) -> Result<ProcessorConfig> {
     let dir = DataDir::open(data)?;
     Ok(ProcessorConfig {
-        inbox_cap: inbox_cap.or(dir.inbox_cap()).unwrap_or(DEFAULT_INBOX_CAP),
+        inbox_cap: dir.inbox_cap_or_built(inbox_cap),
         pull_threshold: dir.pull_threshold(),
         inactive_after: span(inactive_after),
         sync: !no_sync,

@@ -8,7 +8,6 @@ use anyhow::{bail, Result};
 use feedlog::api::http::Api;
 use feedlog::api::query::Reader;
 use feedlog::core::metrics::{PartitionLag, StepStats};
-use feedlog::core::DEFAULT_INBOX_CAP;
 use feedlog::ops::asof::LogRewind;
 use feedlog::ops::serve::{processor_api, LogNode};
 use feedlog::state::datadir::DataDir;
@@ -17,7 +16,7 @@ use feedlog::task::embedded::{Processor, ProcessorConfig};
 use feedlog::task::{lag, Shutdown};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// `run` on the embedded log: processes until Ctrl-C (or idle), taking
 /// `checkpoint` and `swap` requests, serving the API with `listen`; `cfg`
@@ -31,7 +30,7 @@ pub fn run_embedded(
     listen: Option<String>,
     api: &ApiArgs,
 ) -> Result<i32> {
-    let mut dir = DataDir::open(data)?;
+    let dir = DataDir::open(data)?;
     let Some(_lock) = dir.try_lock()? else {
         bail!(
             "another process is running on {} (it holds {}): one processor per data directory",
@@ -39,20 +38,10 @@ pub fn run_embedded(
             data.join("run.lock").display()
         );
     };
-    let inbox_cap = match (inbox_cap, dir.inbox_cap()) {
-        (Some(asked), Some(built)) if asked != built => bail!(
-            "the state of {} was built with inbox cap {built}, not {asked}: \
-             `feedlog --data {} backfill --view timeline --inbox-cap {asked}` rebuilds it with {asked} \
-             beside the live one and swaps it in",
-            data.display(),
-            data.display()
-        ),
-        (asked, built) => asked.or(built).unwrap_or(DEFAULT_INBOX_CAP),
+    let cfg = ProcessorConfig {
+        inbox_cap: dir.inbox_cap_or_built(inbox_cap),
+        ..cfg
     };
-    if dir.inbox_cap().is_none() {
-        dir.set_inbox_cap(inbox_cap)?;
-    }
-    let cfg = ProcessorConfig { inbox_cap, ..cfg };
     let processor = Processor::open(&dir, cfg)?;
     let server = match listen {
         Some(addr) => Some(ApiServer::start(&addr, api.config(), |cfg| {
@@ -63,7 +52,7 @@ pub fn run_embedded(
     let shutdown = shutdown_on_signal();
     let requests = Shutdown::new();
     let result = std::thread::scope(|s| {
-        s.spawn(|| feedlog::ops::control::serve_requests(&dir, &processor, &requests));
+        s.spawn(|| feedlog::ops::requests::serve_requests(&dir, &processor, &requests));
         let r = process(&dir, &processor, &shutdown, mode);
         requests.request();
         r
@@ -91,26 +80,7 @@ pub fn serve(data: &Path, listen: &str, api: &ApiArgs) -> Result<i32> {
         Api::new(Reader::over(parts, None).following(), node, cfg)
     })?;
     let shutdown = shutdown_on_signal();
-    let mut generation = dir.state_name().to_string();
-    while !shutdown.wait(Duration::from_secs(1)) {
-        // Follow a swap: the new generation's stores, all at once.
-        let Ok(now) = DataDir::open(data) else {
-            continue;
-        };
-        if now.state_name() != generation {
-            match feedlog::state::set::open_secondaries(&now, &scratch.0) {
-                Ok(stores) => {
-                    set.replace(stores);
-                    generation = now.state_name().to_string();
-                    say!("now serving state generation {generation}");
-                }
-                Err(e) => say!(
-                    "warning: could not open state generation {}: {e}",
-                    now.state_name()
-                ),
-            }
-        }
-    }
+    feedlog::ops::serve::follow_swaps(&dir, &set, &scratch.0, &shutdown, &|line| say!("{line}"));
     server.stop();
     Ok(0)
 }

@@ -6,9 +6,9 @@ use crate::cli::say::{say, Meter};
 use anyhow::{bail, Context, Result};
 use feedlog::core::position::Positions;
 use feedlog::core::View;
-use feedlog::ops::control::{self, Request};
 use feedlog::ops::digest::{self, StateDigest};
 use feedlog::ops::rebuild::{self, Rebuild};
+use feedlog::ops::requests::{self, Request};
 use feedlog::ops::reset::{self, ResetTo};
 use feedlog::ops::swap::SwapReport;
 use feedlog::state::checkpoint::DirCheckpoint;
@@ -193,19 +193,19 @@ fn to_processor(data: &Path, request: Request) -> Result<serde_json::Value> {
     let answer = match d.try_lock()? {
         Some(_lock) => {
             let say = |line: String| say!("{line}");
-            control::carry_out(&d, None, &request, &say)
+            requests::carry_out(&d, None, &request, &say)
         }
         None => {
             say!(
                 "a processor is running on {}: asking it (see its output for progress)",
                 data.display()
             );
-            control::request(&d, request, &|waited| {
+            requests::request(&d, request, &|waited| {
                 say!("  waiting for the processor ({:.0}s)", waited.as_secs_f64())
             })
         }
     };
-    answer.map_err(anyhow::Error::msg)
+    Ok(answer?)
 }
 
 fn absolute(p: &Path) -> Result<PathBuf> {

@@ -102,36 +102,6 @@ impl Cf {
     }
 }
 
-/// Why a read of state failed: a stored value that does not decode, or the
-/// engine behind the [`Kv`] (RocksDB, in the state layer) failed.
-#[derive(Debug, thiserror::Error)]
-pub enum KvError {
-    /// A stored value does not decode.
-    #[error("corrupt value in column family {cf} at key {key}: {reason}")]
-    Corrupt {
-        /// Column family name.
-        cf: &'static str,
-        /// The key, in hex.
-        key: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// The storage engine failed (its own error, with where).
-    #[error(transparent)]
-    Backend(Box<dyn std::error::Error + Send + Sync>),
-}
-
-impl KvError {
-    /// A corrupt-value error for `key` in `cf`.
-    pub fn corrupt(cf: Cf, key: &[u8], reason: impl Into<String>) -> KvError {
-        KvError::Corrupt {
-            cf: cf.name(),
-            key: key.iter().map(|b| format!("{b:02x}")).collect(),
-            reason: reason.into(),
-        }
-    }
-}
-
 /// A key-value pair from a scan.
 pub type Entry = (Vec<u8>, Vec<u8>);
 
@@ -584,5 +554,8 @@ impl Iterator for Merge<'_> {
     }
 }
 
+mod error;
 #[cfg(test)]
 mod tests;
+
+pub use error::KvError;

@@ -1,21 +1,10 @@
-//! What the processor measures: the figures of each step ([`StepStats`]),
-//! their running totals ([`Progress`]), and fixed-bucket histograms
-//! rendered as Prometheus text (exposition format 0.0.4).
+//! What the processor counts: the figures of each step ([`StepStats`]),
+//! how far a partition is behind ([`PartitionLag`]), and fixed-bucket
+//! distributions ([`Buckets`]) — plain values. The task keeps their running
+//! totals (`crate::task::progress`); the read API renders them.
 
 use crate::core::event::EventKind;
 use crate::core::position::Positions;
-use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
-
-/// A histogram with fixed upper bounds (`le`), cumulative when rendered.
-#[derive(Debug)]
-pub struct Histogram {
-    bounds: &'static [f64],
-    counts: Vec<AtomicU64>,
-    /// Sum of observations, as f64 bits.
-    sum: AtomicU64,
-}
 
 /// Upper bounds for latencies in seconds: 50 µs to 10 s.
 pub const LATENCY_BUCKETS: &[f64] = &[
@@ -28,72 +17,75 @@ pub const SIZE_BUCKETS: &[f64] = &[
     1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 2048.0, 4096.0, 16384.0, 65536.0,
 ];
 
-impl Histogram {
-    /// An empty histogram over `bounds` (ascending; `+Inf` is implied).
-    pub fn new(bounds: &'static [f64]) -> Histogram {
-        Histogram {
+/// Observations counted in fixed buckets (upper bounds `le`, `+Inf`
+/// implied), with their sum.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Buckets {
+    /// The upper bounds, ascending.
+    pub bounds: &'static [f64],
+    /// Observations per bucket (not cumulative): one more than `bounds`,
+    /// the last for `+Inf`.
+    pub counts: Vec<u64>,
+    /// Sum of the observations.
+    pub sum: f64,
+}
+
+impl Buckets {
+    /// No observations over `bounds`.
+    pub fn new(bounds: &'static [f64]) -> Buckets {
+        Buckets {
             bounds,
-            counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
-            sum: AtomicU64::new(0f64.to_bits()),
+            counts: vec![0; bounds.len() + 1],
+            sum: 0.0,
         }
     }
 
-    /// Records one observation.
-    pub fn observe(&self, v: f64) {
-        let i = self.bounds.partition_point(|&b| b < v);
-        self.counts[i].fetch_add(1, Ordering::Relaxed);
-        let _ = self
-            .sum
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
-                Some((f64::from_bits(bits) + v).to_bits())
-            });
+    /// The bucket `v` falls in.
+    pub fn index(bounds: &[f64], v: f64) -> usize {
+        bounds.partition_point(|&b| b < v)
+    }
+
+    /// Counts one observation.
+    pub fn observe(&mut self, v: f64) {
+        self.counts[Buckets::index(self.bounds, v)] += 1;
+        self.sum += v;
     }
 
     /// Observations so far.
     pub fn count(&self) -> u64 {
-        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+        self.counts.iter().sum()
     }
+}
 
-    /// Appends the `_bucket`, `_sum` and `_count` lines of `name{labels}`.
-    pub fn render(&self, out: &mut String, name: &str, labels: &str) {
-        let sep = if labels.is_empty() { "" } else { "," };
-        let mut cumulative = 0;
-        for (i, c) in self.counts.iter().enumerate() {
-            cumulative += c.load(Ordering::Relaxed);
-            let le = match self.bounds.get(i) {
-                Some(b) => format!("{b}"),
-                None => "+Inf".into(),
-            };
-            let _ = writeln!(
-                out,
-                "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {cumulative}"
-            );
+/// The running figures of a processor: totals since start, and the
+/// distributions of batch sizes and commit times.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figures {
+    /// Totals since start.
+    pub totals: StepStats,
+    /// Messages read per non-empty step (events and effects).
+    pub batch_records: Buckets,
+    /// Seconds per state commit.
+    pub commit_seconds: Buckets,
+}
+
+impl Default for Figures {
+    fn default() -> Self {
+        Figures {
+            totals: StepStats::default(),
+            batch_records: Buckets::new(SIZE_BUCKETS),
+            commit_seconds: Buckets::new(LATENCY_BUCKETS),
         }
-        let braces = |s: &str| {
-            if s.is_empty() {
-                String::new()
-            } else {
-                format!("{{{s}}}")
-            }
-        };
-        let sum = f64::from_bits(self.sum.load(Ordering::Relaxed));
-        let _ = writeln!(out, "{name}_sum{} {sum}", braces(labels));
-        let _ = writeln!(out, "{name}_count{} {cumulative}", braces(labels));
     }
 }
 
-/// Writes a metric family's `# HELP` and `# TYPE` lines.
-pub fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-/// Writes one sample line.
-pub fn sample(out: &mut String, name: &str, labels: &str, value: impl std::fmt::Display) {
-    if labels.is_empty() {
-        let _ = writeln!(out, "{name} {value}");
-    } else {
-        let _ = writeln!(out, "{name}{{{labels}}} {value}");
+impl Figures {
+    /// Adds one non-empty step.
+    pub fn record(&mut self, stats: &StepStats) {
+        self.batch_records.observe(stats.input() as f64);
+        self.commit_seconds
+            .observe(stats.commit_micros as f64 / 1e6);
+        self.totals.add(stats);
     }
 }
 
@@ -252,78 +244,6 @@ impl StepStats {
     }
 }
 
-/// Progress figures, updated as batches commit.
-pub struct Progress {
-    /// Totals since start.
-    pub totals: Mutex<StepStats>,
-    /// Messages read per non-empty step (events and effects).
-    pub batch_records: Histogram,
-    /// Seconds per state commit.
-    pub commit_seconds: Histogram,
-    /// Called after each non-empty step ([`Progress::on_commit`]).
-    listeners: Mutex<Vec<Listener>>,
-}
-
-/// A function called after each committed step.
-type Listener = Box<dyn Fn() + Send + Sync>;
-
-impl std::fmt::Debug for Progress {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Progress")
-            .field("totals", &self.totals())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Default for Progress {
-    fn default() -> Self {
-        Progress {
-            totals: Mutex::default(),
-            batch_records: Histogram::new(SIZE_BUCKETS),
-            commit_seconds: Histogram::new(LATENCY_BUCKETS),
-            listeners: Mutex::default(),
-        }
-    }
-}
-
-impl Progress {
-    /// Adds one non-empty step.
-    pub fn record(&self, stats: &StepStats) {
-        self.batch_records.observe(stats.input() as f64);
-        self.commit_seconds
-            .observe(stats.commit_micros as f64 / 1e6);
-        self.lock().add(stats);
-        for f in self
-            .listeners
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-        {
-            f();
-        }
-    }
-
-    /// Calls `f` after every non-empty step from now on, on the thread that
-    /// committed it: readers that wait for new state (the timeline stream)
-    /// are woken so instead of polling. `f` must be quick.
-    pub fn on_commit(&self, f: impl Fn() + Send + Sync + 'static) {
-        self.listeners
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Box::new(f));
-    }
-
-    /// The totals so far.
-    pub fn totals(&self) -> StepStats {
-        *self.lock()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, StepStats> {
-        // A panic while adding figures leaves them usable.
-        self.totals.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
 /// How far one partition's state is behind its input logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartitionLag {
@@ -346,19 +266,15 @@ impl PartitionLag {
 mod tests {
     use super::*;
 
-    /// Buckets are cumulative and the count and sum match the observations.
+    /// An observation on a bound falls in that bound's bucket, and the sum and count follow.
     #[test]
-    fn histogram_renders_cumulative_buckets() {
-        let h = Histogram::new(&[1.0, 10.0]);
+    fn buckets_count_by_upper_bound() {
+        let mut b = Buckets::new(&[1.0, 10.0]);
         for v in [0.5, 1.0, 3.0, 30.0] {
-            h.observe(v);
+            b.observe(v);
         }
-        let mut s = String::new();
-        h.render(&mut s, "x", "a=\"b\"");
-        assert_eq!(
-            s,
-            "x_bucket{a=\"b\",le=\"1\"} 2\nx_bucket{a=\"b\",le=\"10\"} 3\n\
-             x_bucket{a=\"b\",le=\"+Inf\"} 4\nx_sum{a=\"b\"} 34.5\nx_count{a=\"b\"} 4\n"
-        );
+        assert_eq!(b.counts, vec![2, 1, 1]);
+        assert_eq!(b.count(), 4);
+        assert_eq!(b.sum, 34.5);
     }
 }

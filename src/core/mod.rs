@@ -8,6 +8,7 @@
 pub mod active;
 pub mod apply;
 pub mod codec;
+pub mod disposition;
 pub mod effect;
 pub mod event;
 pub mod explain;
@@ -28,6 +29,7 @@ pub mod view;
 pub mod views;
 
 pub use apply::{apply_effect, apply_event};
+pub use disposition::Disposition;
 pub use effect::{
     Applied, Ctx, Effect, Out, DEFAULT_INACTIVE_AFTER_MS, DEFAULT_INBOX_CAP, DEFAULT_PULL_THRESHOLD,
 };

@@ -14,6 +14,7 @@
 
 use crate::core::codec::Format;
 use crate::core::event::{Event, PostId, Ts, UserId};
+use crate::core::Disposition;
 use crate::ingest::produce::{ProduceError, Producer};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read};
@@ -58,6 +59,17 @@ pub enum ImportError {
     /// Writing the log.
     #[error(transparent)]
     Produce(#[from] ProduceError),
+}
+
+impl ImportError {
+    /// Skip, retry or stop: an input that cannot be read needs its user; a
+    /// log that cannot be written answers for itself.
+    pub fn disposition(&self) -> Disposition {
+        match self {
+            ImportError::Input { source, .. } => Disposition::of_io(source.kind()),
+            ImportError::Produce(e) => e.disposition(),
+        }
+    }
 }
 
 /// An input file, gunzipped if it starts with the gzip magic bytes, with a
@@ -116,30 +128,55 @@ pub fn open(path: &Path) -> Result<Input, ImportError> {
     })
 }
 
+/// Why a SNAP line is no data line: it goes to the dead-letter log with
+/// this reason, and the import goes on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadLine {
+    /// Fewer fields than the format has.
+    #[error("expected {want} fields, found {found}")]
+    Fields {
+        /// The format's field count.
+        want: usize,
+        /// The line's.
+        found: usize,
+    },
+    /// A node id that is no whole number from 0.
+    #[error("{0:?} is not a node id (a whole number from 0)")]
+    NodeId(String),
+    /// A node id with no user id after it (ids shift by one).
+    #[error("node id {0} is too large")]
+    NodeIdTooLarge(u64),
+    /// A time that is no number of seconds.
+    #[error("{0:?} is not a unix time in seconds")]
+    Time(String),
+    /// A time too far from now to be one.
+    #[error("{0:?} is not a plausible unix time in seconds")]
+    ImplausibleTime(String),
+}
+
 /// One data line's fields, or why it is not one.
-fn fields(line: &str, want: usize) -> Result<Vec<&str>, String> {
+fn fields(line: &str, want: usize) -> Result<Vec<&str>, BadLine> {
     let f: Vec<&str> = line.split([' ', '\t']).filter(|s| !s.is_empty()).collect();
     if f.len() < want {
-        return Err(format!("expected {want} fields, found {}", f.len()));
+        return Err(BadLine::Fields {
+            want,
+            found: f.len(),
+        });
     }
     Ok(f)
 }
 
-fn snap_id(s: &str) -> Result<UserId, String> {
-    let id: u64 = s
-        .parse()
-        .map_err(|_| format!("{s:?} is not a node id (a whole number from 0)"))?;
+fn snap_id(s: &str) -> Result<UserId, BadLine> {
+    let id: u64 = s.parse().map_err(|_| BadLine::NodeId(s.to_string()))?;
     id.checked_add(1)
         .map(UserId)
-        .ok_or_else(|| format!("node id {id} is too large"))
+        .ok_or(BadLine::NodeIdTooLarge(id))
 }
 
-fn unix_ms(s: &str) -> Result<Ts, String> {
-    let secs: f64 = s
-        .parse()
-        .map_err(|_| format!("{s:?} is not a unix time in seconds"))?;
+fn unix_ms(s: &str) -> Result<Ts, BadLine> {
+    let secs: f64 = s.parse().map_err(|_| BadLine::Time(s.to_string()))?;
     if !(0.0..1e13).contains(&secs) {
-        return Err(format!("{s:?} is not a plausible unix time in seconds"));
+        return Err(BadLine::ImplausibleTime(s.to_string()));
     }
     Ok(Ts((secs * 1000.0).round() as u64))
 }
@@ -200,7 +237,7 @@ pub fn import(
                 }
             }
             Err(why) => {
-                producer.dead_letter(&why, &where_, "snap", raw)?;
+                producer.dead_letter(&why.to_string(), &where_, "snap", raw)?;
                 s.dead_lettered += 1;
             }
         }
@@ -209,7 +246,7 @@ pub fn import(
     Ok(s)
 }
 
-fn edge(text: &str, ts: Ts) -> Result<Event, String> {
+fn edge(text: &str, ts: Ts) -> Result<Event, BadLine> {
     let f = fields(text, 2)?;
     Ok(Event::Follow {
         follower: snap_id(f[0])?,
@@ -218,7 +255,7 @@ fn edge(text: &str, ts: Ts) -> Result<Event, String> {
     })
 }
 
-fn temporal(text: &str, n: u64, seen: &mut HashSet<(u64, u64)>) -> Result<Vec<Event>, String> {
+fn temporal(text: &str, n: u64, seen: &mut HashSet<(u64, u64)>) -> Result<Vec<Event>, BadLine> {
     let f = fields(text, 3)?;
     let (src, dst, ts) = (snap_id(f[0])?, snap_id(f[1])?, unix_ms(f[2])?);
     let mut out = Vec::with_capacity(2);

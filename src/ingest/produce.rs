@@ -5,6 +5,7 @@
 use crate::core::codec::{self, Format};
 use crate::core::event::Event;
 use crate::core::partition::partition_for;
+use crate::core::Disposition;
 use crate::log::embedded::{BODY_FIXED, MAX_RECORD_BYTES};
 use crate::log::now_ms;
 use crate::log::{LogError, Logs, NewRecord, Topic};
@@ -26,6 +27,16 @@ pub enum ProduceError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl ProduceError {
+    /// Skip, retry or stop: the answer of the log, or of reading the input.
+    pub fn disposition(&self) -> Disposition {
+        match self {
+            ProduceError::Log(e) => e.disposition(),
+            ProduceError::Input { source, .. } => Disposition::of_io(source.kind()),
+        }
+    }
 }
 
 /// What a produce run did.

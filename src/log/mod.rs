@@ -16,6 +16,7 @@ pub use embedded::{Logs, PartitionReader, PartitionWriter, PARTITIONS_MARKER};
 
 pub use crate::core::position::Offset;
 
+use crate::core::Disposition;
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -209,12 +210,22 @@ pub enum LogError {
     #[error("{0}: this log is open for reading only")]
     ReadOnly(String),
     /// A Kafka client call failed.
-    #[error("kafka: {what}: {reason}")]
+    #[error("kafka: {what}: {reason}{}", .code.map(|c| format!(" (librdkafka code {c})")).unwrap_or_default())]
     Kafka {
         /// What was being done (with the topic and partition).
         what: String,
         /// The client's error.
         reason: String,
+        /// librdkafka's error code (`rd_kafka_resp_err_t`), when it gave one.
+        code: Option<i32>,
+        /// What kind of failure that code (or the call) makes it.
+        kind: KafkaFailure,
+    },
+    /// A Kafka topic feedlog needs does not exist.
+    #[error("kafka: topic {topic} does not exist (create the topics with `feedlog topics apply --kafka BROKERS`)")]
+    NoTopic {
+        /// The topic's Kafka name.
+        topic: String,
     },
     /// A Kafka partition does not hold the position a reader needs (its
     /// retention deleted it): never skipped silently.
@@ -233,4 +244,58 @@ pub enum LogError {
     /// not acknowledged is re-shipped from the outbox on the next start.
     #[error("interrupted while waiting for the log to acknowledge")]
     Interrupted,
+}
+
+/// What kind of Kafka failure a [`LogError::Kafka`] is, decided where
+/// librdkafka's code is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KafkaFailure {
+    /// The broker or the network: a timeout, a broker away, a rebalance, a
+    /// full queue. It passes.
+    Transient,
+    /// The cluster's setup contradicts feedlog's: a missing topic, partition
+    /// counts that differ, an authorization or a setting refused. An
+    /// operator must act.
+    Setup,
+    /// librdkafka's fatal error: this client is out of the group for good.
+    Fatal,
+}
+
+impl LogError {
+    /// A Kafka failure without a librdkafka code.
+    pub fn kafka(
+        what: impl Into<String>,
+        reason: impl Into<String>,
+        kind: KafkaFailure,
+    ) -> LogError {
+        LogError::Kafka {
+            what: what.into(),
+            reason: reason.into(),
+            code: None,
+            kind,
+        }
+    }
+
+    /// Skip, retry or stop: a full disk, a lock another process holds, a
+    /// broker away pass; a corrupt segment, a position the log no longer
+    /// holds, a setup that contradicts feedlog's do not; a record too large
+    /// stays too large.
+    pub fn disposition(&self) -> Disposition {
+        match self {
+            LogError::Io { source, .. } => Disposition::of_io(source.kind()),
+            LogError::Locked { .. } | LogError::Interrupted => Disposition::Retry,
+            LogError::TooLarge { .. } => Disposition::Skip,
+            LogError::Kafka { kind, .. } => match kind {
+                KafkaFailure::Transient => Disposition::Retry,
+                KafkaFailure::Setup | KafkaFailure::Fatal => Disposition::Stop,
+            },
+            LogError::Corrupt { .. }
+            | LogError::OffsetOutOfRange { .. }
+            | LogError::NoPartition { .. }
+            | LogError::WriterLost(_)
+            | LogError::ReadOnly(_)
+            | LogError::NoTopic { .. }
+            | LogError::KafkaOutOfRange { .. } => Disposition::Stop,
+        }
+    }
 }

@@ -4,9 +4,9 @@
 //! in, reset to a checkpoint or the start.
 
 pub mod asof;
-pub mod control;
 pub mod digest;
 pub mod rebuild;
+pub mod requests;
 pub mod reset;
 pub mod serve;
 pub mod status;

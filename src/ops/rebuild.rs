@@ -13,7 +13,7 @@
 use crate::api::query::QueryError;
 use crate::core::metrics::StepStats;
 use crate::core::position::{Offset, Positions};
-use crate::core::{Ctx, Epoch};
+use crate::core::{Ctx, Disposition, Epoch};
 use crate::log::{Log, LogError, NewRecord, Sink, Source, Topic};
 use crate::state::checkpoint::{canonical, DirCheckpoint};
 use crate::state::datadir::{DataDir, DataDirError, FIRST_STATE};
@@ -48,9 +48,59 @@ pub enum ReplayError {
         /// What failed.
         source: TaskError,
     },
-    /// The request cannot be carried out as asked.
+    /// A file-system call failed.
+    #[error("{action} {path}: {source}{hint}")]
+    Io {
+        /// What was being done.
+        action: String,
+        /// On what.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+        /// What to do about it, when known (empty otherwise).
+        hint: &'static str,
+    },
+    /// A worker thread panicked (a bug: its message is in the log above).
+    #[error("a {0} thread panicked")]
+    Panicked(&'static str),
+    /// A swap's last step failed and the swap was undone: nothing changed.
+    #[error("opening the swapped-in state failed, so the swap was undone: {0}")]
+    Undone(Box<ReplayError>),
+    /// The request cannot be carried out as asked; nothing was changed.
     #[error("{0}")]
     Refused(String),
+}
+
+impl ReplayError {
+    /// A file-system failure while `action` on `path`.
+    pub fn io(
+        action: impl Into<String>,
+        path: &Path,
+    ) -> impl FnOnce(std::io::Error) -> ReplayError {
+        let (action, path) = (action.into(), path.to_path_buf());
+        move |source| ReplayError::Io {
+            action,
+            path,
+            source,
+            hint: "",
+        }
+    }
+
+    /// Skip, retry or stop: the answer of what failed underneath; a
+    /// refusal or a panic stops for an operator.
+    pub fn disposition(&self) -> Disposition {
+        match self {
+            ReplayError::DataDir(e) => e.disposition(),
+            ReplayError::Store(e) => e.disposition(),
+            ReplayError::Log(e) => e.disposition(),
+            ReplayError::Query(e) => e.disposition(),
+            ReplayError::Task { source, .. } => source.disposition(),
+            ReplayError::Io { source, .. } => Disposition::of_io(source.kind()),
+            ReplayError::Undone(e) => e.disposition(),
+            ReplayError::Panicked(_) | ReplayError::Refused(_) => Disposition::Stop,
+        }
+    }
 }
 
 /// The log of a live data directory, for reading only: its sink refuses
@@ -219,13 +269,10 @@ impl Rebuild {
                     &c.join(FIRST_STATE),
                     &dst.state_root(),
                 )
-                .map_err(|e| {
-                    ReplayError::Refused(format!(
-                        "copying checkpoint {} into {}: {e}",
-                        c.display(),
-                        dst.state_root().display()
-                    ))
-                })?;
+                .map_err(ReplayError::io(
+                    format!("copying checkpoint {} into", c.display()),
+                    &dst.state_root(),
+                ))?;
             }
             let plan = RebuildPlan {
                 source,
@@ -270,9 +317,8 @@ impl Rebuild {
             handles
                 .into_iter()
                 .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(ReplayError::Refused("a rebuild thread panicked".into()))
-                    })
+                    h.join()
+                        .unwrap_or_else(|_| Err(ReplayError::Panicked("rebuild")))
                 })
                 .collect()
         });
@@ -314,9 +360,9 @@ pub fn positions(stores: &[Arc<Store>]) -> Result<Vec<Positions>, StoreError> {
 
 fn write_json(path: &Path, value: &impl Serialize) -> Result<(), ReplayError> {
     let bytes = serde_json::to_vec_pretty(value)
-        .map_err(|e| ReplayError::Refused(format!("encoding {}: {e}", path.display())))?;
+        .expect("a plan (paths, numbers and strings) always encodes as JSON");
     crate::state::fsutil::write_atomically(path, &bytes)
-        .map_err(|(p, e)| ReplayError::Refused(format!("writing {}: {e}", p.display())))
+        .map_err(|(p, e)| ReplayError::io("writing", &p)(e))
 }
 
 /// Replays `log` into `store` quietly (applying, emitting nothing) up to

@@ -6,8 +6,9 @@
 //! to `working.json`, carries it out and answers. A requester that finds
 //! `run.lock` free does the work itself instead.
 
+use super::rebuild::ReplayError;
 use super::swap::swap;
-use crate::core::DEFAULT_INBOX_CAP;
+use crate::core::{Disposition, DEFAULT_INBOX_CAP};
 use crate::state::checkpoint::write_dir_checkpoint;
 use crate::state::datadir::DataDir;
 use crate::state::set::open_stores;
@@ -41,14 +42,60 @@ struct Envelope {
     request: Request,
 }
 
-/// The answer to a [`Request`]: a JSON value on success, a message on
+/// Why a request failed, as its requester reads it (across processes too:
+/// it is written into the answer file).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Refusal {
+    /// What failed, with its causes.
+    pub message: String,
+    /// What the failure answers: retry the request later, or act first.
+    pub disposition: Disposition,
+}
+
+impl Refusal {
+    /// Skip, retry or stop, as the failure answered.
+    pub fn disposition(&self) -> Disposition {
+        self.disposition
+    }
+
+    /// A refusal that only an operator's action can lift.
+    fn stop(message: impl Into<String>) -> Refusal {
+        Refusal {
+            message: message.into(),
+            disposition: Disposition::Stop,
+        }
+    }
+
+    /// A file-system failure `doing` something.
+    fn io(doing: String) -> impl FnOnce(std::io::Error) -> Refusal {
+        move |e| Refusal {
+            message: format!("{doing}: {e}"),
+            disposition: Disposition::of_io(e.kind()),
+        }
+    }
+}
+
+impl From<ReplayError> for Refusal {
+    fn from(e: ReplayError) -> Refusal {
+        Refusal {
+            message: e.to_string(),
+            disposition: e.disposition(),
+        }
+    }
+}
+
+/// The answer to a [`Request`]: a JSON value on success, why not on
 /// failure.
-pub type Answer = Result<serde_json::Value, String>;
+pub type Answer = Result<serde_json::Value, Refusal>;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct AnswerFile {
     ok: Option<serde_json::Value>,
     error: Option<String>,
+    /// With `error` (absent in answers of earlier versions: read as stop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    disposition: Option<Disposition>,
 }
 
 fn control_dir(d: &DataDir) -> PathBuf {
@@ -61,13 +108,16 @@ fn control_dir(d: &DataDir) -> PathBuf {
 /// request is then withdrawn).
 pub fn request(d: &DataDir, request: Request, waiting: &dyn Fn(Duration)) -> Answer {
     let dir = control_dir(d);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(Refusal::io(format!("creating {}", dir.display())))?;
     let file = dir.join("request.json");
     if file.exists() || dir.join("working.json").exists() {
-        return Err(format!(
-            "another request to the processor is pending ({}); wait for it, or remove the file if its requester is gone",
-            dir.display()
-        ));
+        return Err(Refusal {
+            message: format!(
+                "another request to the processor is pending ({}); wait for it, or remove the file if its requester is gone",
+                dir.display()
+            ),
+            disposition: Disposition::Retry,
+        });
     }
     let id = format!(
         "{}-{}",
@@ -80,31 +130,39 @@ pub fn request(d: &DataDir, request: Request, waiting: &dyn Fn(Duration)) -> Ans
         id: id.clone(),
         request,
     };
-    let bytes = serde_json::to_vec(&env).map_err(|e| format!("encoding the request: {e}"))?;
+    let bytes =
+        serde_json::to_vec(&env).expect("a request (paths and names) always encodes as JSON");
     crate::state::fsutil::write_atomically(&file, &bytes)
-        .map_err(|(p, e)| format!("writing {}: {e}", p.display()))?;
+        .map_err(|(p, e)| Refusal::io(format!("writing {}", p.display()))(e))?;
     let answer_file = dir.join(format!("{id}.result.json"));
     let start = Instant::now();
     let mut last = Instant::now();
     loop {
         if let Ok(bytes) = std::fs::read(&answer_file) {
             let _ = std::fs::remove_file(&answer_file);
-            let a: AnswerFile = serde_json::from_slice(&bytes)
-                .map_err(|e| format!("unreadable answer {}: {e}", answer_file.display()))?;
+            let a: AnswerFile = serde_json::from_slice(&bytes).map_err(|e| {
+                Refusal::stop(format!("unreadable answer {}: {e}", answer_file.display()))
+            })?;
             return match (a.ok, a.error) {
                 (Some(v), _) => Ok(v),
-                (None, Some(e)) => Err(e),
-                (None, None) => Err("empty answer".into()),
+                (None, Some(message)) => Err(Refusal {
+                    message,
+                    disposition: a.disposition.unwrap_or(Disposition::Stop),
+                }),
+                (None, None) => Err(Refusal::stop("empty answer")),
             };
         }
         // The processor holds run.lock while it runs; a free lock means it
         // is gone.
         if let Ok(Some(_lock)) = d.try_lock() {
             if std::fs::remove_file(&file).is_ok() {
-                return Err("no processor is running on this data directory any more; the request was withdrawn".into());
+                return Err(Refusal {
+                    message: "no processor is running on this data directory any more; the request was withdrawn".into(),
+                    disposition: Disposition::Retry,
+                });
             }
             if !answer_file.exists() {
-                return Err("the processor stopped while carrying out the request; check its output, then `feedlog states`".into());
+                return Err(Refusal::stop("the processor stopped while carrying out the request; check its output, then `feedlog states`"));
             }
             continue;
         }
@@ -136,7 +194,8 @@ fn answer(d: &DataDir, id: &str, a: &Answer) {
     let dir = control_dir(d);
     let file = AnswerFile {
         ok: a.as_ref().ok().cloned(),
-        error: a.as_ref().err().cloned(),
+        error: a.as_ref().err().map(|r| r.message.clone()),
+        disposition: a.as_ref().err().map(|r| r.disposition),
     };
     let path = dir.join(format!("{id}.result.json"));
     let written = serde_json::to_vec(&file)
@@ -162,19 +221,19 @@ pub fn carry_out(
                 Some(p) => (p.stores().to_vec(), p.config().inbox_cap),
                 None => {
                     let cache = BlockCache::new(64 << 20);
-                    let s = open_stores(d, &cache, true).map_err(|e| e.to_string())?;
+                    let s = open_stores(d, &cache, true).map_err(ReplayError::from)?;
                     (s, d.inbox_cap().unwrap_or(DEFAULT_INBOX_CAP))
                 }
             };
-            let c = write_dir_checkpoint(&stores, d, cap, into).map_err(|e| e.to_string())?;
+            let c = write_dir_checkpoint(&stores, d, cap, into).map_err(ReplayError::from)?;
             serde_json::to_value(c)
         }
         Request::Swap { from } => {
-            let r = swap(d.root(), from, live, say).map_err(|e| e.to_string())?;
+            let r = swap(d.root(), from, live, say)?;
             serde_json::to_value(r)
         }
     };
-    value.map_err(|e| format!("encoding the answer: {e}"))
+    Ok(value.expect("a checkpoint or swap report always encodes as JSON"))
 }
 
 /// Serves requests for the processor `live` on `d` until `shutdown`:

@@ -127,7 +127,7 @@ fn reset_or_preview(dir: &Path, to: &ResetTo, execute: bool) -> Result<ResetRepo
             crate::state::fsutil::copy_tree_linking_tables(&from, &root).map(|_| ())
         }
     };
-    made.map_err(|e| refused(format!("creating {}: {e}", root.display())))?;
+    made.map_err(ReplayError::io("creating", &root))?;
     if matches!(to, ResetTo::Regenerate) {
         // Before the switch: a crash in between leaves the old state over
         // an empty effects log, which `run` refuses, never old effects
@@ -136,8 +136,7 @@ fn reset_or_preview(dir: &Path, to: &ResetTo, execute: bool) -> Result<ResetRepo
         let effects = effects.parent().unwrap_or(&effects).to_path_buf();
         if effects.exists() {
             let kept = effects.with_file_name(format!("effects.before-{generation}"));
-            std::fs::rename(&effects, &kept)
-                .map_err(|e| refused(format!("moving {} aside: {e}", effects.display())))?;
+            std::fs::rename(&effects, &kept).map_err(ReplayError::io("moving aside", &effects))?;
         }
     }
     d.set_state(&generation, cap)?;
@@ -190,8 +189,7 @@ pub fn drop_state(d: &DataDir, name: &str) -> Result<u64, ReplayError> {
         return Err(refused(format!("there is no {}", path.display())));
     }
     let bytes = crate::state::fsutil::tree_size(&path);
-    std::fs::remove_dir_all(&path)
-        .map_err(|e| refused(format!("removing {}: {e}", path.display())))?;
+    std::fs::remove_dir_all(&path).map_err(ReplayError::io("removing", &path))?;
     Ok(bytes)
 }
 

@@ -1,19 +1,24 @@
 //! What the read API needs from a running node, wired: the lag and the
 //! dead-letter count from the node's log, the processing figures from its
 //! runner, and in Kafka mode who serves which partition (from `members`).
-//! The API owns the traits ([`Node`], [`Owners`]); this is where they meet
+//! The API owns the traits ([`Node`], [`Locator`]); this is where they meet
 //! the log and the runners, so the API never touches either.
 
 use super::asof::{LogRewind, Retention};
-use crate::api::http::{Api, ApiConfig, Node, Owners};
+use crate::api::http::{Api, ApiConfig, Locator, Node, NodeError};
 use crate::api::query::{Reader, Rewind};
-use crate::core::metrics::{PartitionLag, Progress};
+use crate::core::metrics::{Figures, PartitionLag};
 use crate::log::kafka::{MembersView, PartitionState};
 use crate::log::{Log, LogError, Topic};
-use crate::state::{Partitions, Store};
+use crate::state::datadir::DataDir;
+use crate::state::{Partitions, Store, StoreSet};
 use crate::task::embedded::Processor;
 use crate::task::kafka::Cluster;
+use crate::task::progress::Progress;
+use crate::task::Shutdown;
+use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A node whose figures come from its log (embedded or Kafka) and, when
 /// the processor runs in this process, its progress and commits.
@@ -56,24 +61,30 @@ impl LogNode {
 }
 
 impl Node for LogNode {
-    fn lag(&self, stores: &[(u32, Arc<Store>)]) -> Result<Vec<PartitionLag>, String> {
-        crate::task::lag(&*self.log, stores).map_err(|e| e.to_string())
+    fn lag(&self, stores: &[(u32, Arc<Store>)]) -> Result<Vec<PartitionLag>, NodeError> {
+        crate::task::lag(&*self.log, stores).map_err(|e| NodeError {
+            disposition: e.disposition(),
+            source: Box::new(e),
+        })
     }
 
-    fn dead_letters(&self) -> Result<u64, String> {
+    fn dead_letters(&self) -> Result<u64, NodeError> {
         let mut n = 0;
         for p in 0..self.log.partitions(Topic::DeadLetter) {
             n += self
                 .log
                 .end_offset(Topic::DeadLetter, p)
-                .map_err(|e| e.to_string())?
+                .map_err(|e| NodeError {
+                    disposition: e.disposition(),
+                    source: Box::new(e),
+                })?
                 .0;
         }
         Ok(n)
     }
 
-    fn progress(&self) -> Option<Arc<Progress>> {
-        self.progress.clone()
+    fn figures(&self) -> Option<Figures> {
+        self.progress.as_ref().map(|p| p.figures())
     }
 
     fn commits(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
@@ -86,9 +97,9 @@ impl Node for LogNode {
 }
 
 /// Who serves which partition, from a live view of `members`.
-pub struct MembersOwners(pub Arc<MembersView>);
+pub struct MembersLocator(pub Arc<MembersView>);
 
-impl Owners for MembersOwners {
+impl Locator for MembersLocator {
     fn serving(&self, p: u32) -> Option<String> {
         match self.0.owners().partitions.get(&p) {
             Some((_, PartitionState::Serving, Some(api))) => Some(api.clone()),
@@ -131,6 +142,39 @@ pub fn cluster_api(cluster: &Cluster, cfg: ApiConfig) -> Result<Arc<Api>, LogErr
         reader,
         Arc::new(node),
         cfg,
-        Some(Arc::new(MembersOwners(members))),
+        Some(Arc::new(MembersLocator(members))),
     ))
+}
+
+/// Keeps `set` (read-only secondaries of `dir`'s stores, opened under
+/// `scratch`) on the active state generation until `shutdown`: a swap or a
+/// reset of the processor makes a new generation active, and its stores
+/// replace the old ones all at once. `say` gets a line at each change.
+pub fn follow_swaps(
+    dir: &DataDir,
+    set: &StoreSet,
+    scratch: &Path,
+    shutdown: &Shutdown,
+    say: &dyn Fn(String),
+) {
+    let mut generation = dir.state_name().to_string();
+    while !shutdown.wait(Duration::from_secs(1)) {
+        let Ok(now) = DataDir::open(dir.root()) else {
+            continue;
+        };
+        if now.state_name() == generation {
+            continue;
+        }
+        match crate::state::set::open_secondaries(&now, scratch) {
+            Ok(stores) => {
+                set.replace(stores);
+                generation = now.state_name().to_string();
+                say(format!("now serving state generation {generation}"));
+            }
+            Err(e) => say(format!(
+                "warning: could not open state generation {}: {e}",
+                now.state_name()
+            )),
+        }
+    }
 }

@@ -91,7 +91,7 @@ fn catch_up(
             .into_iter()
             .map(|h| {
                 h.join()
-                    .unwrap_or_else(|_| Err(refused("a catch-up thread panicked".into())))
+                    .unwrap_or_else(|_| Err(ReplayError::Panicked("catch-up")))
             })
             .collect()
     });
@@ -273,12 +273,12 @@ fn swap_live(
         std::mem::take(&mut stores);
         let generation = install(d, &rebuilt.dir, cfg.inbox_cap)?;
         let reopened = open_stores(d, cache, cfg.sync)
-            .map_err(|e| e.to_string())
+            .map_err(ReplayError::Store)
             .and_then(|s| {
                 let epoch = crate::state::datadir::generation_number(&generation);
                 match live.replace_stores(s, cfg.inbox_cap, epoch) {
                     true => Ok(()),
-                    false => Err("the processor was not paused".to_string()),
+                    false => Err(refused("the processor was not paused".to_string())),
                 }
             });
         match reopened {
@@ -291,9 +291,7 @@ fn swap_live(
                 // it was: nothing changed.
                 let _ = d.set_state(&previous, old_cap);
                 let _ = std::fs::rename(d.root().join(&generation), rebuilt.dir.state_root());
-                Err(refused(format!(
-                    "opening the swapped-in state failed, so the swap was undone: {e}"
-                )))
+                Err(ReplayError::Undone(Box::new(e)))
             }
         }
     };
@@ -354,20 +352,18 @@ fn check_not_ahead(
 fn install(d: &mut DataDir, rebuilt: &DataDir, inbox_cap: u64) -> Result<String, ReplayError> {
     let name = d.next_state_name()?;
     let to = d.root().join(&name);
-    std::fs::rename(rebuilt.state_root(), &to).map_err(|e| {
-        let hint = if e.raw_os_error() == Some(18) {
-            " (a swap moves the rebuilt state into the data directory: rebuild into a directory on the same file system)"
-        } else {
-            ""
-        };
-        refused(format!(
-            "moving {} to {}: {e}{hint}",
-            rebuilt.state_root().display(),
-            to.display()
-        ))
+    std::fs::rename(rebuilt.state_root(), &to).map_err(|source| ReplayError::Io {
+        action: format!("moving {} to", rebuilt.state_root().display()),
+        path: to.clone(),
+        hint: match source.kind() {
+            std::io::ErrorKind::CrossesDevices => {
+                " (a swap moves the rebuilt state into the data directory: rebuild into a directory on the same file system)"
+            }
+            _ => "",
+        },
+        source,
     })?;
-    crate::state::fsutil::sync_dir(d.root())
-        .map_err(|e| refused(format!("syncing {}: {e}", d.root().display())))?;
+    crate::state::fsutil::sync_dir(d.root()).map_err(ReplayError::io("syncing", d.root()))?;
     d.set_state(&name, inbox_cap)?;
     Ok(name)
 }

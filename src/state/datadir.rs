@@ -8,7 +8,7 @@
 //! DIR/state/00000/                  one RocksDB per partition (see state/README.md)
 //! DIR/state.1/00000/                 another state generation (after a swap)
 //! DIR/run.lock                       held by the process that writes the state
-//! DIR/control/                       requests to that process (see crate::ops::control)
+//! DIR/control/                       requests to that process (see crate::ops::requests)
 //! ```
 //!
 //! `feedlog.json` names the active state generation (`"state"` when absent)
@@ -21,6 +21,7 @@
 //! `log::embedded::Logs`), so the partition directories say the count too:
 //! a `feedlog.json` that counts fewer or more than a log holds is refused.
 
+use crate::core::Disposition;
 use crate::log::embedded::Framing;
 use crate::log::topics::Topics;
 use crate::log::Logs;
@@ -54,6 +55,21 @@ pub enum DataDirError {
     /// No data directory here.
     #[error("{0} is not a feedlog data directory (no feedlog.json); create one with `feedlog --data DIR produce`")]
     Missing(PathBuf),
+    /// A processor was asked to run the active state with another inbox cap
+    /// than it was built with.
+    #[error(
+        "the state of {dir} was built with inbox cap {built}, not {asked}: \
+         `feedlog --data {dir} backfill --view timeline --inbox-cap {asked}` rebuilds it with {asked} \
+         beside the live one and swaps it in"
+    )]
+    InboxCap {
+        /// The data directory.
+        dir: PathBuf,
+        /// The cap the active state was built with.
+        built: u64,
+        /// The cap asked for.
+        asked: u64,
+    },
     /// The identity file is unreadable or names another layout.
     #[error("refusing data directory {path}: {reason}")]
     Refused {
@@ -62,6 +78,19 @@ pub enum DataDirError {
         /// Why.
         reason: String,
     },
+}
+
+impl DataDirError {
+    /// Skip, retry or stop: a passing I/O failure (a full disk) is retried;
+    /// a missing or refused directory needs an operator.
+    pub fn disposition(&self) -> Disposition {
+        match self {
+            DataDirError::Io { source, .. } => Disposition::of_io(source.kind()),
+            DataDirError::Missing(_)
+            | DataDirError::InboxCap { .. }
+            | DataDirError::Refused { .. } => Disposition::Stop,
+        }
+    }
 }
 
 /// The name of the first state generation.
@@ -308,9 +337,37 @@ impl DataDir {
         self.write_identity()
     }
 
+    /// The inbox cap to work with: the one `asked` for, else the one the
+    /// active state was built with, else the default. (A rebuild takes it
+    /// as it is; a processor also passes it through
+    /// [`DataDir::settle_inbox_cap`].)
+    pub fn inbox_cap_or_built(&self, asked: Option<u64>) -> u64 {
+        asked
+            .or(self.id.inbox_cap)
+            .unwrap_or(crate::core::DEFAULT_INBOX_CAP)
+    }
+
+    /// The check every processor of this directory's state makes, library
+    /// callers included: it refuses to run the active state with another
+    /// inbox cap than the state was built with (inboxes are trimmed to the
+    /// cap as they grow: one state, one cap; `backfill` rebuilds with
+    /// another), and records `cap` when the state has none recorded yet.
+    pub fn settle_inbox_cap(&mut self, cap: u64) -> Result<(), DataDirError> {
+        *self = DataDir::open(&self.root)?;
+        match self.id.inbox_cap {
+            Some(built) if built != cap => Err(DataDirError::InboxCap {
+                dir: self.root.clone(),
+                built,
+                asked: cap,
+            }),
+            Some(_) => Ok(()),
+            None => self.set_inbox_cap(cap),
+        }
+    }
+
     /// The pull threshold a partition state that has applied nothing
     /// starts with, so that a processor decides under it from the first
-    /// event however far behind it starts (README "How it works").
+    /// event however far behind it starts (docs/design.md, "Big accounts are pulled").
     pub fn pull_threshold(&self) -> Option<u64> {
         self.id.pull_threshold
     }
@@ -425,164 +482,4 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DataDirError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    // Proves a data directory keeps its partition count and refuses another layout.
-    #[test]
-    fn identity_is_checked() {
-        let tmp = tempfile::tempdir().unwrap();
-        let d = DataDir::create_or_open(tmp.path(), Some(3)).unwrap();
-        assert_eq!(d.partitions(), 3);
-        assert_eq!(
-            DataDir::create_or_open(tmp.path(), None)
-                .unwrap()
-                .partitions(),
-            3
-        );
-        let err = DataDir::create_or_open(tmp.path(), Some(4))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("it has 3 partitions"), "{err}");
-        std::fs::write(
-            tmp.path().join("feedlog.json"),
-            r#"{"layout":9,"partitions":3}"#,
-        )
-        .unwrap();
-        let err = DataDir::open(tmp.path()).unwrap_err().to_string();
-        assert!(err.contains("layout 9"), "{err}");
-        let err = DataDir::open(&tmp.path().join("nope"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("not a feedlog data directory"), "{err}");
-    }
-
-    // Proves a feedlog.json that counts fewer partitions than the logs hold is refused, and a lost one is not recreated next to existing logs.
-    #[test]
-    fn identity_must_match_the_logs() {
-        let tmp = tempfile::tempdir().unwrap();
-        let d = DataDir::create_or_open(tmp.path(), Some(8)).unwrap();
-        let logs = d.logs();
-        logs.append(
-            crate::log::Topic::Events,
-            7,
-            &[crate::log::NewRecord {
-                timestamp_ms: 0,
-                format: 1,
-                key: b"k",
-                value: b"v",
-            }],
-            true,
-        )
-        .unwrap();
-        drop(logs);
-        std::fs::write(
-            tmp.path().join("feedlog.json"),
-            r#"{"layout":1,"partitions":4}"#,
-        )
-        .unwrap();
-        let err = DataDir::open(tmp.path()).unwrap_err().to_string();
-        assert!(
-            err.contains("says 4 partitions") && err.contains("log/events/0000"),
-            "{err}"
-        );
-        std::fs::remove_file(tmp.path().join("feedlog.json")).unwrap();
-        let err = DataDir::create_or_open(tmp.path(), None)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("feedlog.json is missing"), "{err}");
-        assert!(!tmp.path().join("feedlog.json").exists());
-    }
-
-    // Regression: a feedlog.json that counted more partitions than the logs hold was accepted and silently repartitioned the log. Now it is refused naming both counts; a directory without logs still opens.
-    #[test]
-    fn identity_must_not_count_more_partitions_than_the_logs() {
-        let tmp = tempfile::tempdir().unwrap();
-        let d = DataDir::create_or_open(tmp.path(), Some(4)).unwrap();
-        let count = |n: u32| {
-            let json = format!(r#"{{"layout":{DIR_LAYOUT},"partitions":{n}}}"#);
-            std::fs::write(tmp.path().join("feedlog.json"), json).unwrap();
-        };
-        // No logs yet: the count is not checked against anything.
-        count(16);
-        assert_eq!(DataDir::open(tmp.path()).unwrap().partitions(), 16);
-        count(4);
-        let logs = d.logs();
-        let record = crate::log::NewRecord {
-            timestamp_ms: 0,
-            format: 1,
-            key: b"k",
-            value: b"v",
-        };
-        logs.append(crate::log::Topic::Events, 1, &[record], true)
-            .unwrap();
-        drop(logs);
-        // The first append made every partition of the log.
-        for p in 0..4 {
-            assert!(d.logs().dir(crate::log::Topic::Events, p).is_dir(), "{p}");
-        }
-        count(8);
-        let err = DataDir::open(tmp.path()).unwrap_err().to_string();
-        assert!(
-            err.contains("says 8 partitions") && err.contains("holds 4 partition logs"),
-            "{err}"
-        );
-        let err = DataDir::create_or_open(tmp.path(), None)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("holds 4 partition logs"), "{err}");
-        count(4);
-        assert_eq!(DataDir::open(tmp.path()).unwrap().partitions(), 4);
-    }
-
-    // Proves a log made before the partitions marker (each partition's directory made on its first write) still opens with partitions it never wrote, while one with the marker does not.
-    #[test]
-    fn logs_without_the_marker_may_lack_unwritten_partitions() {
-        let tmp = tempfile::tempdir().unwrap();
-        let d = DataDir::create_or_open(tmp.path(), Some(4)).unwrap();
-        let record = crate::log::NewRecord {
-            timestamp_ms: 0,
-            format: 1,
-            key: b"k",
-            value: b"v",
-        };
-        d.logs()
-            .append(crate::log::Topic::Events, 2, &[record], true)
-            .unwrap();
-        let events = d.logs().dir(crate::log::Topic::Events, 0);
-        let events = events.parent().unwrap();
-        assert!(events.join(crate::log::PARTITIONS_MARKER).exists());
-        for p in [0, 1, 3] {
-            std::fs::remove_dir(events.join(format!("{p:05}"))).unwrap();
-        }
-        assert!(DataDir::open(tmp.path()).is_err(), "the marker says 4");
-        std::fs::remove_file(events.join(crate::log::PARTITIONS_MARKER)).unwrap();
-        assert_eq!(DataDir::open(tmp.path()).unwrap().partitions(), 4);
-    }
-
-    // Proves a layout-1 directory keeps writing the fixed framing (earlier versions read it) and a new one writes the compact framing.
-    #[test]
-    fn a_layout_1_directory_keeps_the_fixed_framing() {
-        let first_byte = |json: Option<&str>| {
-            let tmp = tempfile::tempdir().unwrap();
-            let d = DataDir::create_or_open(tmp.path(), Some(2)).unwrap();
-            if let Some(json) = json {
-                std::fs::write(tmp.path().join("feedlog.json"), json).unwrap();
-            }
-            let d = DataDir::open(d.root()).unwrap();
-            let record = crate::log::NewRecord {
-                timestamp_ms: 1,
-                format: 1,
-                key: b"k",
-                value: b"v",
-            };
-            d.logs()
-                .append(crate::log::Topic::Events, 0, &[record], true)
-                .unwrap();
-            let segment = tmp.path().join("log/events/00000/00000000000000000000.log");
-            std::fs::read(segment).unwrap()[0]
-        };
-        assert_eq!(first_byte(Some(r#"{"layout":1,"partitions":2}"#)), 0x00);
-        assert_eq!(first_byte(None), 0x82);
-    }
-}
+mod tests;

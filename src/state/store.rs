@@ -10,6 +10,7 @@ use crate::core::gauges::{self, Gauges};
 use crate::core::keys;
 use crate::core::kv::{Cf, Kv, KvError, Scan, Writes};
 use crate::core::position::Positions;
+use crate::core::Disposition;
 use rocksdb::{
     ColumnFamilyDescriptor, IteratorMode, Options, ReadOptions, SnapshotWithThreadMode, WriteBatch,
     WriteOptions, DB,
@@ -47,6 +48,25 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Skip, retry or stop: RocksDB's passing failures (a full disk or
+    /// another I/O error, a busy or timed-out call) are retried; corruption,
+    /// a store of another layout, anything else stops for an operator.
+    pub fn disposition(&self) -> Disposition {
+        match self {
+            StoreError::Rocks { source, .. } => match source.kind() {
+                rocksdb::ErrorKind::IOError
+                | rocksdb::ErrorKind::Busy
+                | rocksdb::ErrorKind::TimedOut
+                | rocksdb::ErrorKind::TryAgain
+                | rocksdb::ErrorKind::Incomplete
+                | rocksdb::ErrorKind::Aborted => Disposition::Retry,
+                _ => Disposition::Stop,
+            },
+            StoreError::Kv(e) => e.disposition(),
+            StoreError::Refused { .. } => Disposition::Stop,
+        }
+    }
+
     /// A corrupt-value error for `key` in `cf`.
     pub fn corrupt(cf: Cf, key: &[u8], reason: impl Into<String>) -> StoreError {
         StoreError::Kv(KvError::corrupt(cf, key, reason))
@@ -57,7 +77,10 @@ impl From<StoreError> for KvError {
     fn from(e: StoreError) -> KvError {
         match e {
             StoreError::Kv(k) => k,
-            other => KvError::Backend(Box::new(other)),
+            other => KvError::Backend {
+                disposition: other.disposition(),
+                source: Box::new(other),
+            },
         }
     }
 }

@@ -6,13 +6,14 @@
 use super::partition::{start_with_threshold, Takeover};
 use super::runner::{drive, Hooks};
 use super::{BatchLimits, PartitionTask, Shutdown, TaskError};
-use crate::core::metrics::{Progress, StepStats};
+use crate::core::metrics::StepStats;
 use crate::core::{
     Ctx, Epoch, DEFAULT_INACTIVE_AFTER_MS, DEFAULT_INBOX_CAP, DEFAULT_PULL_THRESHOLD,
 };
 use crate::log::{Log, Logs};
 use crate::state::datadir::DataDir;
 use crate::state::{BlockCache, Store, StoreSet};
+use crate::task::progress::Progress;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -91,6 +92,17 @@ pub enum ProcessorError {
     Dir(#[from] crate::state::datadir::DataDirError),
 }
 
+impl ProcessorError {
+    /// Skip, retry or stop: the answer of what failed underneath.
+    pub fn disposition(&self) -> crate::core::Disposition {
+        match self {
+            ProcessorError::Task { source, .. } => source.disposition(),
+            ProcessorError::Store(e) => e.disposition(),
+            ProcessorError::Dir(e) => e.disposition(),
+        }
+    }
+}
+
 /// An opened data directory, ready to process.
 pub struct Processor {
     dir: DataDir,
@@ -121,6 +133,7 @@ impl Processor {
     pub fn open(dir: &DataDir, cfg: ProcessorConfig) -> Result<Processor, ProcessorError> {
         let mut dir = dir.clone();
         dir.starting_threshold(cfg.pull_threshold)?;
+        dir.settle_inbox_cap(cfg.inbox_cap)?;
         let cache = BlockCache::new(cfg.cache_bytes);
         let stores = crate::state::set::open_stores(&dir, &cache, cfg.sync)?;
         Ok(Processor {
@@ -317,7 +330,7 @@ impl Processor {
         for p in 0..n {
             tasks.push(self.task(p as u32)?);
         }
-        let shared = RunShared {
+        let shared = RunState {
             shutdown,
             pause: &self.pause,
             progress: &self.progress,
@@ -348,7 +361,7 @@ impl Processor {
                 if let Err(e) = spawned {
                     shared.fail(ProcessorError::Task {
                         partition: p as u32,
-                        source: TaskError::Thread(e.to_string()),
+                        source: TaskError::Thread(e),
                     });
                 }
             }
@@ -379,7 +392,7 @@ impl Processor {
 const BUSY: u64 = u64::MAX;
 
 /// What the owner threads of one run share.
-struct RunShared<'a> {
+struct RunState<'a> {
     shutdown: &'a Shutdown,
     pause: &'a AtomicBool,
     progress: &'a Progress,
@@ -392,7 +405,7 @@ struct RunShared<'a> {
     failure: Mutex<Option<ProcessorError>>,
 }
 
-impl RunShared<'_> {
+impl RunState<'_> {
     fn stopping(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
             || self.shutdown.is_requested()
@@ -417,7 +430,7 @@ impl RunShared<'_> {
 struct Owner<'a> {
     p: usize,
     seen: u64,
-    shared: &'a RunShared<'a>,
+    shared: &'a RunState<'a>,
 }
 
 impl Hooks for Owner<'_> {

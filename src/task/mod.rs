@@ -19,6 +19,7 @@ pub mod kafka;
 mod outbox;
 pub mod partition;
 pub mod priority;
+pub mod progress;
 pub mod runner;
 pub mod shutdown;
 
@@ -28,6 +29,7 @@ pub use shutdown::Shutdown;
 
 use crate::core::metrics::PartitionLag;
 use crate::core::position::Positions;
+use crate::core::Disposition;
 use crate::log::{Log, LogError, Topic};
 use crate::state::{Store, StoreError};
 use std::sync::Arc;
@@ -49,7 +51,22 @@ pub enum TaskError {
     Crashed(CrashPoint),
     /// A partition's thread could not be started.
     #[error("starting a partition thread: {0}")]
-    Thread(String),
+    Thread(#[source] std::io::Error),
+}
+
+impl TaskError {
+    /// Skip, retry or stop: a task that failed is restarted from its store
+    /// when the cause passes (a broker away, a full disk, an injected
+    /// crash), and the work stops for an operator when it does not (a
+    /// corrupt store or segment).
+    pub fn disposition(&self) -> Disposition {
+        match self {
+            TaskError::Store(e) => e.disposition(),
+            TaskError::State(e) => e.disposition(),
+            TaskError::Log(e) => e.disposition(),
+            TaskError::Crashed(_) | TaskError::Thread(_) => Disposition::Retry,
+        }
+    }
 }
 
 /// Errors reading the lag.
@@ -61,6 +78,16 @@ pub enum LagError {
     /// A store.
     #[error(transparent)]
     Store(#[from] crate::state::StoreError),
+}
+
+impl LagError {
+    /// Skip, retry or stop: the answer of the log or the store.
+    pub fn disposition(&self) -> Disposition {
+        match self {
+            LagError::Log(e) => e.disposition(),
+            LagError::Store(e) => e.disposition(),
+        }
+    }
 }
 
 /// The lag of the partitions in `stores`: log ends against the positions

@@ -19,7 +19,7 @@ use feedlog::UserId;
 use oracle::{Mode, Oracle};
 use serde_json::Value;
 
-/// A source of view answers in the README's JSON shapes: the in-process
+/// A source of view answers in the JSON shapes of docs/http-api.md: the in-process
 /// [`Reader`], or the HTTP API ([`http::Client`]).
 pub trait Views {
     /// One answer of `view` (`timeline`, `posts`, `counters`,

@@ -36,6 +36,17 @@ pub enum ClientError {
     },
 }
 
+impl ClientError {
+    /// Skip, retry or stop: an address that is none needs its user; a
+    /// processor that does not answer may answer later.
+    pub fn disposition(&self) -> crate::core::Disposition {
+        match self {
+            ClientError::BadUrl(_) => crate::core::Disposition::Stop,
+            ClientError::Failed { .. } => crate::core::Disposition::Retry,
+        }
+    }
+}
+
 /// The most bytes of one answer: a page at the API's largest limit is far
 /// below it.
 const MAX_BODY: u64 = 64 << 20;

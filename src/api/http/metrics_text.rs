@@ -1,7 +1,7 @@
 //! `/metrics`: every figure as Prometheus text.
 
+use super::prometheus as metrics;
 use super::{Api, ROUTES};
-use crate::core::metrics;
 use std::sync::atomic::Ordering;
 
 const ROCKS_PROPERTIES: &[(&str, &str, &str)] = &[
@@ -53,8 +53,8 @@ pub fn render_metrics(api: &Api) -> String {
         "",
         api.started.elapsed().as_secs_f64(),
     );
-    if let Some(p) = api.node.progress() {
-        let t = p.totals();
+    if let Some(f) = api.node.figures() {
+        let t = f.totals;
         let name = "feedlog_events_applied_total";
         metrics::header(o, name, "counter", "Input events applied, by kind.");
         for kind in crate::core::event::EventKind::all() {
@@ -108,7 +108,7 @@ pub fn render_metrics(api: &Api) -> String {
             "histogram",
             "Messages read per non-empty batch (events and effects, each effect counted).",
         );
-        p.batch_records.render(o, name, "");
+        metrics::histogram(o, name, "", &f.batch_records);
         let name = "feedlog_commit_seconds";
         metrics::header(
             o,
@@ -116,7 +116,7 @@ pub fn render_metrics(api: &Api) -> String {
             "histogram",
             "Time to commit one batch's state, positions and outbox.",
         );
-        p.commit_seconds.render(o, name, "");
+        metrics::histogram(o, name, "", &f.commit_seconds);
     }
     render_logs(o, api);
     for (prop, name, help) in ROCKS_PROPERTIES {
@@ -137,7 +137,7 @@ pub fn render_metrics(api: &Api) -> String {
         let route = ROUTES
             .get(i)
             .map_or("unmatched".into(), |r| r.replace("{id}", ":id"));
-        h.render(o, name, &format!("route=\"{route}\""));
+        metrics::histogram(o, name, &format!("route=\"{route}\""), &h.snapshot());
     }
     let name = "feedlog_http_responses_total";
     metrics::header(o, name, "counter", "Responses, by status code.");

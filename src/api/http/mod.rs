@@ -6,7 +6,7 @@
 //! Every page is read from one RocksDB snapshot through [`Reader`], so the
 //! answers are exactly those of `feedlog query`. RocksDB calls run on the
 //! blocking pool, never on the async workers. The API reads views through
-//! the reader and asks [`Node`] and [`Owners`], traits it owns, for the
+//! the reader and asks [`Node`] and [`Locator`], traits it owns, for the
 //! rest: it never touches a log or a runner.
 
 pub mod client;
@@ -16,6 +16,7 @@ mod health;
 mod internal;
 mod layers;
 mod metrics_text;
+mod prometheus;
 mod rewound;
 pub mod routing;
 pub mod server;
@@ -27,10 +28,12 @@ pub use handlers::{kept_timeline_page, split_kept_page};
 pub use metrics_text::render_metrics;
 
 use crate::api::query::Reader;
-use crate::core::metrics::{self, Histogram, PartitionLag, Progress};
+use crate::core::metrics::{Figures, PartitionLag, LATENCY_BUCKETS};
+use crate::core::Disposition;
 use crate::state::Store;
 use axum::routing::get;
 use axum::Router;
+use prometheus::Histogram;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -202,16 +205,27 @@ pub fn exposure_error(addr: &std::net::SocketAddr, cfg: &ApiConfig) -> Option<St
 /// token and sends it with its own requests).
 pub const PUBLIC_ROUTES: &[&str] = &["/healthz", "/readyz", "/openapi.json", "/ui"];
 
+/// Why the processor behind the API could not answer (its log failed, say).
+#[derive(Debug, thiserror::Error)]
+#[error("{source}")]
+pub struct NodeError {
+    /// What the failure underneath answers: skip, retry or stop.
+    pub disposition: Disposition,
+    /// The failure underneath.
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
 /// What the API needs from whatever processes the log: it never reads a
 /// log or a runner itself. The embedded runner and the Kafka runner each
 /// have one (in `crate::ops::serve`).
 pub trait Node: Send + Sync {
     /// How far each of `stores` (by partition) is behind its input logs.
-    fn lag(&self, stores: &[(u32, Arc<Store>)]) -> Result<Vec<PartitionLag>, String>;
+    fn lag(&self, stores: &[(u32, Arc<Store>)]) -> Result<Vec<PartitionLag>, NodeError>;
     /// Records in the dead-letter log.
-    fn dead_letters(&self) -> Result<u64, String>;
+    fn dead_letters(&self) -> Result<u64, NodeError>;
     /// The processing figures, when the processor runs in this process.
-    fn progress(&self) -> Option<Arc<Progress>> {
+    fn figures(&self) -> Option<Figures> {
         None
     }
     /// A counter that moves at each commit of the processor in this
@@ -228,7 +242,7 @@ pub trait Node: Send + Sync {
 
 /// Who serves which partition, in a cluster (Kafka mode): where to forward
 /// a request for a partition this processor does not serve.
-pub trait Owners: Send + Sync {
+pub trait Locator: Send + Sync {
     /// The API address (`http://host:port`) of the processor serving
     /// partition `p`; `None` while nobody serves it (it is moving).
     fn serving(&self, p: u32) -> Option<String>;
@@ -262,7 +276,7 @@ impl Api {
         reader: Reader,
         node: Arc<dyn Node>,
         cfg: ApiConfig,
-        owners: Option<Arc<dyn Owners>>,
+        owners: Option<Arc<dyn Locator>>,
     ) -> Arc<Api> {
         let routing = owners.map(|o| {
             Arc::new(routing::Routing::new(
@@ -280,7 +294,7 @@ impl Api {
             node,
             routing,
             requests: (0..=ROUTES.len())
-                .map(|_| Histogram::new(metrics::LATENCY_BUCKETS))
+                .map(|_| Histogram::new(LATENCY_BUCKETS))
                 .collect(),
             statuses: (100..600).map(|_| AtomicU64::new(0)).collect(),
             started: Instant::now(),

@@ -14,7 +14,7 @@
 //! request per processor per page (`GET /v1/internal/outboxes`).
 
 use super::client;
-use super::Owners;
+use super::Locator;
 use crate::api::query::{Outboxes, QueryError, Remote};
 use crate::core::event::{PostId, Ts, UserId};
 use crate::core::keys::{PostRef, PostVal};
@@ -31,7 +31,7 @@ pub const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Who serves which partition (in Kafka mode, from the `members` topic).
 pub struct Routing {
-    owners: Arc<dyn Owners>,
+    owners: Arc<dyn Locator>,
     partitions: u32,
     /// `Bearer <token>` for the other processors' APIs, when they need one.
     authorization: Option<String>,
@@ -40,7 +40,7 @@ pub struct Routing {
 impl Routing {
     /// Routing over `owners`; `token` is the group's API
     /// token, sent with every forwarded request.
-    pub fn new(owners: Arc<dyn Owners>, partitions: u32, token: Option<&str>) -> Routing {
+    pub fn new(owners: Arc<dyn Locator>, partitions: u32, token: Option<&str>) -> Routing {
         Routing {
             owners,
             partitions,

@@ -1,5 +1,6 @@
 //! What a query returns, and why it fails.
 
+use crate::core::Disposition;
 use crate::state::{StoreError, Unavailable};
 use serde::Serialize;
 
@@ -75,6 +76,25 @@ impl From<Unavailable> for QueryError {
 }
 
 impl QueryError {
+    /// Skip, retry or stop: a request that cannot be answered as asked is
+    /// refused (and the reader goes on); a partition moving or owned
+    /// elsewhere answers a retry; a failing store answers for itself.
+    pub fn disposition(&self) -> Disposition {
+        match self {
+            QueryError::BadCursor(_)
+            | QueryError::BadLimit { .. }
+            | QueryError::BadUser(_)
+            | QueryError::BadView(_)
+            | QueryError::HistoryGone { .. }
+            | QueryError::NoHistory(_) => Disposition::Skip,
+            QueryError::Moving { .. }
+            | QueryError::Elsewhere { .. }
+            | QueryError::Remote { .. } => Disposition::Retry,
+            QueryError::Store(e) => e.disposition(),
+            QueryError::State(e) => e.disposition(),
+        }
+    }
+
     /// A stable machine-readable code.
     pub fn code(&self) -> &'static str {
         match self {
@@ -122,7 +142,7 @@ pub struct PostItem {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repost_of: Option<RepostOf>,
     /// Timeline with `explain=1`: the entry's appearances, newest first,
-    /// each with the events that decided it (README, "Explain").
+    /// each with the events that decided it (docs/http-api.md, "Explain").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<Vec<super::WhyItem>>,
 }

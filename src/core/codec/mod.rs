@@ -5,7 +5,7 @@
 //! decoder dispatches on that byte and never guesses from the payload.
 //!
 //! - [`Format::Json`]: the interchange format any producer can write, one
-//!   object per record, exactly as in the README.
+//!   object per record, exactly as in docs/events.md.
 //! - [`Format::Postcard`]: compact events for Rust producers, and what
 //!   feedlog's own tools write (postcard 1.x, whose wire format is stable).
 //! - [`Format::StampedEffects`]: feedlog's internal messages to one
@@ -29,6 +29,7 @@
 //! golden-bytes tests (`tests.rs`, `golden_bytes_*`) pin every record kind
 //! of every codec, so a change that would misread an old log fails them.
 
+use crate::core::disposition::Disposition;
 use crate::core::effect::Effect;
 use crate::core::event::{Event, InvalidEvent, SCHEMA_VERSION};
 use crate::core::fence::{Epoch, Stamp};
@@ -67,21 +68,29 @@ pub enum Format {
     StampedEffects = 10,
 }
 
-/// Every format, in marker order.
-const FORMATS: [Format; 10] = [
-    Format::Json,
-    Format::Bincode,
-    Format::Effect,
-    Format::DeadLetter,
-    Format::Forwarded,
-    Format::Effects,
-    Format::Postcard,
-    Format::PostcardEffects,
-    Format::PostcardForwarded,
-    Format::StampedEffects,
-];
-
 impl Format {
+    /// Every format, in marker order.
+    pub fn all() -> impl Iterator<Item = Format> {
+        std::iter::successors(Some(Format::Json), |f| f.next())
+    }
+
+    /// The format after this one in [`Format::all`] (an exhaustive match:
+    /// a new format cannot be left out).
+    fn next(self) -> Option<Format> {
+        match self {
+            Format::Json => Some(Format::Bincode),
+            Format::Bincode => Some(Format::Effect),
+            Format::Effect => Some(Format::DeadLetter),
+            Format::DeadLetter => Some(Format::Forwarded),
+            Format::Forwarded => Some(Format::Effects),
+            Format::Effects => Some(Format::Postcard),
+            Format::Postcard => Some(Format::PostcardEffects),
+            Format::PostcardEffects => Some(Format::PostcardForwarded),
+            Format::PostcardForwarded => Some(Format::StampedEffects),
+            Format::StampedEffects => None,
+        }
+    }
+
     /// The marker byte.
     pub fn as_u8(self) -> u8 {
         self as u8
@@ -89,7 +98,7 @@ impl Format {
 
     /// Reads a marker byte; `None` for a byte no format owns.
     pub fn from_u8(b: u8) -> Option<Format> {
-        FORMATS.into_iter().find(|f| f.as_u8() == b)
+        Format::all().find(|f| f.as_u8() == b)
     }
 
     /// The name used in Kafka headers and messages.
@@ -110,7 +119,7 @@ impl Format {
 
     /// Inverse of [`Format::name`] (Kafka record headers).
     pub fn from_name(name: &str) -> Option<Format> {
-        FORMATS.into_iter().find(|f| f.name() == name)
+        Format::all().find(|f| f.name() == name)
     }
 }
 
@@ -182,6 +191,13 @@ pub enum DecodeError {
     Invalid(#[from] InvalidEvent),
 }
 
+impl DecodeError {
+    /// A record that does not decode stays so: it is set aside.
+    pub fn disposition(&self) -> Disposition {
+        Disposition::Skip
+    }
+}
+
 /// How an id may be written, for [`DecodeError::BadField`]'s reason: ids
 /// may be strings too; `ts` and `v` are numbers only.
 fn id_forms(field: &str) -> &'static str {
@@ -237,6 +253,13 @@ pub enum EffectsError {
     Empty,
 }
 
+impl EffectsError {
+    /// An `effects` record that does not decode stays so: it is set aside.
+    pub fn disposition(&self) -> Disposition {
+        Disposition::Skip
+    }
+}
+
 /// One `effects` record's value, stamped with its sender, with its marker
 /// ([`Format::StampedEffects`]).
 pub fn encode_effects(stamp: Stamp, effects: &[Effect]) -> (Format, Vec<u8>) {
@@ -259,17 +282,13 @@ pub fn encode_effects(stamp: Stamp, effects: &[Effect]) -> (Format, Vec<u8>) {
 /// them, an unstamped sequence ([`Format::PostcardEffects`],
 /// [`Format::Effects`]) or a single effect ([`Format::Effect`]).
 pub fn decode_effects(format: u8, value: &[u8]) -> Result<Envelope, EffectsError> {
-    let postcard = |reason| EffectsError::Decode {
-        codec: "postcard",
-        reason,
-    };
-    let bincode = |reason| EffectsError::Decode {
-        codec: "bincode",
-        reason,
+    let bad = |e: BadPayload| EffectsError::Decode {
+        codec: e.codec,
+        reason: e.reason,
     };
     let envelope = match Format::from_u8(format) {
         Some(Format::StampedEffects) => {
-            let r: StampedEffects = decode_compact(value).map_err(postcard)?;
+            let r: StampedEffects = decode_compact(value).map_err(bad)?;
             Envelope {
                 stamp: Some(Stamp {
                     from: r.from,
@@ -280,15 +299,15 @@ pub fn decode_effects(format: u8, value: &[u8]) -> Result<Envelope, EffectsError
         }
         Some(Format::PostcardEffects) => Envelope {
             stamp: None,
-            effects: decode_compact(value).map_err(postcard)?,
+            effects: decode_compact(value).map_err(bad)?,
         },
         Some(Format::Effects) => Envelope {
             stamp: None,
-            effects: decode_bincode(value).map_err(bincode)?,
+            effects: decode_bincode(value).map_err(bad)?,
         },
         Some(Format::Effect) => Envelope {
             stamp: None,
-            effects: vec![decode_bincode(value).map_err(bincode)?],
+            effects: vec![decode_bincode(value).map_err(bad)?],
         },
         _ => return Err(EffectsError::Format(format)),
     };
@@ -312,7 +331,7 @@ pub fn encode_forwarded(forwarded: &Forwarded) -> (Format, Vec<u8>) {
 
 /// Unwraps a forwarded event ([`Format::PostcardForwarded`] or
 /// [`Format::Forwarded`]); `None` when `format` is no forwarding format.
-pub fn decode_forwarded(format: u8, value: &[u8]) -> Option<Result<Forwarded, String>> {
+pub fn decode_forwarded(format: u8, value: &[u8]) -> Option<Result<Forwarded, BadPayload>> {
     match Format::from_u8(format) {
         Some(Format::PostcardForwarded) => Some(decode_compact(value)),
         Some(Format::Forwarded) => Some(decode_bincode(value)),
@@ -324,8 +343,12 @@ pub fn decode_forwarded(format: u8, value: &[u8]) -> Option<Result<Forwarded, St
 pub fn decode_event(format: u8, value: &[u8]) -> Result<Event, DecodeError> {
     let event = match Format::from_u8(format) {
         Some(Format::Json) => decode_json(value)?,
-        Some(Format::Postcard) => decode_compact::<Event>(value).map_err(DecodeError::Postcard)?,
-        Some(Format::Bincode) => decode_bincode::<Event>(value).map_err(DecodeError::Bincode)?,
+        Some(Format::Postcard) => {
+            decode_compact::<Event>(value).map_err(|e| DecodeError::Postcard(e.reason))?
+        }
+        Some(Format::Bincode) => {
+            decode_bincode::<Event>(value).map_err(|e| DecodeError::Bincode(e.reason))?
+        }
         _ => return Err(DecodeError::Format(format)),
     };
     event.validate()?;
@@ -402,22 +425,47 @@ pub fn encode_compact<T: Serialize>(value: &T) -> Vec<u8> {
     postcard::to_stdvec(value).expect("postcard encoding of an in-memory value cannot fail")
 }
 
+/// A value that does not decode in its codec.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {codec}: {reason}")]
+pub struct BadPayload {
+    /// The codec tried (`postcard`, `bincode`).
+    pub codec: &'static str,
+    /// What the decoder said.
+    pub reason: String,
+}
+
+impl BadPayload {
+    /// A bad record stays bad: it is set aside.
+    pub fn disposition(&self) -> Disposition {
+        Disposition::Skip
+    }
+}
+
 /// Decodes a postcard value, refusing trailing bytes.
-pub fn decode_compact<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
-    let (value, rest) = postcard::take_from_bytes(bytes).map_err(|e| e.to_string())?;
+pub fn decode_compact<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, BadPayload> {
+    let bad = |reason| BadPayload {
+        codec: "postcard",
+        reason,
+    };
+    let (value, rest) = postcard::take_from_bytes(bytes).map_err(|e| bad(e.to_string()))?;
     if !rest.is_empty() {
-        return Err(format!("{} trailing bytes", rest.len()));
+        return Err(bad(format!("{} trailing bytes", rest.len())));
     }
     Ok(value)
 }
 
 /// Decodes a bincode value (standard config) as earlier versions wrote it,
 /// refusing trailing bytes.
-fn decode_bincode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+fn decode_bincode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, BadPayload> {
+    let bad = |reason| BadPayload {
+        codec: "bincode",
+        reason,
+    };
     let (value, used) = bincode::serde::decode_from_slice(bytes, bincode::config::standard())
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| bad(e.to_string()))?;
     if used != bytes.len() {
-        return Err(format!("{} trailing bytes", bytes.len() - used));
+        return Err(bad(format!("{} trailing bytes", bytes.len() - used)));
     }
     Ok(value)
 }

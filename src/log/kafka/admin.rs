@@ -2,7 +2,7 @@
 //! true partition ends, and a producer helper for tools and tests.
 
 use super::{kafka_err, topic_partitions, KafkaConfig, REQUEST_TIMEOUT};
-use crate::log::{LogError, Topic};
+use crate::log::{KafkaFailure, LogError, Topic};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -37,35 +37,47 @@ pub fn max_message_bytes(max_record_bytes: usize) -> u64 {
     (max_record_bytes as u64 + KAFKA_FRAMING_BYTES).max(1_048_588)
 }
 
+/// A topic retention that is no duration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("retention {value:?}: {why}")]
+pub struct BadRetention {
+    /// What was written.
+    pub value: String,
+    /// What is wrong with it.
+    pub why: &'static str,
+}
+
 /// `forever` → `-1`; `90s`, `15m`, `12h`, `7d` → milliseconds.
-pub fn retention_ms(retention: &str) -> Result<String, String> {
+pub fn retention_ms(retention: &str) -> Result<String, BadRetention> {
     if retention == "forever" {
         return Ok("-1".into());
     }
+    let bad = |why| BadRetention {
+        value: retention.to_string(),
+        why,
+    };
     let split = retention
         .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("retention {retention:?} has no unit (s, m, h or d)"))?;
+        .ok_or_else(|| bad("it has no unit (s, m, h or d)"))?;
     let (n, unit) = retention.split_at(split);
     let n: u64 = n
         .parse()
-        .map_err(|_| format!("retention {retention:?} does not start with a number"))?;
-    let ms = match unit {
+        .map_err(|_| bad("it does not start with a number"))?;
+    let ms: u64 = match unit {
         "s" => 1_000,
         "m" => 60_000,
         "h" => 3_600_000,
         "d" => 86_400_000,
-        _ => {
-            return Err(format!(
-                "retention {retention:?}: unit must be s, m, h or d"
-            ))
-        }
+        _ => return Err(bad("the unit must be s, m, h or d")),
     };
-    Ok((n * ms).to_string())
+    n.checked_mul(ms)
+        .map(|ms| ms.to_string())
+        .ok_or_else(|| bad("it is too long"))
 }
 
 /// Every topic of `topics/` with the settings it must have, `events` and
 /// `effects` with `partitions` partitions.
-pub fn wanted_topics(cfg: &KafkaConfig, partitions: u32) -> Result<Vec<WantedTopic>, String> {
+pub fn wanted_topics(cfg: &KafkaConfig, partitions: u32) -> Result<Vec<WantedTopic>, LogError> {
     let t = &cfg.topics;
     [&t.events, &t.effects, &t.dead_letter, &t.members]
         .into_iter()
@@ -73,8 +85,13 @@ pub fn wanted_topics(cfg: &KafkaConfig, partitions: u32) -> Result<Vec<WantedTop
             Ok(WantedTopic {
                 name: cfg.name_of(spec),
                 partitions: spec.partitions_in(partitions),
-                retention_ms: retention_ms(&spec.retention)
-                    .map_err(|e| format!("topics/{}.toml: {e}", spec.name))?,
+                retention_ms: retention_ms(&spec.retention).map_err(|e| {
+                    LogError::kafka(
+                        format!("topics/{}.toml", spec.name),
+                        e.to_string(),
+                        KafkaFailure::Setup,
+                    )
+                })?,
                 cleanup_policy: spec.cleanup_policy.clone(),
                 max_message_bytes: max_message_bytes(spec.max_record_bytes),
             })
@@ -114,7 +131,7 @@ pub fn apply_topics(
     let existing = |name: &str| -> Result<Option<u32>, LogError> {
         match topic_partitions(&meta, name) {
             Ok(n) => Ok(Some(n)),
-            Err(LogError::Kafka { reason, .. }) if reason.contains("does not exist") => Ok(None),
+            Err(LogError::NoTopic { .. }) => Ok(None),
             Err(e) => Err(e),
         }
     };
@@ -122,29 +139,30 @@ pub fn apply_topics(
     let effects_now = existing(&cfg.name(Topic::Effects))?;
     if let (Some(e), Some(f)) = (events_now, effects_now) {
         if e != f {
-            return Err(LogError::Kafka {
-                what: format!(
+            return Err(LogError::kafka(
+                format!(
                     "topics {} and {}",
                     cfg.name(Topic::Events),
                     cfg.name(Topic::Effects)
                 ),
-                reason: format!(
+                format!(
                     "not co-partitioned ({e} and {f} partitions): feedlog refuses to run on them"
                 ),
-            });
+                KafkaFailure::Setup,
+            ));
         }
     }
     let partitions = events_now.or(effects_now).unwrap_or(partitions);
-    let wanted = wanted_topics(cfg, partitions).map_err(|reason| LogError::Kafka {
-        what: "reading topics/".into(),
-        reason,
-    })?;
+    let wanted = wanted_topics(cfg, partitions)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| LogError::Kafka {
-            what: "starting a runtime for the admin client".into(),
-            reason: e.to_string(),
+        .map_err(|e| {
+            LogError::kafka(
+                "starting a runtime for the admin client",
+                e.to_string(),
+                KafkaFailure::Transient,
+            )
         })?;
     let admin = Admin {
         client: admin,
@@ -190,6 +208,8 @@ impl Admin {
                     return Err(LogError::Kafka {
                         what: format!("creating {name}"),
                         reason: code.to_string(),
+                        code: Some(code as i32),
+                        kind: super::failure_of(Some(code)),
                     });
                 }
             }
@@ -311,12 +331,11 @@ pub fn high_watermarks(
     let deadline = std::time::Instant::now() + REQUEST_TIMEOUT;
     while !pending.is_empty() {
         if std::time::Instant::now() > deadline {
-            return Err(LogError::Kafka {
-                what: format!("reading the end of {topic}"),
-                reason: format!(
-                    "partitions {pending:?} not read to their end within {REQUEST_TIMEOUT:?}"
-                ),
-            });
+            return Err(LogError::kafka(
+                format!("reading the end of {topic}"),
+                format!("partitions {pending:?} not read to their end within {REQUEST_TIMEOUT:?}"),
+                KafkaFailure::Transient,
+            ));
         }
         match consumer.poll(Duration::from_millis(100)) {
             Some(Ok(m)) => {

@@ -2,8 +2,8 @@
 //! partitions it owns and serves, and where its read API answers; readers
 //! in a cluster and `feedlog status` replay it.
 
-use super::{KafkaConfig, REQUEST_TIMEOUT};
-use crate::log::LogError;
+use super::{kafka_err, KafkaConfig, REQUEST_TIMEOUT};
+use crate::log::{KafkaFailure, LogError};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
@@ -61,10 +61,7 @@ impl MembersWriter {
             .set("enable.idempotence", "true")
             .set("acks", "all")
             .create()
-            .map_err(|e| LogError::Kafka {
-                what: "creating the members producer".into(),
-                reason: e.to_string(),
-            })?;
+            .map_err(kafka_err("creating the members producer"))?;
         Ok(MembersWriter {
             topic,
             member: member.to_string(),
@@ -78,16 +75,12 @@ impl MembersWriter {
         if let Some(v) = value {
             rec = rec.payload(v);
         }
-        self.producer.send(rec).map_err(|(e, _)| LogError::Kafka {
-            what: format!("writing to {}", self.topic),
-            reason: e.to_string(),
-        })?;
+        self.producer
+            .send(rec)
+            .map_err(|(e, _)| kafka_err(format!("writing to {}", self.topic))(e))?;
         self.producer
             .flush(REQUEST_TIMEOUT)
-            .map_err(|e| LogError::Kafka {
-                what: format!("writing to {}", self.topic),
-                reason: e.to_string(),
-            })?;
+            .map_err(kafka_err(format!("writing to {}", self.topic)))?;
         Ok(())
     }
 
@@ -109,10 +102,8 @@ impl MembersWriter {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
         };
-        let value = serde_json::to_vec(&rec).map_err(|e| LogError::Kafka {
-            what: format!("encoding a record of {}", self.topic),
-            reason: e.to_string(),
-        })?;
+        let value = serde_json::to_vec(&rec)
+            .expect("a members record (strings and numbers) always encodes as JSON");
         self.send(Some(&value))
     }
 
@@ -185,10 +176,7 @@ impl OwnersBuilder {
 fn members_consumer(cfg: &KafkaConfig, topic: &str, from: i64) -> Result<BaseConsumer, LogError> {
     let err = |what: &str| {
         let what = format!("{what} {topic}");
-        move |e: rdkafka::error::KafkaError| LogError::Kafka {
-            what,
-            reason: e.to_string(),
-        }
+        kafka_err(what)
     };
     let consumer: BaseConsumer = cfg
         .client_config()
@@ -211,16 +199,10 @@ pub fn read_owners(cfg: &KafkaConfig) -> Result<Owners, LogError> {
         .client_config()
         .set("group.id", format!("{}.members", cfg.group))
         .create()
-        .map_err(|e| LogError::Kafka {
-            what: format!("creating a reader of {topic}"),
-            reason: e.to_string(),
-        })?;
+        .map_err(kafka_err(format!("creating a reader of {topic}")))?;
     let (lo, _) = meta
         .fetch_watermarks(&topic, 0, REQUEST_TIMEOUT)
-        .map_err(|e| LogError::Kafka {
-            what: format!("reading the start of {topic}"),
-            reason: e.to_string(),
-        })?;
+        .map_err(kafka_err(format!("reading the start of {topic}")))?;
     let hi = super::admin::high_watermarks(cfg, &topic, &[0])?[0] as i64;
     let mut b = OwnersBuilder::default();
     if hi > lo {
@@ -229,10 +211,11 @@ pub fn read_owners(cfg: &KafkaConfig) -> Result<Owners, LogError> {
         let mut next = lo;
         while next < hi {
             if Instant::now() > deadline {
-                return Err(LogError::Kafka {
-                    what: format!("reading {topic}"),
-                    reason: format!("timed out at offset {next} of {hi}"),
-                });
+                return Err(LogError::kafka(
+                    format!("reading {topic}"),
+                    format!("timed out at offset {next} of {hi}"),
+                    KafkaFailure::Transient,
+                ));
             }
             match consumer.poll(Duration::from_millis(100)) {
                 Some(Ok(m)) => {
@@ -284,9 +267,12 @@ impl MembersView {
                     }
                 }
             })
-            .map_err(|e| LogError::Kafka {
-                what: "starting the reader of members".into(),
-                reason: e.to_string(),
+            .map_err(|e| {
+                LogError::kafka(
+                    "starting the reader of members",
+                    e.to_string(),
+                    KafkaFailure::Transient,
+                )
             })?;
         Ok(MembersView {
             owners,

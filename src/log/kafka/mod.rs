@@ -30,7 +30,7 @@ pub use admin::{
 pub use group::{GroupClient, GroupEvent, GroupMember, MemberSettings, Rebalance};
 pub use members::{MemberRecord, MembersView, MembersWriter, Owners, PartitionState};
 
-use super::{Log, LogError, Sink, Source, Topic};
+use super::{KafkaFailure, Log, LogError, Sink, Source, Topic};
 use crate::log::topics::Topics;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -130,9 +130,47 @@ impl KafkaConfig {
 
 pub(crate) fn kafka_err(what: impl Into<String>) -> impl FnOnce(KafkaError) -> LogError {
     let what = what.into();
-    move |e| LogError::Kafka {
-        what,
-        reason: e.to_string(),
+    move |e| {
+        let code = e.rdkafka_error_code();
+        LogError::Kafka {
+            what,
+            reason: e.to_string(),
+            code: code.map(|c| c as i32),
+            kind: failure_of(code),
+        }
+    }
+}
+
+/// What kind of failure librdkafka's `code` is: its fatal error, a refusal
+/// of the cluster's setup (an authorization, a setting, a record size), or
+/// a passing one (everything else: timeouts, brokers away, rebalances, full
+/// queues, and an unknown topic or partition, which brokers also answer
+/// while a leader moves; a topic that is really missing is found by its
+/// metadata as [`LogError::NoTopic`]).
+pub(crate) fn failure_of(code: Option<RDKafkaErrorCode>) -> KafkaFailure {
+    use RDKafkaErrorCode as C;
+    match code {
+        Some(C::Fatal) => KafkaFailure::Fatal,
+        Some(
+            C::TopicAuthorizationFailed
+            | C::GroupAuthorizationFailed
+            | C::ClusterAuthorizationFailed
+            | C::TransactionalIdAuthorizationFailed
+            | C::SaslAuthenticationFailed
+            | C::Authentication
+            | C::InvalidConfig
+            | C::InvalidArgument
+            | C::InvalidPartitions
+            | C::InvalidReplicationFactor
+            | C::InvalidTopic
+            | C::UnsupportedVersion
+            | C::UnsupportedFeature
+            | C::PolicyViolation
+            | C::InvalidRecord
+            | C::MessageSizeTooLarge
+            | C::FencedInstanceId,
+        ) => KafkaFailure::Setup,
+        _ => KafkaFailure::Transient,
     }
 }
 
@@ -141,10 +179,8 @@ pub fn topic_partitions(consumer: &BaseConsumer, name: &str) -> Result<u32, LogE
     let md = consumer
         .fetch_metadata(Some(name), REQUEST_TIMEOUT)
         .map_err(kafka_err(format!("reading the metadata of topic {name}")))?;
-    let missing = || LogError::Kafka {
-        what: format!("topic {name}"),
-        reason: "it does not exist (create the topics with `feedlog topics apply --kafka BROKERS`)"
-            .into(),
+    let missing = || LogError::NoTopic {
+        topic: name.to_string(),
     };
     let t = md
         .topics()
@@ -158,6 +194,8 @@ pub fn topic_partitions(consumer: &BaseConsumer, name: &str) -> Result<u32, LogE
             code => LogError::Kafka {
                 what: format!("topic {name}"),
                 reason: code.to_string(),
+                code: Some(code as i32),
+                kind: failure_of(Some(code)),
             },
         });
     }
@@ -195,13 +233,14 @@ impl KafkaLog {
             partitions[i] = topic_partitions(&meta, name)?;
         }
         if partitions[0] != partitions[1] {
-            return Err(LogError::Kafka {
-                what: format!("topics {} and {}", names[0], names[1]),
-                reason: format!(
+            return Err(LogError::kafka(
+                format!("topics {} and {}", names[0], names[1]),
+                format!(
                     "they must be co-partitioned (same partition count), but have {} and {}",
                     partitions[0], partitions[1]
                 ),
-            });
+                KafkaFailure::Setup,
+            ));
         }
         let producer: ThreadedProducer<DeliveryReports> = cfg
             .client_config()
@@ -361,13 +400,13 @@ mod tests {
     /// Whether librdkafka accepts a producer with `options` on top of the
     /// brokers (it validates a configuration when the client is created,
     /// before it connects); the reason when it does not.
-    fn accepted(options: &[(&str, &str)]) -> Result<(), String> {
+    fn accepted(options: &[(&str, &str)]) -> Result<(), crate::log::LogError> {
         let mut cfg = KafkaConfig::new("127.0.0.1:9", "g");
         cfg.client = options
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        cfg.check_client_settings().map_err(|e| e.to_string())
+        cfg.check_client_settings()
     }
 
     // Proves the build carries TLS, SASL (PLAIN, SCRAM, GSSAPI) and every compression codec: librdkafka names them among its features and accepts clients that use them, and still refuses what it does not know.

@@ -1,7 +1,7 @@
 //! Sending one task's records through the process's idempotent producer,
 //! and waiting for their acknowledgements.
 
-use super::{KafkaLog, FORMAT_HEADER};
+use super::{kafka_err, KafkaLog, FORMAT_HEADER};
 use crate::core::codec::Format;
 use crate::log::{LogError, NewRecord, Sink, Topic};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -22,7 +22,8 @@ pub(super) struct Acks {
 #[derive(Default)]
 struct AckState {
     outstanding: usize,
-    failure: Option<String>,
+    /// The first failed delivery: where and why, with librdkafka's code.
+    failure: Option<(String, Option<RDKafkaErrorCode>)>,
 }
 
 impl Acks {
@@ -45,8 +46,12 @@ impl ProducerContext for DeliveryReports {
         let mut s = acks.lock();
         s.outstanding = s.outstanding.saturating_sub(1);
         if let Err((e, m)) = result {
-            s.failure
-                .get_or_insert_with(|| format!("{}[{}]: {e}", m.topic(), m.partition()));
+            s.failure.get_or_insert_with(|| {
+                (
+                    format!("{}[{}]: {e}", m.topic(), m.partition()),
+                    e.rdkafka_error_code(),
+                )
+            });
         }
         acks.changed.notify_all();
     }
@@ -89,10 +94,7 @@ impl Sink for KafkaSink {
                     }
                     Err((e, _)) => {
                         self.acks.lock().outstanding -= 1;
-                        return Err(LogError::Kafka {
-                            what: format!("sending to {name}[{partition}]"),
-                            reason: e.to_string(),
-                        });
+                        return Err(kafka_err(format!("sending to {name}[{partition}]"))(e));
                     }
                 }
             }
@@ -114,9 +116,11 @@ impl Sink for KafkaSink {
                 .0;
         }
         match s.failure.take() {
-            Some(reason) => Err(LogError::Kafka {
+            Some((reason, code)) => Err(LogError::Kafka {
                 what: "delivering records".into(),
                 reason,
+                code: code.map(|c| c as i32),
+                kind: super::failure_of(code),
             }),
             None => Ok(()),
         }

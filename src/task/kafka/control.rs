@@ -7,6 +7,14 @@ impl Cluster {
     /// `idle`, until it says the whole group is idle twice in a row — then
     /// finishes every task's batch, commits, announces it has left, and
     /// leaves the group.
+    ///
+    /// A partition that fails to start or stops with an error is started
+    /// again from its store after a pause when the error's
+    /// [`Disposition`] is `Retry` (a broker away, a full disk). One whose
+    /// answer is `Stop` (a corrupt store, a position the topic no longer
+    /// holds, a setup the cluster refuses) ends the run the same orderly
+    /// way, and the error is returned: the group hands this processor's
+    /// partitions to the others, and the operator reads what to fix.
     pub fn run(
         &self,
         shutdown: &Shutdown,
@@ -33,6 +41,7 @@ impl Cluster {
         let mut checkpointing: Option<JoinHandle<()>> = None;
         let mut last_turn = Instant::now();
         let mut unconfirmed = false;
+        let mut failure = None;
         while !shutdown.is_requested() {
             for r in group.poll(Duration::from_millis(100)) {
                 self.handover(&group, &r);
@@ -41,13 +50,18 @@ impl Cluster {
                 return Err(self.give_up(fatal, &members, group));
             }
             self.renew_lease(&group, &mut last_turn, &mut unconfirmed);
-            self.start_assigned(&group, &mut retry_at);
-            self.restart_failed(&mut retry_at);
+            failure = self
+                .start_assigned(&group, &mut retry_at)
+                .or_else(|| self.restart_failed(&mut retry_at));
+            if let Some(e) = &failure {
+                tracing::error!(error = %e, "stopping this processor: an operator must act");
+                break;
+            }
             // Every interval while positions move; and at once when they
             // stop moving (unchanged since the last turn of this loop, about
             // 100 ms), so the group's lag and `status` see the end of a burst
             // promptly instead of up to an interval later.
-            let positions = Shared::commit_positions(&lock(&self.shared.owned));
+            let positions = Ownership::commit_positions(&lock(&self.shared.owned));
             let settled = positions == last_seen && positions != last_committed;
             if settled || last_commit.elapsed() >= self.cfg.commit_interval {
                 last_commit = Instant::now();
@@ -91,7 +105,7 @@ impl Cluster {
         }
         let stopped = self.shared.stop_all();
         if !stopped.is_empty() && !group.assignment_lost() {
-            if let Err(e) = group.commit(&Shared::commit_positions(&stopped), true) {
+            if let Err(e) = group.commit(&Ownership::commit_positions(&stopped), true) {
                 tracing::warn!(error = %e, "committing positions on the way out");
             }
             checkpoint_all(self.checkpoints.as_deref(), &stopped);
@@ -100,7 +114,10 @@ impl Cluster {
             tracing::warn!(error = %e, "announcing departure");
         }
         group.leave();
-        Ok(self.progress.totals().since(&before))
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(self.progress.totals().since(&before)),
+        }
     }
 
     /// Handles one rebalance, then completes it: a revoke stops the tasks
@@ -129,7 +146,7 @@ impl Cluster {
                 if *lost {
                     // Nothing to commit: see above.
                 } else if !stopped.is_empty() {
-                    let positions = Shared::commit_positions(&stopped);
+                    let positions = Ownership::commit_positions(&stopped);
                     if let Err(e) = group.commit(&positions, true) {
                         tracing::warn!(error = %e, "committing the positions of revoked partitions");
                     }
@@ -150,12 +167,12 @@ impl Cluster {
     }
 
     /// Starts what was assigned and is due (a start that failed is retried
-    /// after a pause).
+    /// after a pause); a failure that needs an operator is returned.
     pub(super) fn start_assigned(
         &self,
         group: &GroupMember,
         retry_at: &mut BTreeMap<u32, Instant>,
-    ) {
+    ) -> Option<ClusterError> {
         let due: Vec<u32> = lock(&self.shared.to_start)
             .iter()
             .copied()
@@ -167,25 +184,22 @@ impl Cluster {
                 Ok(()) => {
                     retry_at.remove(&p);
                 }
+                Err(e) if e.disposition() == Disposition::Stop => {
+                    return Some(ClusterError::Start {
+                        partition: p,
+                        source: Box::new(e),
+                    })
+                }
                 Err(e) => {
-                    // A refusal needs an operator; anything else (a commit
-                    // refused during a rebalance, a broker hiccup) passes.
-                    let wait = match e {
-                        ClusterError::Refused(_) => {
-                            tracing::error!(partition = p, error = %e, "could not start; retrying in 5s");
-                            Duration::from_secs(5)
-                        }
-                        // Expected while the group forms or rebalances.
-                        _ => {
-                            tracing::warn!(partition = p, error = %e, "could not start yet; retrying in 1s");
-                            Duration::from_secs(1)
-                        }
-                    };
-                    retry_at.insert(p, Instant::now() + wait);
+                    // Expected while the group forms or rebalances (a commit
+                    // refused, a broker hiccup).
+                    tracing::warn!(partition = p, error = %e, "could not start yet; retrying in 1s");
+                    retry_at.insert(p, Instant::now() + Duration::from_secs(1));
                     lock(&self.shared.to_start).insert(p);
                 }
             }
         }
+        None
     }
 
     /// Extends the lease (see [`Lease`]) for another turn of this loop, which
@@ -210,7 +224,7 @@ impl Cluster {
             self.shared.lease.confirm(turn);
             return;
         }
-        let positions = Shared::commit_positions(&lock(&self.shared.owned));
+        let positions = Ownership::commit_positions(&lock(&self.shared.owned));
         match group.commit(&positions, true) {
             Ok(()) => {
                 tracing::info!("membership confirmed by the group coordinator");
@@ -234,15 +248,40 @@ impl Cluster {
         ClusterError::Fatal(reason)
     }
 
-    /// Restarts tasks that failed (a broker error, say) from their stores.
-    pub(super) fn restart_failed(&self, retry_at: &mut BTreeMap<u32, Instant>) {
-        let failed: Vec<u32> = lock(&self.shared.owned)
-            .iter()
-            .filter(|(_, o)| o.thread.as_ref().is_some_and(|t| t.is_finished()))
-            .map(|(&p, _)| p)
-            .collect();
-        if failed.is_empty() {
-            return;
+    /// Restarts tasks that failed with an error that passes (a broker
+    /// error, say) from their stores; returns the first failure that needs
+    /// an operator instead.
+    pub(super) fn restart_failed(
+        &self,
+        retry_at: &mut BTreeMap<u32, Instant>,
+    ) -> Option<ClusterError> {
+        let mut ended = Vec::new();
+        for (&p, o) in lock(&self.shared.owned).iter_mut() {
+            if o.thread.as_ref().is_some_and(|t| t.is_finished()) {
+                ended.push((p, o.thread.take()));
+            }
+        }
+        if ended.is_empty() {
+            return None;
+        }
+        let mut failed = Vec::new();
+        let mut needs_operator = None;
+        for (p, thread) in ended {
+            failed.push(p);
+            match thread.map(JoinHandle::join) {
+                Some(Ok(Err(source))) if source.disposition() == Disposition::Stop => {
+                    needs_operator.get_or_insert(ClusterError::Task {
+                        partition: p,
+                        source,
+                    });
+                }
+                Some(Ok(Err(e))) => tracing::warn!(partition = p, error = %e, "task failed"),
+                Some(Err(_)) => tracing::error!(partition = p, "task panicked"),
+                Some(Ok(Ok(()))) | None => {}
+            }
+        }
+        if needs_operator.is_some() {
+            return needs_operator;
         }
         tracing::warn!(partitions = ?failed, "tasks stopped; restarting them from their stores");
         self.shared.stop(&failed);
@@ -251,5 +290,6 @@ impl Cluster {
             to_start.insert(p);
             retry_at.insert(p, Instant::now() + Duration::from_secs(1));
         }
+        None
     }
 }

@@ -29,31 +29,34 @@
 //! compacted `members` topic; readers and `feedlog status` replay it.
 
 mod control;
-mod shared;
+mod ownership;
 mod tasks;
 
-pub use shared::Shared;
+pub use ownership::Ownership;
 
 use super::handover::{best, GroupPosition};
 use super::partition::{start_with_threshold, Takeover};
 use super::runner::{drive, Hooks};
 use super::{PartitionTask, Shutdown, TaskError};
 use crate::core::fence::Epoch;
-use crate::core::metrics::{Progress, StepStats};
+use crate::core::metrics::StepStats;
 use crate::core::position::Positions;
+use crate::core::Disposition;
 use crate::log::kafka::{
     GroupEvent, GroupMember, KafkaConfig, KafkaLog, MemberSettings, MembersWriter, PartitionState,
 };
 use crate::log::now_ms;
 use crate::log::{Log, LogError, Topic};
 use crate::state::checkpoint::{CheckpointDir, Identity};
-use crate::state::datadir::DataDir;
+use crate::state::datadir::{DataDir, DataDirError};
 use crate::state::{
     meta, BlockCache, Cf, Kv, Partitions, Store, StoreError, StoreOptions, Unavailable,
 };
 use crate::task::embedded::ProcessorConfig;
-use shared::{checkpoint_all, lock, AppliedPositions, Lease, Owned};
+use crate::task::progress::Progress;
+use ownership::{checkpoint_all, lock, AppliedPositions, Lease, Owned};
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -68,13 +71,94 @@ pub enum ClusterError {
     /// A state store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The data directory and the topics disagree.
+    /// The data directory could not be opened or created.
+    #[error(transparent)]
+    DataDir(#[from] DataDirError),
+    /// A partition's task could not start or failed.
+    #[error("partition {partition}: {source}")]
+    Task {
+        /// The partition.
+        partition: u32,
+        /// What failed.
+        #[source]
+        source: TaskError,
+    },
+    /// A partition could not start.
+    #[error("partition {partition}: {source}")]
+    Start {
+        /// The partition.
+        partition: u32,
+        /// Why.
+        #[source]
+        source: Box<ClusterError>,
+    },
+    /// The data directory holds state for another partition count than the
+    /// topics have.
+    #[error("{dir} holds state for {state} partitions, but topic {topic} has {partitions}")]
+    PartitionCount {
+        /// The data directory.
+        dir: PathBuf,
+        /// The partition count of its state.
+        state: u32,
+        /// The `events` topic.
+        topic: String,
+        /// Its partition count.
+        partitions: u32,
+    },
+    /// The log no longer holds the position a store needs (retention
+    /// deleted it).
+    #[error(
+        "{topic}[{partition}] starts at offset {start} (retention), but this store \
+         needs offset {needed}: restore it from a checkpoint, or remove {state_dir} to rebuild from the whole log"
+    )]
+    Retention {
+        /// The partition.
+        partition: u32,
+        /// The topic's Kafka name.
+        topic: String,
+        /// The topic partition's first offset.
+        start: u64,
+        /// The offset the store needs.
+        needed: u64,
+        /// The store's directory.
+        state_dir: PathBuf,
+    },
+    /// A file-system call failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// On what.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The request cannot be carried out as asked; nothing was changed.
     #[error("{0}")]
     Refused(String),
     /// librdkafka reported a fatal error: this process is out of the group
     /// for good (e.g. another process took its static membership).
     #[error("Kafka fatal error, this processor gave up every partition without committing: {0}")]
     Fatal(String),
+}
+
+impl ClusterError {
+    /// Skip, retry or stop: what a Kafka-mode runner does with it.
+    pub fn disposition(&self) -> Disposition {
+        match self {
+            ClusterError::Log(e) => e.disposition(),
+            ClusterError::Store(e) => e.disposition(),
+            ClusterError::DataDir(e) => e.disposition(),
+            ClusterError::Task { source, .. } => source.disposition(),
+            ClusterError::Start { source, .. } => source.disposition(),
+            ClusterError::Io { source, .. } => Disposition::of_io(source.kind()),
+            ClusterError::PartitionCount { .. }
+            | ClusterError::Retention { .. }
+            | ClusterError::Refused(_)
+            | ClusterError::Fatal(_) => Disposition::Stop,
+        }
+    }
 }
 
 /// Settings of one Kafka-mode processor.
@@ -142,12 +226,12 @@ pub struct Cluster {
     cfg: ClusterConfig,
     log: Arc<KafkaLog>,
     cache: BlockCache,
-    shared: Arc<Shared>,
+    shared: Arc<Ownership>,
     progress: Arc<Progress>,
     /// Requested to make every wait for Kafka give up (shutdown).
     stopping: Shutdown,
     checkpoints: Option<Arc<CheckpointDir>>,
-    /// Shared by every task of the process (see
+    /// Ownership by every task of the process (see
     /// [`ClusterConfig::stop_after_commit`]).
     stop_after_commit: Option<crate::task::faults::StopAfterCommit>,
 }
@@ -163,27 +247,26 @@ impl Cluster {
         let stopping = Shutdown::new();
         let log = KafkaLog::connect(cfg.kafka.clone(), stopping.flag())?;
         let partitions = log.partitions(Topic::Events);
-        let refused = |e: crate::state::datadir::DataDirError| ClusterError::Refused(e.to_string());
         let mut dir = if data.join("feedlog.json").exists() {
-            let d = DataDir::open(data).map_err(refused)?;
+            let d = DataDir::open(data)?;
             if d.partitions() != partitions {
-                return Err(ClusterError::Refused(format!(
-                    "{} holds state for {} partitions, but topic {} has {partitions}",
-                    data.display(),
-                    d.partitions(),
-                    log.name(Topic::Events)
-                )));
+                return Err(ClusterError::PartitionCount {
+                    dir: data.to_path_buf(),
+                    state: d.partitions(),
+                    topic: log.name(Topic::Events).to_string(),
+                    partitions,
+                });
             }
             d
         } else {
             // A new directory takes the topic's partition count.
-            DataDir::create_or_open(data, Some(partitions)).map_err(refused)?
+            DataDir::create_or_open(data, Some(partitions))?
         };
         // The threshold a partition state starts with: this directory's
         // record (every processor of a group should be configured alike).
-        dir.starting_threshold(cfg.processor.pull_threshold)
-            .map_err(refused)?;
-        let shared = Arc::new(Shared {
+        dir.starting_threshold(cfg.processor.pull_threshold)?;
+        dir.settle_inbox_cap(cfg.processor.inbox_cap)?;
+        let shared = Arc::new(Ownership {
             owned: Mutex::default(),
             to_start: Mutex::default(),
             changes: AtomicU64::new(0),
@@ -219,7 +302,7 @@ impl Cluster {
     }
 
     /// What readers need: owned partitions and their state.
-    pub fn shared(&self) -> &Arc<Shared> {
+    pub fn shared(&self) -> &Arc<Ownership> {
         &self.shared
     }
 

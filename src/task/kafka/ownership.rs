@@ -86,7 +86,7 @@ impl AppliedPositions {
 }
 
 /// State shared by the control loop, the tasks and readers.
-pub struct Shared {
+pub struct Ownership {
     pub(super) owned: Mutex<BTreeMap<u32, Owned>>,
     /// Partitions assigned but not started yet.
     pub(super) to_start: Mutex<BTreeSet<u32>>,
@@ -102,7 +102,7 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-impl Partitions for Shared {
+impl Partitions for Ownership {
     fn count(&self) -> u32 {
         self.count
     }
@@ -130,7 +130,7 @@ impl Partitions for Shared {
     }
 }
 
-impl Shared {
+impl Ownership {
     /// The stores of owned partitions and their state.
     pub fn partitions(&self) -> BTreeMap<u32, (Arc<Store>, PartitionState)> {
         lock(&self.owned)
@@ -161,7 +161,7 @@ impl Shared {
             .collect()
     }
 
-    /// Stops every partition this processor owns (see [`Shared::stop`]).
+    /// Stops every partition this processor owns (see [`Ownership::stop`]).
     pub(super) fn stop_all(&self) -> BTreeMap<u32, Owned> {
         let all: Vec<u32> = lock(&self.owned).keys().copied().collect();
         self.stop(&all)

@@ -46,8 +46,10 @@ impl Cluster {
             );
             drop(store);
             let path = self.dir.state_dir(p);
-            std::fs::remove_dir_all(&path).map_err(|e| {
-                ClusterError::Refused(format!("removing {} to rebuild it: {e}", path.display()))
+            std::fs::remove_dir_all(&path).map_err(|source| ClusterError::Io {
+                action: "removing, to rebuild it,",
+                path: path.clone(),
+                source,
             })?;
             store = self.open_store(p)?;
             local = Positions::START;
@@ -115,12 +117,13 @@ impl Cluster {
         ] {
             let start = self.log.start_offset(topic, p)?;
             if at.0 < start {
-                return Err(ClusterError::Refused(format!(
-                    "partition {p}: {}[{p}] starts at offset {start} (retention), but this store needs offset {at}: \
-                     restore it from a checkpoint, or remove {} to rebuild from the whole log",
-                    self.log.name(topic),
-                    self.dir.state_dir(p).display()
-                )));
+                return Err(ClusterError::Retention {
+                    partition: p,
+                    topic: self.log.name(topic).to_string(),
+                    start,
+                    needed: at.0,
+                    state_dir: self.dir.state_dir(p),
+                });
             }
         }
         let takeover = Takeover {
@@ -128,10 +131,9 @@ impl Cluster {
             emitted: Some(committed),
             reship: !intervened,
         };
-        let task_err = |e| match e {
-            TaskError::Store(s) => ClusterError::Store(s),
-            TaskError::Log(l) => ClusterError::Log(l),
-            other => ClusterError::Refused(other.to_string()),
+        let task_err = |source| ClusterError::Task {
+            partition: p,
+            source,
         };
         start_with_threshold(&store, self.dir.pull_threshold()).map_err(task_err)?;
         let task = PartitionTask::open_after(
@@ -191,7 +193,10 @@ impl Cluster {
                     other => other,
                 }
             })
-            .map_err(|e| ClusterError::Refused(format!("starting partition {p}'s thread: {e}")))?;
+            .map_err(|e| ClusterError::Task {
+                partition: p,
+                source: TaskError::Thread(e),
+            })?;
         lock(&self.shared.owned).insert(
             p,
             Owned {
@@ -256,7 +261,7 @@ pub(super) struct KafkaOwner {
     stopping: Shutdown,
     applied: Arc<AppliedPositions>,
     serving: Arc<AtomicBool>,
-    shared: Arc<Shared>,
+    shared: Arc<Ownership>,
     progress: Arc<Progress>,
     redeliver_every: u64,
     steps: u64,

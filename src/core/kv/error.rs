@@ -1,0 +1,48 @@
+//! Why a read of state failed.
+
+use super::Cf;
+
+/// Why a read of state failed: a stored value that does not decode, or the
+/// engine behind the [`Kv`](super::Kv) (RocksDB, in the state layer) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KvError {
+    /// A stored value does not decode.
+    #[error("corrupt value in column family {cf} at key {key}: {reason}")]
+    Corrupt {
+        /// Column family name.
+        cf: &'static str,
+        /// The key, in hex.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The storage engine failed (its own error, with where).
+    #[error("{source}")]
+    Backend {
+        /// What the engine's error answers: skip, retry or stop.
+        disposition: crate::core::Disposition,
+        /// The engine's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl KvError {
+    /// A corrupt value needs an operator; the engine's failure answers as
+    /// the engine decided.
+    pub fn disposition(&self) -> crate::core::Disposition {
+        match self {
+            KvError::Corrupt { .. } => crate::core::Disposition::Stop,
+            KvError::Backend { disposition, .. } => *disposition,
+        }
+    }
+
+    /// A corrupt-value error for `key` in `cf`.
+    pub fn corrupt(cf: Cf, key: &[u8], reason: impl Into<String>) -> KvError {
+        KvError::Corrupt {
+            cf: cf.name(),
+            key: key.iter().map(|b| format!("{b:02x}")).collect(),
+            reason: reason.into(),
+        }
+    }
+}
