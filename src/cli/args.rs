@@ -1,6 +1,7 @@
 //! The command line's grammar: every command, flag and setting (clap).
 
 use super::bench::{BenchKind, Shape};
+use super::values::{at_least_one, progress_secs, view_arg};
 use super::{demo, kafka, log};
 use clap::{Parser, Subcommand, ValueEnum};
 use feedlog::api::http::ApiConfig;
@@ -490,32 +491,6 @@ pub enum ImportFormat {
     SnapEdges,
     /// Temporal edges `SRC DST UNIXTS`.
     SnapTemporal,
-}
-
-/// `--view`: any spelling [`View::parse`] takes (clap's derive stays out of
-/// the core).
-fn view_arg(name: &str) -> Result<View, String> {
-    View::parse(name).ok_or_else(|| {
-        let names: Vec<&str> = View::ALL.iter().map(|v| v.as_str()).collect();
-        format!("unknown view {name:?} (one of: {})", names.join(", "))
-    })
-}
-
-/// A progress interval: a number of seconds, at least 0.01.
-fn progress_secs(s: &str) -> Result<Duration, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.01 => Ok(Duration::from_secs_f64(v)),
-        _ => Err(format!("{s:?} is not a number of seconds of at least 0.01")),
-    }
-}
-
-/// A count of 1 or more: an inbox of 0 entries would hold nothing to read.
-fn at_least_one(s: &str) -> Result<u64, String> {
-    match s.parse::<u64>() {
-        Ok(0) => Err("must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 #[cfg(test)]

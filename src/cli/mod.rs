@@ -14,6 +14,7 @@ pub mod run;
 pub mod say;
 pub mod shell;
 pub mod state;
+pub mod values;
 
 use anyhow::Result;
 use args::{Cli, Command, ConfigAction, LogAction, TopicsAction};
