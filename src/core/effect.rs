@@ -18,6 +18,11 @@ pub const DEFAULT_PULL_THRESHOLD: u64 = 10_000;
 /// skipped by push fan-out: 30 days (docs/design.md, "Inactive readers are pulled").
 pub const DEFAULT_INACTIVE_AFTER_MS: u64 = 30 * 24 * 3600 * 1000;
 
+/// One of a reader's wakes, named by the reader's count of wakes: an
+/// answer to a refill counts only for the wake that asked for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Wake(pub u64);
+
 /// Internal messages between partitions (the `effects` topic). Each is
 /// addressed to users owned by one partition. Variants are append-only:
 /// the wire formats encode them by index (the codec's golden bytes).
@@ -138,8 +143,8 @@ pub enum Effect {
         follower: UserId,
         /// The follow's version.
         version: Version,
-        /// The wake asking (the follower's count of wakes).
-        wake: u64,
+        /// The wake asking.
+        wake: Wake,
     },
     /// At the follower's partition: the answer to a [`Effect::Refill`], as
     /// the author's partition would answer a new follow: the author is
@@ -152,7 +157,7 @@ pub enum Effect {
         /// The follow's version.
         version: Version,
         /// The wake answered.
-        wake: u64,
+        wake: Wake,
         /// Whether the author is pulled (then `posts` is empty).
         pulled: bool,
         /// The author's newest posts, newest first.

@@ -31,7 +31,8 @@ pub mod views;
 pub use apply::{apply_effect, apply_event};
 pub use disposition::Disposition;
 pub use effect::{
-    Applied, Ctx, Effect, Out, DEFAULT_INACTIVE_AFTER_MS, DEFAULT_INBOX_CAP, DEFAULT_PULL_THRESHOLD,
+    Applied, Ctx, Effect, Out, Wake, DEFAULT_INACTIVE_AFTER_MS, DEFAULT_INBOX_CAP,
+    DEFAULT_PULL_THRESHOLD,
 };
 pub use fence::{Epoch, Stamp};
 pub use position::{Offset, Positions, Version};

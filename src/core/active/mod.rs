@@ -20,7 +20,7 @@
 //! the state's identity.
 
 use super::apply::follows_at;
-use super::effect::{Applied, Ctx, Effect, Out};
+use super::effect::{Applied, Ctx, Effect, Out, Wake};
 use super::gauges::Gauge;
 use super::inbox::lower_horizon;
 use super::pulled;
@@ -79,12 +79,12 @@ fn wake<K: Kv + ?Sized>(
         }
     }
     for (author, version) in asks {
-        let wake = u.wakes;
+        let wake = Wake(u.wakes);
         let k = keys::refill(user, author);
         if !t.contains(Cf::Refills, &k)? {
             t.bump(Gauge::Refills, 1)?;
         }
-        t.put(Cf::Refills, k, wake.to_be_bytes().to_vec());
+        t.put(Cf::Refills, k, wake.0.to_be_bytes().to_vec());
         u.refills += 1;
         let ask = Effect::Refill {
             author,
@@ -149,7 +149,7 @@ pub(super) fn asleep_at<K: Kv + ?Sized>(
 pub(super) fn refilled<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
     ctx: &Ctx,
-    (author, follower, version, wake): (UserId, UserId, Version, u64),
+    (author, follower, version, wake): (UserId, UserId, Version, Wake),
     pulled: bool,
     posts: (&[(Ts, PostId)], bool),
     applied: &mut Applied,
@@ -162,11 +162,11 @@ pub(super) fn refilled<K: Kv + ?Sized>(
     }
     pulled::pull_for(t, ctx, (author, follower), pulled, posts, applied)?;
     let k = keys::refill(follower, author);
-    if awaited(t, &k)? == Some(wake) {
+    if awaited(t, &k)? == Some(wake.0) {
         t.delete(Cf::Refills, k);
         t.bump(Gauge::Refills, -1)?;
         let mut u = t.user(follower)?;
-        if u.wakes == wake && !u.asleep {
+        if u.wakes == wake.0 && !u.asleep {
             u.refills = u.refills.saturating_sub(1);
         }
         t.set_user(follower, &u);
@@ -214,7 +214,7 @@ pub fn refill_requests(kv: &(impl Kv + ?Sized), ctx: &Ctx) -> Result<Vec<Out>, K
             author,
             follower: user,
             version: edge.version,
-            wake: keys::be(&v, 0),
+            wake: Wake(keys::be(&v, 0)),
         };
         ctx.send(&mut asks, author, ask);
     }
@@ -228,7 +228,7 @@ pub fn refill_requests(kv: &(impl Kv + ?Sized), ctx: &Ctx) -> Result<Vec<Out>, K
 pub(super) fn answer_refill<K: Kv + ?Sized>(
     t: &Txn<'_, K>,
     ctx: &Ctx,
-    (author, follower, version, wake): (UserId, UserId, Version, u64),
+    (author, follower, version, wake): (UserId, UserId, Version, Wake),
     out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
     if !ctx.owns(author) {

@@ -5,6 +5,7 @@
 //! the end, and its own golden line is added here.
 
 use super::*;
+use crate::core::effect::Wake;
 use crate::core::event::{FilterChange, PostId, Ts, UserId};
 use crate::core::fence::{Epoch, Stamp};
 use crate::core::position::Version;
@@ -126,13 +127,13 @@ fn effects() -> Vec<Effect> {
             author: a,
             follower: f,
             version: Version(5),
-            wake: 3,
+            wake: Wake(3),
         },
         Effect::Refilled {
             author: a,
             follower: f,
             version: Version(5),
-            wake: 3,
+            wake: Wake(3),
             pulled: false,
             posts: vec![(Ts(9), PostId(8))],
             truncated: true,
