@@ -8,7 +8,7 @@
 //! [`Effect`]. See the crate docs for the guarantees this upholds.
 
 use super::active;
-use super::effect::{Applied, Ctx, Effect, Out};
+use super::effect::{Applied, Ctx, Effect, Out, Step};
 use super::filter;
 use super::follow;
 use super::inbox::{insert_inbox, lower_horizon};
@@ -33,7 +33,11 @@ pub fn apply_event<K: Kv + ?Sized>(
 ) -> Result<Applied, KvError> {
     let mut applied = Applied::default();
     // Any own event, even a repeat, is activity (docs/design.md, "Event kinds").
-    active::touch(t, ctx, event.actor(), event.ts(), &mut applied, out)?;
+    active::touch(
+        &mut Step::new(t, ctx, &mut applied, out),
+        event.actor(),
+        event.ts(),
+    )?;
     match *event {
         Event::Follow {
             follower,
@@ -41,7 +45,11 @@ pub fn apply_event<K: Kv + ?Sized>(
             ts,
         } => {
             let edge = (follower, followee);
-            if !follow::follow(t, ctx, edge, (version, ts), &mut applied, out)? {
+            if !follow::follow(
+                &mut Step::new(t, ctx, &mut applied, out),
+                edge,
+                (version, ts),
+            )? {
                 return Ok(applied);
             }
         }
@@ -51,7 +59,11 @@ pub fn apply_event<K: Kv + ?Sized>(
             ts,
         } => {
             let edge = (follower, followee);
-            if !follow::unfollow(t, ctx, edge, (version, ts), &mut applied, out)? {
+            if !follow::unfollow(
+                &mut Step::new(t, ctx, &mut applied, out),
+                edge,
+                (version, ts),
+            )? {
                 return Ok(applied);
             }
         }
@@ -62,7 +74,12 @@ pub fn apply_event<K: Kv + ?Sized>(
             ts,
         } => {
             let pair = (user, target);
-            if !filter::event(t, ctx, pair, change, (version, ts), &mut applied, out)? {
+            if !filter::event(
+                &mut Step::new(t, ctx, &mut applied, out),
+                pair,
+                change,
+                (version, ts),
+            )? {
                 return Ok(applied);
             }
         }
@@ -241,24 +258,29 @@ pub fn apply_effect<K: Kv + ?Sized>(
             follower,
             version,
             ts,
-        } => follow::follower_added(t, ctx, (author, follower), (version, ts), &mut applied, out)?,
+        } => follow::follower_added(
+            &mut Step::new(t, ctx, &mut applied, out),
+            (author, follower),
+            (version, ts),
+        )?,
         &Effect::FollowerRemoved {
             author,
             follower,
             version,
-        } => follow::follower_removed(t, ctx, (author, follower), version, &mut applied, out)?,
+        } => follow::follower_removed(
+            &mut Step::new(t, ctx, &mut applied, out),
+            (author, follower),
+            version,
+        )?,
         &Effect::Refollowed {
             author,
             follower,
             version,
             last,
         } => follow::refollowed(
-            t,
-            ctx,
+            &mut Step::new(t, ctx, &mut applied, out),
             (author, follower),
             (version, last),
-            &mut applied,
-            out,
         )?,
         &Effect::Blocked {
             user,
@@ -270,7 +292,7 @@ pub fn apply_effect<K: Kv + ?Sized>(
         } => {
             let toggle = filter::Toggle { version, on, ts };
             let state = filter::BlockState { toggle, ended };
-            filter::blocked_by(t, ctx, (user, by), state, &mut applied, out)?;
+            filter::blocked_by(&mut Step::new(t, ctx, &mut applied, out), (user, by), state)?;
         }
         Effect::Deliver {
             author,
@@ -359,7 +381,9 @@ pub fn apply_effect<K: Kv + ?Sized>(
         e @ (Effect::RepostOf { .. }
         | Effect::Reposted { .. }
         | Effect::Unrepost { .. }
-        | Effect::RepostDir { .. }) => repost::apply_effect(t, ctx, e, &mut applied, out)?,
+        | Effect::RepostDir { .. }) => {
+            repost::apply_effect(&mut Step::new(t, ctx, &mut applied, out), e)?
+        }
         Effect::Retract {
             author,
             post_id,

@@ -18,6 +18,42 @@ pub const DEFAULT_PULL_THRESHOLD: u64 = 10_000;
 /// skipped by push fan-out: 30 days (docs/design.md, "Inactive readers are pulled").
 pub const DEFAULT_INACTIVE_AFTER_MS: u64 = 30 * 24 * 3600 * 1000;
 
+/// What applying one message works with: the partition's staged state,
+/// its context, what the message has changed so far, and the messages it
+/// sends.
+pub struct Step<'s, 't, K: crate::core::kv::Kv + ?Sized> {
+    /// The staged state.
+    pub t: &'s mut crate::core::kv::Txn<'t, K>,
+    /// The partition.
+    pub ctx: &'s Ctx,
+    /// What changed so far.
+    pub applied: &'s mut Applied,
+    /// What the message sends.
+    pub out: &'s mut Vec<Out>,
+}
+
+impl<'s, 't, K: crate::core::kv::Kv + ?Sized> Step<'s, 't, K> {
+    /// A step over `t` in the partition `ctx`.
+    pub fn new(
+        t: &'s mut crate::core::kv::Txn<'t, K>,
+        ctx: &'s Ctx,
+        applied: &'s mut Applied,
+        out: &'s mut Vec<Out>,
+    ) -> Self {
+        Step {
+            t,
+            ctx,
+            applied,
+            out,
+        }
+    }
+
+    /// Sends `effect` to the partition that owns `to`.
+    pub fn send(&mut self, to: crate::core::event::UserId, effect: Effect) {
+        self.ctx.send(self.out, to, effect);
+    }
+}
+
 /// One of a reader's wakes, named by the reader's count of wakes: an
 /// answer to a refill counts only for the wake that asked for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

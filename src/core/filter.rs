@@ -17,7 +17,7 @@
 //! Nothing is removed from inboxes by a mute: the entries stay, unread,
 //! and come back with the unmute, deep pages included.
 
-use super::effect::{Applied, Ctx, Effect, Out};
+use super::effect::{Applied, Ctx, Effect, Out, Step};
 use super::follow::{self, judged, set_followee, set_follower};
 use crate::core::event::{FilterChange, Ts, UserId};
 use crate::core::keys::{self, be};
@@ -286,15 +286,12 @@ pub fn after(
 /// event `version` at `ts`. Whether anything changed (a redelivered or
 /// older event, or one that changes nothing: no).
 pub(super) fn event<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     (user, target): (UserId, UserId),
     change: FilterChange,
     (version, ts): (Version, Ts),
-    applied: &mut Applied,
-    out: &mut Vec<Out>,
 ) -> Result<bool, KvError> {
-    let mut f = pair(t, user, target)?;
+    let mut f = pair(s.t, user, target)?;
     let newer = |t: Option<Toggle>| t.is_none_or(|t| t.version < version);
     let toggle = |on| Toggle { version, on, ts };
     match change {
@@ -328,7 +325,7 @@ pub(super) fn event<K: Kv + ?Sized>(
                 _ => return Ok(false),
             };
             f.block_out = Some(state);
-            t.put(Cf::Filters, key(user, target), f.encode());
+            s.t.put(Cf::Filters, key(user, target), f.encode());
             let sent = Effect::Blocked {
                 user: target,
                 by: user,
@@ -339,16 +336,16 @@ pub(super) fn event<K: Kv + ?Sized>(
             };
             // To the blocked user's partition, and to this one's own
             // `effects` log, where the edges to the user are judged anew.
-            ctx.send(out, user, sent.clone());
-            ctx.send(out, target, sent);
-            settle_followees(t, (user, target), applied)?;
-            applied.changed = true;
+            s.send(user, sent.clone());
+            s.send(target, sent);
+            settle_followees(s.t, (user, target), s.applied)?;
+            s.applied.changed = true;
             return Ok(true);
         }
         _ => return Ok(false),
     }
-    t.put(Cf::Filters, key(user, target), f.encode());
-    applied.changed = true;
+    s.t.put(Cf::Filters, key(user, target), f.encode());
+    s.applied.changed = true;
     Ok(true)
 }
 
@@ -357,33 +354,30 @@ pub(super) fn event<K: Kv + ?Sized>(
 /// (one message serves both when they share a partition). Older or
 /// duplicate: nothing.
 pub(super) fn blocked_by<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     (user, by): (UserId, UserId),
     state: BlockState,
-    applied: &mut Applied,
-    out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
     let newer = |b: Option<BlockState>| b.is_none_or(|b| b.toggle.version < state.toggle.version);
-    if ctx.owns(user) {
-        let mut f = pair(t, user, by)?;
+    if s.ctx.owns(user) {
+        let mut f = pair(s.t, user, by)?;
         if newer(f.block_in) {
             f.block_in = Some(state);
-            t.put(Cf::Filters, key(user, by), f.encode());
-            applied.changed = true;
-            settle_followees(t, (user, by), applied)?;
-            settle_followers(t, ctx, (user, by), applied, out)?;
+            s.t.put(Cf::Filters, key(user, by), f.encode());
+            s.applied.changed = true;
+            settle_followees(s.t, (user, by), s.applied)?;
+            settle_followers(s, (user, by))?;
         } else if f.block_in == Some(state) && !state.toggle.on {
-            resend_newest(t, ctx, (user, by), out)?;
+            resend_newest(s.t, s.ctx, (user, by), s.out)?;
         }
     }
-    if ctx.owns(by) {
-        let mut f = pair(t, by, user)?;
+    if s.ctx.owns(by) {
+        let mut f = pair(s.t, by, user)?;
         if newer(f.block_own) {
             f.block_own = Some(state);
-            t.put(Cf::Filters, key(by, user), f.encode());
-            applied.changed = true;
-            settle_followers(t, ctx, (by, user), applied, out)?;
+            s.t.put(Cf::Filters, key(by, user), f.encode());
+            s.applied.changed = true;
+            settle_followers(s, (by, user))?;
         }
     }
     Ok(())
@@ -430,16 +424,13 @@ fn settle_followees<K: Kv + ?Sized>(
 /// Judges `other`'s follow of `user` (owned here) again, at this end, after
 /// the pair's block periods changed (in `effects` order).
 fn settle_followers<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     (user, other): (UserId, UserId),
-    applied: &mut Applied,
-    out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
-    if let Some(e) = views::edge(t, Cf::Followers, user, other)? {
-        let new = judged(e, blocked_author_end(t, user, other)?);
+    if let Some(e) = views::edge(s.t, Cf::Followers, user, other)? {
+        let new = judged(e, blocked_author_end(s.t, user, other)?);
         if new != e {
-            set_follower(t, ctx, (user, other), (Some(e), new), false, applied, out)?;
+            set_follower(s, (user, other), (Some(e), new), false)?;
         }
     }
     Ok(())

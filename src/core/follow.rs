@@ -10,7 +10,7 @@
 //! or filled by the author's backfill).
 
 use super::active;
-use super::effect::{Applied, Ctx, Effect, Out};
+use super::effect::{Applied, Ctx, Effect, Out, Step};
 use super::filter::{self, Blocked};
 use super::gauges::Gauge;
 use super::inbox::purge_author;
@@ -47,15 +47,12 @@ pub(super) fn judged(e: EdgeVal, blocked: Blocked) -> EdgeVal {
 /// `follower` (owned here) follows `author` by event `version` at `ts`.
 /// Whether anything changed.
 pub(super) fn follow<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     (follower, author): (UserId, UserId),
     (version, ts): (Version, Ts),
-    applied: &mut Applied,
-    out: &mut Vec<Out>,
 ) -> Result<bool, KvError> {
-    let old = views::edge(t, Cf::Followees, follower, author)?;
-    let blocked = filter::blocked(t, follower, author)?;
+    let old = views::edge(s.t, Cf::Followees, follower, author)?;
+    let blocked = filter::blocked(s.t, follower, author)?;
     match old {
         // A follow while following: only a later time matters, which
         // revives a follow that block periods cover.
@@ -71,28 +68,28 @@ pub(super) fn follow<K: Kv + ?Sized>(
                 },
                 blocked,
             );
-            set_followee(t, (follower, author), (old, new), applied)?;
+            set_followee(s.t, (follower, author), (old, new), s.applied)?;
             let again = Effect::Refollowed {
                 author,
                 follower,
                 version: e.version,
                 last: ts,
             };
-            ctx.send(out, author, again);
+            s.send(author, again);
         }
         Some(e) if e.version >= version => return Ok(false),
         _ => {
             let new = judged(EdgeVal::followed(version, ts), blocked);
             // The author's partition answers the follow with a backfill.
             let edge = (follower, author);
-            set_followee(t, edge, (old, new), applied)?;
+            set_followee(s.t, edge, (old, new), s.applied)?;
             let effect = Effect::FollowerAdded {
                 author,
                 follower,
                 version,
                 ts,
             };
-            ctx.send(out, author, effect);
+            s.send(author, effect);
         }
     }
     Ok(true)
@@ -101,25 +98,22 @@ pub(super) fn follow<K: Kv + ?Sized>(
 /// `follower` (owned here) unfollows `author` by event `version` at `ts`.
 /// Whether anything changed.
 pub(super) fn unfollow<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     (follower, author): (UserId, UserId),
     (version, ts): (Version, Ts),
-    applied: &mut Applied,
-    out: &mut Vec<Out>,
 ) -> Result<bool, KvError> {
-    let old = views::edge(t, Cf::Followees, follower, author)?;
+    let old = views::edge(s.t, Cf::Followees, follower, author)?;
     if !old.is_some_and(|e| e.followed_raw() && e.version < version) {
         return Ok(false);
     }
     let new = EdgeVal::unfollowed(version, ts);
-    set_followee(t, (follower, author), (old, new), applied)?;
+    set_followee(s.t, (follower, author), (old, new), s.applied)?;
     let effect = Effect::FollowerRemoved {
         author,
         follower,
         version,
     };
-    ctx.send(out, author, effect);
+    s.send(author, effect);
     Ok(true)
 }
 
@@ -161,33 +155,27 @@ pub(super) fn set_followee<K: Kv + ?Sized>(
 /// `follower` follows `author` (owned here) by `version` from `ts`, as the
 /// follower's partition says. Stale or duplicate: nothing.
 pub(super) fn follower_added<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     (author, follower): (UserId, UserId),
     (version, ts): (Version, Ts),
-    applied: &mut Applied,
-    out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
-    let old = views::edge(t, Cf::Followers, author, follower)?;
+    let old = views::edge(s.t, Cf::Followers, author, follower)?;
     if old.is_some_and(|e| e.version >= version) {
         return Ok(());
     }
-    let blocked = filter::blocked_author_end(t, author, follower)?;
+    let blocked = filter::blocked_author_end(s.t, author, follower)?;
     let new = judged(EdgeVal::followed(version, ts), blocked);
-    set_follower(t, ctx, (author, follower), (old, new), true, applied, out)
+    set_follower(s, (author, follower), (old, new), true)
 }
 
 /// `follower` no longer follows `author` (owned here), as of `version`.
 /// Stale or duplicate: nothing.
 pub(super) fn follower_removed<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     (author, follower): (UserId, UserId),
     version: Version,
-    applied: &mut Applied,
-    out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
-    let old = views::edge(t, Cf::Followers, author, follower)?;
+    let old = views::edge(s.t, Cf::Followers, author, follower)?;
     if old.is_some_and(|e| e.version >= version) {
         return Ok(());
     }
@@ -198,26 +186,23 @@ pub(super) fn follower_removed<K: Kv + ?Sized>(
         last_by: version,
         ..old.unwrap_or(EdgeVal::followed(version, Ts(0)))
     };
-    set_follower(t, ctx, (author, follower), (old, dead), false, applied, out)
+    set_follower(s, (author, follower), (old, dead), false)
 }
 
 /// `follower` followed `author` (owned here) again at `last`, within the
 /// follow `version` started. Stale or duplicate: nothing.
 pub(super) fn refollowed<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     (author, follower): (UserId, UserId),
     (version, last): (Version, Ts),
-    applied: &mut Applied,
-    out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
-    let old = views::edge(t, Cf::Followers, author, follower)?;
+    let old = views::edge(s.t, Cf::Followers, author, follower)?;
     let Some(e) = old.filter(|e| e.followed_raw() && e.version == version && last > e.last) else {
         return Ok(());
     };
-    let blocked = filter::blocked_author_end(t, author, follower)?;
+    let blocked = filter::blocked_author_end(s.t, author, follower)?;
     let new = judged(EdgeVal { last, ..e }, blocked);
-    set_follower(t, ctx, (author, follower), (old, new), false, applied, out)
+    set_follower(s, (author, follower), (old, new), false)
 }
 
 /// Stages `new` for the edge `follower` -> `author` (owned here) at the
@@ -226,43 +211,40 @@ pub(super) fn refollowed<K: Kv + ?Sized>(
 /// followers, and for a follow that starts counting (or a new follow that
 /// counts: `fresh`) the author's newest posts sent to the follower.
 pub(super) fn set_follower<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     (author, follower): (UserId, UserId),
     (old, new): (Option<EdgeVal>, EdgeVal),
     fresh: bool,
-    applied: &mut Applied,
-    out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
-    t.set_edge(Cf::Followers, author, follower, &new);
-    applied.changed = true;
+    s.t.set_edge(Cf::Followers, author, follower, &new);
+    s.applied.changed = true;
     let was = old.filter(|e| e.live);
     if let Some(e) = was.filter(|e| !new.live || e.ts != new.ts) {
-        t.set_recent(author, e.ts, follower, false);
+        s.t.set_recent(author, e.ts, follower, false);
     }
     if new.live && was.is_none_or(|e| e.ts != new.ts) {
-        t.set_recent(author, new.ts, follower, true);
+        s.t.set_recent(author, new.ts, follower, true);
     }
     if was.is_some() == new.live {
         if new.live && fresh {
-            send_newest(t, ctx, (author, follower), new.version, out)?;
+            send_newest(s.t, s.ctx, (author, follower), new.version, s.out)?;
         }
         return Ok(());
     }
-    let mut u = t.user(author)?;
+    let mut u = s.t.user(author)?;
     if new.live {
         u.followers += 1;
     } else {
         u.followers -= 1;
     }
     // A change of mode tells every follower, this one included.
-    let changed = pulled::follower_count_changed(t, ctx, author, &mut u, out)?;
+    let changed = pulled::follower_count_changed(s.t, s.ctx, author, &mut u, s.out)?;
     if changed {
-        t.bump(Gauge::Pulled, if u.pulled { 1 } else { -1 })?;
+        s.t.bump(Gauge::Pulled, if u.pulled { 1 } else { -1 })?;
     }
-    t.set_user(author, &u);
+    s.t.set_user(author, &u);
     if new.live && !changed {
-        send_newest(t, ctx, (author, follower), new.version, out)?;
+        send_newest(s.t, s.ctx, (author, follower), new.version, s.out)?;
     }
     Ok(())
 }

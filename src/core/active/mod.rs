@@ -20,7 +20,7 @@
 //! the state's identity.
 
 use super::apply::follows_at;
-use super::effect::{Applied, Ctx, Effect, Out, Wake};
+use super::effect::{Applied, Ctx, Effect, Out, Step, Wake};
 use super::gauges::Gauge;
 use super::inbox::lower_horizon;
 use super::pulled;
@@ -33,24 +33,21 @@ use crate::core::views::{self, live_edges};
 /// `user` (owned here) acted at log time `ts`: the user is active from then
 /// on, and wakes if asleep.
 pub(super) fn touch<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     user: UserId,
     ts: Ts,
-    applied: &mut Applied,
-    out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
-    t.advance_clock(ts)?;
-    let mut u = t.user(user)?;
+    s.t.advance_clock(ts)?;
+    let mut u = s.t.user(user)?;
     if u.active >= ts && !u.asleep {
         return Ok(());
     }
     u.active = u.active.max(ts);
     if u.asleep {
-        wake(t, ctx, user, &mut u, out)?;
+        wake(s.t, s.ctx, user, &mut u, s.out)?;
     }
-    t.set_user(user, &u);
-    applied.changed = true;
+    s.t.set_user(user, &u);
+    s.applied.changed = true;
     Ok(())
 }
 

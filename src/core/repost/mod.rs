@@ -35,7 +35,7 @@ pub use aggregate::{
 };
 
 use super::apply::announce;
-use super::effect::{Applied, Ctx, Effect, Out};
+use super::effect::{Applied, Ctx, Effect, Out, Step};
 use crate::core::event::{PostId, Ts, UserId, MAX_REPOST_HOPS};
 use crate::core::keys::{self, PostRef, PostVal, RepostState, RepostVal};
 use crate::core::kv::{Cf, Kv, KvError, Txn};
@@ -478,11 +478,8 @@ mod tests;
 /// Applies a repost message ([`Effect::RepostOf`], [`Effect::Reposted`],
 /// [`Effect::Unrepost`], [`Effect::RepostDir`]); any other changes nothing.
 pub(super) fn apply_effect<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     effect: &Effect,
-    applied: &mut Applied,
-    out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
     match *effect {
         Effect::RepostOf {
@@ -501,7 +498,7 @@ pub(super) fn apply_effect<K: Kv + ?Sized>(
                 version,
             };
             let target = (of_author, of_post_id);
-            applied.changed |= resolve(t, ctx, target, &r, hops, out)?;
+            s.applied.changed |= resolve(s.t, s.ctx, target, &r, hops, s.out)?;
         }
         Effect::Reposted {
             reposter,
@@ -519,7 +516,7 @@ pub(super) fn apply_effect<K: Kv + ?Sized>(
                 version,
             };
             let root = ((root_author, root_post_id), post_ts);
-            answered(t, ctx, &r, root, live, (applied, out))?;
+            answered(s.t, s.ctx, &r, root, live, (s.applied, s.out))?;
         }
         Effect::Unrepost {
             root_author,
@@ -528,7 +525,7 @@ pub(super) fn apply_effect<K: Kv + ?Sized>(
             repost,
         } => {
             let root = (root_author, root_post_id);
-            applied.changed |= unrepost(t, root, (reposter, repost))?;
+            s.applied.changed |= unrepost(s.t, root, (reposter, repost))?;
         }
         Effect::RepostDir {
             reposter,
@@ -540,8 +537,8 @@ pub(super) fn apply_effect<K: Kv + ?Sized>(
             live,
         } => {
             let root = ((root_author, root_post_id), post_ts);
-            directory(t, (reposter, repost), ts, root, live)?;
-            applied.changed = true;
+            directory(s.t, (reposter, repost), ts, root, live)?;
+            s.applied.changed = true;
         }
         _ => {}
     }
