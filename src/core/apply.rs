@@ -360,7 +360,15 @@ pub fn apply_effect<K: Kv + ?Sized>(
             follower,
             version,
             wake,
-        } => active::answer_refill(t, ctx, (author, follower, version, wake), out)?,
+        } => {
+            let of = active::RefillOf {
+                author,
+                follower,
+                version,
+                wake,
+            };
+            active::answer_refill(t, ctx, of, out)?
+        }
         Effect::Refilled {
             author,
             follower,
@@ -370,9 +378,14 @@ pub fn apply_effect<K: Kv + ?Sized>(
             posts,
             truncated,
         } => {
-            let to = (*author, *follower, *version, *wake);
+            let of = active::RefillOf {
+                author: *author,
+                follower: *follower,
+                version: *version,
+                wake: *wake,
+            };
             let posts = (&posts[..], *truncated);
-            active::refilled(t, ctx, to, *pulled, posts, &mut applied)?;
+            active::refilled(t, ctx, of, *pulled, posts, &mut applied)?;
         }
         &Effect::PullThreshold { threshold } => {
             t.set_pull_threshold(threshold);

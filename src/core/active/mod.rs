@@ -141,16 +141,32 @@ pub(super) fn asleep_at<K: Kv + ?Sized>(
     Ok(true)
 }
 
+/// Which refill a message is about: `follower`'s refill, at wake `wake`,
+/// of `author`, whom they follow through `version`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RefillOf {
+    pub author: UserId,
+    pub follower: UserId,
+    pub version: Version,
+    pub wake: Wake,
+}
+
 /// The answer of `author`'s partition to the refill of wake `wake`:
 /// applied as a follow's answer is, and counted when it is awaited.
 pub(super) fn refilled<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
     ctx: &Ctx,
-    (author, follower, version, wake): (UserId, UserId, Version, Wake),
+    of: RefillOf,
     pulled: bool,
     posts: (&[(Ts, PostId)], bool),
     applied: &mut Applied,
 ) -> Result<(), KvError> {
+    let RefillOf {
+        author,
+        follower,
+        version,
+        wake,
+    } = of;
     // An answer to an older wake, or a repeat, is still the author's posts
     // at a point of its log, followed by its deliveries: applied, not
     // counted.
@@ -225,9 +241,15 @@ pub fn refill_requests(kv: &(impl Kv + ?Sized), ctx: &Ctx) -> Result<Vec<Out>, K
 pub(super) fn answer_refill<K: Kv + ?Sized>(
     t: &Txn<'_, K>,
     ctx: &Ctx,
-    (author, follower, version, wake): (UserId, UserId, Version, Wake),
+    of: RefillOf,
     out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
+    let RefillOf {
+        author,
+        follower,
+        version,
+        wake,
+    } = of;
     if !ctx.owns(author) {
         return Ok(());
     }
