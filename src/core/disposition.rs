@@ -24,17 +24,6 @@ pub enum Disposition {
 }
 
 impl Disposition {
-    /// The stronger of two: stop over retry over skip (a failure made of
-    /// several takes the most careful answer).
-    pub fn max(self, other: Disposition) -> Disposition {
-        use Disposition::*;
-        match (self, other) {
-            (Stop, _) | (_, Stop) => Stop,
-            (Retry, _) | (_, Retry) => Retry,
-            _ => Skip,
-        }
-    }
-
     /// The answer for an operating-system failure of this kind: a full
     /// disk, a call interrupted or timed out, a resource busy pass; a
     /// permission refused, a file missing or malformed do not.
@@ -70,21 +59,18 @@ impl fmt::Display for Disposition {
 
 #[cfg(test)]
 mod tests {
-    use super::Disposition::*;
+    use super::Disposition::{self, *};
 
-    /// Proves `max` takes the most careful answer whatever the order.
+    /// Proves a retry exits 75 (run it again later) and the rest 1, and a full disk passes while a refused permission does not.
     #[test]
-    fn the_most_careful_answer_wins() {
-        for (a, b, want) in [
-            (Skip, Skip, Skip),
-            (Skip, Retry, Retry),
-            (Retry, Skip, Retry),
-            (Retry, Stop, Stop),
-            (Stop, Skip, Stop),
-        ] {
-            assert_eq!(a.max(b), want, "{a} and {b}");
-        }
+    fn exit_codes_and_io_answers() {
         assert_eq!(Retry.exit_code(), 75);
         assert_eq!(Stop.exit_code(), 1);
+        assert_eq!(Skip.exit_code(), 1);
+        assert_eq!(Disposition::of_io(std::io::ErrorKind::StorageFull), Retry);
+        assert_eq!(
+            Disposition::of_io(std::io::ErrorKind::PermissionDenied),
+            Stop
+        );
     }
 }

@@ -156,17 +156,16 @@ pub(super) struct RefillOf {
 pub(super) fn refilled<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
     ctx: &Ctx,
-    of: RefillOf,
-    pulled: bool,
-    posts: (&[(Ts, PostId)], bool),
-    applied: &mut Applied,
-) -> Result<(), KvError> {
-    let RefillOf {
+    RefillOf {
         author,
         follower,
         version,
         wake,
-    } = of;
+    }: RefillOf,
+    pulled: bool,
+    posts: (&[(Ts, PostId)], bool),
+    applied: &mut Applied,
+) -> Result<(), KvError> {
     // An answer to an older wake, or a repeat, is still the author's posts
     // at a point of its log, followed by its deliveries: applied, not
     // counted.
@@ -241,15 +240,14 @@ pub fn refill_requests(kv: &(impl Kv + ?Sized), ctx: &Ctx) -> Result<Vec<Out>, K
 pub(super) fn answer_refill<K: Kv + ?Sized>(
     t: &Txn<'_, K>,
     ctx: &Ctx,
-    of: RefillOf,
-    out: &mut Vec<Out>,
-) -> Result<(), KvError> {
-    let RefillOf {
+    RefillOf {
         author,
         follower,
         version,
         wake,
-    } = of;
+    }: RefillOf,
+    out: &mut Vec<Out>,
+) -> Result<(), KvError> {
     if !ctx.owns(author) {
         return Ok(());
     }
