@@ -472,6 +472,16 @@ impl PartitionTask {
             let emitted_before = (out.len(), pending.len());
             apply_record(&self.ctx, txn, input, &mut out, pending, stats)?;
             if quiet {
+                // A reader woken by a quiet input (a redelivered event
+                // that an earlier owner, or this one, applied before) now
+                // awaits refills nobody asked for: ask for every awaited
+                // refill again below, once caught up.
+                if out[emitted_before.0..]
+                    .iter()
+                    .any(|o| matches!(o.effect, Effect::Refill { .. }))
+                {
+                    self.refills_asked = false;
+                }
                 out.truncate(emitted_before.0);
                 pending.truncate(emitted_before.1);
                 stats.replayed += 1;

@@ -19,7 +19,7 @@ mod ops;
 
 use common::oracle::Oracle;
 use feedlog::core::codec::{self, Format};
-use feedlog::core::event::{Event, UserId};
+use feedlog::core::event::{Event, PostId, Ts, UserId};
 use feedlog::core::partition::partition_for;
 use feedlog::core::position::Positions;
 use feedlog::ingest::produce::Producer;
@@ -372,4 +372,33 @@ proptest! {
     ) {
         run_case(2, 3, ops, actions, (batch, pull))?;
     }
+}
+
+// Proves a reader woken by a redelivered event of their own, applied quietly below the restart's mark, still gets the refills its wake awaits (the CI failure of views_equal_oracle_1_partition).
+#[test]
+fn a_woken_reader_is_refilled_after_a_crash_and_a_redelivery() {
+    let e = |event| Op::Event(event, false);
+    let ops = vec![
+        e(Event::Follow {
+            follower: UserId(2),
+            followee: UserId(1),
+            ts: Ts(0),
+        }),
+        e(Event::Post {
+            author: UserId(1),
+            post_id: PostId(1),
+            ts: Ts(7),
+        }),
+        Op::Repeat,
+    ];
+    let mut actions = vec![Action::Step(0, 1), Action::Commit(0), Action::Crash(0, 0)];
+    actions.extend(std::iter::repeat_n(Action::Step(0, 1), 5));
+    actions.extend([
+        Action::Redeliver(0, true, 2),
+        Action::Step(0, 1),
+        Action::Step(0, 4),
+        Action::Step(0, 5),
+        Action::Commit(0),
+    ]);
+    run_case(1, USERS, ops, actions, (1, (0, 3))).unwrap();
 }
