@@ -4,6 +4,7 @@
 //! schema's description and below).
 
 use feedlog::core::codec::{decode_event, Format};
+use feedlog::core::event::EventKind;
 
 fn validator() -> jsonschema::Validator {
     let text = std::fs::read_to_string(concat!(
@@ -106,13 +107,22 @@ const DECODER_ONLY: &[&str] = &[
     r#"{"type":"post","author":1.0,"post_id":2,"ts":1}"#,
 ];
 
-// Proves every valid example decodes and passes the schema.
+// Proves every valid example decodes and passes the schema, and the examples hold every event kind.
 #[test]
 fn valid_events_decode_and_pass_the_schema() {
     let v = validator();
+    let mut kinds = std::collections::BTreeSet::new();
     for line in VALID {
         assert!(decodes(line), "the decoder refuses {line}");
         assert!(schema_accepts(&v, line), "the schema refuses {line}");
+        let event = decode_event(Format::Json.as_u8(), line.as_bytes()).expect("decodes");
+        kinds.insert(event.kind().as_str());
+    }
+    for kind in EventKind::all() {
+        assert!(
+            kinds.contains(kind.as_str()),
+            "no valid example of {kind:?}"
+        );
     }
 }
 

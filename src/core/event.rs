@@ -221,6 +221,23 @@ impl Event {
         }
     }
 
+    /// Whether this event also changes the views as of times before its
+    /// own (docs/http-api.md, "Earlier states"): a deleted post never
+    /// comes back, at any time, so a view as of an earlier time applies the
+    /// later deletions too. One arm per kind: a new kind says whether it
+    /// reaches back.
+    pub fn reaches_back(&self) -> bool {
+        match self {
+            Event::DeletePost { .. } => true,
+            Event::Follow { .. }
+            | Event::Unfollow { .. }
+            | Event::Post { .. }
+            | Event::Seen { .. }
+            | Event::Repost { .. }
+            | Event::Filter { .. } => false,
+        }
+    }
+
     /// The kind, as spelled in JSON.
     pub fn kind(&self) -> EventKind {
         match self {

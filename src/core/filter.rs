@@ -294,35 +294,54 @@ pub(super) fn event<K: Kv + ?Sized>(
     let mut f = pair(s.t, user, target)?;
     let newer = |t: Option<Toggle>| t.is_none_or(|t| t.version < version);
     let toggle = |on| Toggle { version, on, ts };
+    // One arm per change: a change that is older than the one in force,
+    // or that changes nothing, returns `false` in its own arm.
     match change {
-        FilterChange::Mute { until } if newer(f.mute.map(|m| m.0)) => {
+        FilterChange::Mute { until } => {
+            if !newer(f.mute.map(|m| m.0)) {
+                return Ok(false);
+            }
             f.mute = Some((toggle(true), until));
         }
-        FilterChange::Unmute if newer(f.mute.map(|m| m.0)) && f.mute.is_some_and(|m| m.0.on) => {
+        FilterChange::Unmute => {
+            if !newer(f.mute.map(|m| m.0)) || !f.mute.is_some_and(|m| m.0.on) {
+                return Ok(false);
+            }
             f.mute = f.mute.map(|(_, until)| (toggle(false), until));
         }
-        FilterChange::HideReposts if newer(f.hide_reposts) && !f.hides_reposts() => {
+        FilterChange::HideReposts => {
+            if !newer(f.hide_reposts) || f.hides_reposts() {
+                return Ok(false);
+            }
             f.hide_reposts = Some(toggle(true));
         }
-        FilterChange::ShowReposts if newer(f.hide_reposts) && f.hides_reposts() => {
+        FilterChange::ShowReposts => {
+            if !newer(f.hide_reposts) || !f.hides_reposts() {
+                return Ok(false);
+            }
             f.hide_reposts = Some(toggle(false));
         }
-        FilterChange::Block | FilterChange::Unblock if newer(f.block_out.map(|b| b.toggle)) => {
+        FilterChange::Block | FilterChange::Unblock => {
+            let blocks = matches!(change, FilterChange::Block);
             let was = f.block_out;
             let on = was.is_some_and(|b| b.toggle.on);
+            // An older toggle, a block while blocking or an unblock while
+            // not: nothing changes.
+            if !newer(was.map(|b| b.toggle)) || blocks == on {
+                return Ok(false);
+            }
             let ended = was.and_then(|b| b.ended);
-            let state = match change {
-                // A block while blocking changes nothing; an unblock ends
-                // a period only when one is on.
-                FilterChange::Block if !on => BlockState {
+            let state = if blocks {
+                BlockState {
                     toggle: toggle(true),
                     ended,
-                },
-                FilterChange::Unblock if on => BlockState {
+                }
+            } else {
+                // An unblock ends the period that was on.
+                BlockState {
                     toggle: toggle(false),
                     ended: Some(ended.map_or(ts, |e| e.max(ts))),
-                },
-                _ => return Ok(false),
+                }
             };
             f.block_out = Some(state);
             s.t.put(Cf::Filters, key(user, target), f.encode());
@@ -342,7 +361,6 @@ pub(super) fn event<K: Kv + ?Sized>(
             s.applied.changed = true;
             return Ok(true);
         }
-        _ => return Ok(false),
     }
     s.t.put(Cf::Filters, key(user, target), f.encode());
     s.applied.changed = true;

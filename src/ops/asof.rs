@@ -163,7 +163,7 @@ fn replayed(log: &dyn Log, n: u32, t: Ts) -> Result<Replayed, QueryError> {
             newest = newest.max(ev.ts());
             if ev.ts() <= t {
                 events.push(ev);
-            } else if matches!(ev, Event::DeletePost { .. }) {
+            } else if ev.reaches_back() {
                 later_deletes.push(ev);
             }
         })?;
@@ -195,7 +195,7 @@ fn changed_since(log: &dyn Log, n: u32, t: Ts, ends: &[u64]) -> Result<bool, Que
             continue;
         }
         read_partition(log, (p, n), from, &mut marks, |ev| {
-            changed |= ev.ts() <= t || matches!(ev, Event::DeletePost { .. });
+            changed |= ev.ts() <= t || ev.reaches_back();
         })?;
     }
     Ok(changed)

@@ -6,7 +6,7 @@
 
 use super::*;
 use crate::core::effect::Wake;
-use crate::core::event::{FilterChange, PostId, Ts, UserId};
+use crate::core::event::{EventKind, FilterChange, PostId, Ts, UserId};
 use crate::core::fence::{Epoch, Stamp};
 use crate::core::position::Version;
 
@@ -403,5 +403,56 @@ fn golden_bytes_decode_back() {
     assert_eq!(
         forwarded.and_then(Result::ok).map(|f| f.from_offset),
         Some(1_000_000)
+    );
+}
+
+/// Whether postcard reads a `T` from variant `tag` followed by zeros (the
+/// empty, false or zero value of every field).
+fn tag_decodes<T: serde::de::DeserializeOwned>(tag: u8) -> bool {
+    let mut bytes = vec![0u8; 64];
+    bytes[0] = tag;
+    postcard::take_from_bytes::<T>(&bytes).is_ok()
+}
+
+/// A type's name, its golden values' tags, and whether a tag decodes.
+type Covered = (&'static str, Vec<u8>, fn(u8) -> bool);
+
+/// The variant tags of `values` in postcard, repeats of a tag merged.
+fn tags<T: Serialize>(values: impl IntoIterator<Item = T>) -> Vec<u8> {
+    let mut tags: Vec<u8> = values.into_iter().map(|v| encode_compact(&v)[0]).collect();
+    tags.dedup();
+    tags
+}
+
+// Proves the golden lists hold a value of every variant of Event, FilterChange and Effect, in variant order: a variant appended without its golden line fails here.
+#[test]
+fn golden_lists_cover_every_variant() {
+    let events = events();
+    let changes = events.iter().filter_map(|e| match e {
+        Event::Filter { change, .. } => Some(*change),
+        _ => None,
+    });
+    let lists: [Covered; 3] = [
+        ("Event", tags(&events), tag_decodes::<Event>),
+        ("FilterChange", tags(changes), tag_decodes::<FilterChange>),
+        ("Effect", tags(effects()), tag_decodes::<Effect>),
+    ];
+    for (what, got, next_decodes) in lists {
+        let n = got.len() as u8;
+        assert_eq!(
+            got,
+            (0..n).collect::<Vec<_>>(),
+            "{what}: golden values out of variant order"
+        );
+        assert!(
+            !next_decodes(n),
+            "{what} has a variant {n} with no golden value: add one at the end of the list"
+        );
+    }
+    let kinds: Vec<_> = events.iter().map(Event::kind).collect();
+    assert_eq!(
+        kinds,
+        EventKind::all().collect::<Vec<_>>(),
+        "one golden event per kind"
     );
 }

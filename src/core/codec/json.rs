@@ -2,7 +2,7 @@
 //! per record, parsed field by field so that each error names its field.
 
 use super::DecodeError;
-use crate::core::event::{Event, FilterChange, PostId, Ts, UserId, SCHEMA_VERSION};
+use crate::core::event::{Event, EventKind, FilterChange, PostId, Ts, UserId, SCHEMA_VERSION};
 use serde::Deserialize;
 
 /// A JSON event as written: every field kept as JSON, so a field the kind
@@ -87,106 +87,94 @@ pub(super) fn decode_json(value: &[u8]) -> Result<Event, DecodeError> {
         None | Some(serde_json::Value::Null) => "",
         Some(other) => return Err(DecodeError::UnknownType(other.to_string())),
     };
-    let (kind, need_edge): (&'static str, bool) = match kind {
-        "follow" => ("follow", true),
-        "unfollow" => ("unfollow", true),
-        "post" => ("post", false),
-        "delete_post" => ("delete_post", false),
-        "seen" => ("seen", false),
-        "repost" => ("repost", false),
-        other => match filter_kind(other) {
-            Some(kind) => (kind, false),
-            None => return Err(DecodeError::UnknownType(other.to_string())),
-        },
+    let Some(kind) = EventKind::all().find(|k| k.as_str() == kind) else {
+        return Err(DecodeError::UnknownType(kind.to_string()));
     };
-    let field = |v: Option<serde_json::Value>, field: &'static str| number(v, kind, field);
+    let name = kind.as_str();
+    let field = |v: Option<serde_json::Value>, field: &'static str| number(v, name, field);
     let ts = Ts(field(raw.ts, "ts")?);
-    if kind == "seen" {
-        let user = UserId(field(raw.user, "user")?);
-        return Ok(Event::Seen { user, ts });
-    }
-    if let Some(change) = filter_change(kind, raw.until)? {
-        return Ok(Event::Filter {
-            user: UserId(field(raw.user, "user")?),
-            target: UserId(field(raw.target, "target")?),
+    let (user, target) = (raw.user, raw.target);
+    let filter = |change: FilterChange| -> Result<Event, DecodeError> {
+        Ok(Event::Filter {
+            user: UserId(field(user.clone(), "user")?),
+            target: UserId(field(target.clone(), "target")?),
             change,
             ts,
-        });
-    }
-    if kind == "repost" {
-        return Ok(Event::Repost {
-            author: UserId(field(raw.author, "author")?),
-            post_id: PostId(field(raw.post_id, "post_id")?),
-            of_author: UserId(field(raw.of_author, "of_author")?),
-            of_post_id: PostId(field(raw.of_post_id, "of_post_id")?),
-            ts,
-        });
-    }
-    Ok(if need_edge {
-        let follower = UserId(field(raw.follower, "follower")?);
-        let followee = UserId(field(raw.followee, "followee")?);
-        if kind == "follow" {
+        })
+    };
+    let edge = |follower, followee| -> Result<(UserId, UserId), DecodeError> {
+        Ok((
+            UserId(field(follower, "follower")?),
+            UserId(field(followee, "followee")?),
+        ))
+    };
+    let post = |author, post_id| -> Result<(UserId, PostId), DecodeError> {
+        Ok((
+            UserId(field(author, "author")?),
+            PostId(field(post_id, "post_id")?),
+        ))
+    };
+    // One arm per kind: a new kind does not compile until it is decoded.
+    Ok(match kind {
+        EventKind::Follow => {
+            let (follower, followee) = edge(raw.follower, raw.followee)?;
             Event::Follow {
                 follower,
                 followee,
                 ts,
             }
-        } else {
+        }
+        EventKind::Unfollow => {
+            let (follower, followee) = edge(raw.follower, raw.followee)?;
             Event::Unfollow {
                 follower,
                 followee,
                 ts,
             }
         }
-    } else {
-        let author = UserId(field(raw.author, "author")?);
-        let post_id = PostId(field(raw.post_id, "post_id")?);
-        if kind == "post" {
+        EventKind::Post => {
+            let (author, post_id) = post(raw.author, raw.post_id)?;
             Event::Post {
                 author,
                 post_id,
                 ts,
             }
-        } else {
+        }
+        EventKind::DeletePost => {
+            let (author, post_id) = post(raw.author, raw.post_id)?;
             Event::DeletePost {
                 author,
                 post_id,
                 ts,
             }
         }
-    })
-}
-
-/// The filter event kinds' JSON spellings (`block`, `mute`, ...).
-fn filter_kind(kind: &str) -> Option<&'static str> {
-    use crate::core::event::EventKind;
-    EventKind::all()
-        .skip_while(|k| *k != EventKind::Block)
-        .map(EventKind::as_str)
-        .find(|k| *k == kind)
-}
-
-/// The change a filter event of `kind` makes (`None`: not a filter
-/// event); `until` is read for a mute only.
-fn filter_change(
-    kind: &'static str,
-    until: Option<serde_json::Value>,
-) -> Result<Option<FilterChange>, DecodeError> {
-    Ok(Some(match kind {
-        "block" => FilterChange::Block,
-        "unblock" => FilterChange::Unblock,
-        "unmute" => FilterChange::Unmute,
-        "hide_reposts" => FilterChange::HideReposts,
-        "show_reposts" => FilterChange::ShowReposts,
-        "mute" => {
-            let until = match until {
-                None | Some(serde_json::Value::Null) => None,
-                v => Some(Ts(number(v, kind, "until")?)),
-            };
-            FilterChange::Mute { until }
+        EventKind::Seen => Event::Seen {
+            user: UserId(field(user.clone(), "user")?),
+            ts,
+        },
+        EventKind::Repost => {
+            let (author, post_id) = post(raw.author, raw.post_id)?;
+            Event::Repost {
+                author,
+                post_id,
+                of_author: UserId(field(raw.of_author, "of_author")?),
+                of_post_id: PostId(field(raw.of_post_id, "of_post_id")?),
+                ts,
+            }
         }
-        _ => return Ok(None),
-    }))
+        EventKind::Block => filter(FilterChange::Block)?,
+        EventKind::Unblock => filter(FilterChange::Unblock)?,
+        EventKind::Mute => {
+            let until = match raw.until {
+                None | Some(serde_json::Value::Null) => None,
+                v => Some(Ts(number(v, name, "until")?)),
+            };
+            filter(FilterChange::Mute { until })?
+        }
+        EventKind::Unmute => filter(FilterChange::Unmute)?,
+        EventKind::HideReposts => filter(FilterChange::HideReposts)?,
+        EventKind::ShowReposts => filter(FilterChange::ShowReposts)?,
+    })
 }
 
 /// The JSON interchange form of an event (`"v"` omitted: it is optional).
@@ -237,7 +225,12 @@ pub fn event_to_json(event: &Event) -> String {
             let kind = change.kind().as_str();
             let until = match change {
                 FilterChange::Mute { until: Some(u) } => format!(r#","until":{u}"#),
-                _ => String::new(),
+                FilterChange::Mute { until: None }
+                | FilterChange::Block
+                | FilterChange::Unblock
+                | FilterChange::Unmute
+                | FilterChange::HideReposts
+                | FilterChange::ShowReposts => String::new(),
             };
             format!(r#"{{"type":"{kind}","user":{user},"target":{target}{until},"ts":{ts}}}"#)
         }

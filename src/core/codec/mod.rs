@@ -31,7 +31,7 @@
 
 use crate::core::disposition::Disposition;
 use crate::core::effect::Effect;
-use crate::core::event::{Event, InvalidEvent, SCHEMA_VERSION};
+use crate::core::event::{Event, EventKind, InvalidEvent, SCHEMA_VERSION};
 use crate::core::fence::{Epoch, Stamp};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
@@ -139,6 +139,12 @@ pub struct Forwarded {
     pub payload: Vec<u8>,
 }
 
+/// Every event kind's JSON spelling, for the error that names them.
+fn known_kinds() -> String {
+    let kinds: Vec<&str> = EventKind::all().map(EventKind::as_str).collect();
+    kinds.join(", ")
+}
+
 /// Why a record could not be turned into an event.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
@@ -155,9 +161,7 @@ pub enum DecodeError {
     #[error("invalid postcard: {0}")]
     Postcard(String),
     /// `type` is missing or names no event kind.
-    #[error(
-        "unknown event type {0:?} (expected follow, unfollow, post, delete_post, repost or seen)"
-    )]
+    #[error("unknown event type {0:?} (expected one of {kinds})", kinds = known_kinds())]
     UnknownType(String),
     /// A field the event kind needs is absent.
     #[error("{kind}: missing field `{field}`")]
