@@ -6,6 +6,7 @@
 mod common;
 
 use common::{feedlog, generated_log, oracle_of};
+use feedlog::core::Partition;
 use feedlog::state::datadir::DataDir;
 use std::path::Path;
 
@@ -124,7 +125,7 @@ fn produce_run_query_small_log() {
     let dir = DataDir::open(&data).unwrap();
     let mut dl = dir
         .logs()
-        .reader(feedlog::log::Topic::DeadLetter, 0, 0)
+        .reader(feedlog::log::Topic::DeadLetter, Partition(0), 0)
         .unwrap();
     let recs = dl.read(100, 1 << 20).unwrap();
     assert_eq!(recs.len(), 2);
@@ -258,7 +259,7 @@ fn import_snap_edges_gzip_with_bad_lines() {
     common::check_all(&reader, &oracle, 4, 2).unwrap();
     let mut dl = dir
         .logs()
-        .reader(feedlog::log::Topic::DeadLetter, 0, 0)
+        .reader(feedlog::log::Topic::DeadLetter, Partition(0), 0)
         .unwrap();
     let sources: Vec<String> = dl
         .read(100, 1 << 20)

@@ -15,6 +15,7 @@ use feedlog::core::event::{Event, PostId, Ts, UserId};
 use feedlog::core::partition::partition_for;
 use feedlog::core::position::Positions;
 use feedlog::core::Epoch;
+use feedlog::core::Partition;
 use feedlog::ingest::produce::Producer;
 use feedlog::log::Topic;
 use feedlog::state::datadir::DataDir;
@@ -29,7 +30,7 @@ fn stale_forwarded_copy_is_skipped() {
     let (a, b) = (UserId(3), UserId(4));
     let owner = partition_for(a, 2);
     let forwarded = |from_offset: u64, e: &Event| codec::Forwarded {
-        from_partition: 1 - owner,
+        from_partition: Partition(1 - owner.0),
         from_offset,
         format: Format::Postcard.as_u8(),
         payload: codec::event_to_postcard(e),
@@ -138,7 +139,7 @@ fn rebuild_applies_a_delivery_after_its_follow() {
     std::fs::remove_dir_all(tmp.path().join("state")).unwrap();
     let processor = Processor::open(&dir, cfg.clone()).unwrap();
     let logs = processor.logs();
-    let ends: Vec<Positions> = (0..2)
+    let ends: Vec<Positions> = Partition::all(2)
         .map(|p| {
             Positions::new(
                 logs.end_offset(Topic::Events, p).unwrap(),
@@ -146,11 +147,11 @@ fn rebuild_applies_a_delivery_after_its_follow() {
             )
         })
         .collect();
-    let mut tasks: Vec<PartitionTask> = (0..2)
+    let mut tasks: Vec<PartitionTask> = Partition::all(2)
         .map(|p| {
             let takeover = Takeover {
                 epoch: Epoch(1),
-                emitted: Some(ends[p as usize]),
+                emitted: Some(ends[p.index()]),
                 reship: true,
             };
             processor.task_after(p, takeover).unwrap()
@@ -166,7 +167,8 @@ fn rebuild_applies_a_delivery_after_its_follow() {
         assert!(t.caught_up());
         assert_eq!(t.positions(), ends[p], "everything applied");
         assert_eq!(
-            logs.end_offset(Topic::Effects, p as u32).unwrap(),
+            logs.end_offset(Topic::Effects, Partition(p as u32))
+                .unwrap(),
             ends[p].effects.0,
             "nothing emitted"
         );
@@ -213,7 +215,8 @@ fn a_late_threshold_request_is_asked_back() {
         producer.event(&e, Format::Json).unwrap();
         producer.finish().unwrap();
     };
-    let in_force = |p: &Processor| feedlog::core::views::pull_threshold(&*p.store(0)).unwrap();
+    let in_force =
+        |p: &Processor| feedlog::core::views::pull_threshold(&*p.store(Partition(0))).unwrap();
     produce(seen(1));
     let five = open(5);
     five.run(&feedlog::task::Shutdown::new(), true).unwrap();
@@ -223,7 +226,7 @@ fn a_late_threshold_request_is_asked_back() {
     // before its request is applied.
     produce(seen(2));
     let seven = open(7);
-    let mut task = seven.task(0).unwrap();
+    let mut task = seven.task(Partition(0)).unwrap();
     task.step(&mut feedlog::task::NoFaults).unwrap();
     assert_eq!(in_force(&seven), 5, "the request is not applied yet");
     drop(task);
@@ -315,7 +318,7 @@ fn a_first_step_that_applies_nothing_keeps_the_owners_requests() {
     let (author, follower) = (UserId(1), UserId(2));
     // effects[0]: a delivery for the follow that will be events[0] offset 0.
     let stamp = feedlog::core::Stamp {
-        from: 0,
+        from: Partition(0),
         epoch: Epoch::ZERO,
     };
     let (format, value) = codec::encode_effects(
@@ -331,11 +334,11 @@ fn a_first_step_that_applies_nothing_keeps_the_owners_requests() {
     let mut sink = logs.sink(false).unwrap();
     let rec = NewRecord {
         timestamp_ms: 0,
-        format: format.as_u8(),
+        format: format.into(),
         key: b"2",
         value: &value,
     };
-    sink.append(Topic::Effects, 0, &[rec]).unwrap();
+    sink.append(Topic::Effects, Partition(0), &[rec]).unwrap();
     sink.flush().unwrap();
     drop(sink);
     let cfg = ProcessorConfig {
@@ -347,7 +350,7 @@ fn a_first_step_that_applies_nothing_keeps_the_owners_requests() {
     let processor = Processor::open(&dir, cfg).unwrap();
     let threshold = || {
         processor
-            .store(0)
+            .store(Partition(0))
             .meta_u64(feedlog::core::keys::PULL_THRESHOLD)
             .unwrap()
     };
@@ -359,7 +362,7 @@ fn a_first_step_that_applies_nothing_keeps_the_owners_requests() {
         emitted: Some(Positions::START),
         reship: false,
     };
-    let mut task = processor.task_after(0, takeover).unwrap();
+    let mut task = processor.task_after(Partition(0), takeover).unwrap();
     let step = |task: &mut PartitionTask| task.step(&mut feedlog::task::NoFaults).unwrap();
     assert_eq!(step(&mut task).input(), 0);
     let mut producer = Producer::new(&dir).unwrap();
@@ -438,7 +441,7 @@ fn stale_owner(stale: Stale, successor: u64) -> (Result<(), String>, u64) {
         followee: a,
         ts: Ts(3),
     };
-    let open = |p: u32, processor: &Processor, epoch, emitted| {
+    let open = |p: Partition, processor: &Processor, epoch, emitted| {
         let takeover = Takeover {
             epoch: Epoch(epoch),
             emitted: Some(emitted),

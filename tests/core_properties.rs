@@ -139,7 +139,7 @@ struct Owner {
 }
 
 /// One simulated partition: its current owner and its two input logs.
-struct Partition {
+struct SimPartition {
     owner: Owner,
     ctx: Ctx,
     epoch: Epoch,
@@ -165,7 +165,7 @@ struct Expired {
 }
 
 struct Sim {
-    parts: Vec<Partition>,
+    parts: Vec<SimPartition>,
     expired: Vec<Expired>,
 }
 
@@ -212,8 +212,8 @@ impl Sim {
             events_at: 0,
             effects_at: 0,
         };
-        let mut parts: Vec<Partition> = (0..partitions)
-            .map(|p| Partition {
+        let mut parts: Vec<SimPartition> = feedlog::core::Partition::all(partitions)
+            .map(|p| SimPartition {
                 owner: start.clone(),
                 committed: start.clone(),
                 epoch: Epoch(1),
@@ -232,7 +232,7 @@ impl Sim {
             })
             .collect();
         for e in events {
-            parts[partition_for(e.actor(), partitions) as usize]
+            parts[partition_for(e.actor(), partitions).index()]
                 .events
                 .push(*e);
         }
@@ -260,7 +260,7 @@ impl Sim {
     /// What partition `p`'s current owner sends: stamped, recorded, delivered.
     fn send(&mut self, p: usize, outs: Vec<Out>) {
         let stamp = Stamp {
-            from: p as u32,
+            from: feedlog::core::Partition(p as u32),
             epoch: self.parts[p].epoch,
         };
         let outs: Vec<(Stamp, Out)> = outs.into_iter().map(|o| (stamp, o)).collect();
@@ -270,7 +270,7 @@ impl Sim {
 
     fn deliver(&mut self, outs: &[(Stamp, Out)]) {
         for (stamp, o) in outs {
-            self.parts[o.partition as usize]
+            self.parts[o.partition.index()]
                 .effects
                 .push((*stamp, o.effect.clone()));
         }
@@ -372,13 +372,13 @@ impl Sim {
             return;
         };
         let stamp = Stamp {
-            from: x.p as u32,
+            from: feedlog::core::Partition(x.p as u32),
             epoch: x.epoch,
         };
         let mut ship = Vec::new();
         let mut kept = Vec::new();
         for o in x.held.drain(..) {
-            if ship.len() < n && to.is_none_or(|to| to == o.partition) {
+            if ship.len() < n && to.is_none_or(|to| to == o.partition.0) {
                 ship.push((stamp, o));
             } else {
                 kept.push(o);
@@ -434,7 +434,7 @@ impl Sim {
 
     fn kv_of(&self, u: u64) -> &MemKv {
         let n = self.parts.len() as u32;
-        &self.parts[partition_for(UserId(u), n) as usize].owner.kv
+        &self.parts[partition_for(UserId(u), n).index()].owner.kv
     }
 
     /// Every view of every user against the oracle; the first difference.

@@ -12,6 +12,7 @@ mod common;
 use common::oracle::Oracle;
 use common::{check_all, feedlog, generated_log, oracle_of};
 use feedlog::core::codec;
+use feedlog::core::Partition;
 use feedlog::log::Topic;
 use feedlog::state::datadir::DataDir;
 use std::path::{Path, PathBuf};
@@ -69,7 +70,7 @@ fn oracle_of_log(data: &Path) -> (Oracle, u64) {
     let dir = DataDir::open(data).unwrap();
     let logs = dir.logs();
     let (mut o, mut max_user) = (Oracle::with_partitions(dir.partitions()), 0);
-    for p in 0..dir.partitions() {
+    for p in Partition::all(dir.partitions()) {
         let mut r = logs.reader(Topic::Events, p, 0).unwrap();
         loop {
             let batch = r.read(10_000, usize::MAX).unwrap();
@@ -79,7 +80,7 @@ fn oracle_of_log(data: &Path) -> (Oracle, u64) {
             for rec in batch {
                 if let Ok(e) = codec::decode_event(rec.format, &rec.value) {
                     let at = common::oracle::At {
-                        partition: p,
+                        partition: p.0,
                         offset: rec.offset.0,
                     };
                     o.apply_at(&e, at);
@@ -171,7 +172,7 @@ fn produce_killed_at_random_points() {
 /// The records each `events` partition holds now (read through the log).
 fn synced_ends(data: &Path) -> Vec<u64> {
     let dir = DataDir::open(data).unwrap();
-    (0..dir.partitions())
+    Partition::all(dir.partitions())
         .map(|p| {
             feedlog::log::embedded::check(&dir.logs().dir(Topic::Events, p))
                 .unwrap()
@@ -205,7 +206,7 @@ fn corrupted_segment_is_refused_never_cut() {
     flip_byte_in_the_middle(&segment);
     // produce: one more event for partition 0 is refused, nothing is cut.
     let actor = (1..)
-        .find(|u| feedlog::core::partition::partition_for(feedlog::UserId(*u), 2) == 0)
+        .find(|u| feedlog::core::partition::partition_for(feedlog::UserId(*u), 2) == Partition(0))
         .unwrap();
     let one = format!("{{\"type\":\"post\",\"author\":{actor},\"post_id\":77777777,\"ts\":5}}\n");
     let (code, _, err) = feedlog(&data, &["produce"], Some(one.as_bytes()));

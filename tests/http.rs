@@ -11,6 +11,7 @@ use common::api::{append, processed, wide_limits, Server};
 use common::http::Proc;
 use common::{check_all, generated_log, oracle_of, wait_until};
 use feedlog::api::http::ApiConfig;
+use feedlog::core::Partition;
 use feedlog::state::datadir::DataDir;
 use std::time::Duration;
 
@@ -298,7 +299,7 @@ fn metrics_parse_and_readiness_follows_lag() {
         .all(|s| matches!(s.value, prometheus_parse::Value::Gauge(v) if v == 0.0)));
     assert!(value("feedlog_deliveries_total", None) > 0.0);
     // The hybrid fan-out's gauges are each partition's state counted.
-    for p in 0..2u32 {
+    for p in Partition::all(2) {
         let g = feedlog::core::gauges::recount(&*processor.store(p)).unwrap();
         let label = p.to_string();
         for (name, want) in [
@@ -491,7 +492,7 @@ fn readiness_checks_the_log_holds_the_state() {
     let server = Server::start(&processor, ApiConfig::default());
     assert_eq!(server.client.get("/readyz").status, 200);
     let dir = DataDir::open(tmp.path()).unwrap();
-    let events = dir.logs().dir(feedlog::log::Topic::Events, 1);
+    let events = dir.logs().dir(feedlog::log::Topic::Events, Partition(1));
     let end = feedlog::log::embedded::check(&events).unwrap().end;
     feedlog::log::embedded::truncate_at(&events, end / 2).unwrap();
     let r = server.client.get("/readyz");
@@ -529,7 +530,8 @@ fn metrics_report_a_corrupt_log_and_keep_the_rest() {
     let processor = processed(tmp.path(), &generated_log(40, 1500), 2);
     let server = Server::start(&processor, ApiConfig::default());
     let dir = DataDir::open(tmp.path()).unwrap();
-    let segment = (dir.logs().dir(feedlog::log::Topic::Events, 1)).join("00000000000000000000.log");
+    let segment = (dir.logs().dir(feedlog::log::Topic::Events, Partition(1)))
+        .join("00000000000000000000.log");
     let mut bytes = std::fs::read(&segment).unwrap();
     let at = bytes.len() / 3;
     bytes[at] ^= 1;

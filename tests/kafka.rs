@@ -18,6 +18,7 @@ use feedlog::core::codec::{self, Format};
 use feedlog::core::metrics::StepStats;
 use feedlog::core::partition::partition_for;
 use feedlog::core::position::Positions;
+use feedlog::core::Partition;
 use feedlog::log::kafka::PartitionState;
 use feedlog::ops::status::status;
 use feedlog::task::kafka::Cluster;
@@ -144,7 +145,7 @@ fn handover_seeds_from_checkpoints() {
     }
     produce(&b.brokers, &b.topic("events"), 4, &second.join("\n"));
     let s = wait_idle(&kafka, Duration::from_secs(120));
-    let taken: Vec<u32> = s
+    let taken: Vec<Partition> = s
         .partitions
         .iter()
         .filter(|p| p.owner.as_deref() == Some("m1"))
@@ -217,7 +218,7 @@ fn group_reset_to_checkpoints_and_to_start() {
         String::from_utf8_lossy(&preview.stderr)
     );
     m.stop();
-    let at_first: Vec<Positions> = (0..4)
+    let at_first: Vec<Positions> = Partition::all(4)
         .map(|p| {
             feedlog::state::checkpoint::list_in(&checkpoints, p)
                 .last()
@@ -230,7 +231,7 @@ fn group_reset_to_checkpoints_and_to_start() {
     run_to_idle("gw");
     // Discard the newest checkpoint of every partition: the reset goes back
     // to the ones taken after the first half.
-    for p in 0..4 {
+    for p in Partition::all(4) {
         let all = feedlog::state::checkpoint::list_in(&checkpoints, p);
         assert_eq!(all.len(), 2, "partition {p}: {all:?}");
         std::fs::remove_dir_all(&all[1].0).unwrap();
@@ -274,7 +275,7 @@ fn group_reset_to_checkpoints_and_to_start() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for p in 0..4 {
+    for p in Partition::all(4) {
         assert!(
             said.contains(&format!("partition {p}: events 0 effects 0\n")),
             "{said}"
@@ -484,10 +485,10 @@ fn any_processor_answers_for_any_user() {
     assert!(links.iter().all(|l| *l == links[0]), "{links:?}");
     // A stream of a user another processor serves is redirected there.
     let owner_of_1 = status(&kafka).unwrap().partitions
-        [partition_for(UserId(1), partitions as u32) as usize]
-        .owner
-        .clone()
-        .unwrap();
+        [partition_for(UserId(1), partitions as u32).index()]
+    .owner
+    .clone()
+    .unwrap();
     let (other, _) = [("m0", &c0), ("m1", &c1), ("m2", &c2)]
         .into_iter()
         .find(|(m, _)| *m != owner_of_1)
@@ -525,10 +526,10 @@ fn a_corrupt_store_stops_the_processor_for_an_operator() {
     member.stop();
     let state = feedlog::state::datadir::DataDir::open(&dir)
         .unwrap()
-        .state_dir(1);
+        .state_dir(Partition(1));
     let store = feedlog::state::Store::open(
         &state,
-        1,
+        Partition(1),
         2,
         &feedlog::state::BlockCache::new(8 << 20),
         &feedlog::state::StoreOptions::default(),

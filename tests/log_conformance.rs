@@ -11,6 +11,8 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
 
+use feedlog::core::codec::Marker;
+use feedlog::core::Partition;
 use feedlog::log::kafka::mock::MockBroker;
 use feedlog::log::kafka::{apply_topics, KafkaConfig, KafkaLog};
 use feedlog::log::topics::Topics;
@@ -25,7 +27,7 @@ trait Engine {
     fn log(&self) -> Arc<dyn Log>;
     /// Deletes the records of `events[partition]` before about `offset`, as
     /// retention would; returns the log's new first offset (> 0).
-    fn retain_from(&self, partition: u32, offset: u64) -> u64;
+    fn retain_from(&self, partition: Partition, offset: u64) -> u64;
 }
 
 const PARTITIONS: u32 = 3;
@@ -54,7 +56,7 @@ impl Engine for Embedded {
         self.logs.clone()
     }
 
-    fn retain_from(&self, partition: u32, offset: u64) -> u64 {
+    fn retain_from(&self, partition: Partition, offset: u64) -> u64 {
         // Retention deletes whole segments that end before `offset`.
         let dir = self.logs.dir(Topic::Events, partition);
         let mut bases: Vec<u64> = std::fs::read_dir(&dir)
@@ -116,7 +118,7 @@ impl Engine for Kafka {
         self.log.clone()
     }
 
-    fn retain_from(&self, partition: u32, offset: u64) -> u64 {
+    fn retain_from(&self, partition: Partition, offset: u64) -> u64 {
         use rdkafka::admin::{AdminClient, AdminOptions};
         use rdkafka::client::DefaultClientContext;
         let admin: AdminClient<DefaultClientContext> = self.cfg.client_config().create().unwrap();
@@ -124,7 +126,7 @@ impl Engine for Kafka {
         let name = self.cfg.name(Topic::Events);
         tpl.add_partition_offset(
             &name,
-            partition as i32,
+            partition.0 as i32,
             rdkafka::Offset::Offset(offset as i64),
         )
         .unwrap();
@@ -145,11 +147,11 @@ impl Engine for Kafka {
 
 /// A record whose fields all depend on (partition, i): keys empty, short
 /// and binary; values up to 64 KiB.
-fn record(partition: u32, i: u64) -> (u64, u8, Vec<u8>, Vec<u8>) {
+fn record(partition: Partition, i: u64) -> (u64, u8, Vec<u8>, Vec<u8>) {
     let key = match i % 3 {
         0 => Vec::new(),
         1 => format!("k{partition}-{i}").into_bytes(),
-        _ => vec![0, 0xff, partition as u8, i as u8],
+        _ => vec![0, 0xff, partition.0 as u8, i as u8],
     };
     let len = if i % 10 == 7 {
         64 << 10
@@ -157,7 +159,7 @@ fn record(partition: u32, i: u64) -> (u64, u8, Vec<u8>, Vec<u8>) {
         (i % 50) as usize
     };
     let value = (0..len)
-        .map(|j| (j as u64 ^ i ^ partition as u64) as u8)
+        .map(|j| (j as u64 ^ i ^ partition.0 as u64) as u8)
         .collect();
     (1_700_000_000_000 + i * 3, 1 + (i % 4) as u8, key, value)
 }
@@ -165,13 +167,13 @@ fn record(partition: u32, i: u64) -> (u64, u8, Vec<u8>, Vec<u8>) {
 /// Appends records `from..to` of every partition through one sink; flushed.
 fn append(log: &Arc<dyn Log>, from: u64, to: u64) {
     let mut sink = log.clone().sink(true).unwrap();
-    for p in 0..PARTITIONS {
+    for p in Partition::all(PARTITIONS) {
         let owned: Vec<_> = (from..to).map(|i| record(p, i)).collect();
         let batch: Vec<NewRecord<'_>> = owned
             .iter()
             .map(|(ts, format, key, value)| NewRecord {
                 timestamp_ms: *ts,
-                format: *format,
+                format: (*format).into(),
                 key,
                 value,
             })
@@ -204,7 +206,7 @@ fn read_n(source: &mut dyn Source, n: usize, end: Option<Offset>) -> Vec<Record>
 }
 
 /// Asserts `got` are exactly records `from..` of `partition`, in order.
-fn assert_records(got: &[Record], partition: u32, from: u64) {
+fn assert_records(got: &[Record], partition: Partition, from: u64) {
     for (r, i) in got.iter().zip(from..) {
         let (ts, format, key, value) = record(partition, i);
         assert_eq!(
@@ -214,7 +216,7 @@ fn assert_records(got: &[Record], partition: u32, from: u64) {
         );
         assert_eq!(
             (r.timestamp_ms, r.format, &r.key, r.value.len()),
-            (ts, format, &key, value.len()),
+            (ts, Marker::from(format), &key, value.len()),
             "partition {partition}, offset {i}"
         );
         assert!(
@@ -225,7 +227,7 @@ fn assert_records(got: &[Record], partition: u32, from: u64) {
 }
 
 /// Reads from `from` until an error; panics if a record comes first.
-fn read_until_error(log: &Arc<dyn Log>, partition: u32, from: u64) -> LogError {
+fn read_until_error(log: &Arc<dyn Log>, partition: Partition, from: u64) -> LogError {
     let mut source = match log.source(Topic::Events, partition, Offset(from)) {
         Err(e) => return e,
         Ok(s) => s,
@@ -253,11 +255,11 @@ fn read_until_error(log: &Arc<dyn Log>, partition: u32, from: u64) -> LogError {
 fn records_read_back_in_append_order(e: &dyn Engine) {
     let log = e.log();
     assert_eq!(log.partitions(Topic::Events), PARTITIONS);
-    for p in 0..PARTITIONS {
+    for p in Partition::all(PARTITIONS) {
         assert_eq!(log.end_offset(Topic::Events, p).unwrap(), Offset(0));
     }
     append(&log, 0, 60);
-    for p in 0..PARTITIONS {
+    for p in Partition::all(PARTITIONS) {
         assert_eq!(log.end_offset(Topic::Events, p).unwrap(), Offset(60));
         let mut source = log.source(Topic::Events, p, Offset(0)).unwrap();
         let got = read_n(source.as_mut(), 60, None);
@@ -272,7 +274,7 @@ fn records_read_back_in_append_order(e: &dyn Engine) {
 fn sources_start_stop_and_tail(e: &dyn Engine) {
     let log = e.log();
     append(&log, 0, 30);
-    for p in 0..PARTITIONS {
+    for p in Partition::all(PARTITIONS) {
         let mut source = log.source(Topic::Events, p, Offset(11)).unwrap();
         assert_eq!(source.position(), Offset(11));
         let got = read_n(source.as_mut(), 9, Some(Offset(20)));
@@ -288,13 +290,13 @@ fn sources_start_stop_and_tail(e: &dyn Engine) {
         assert_records(&got, p, 20);
     }
     // Opened at the end: it sees only what comes next.
-    let mut tails: Vec<_> = (0..PARTITIONS)
+    let mut tails: Vec<_> = Partition::all(PARTITIONS)
         .map(|p| log.source(Topic::Events, p, Offset(30)).unwrap())
         .collect();
     append(&log, 30, 45);
     for (p, source) in tails.iter_mut().enumerate() {
         let got = read_n(source.as_mut(), 15, None);
-        assert_records(&got, p as u32, 30);
+        assert_records(&got, Partition(p as u32), 30);
     }
 }
 
@@ -302,7 +304,7 @@ fn sources_start_stop_and_tail(e: &dyn Engine) {
 fn positions_past_the_end_are_errors(e: &dyn Engine) {
     let log = e.log();
     append(&log, 0, 40);
-    let past = read_until_error(&log, 0, 45);
+    let past = read_until_error(&log, Partition(0), 45);
     assert!(
         matches!(
             past,
@@ -317,9 +319,9 @@ fn positions_past_the_end_are_errors(e: &dyn Engine) {
 fn positions_before_retention_are_errors(e: &dyn Engine) {
     let log = e.log();
     append(&log, 0, 120);
-    let first = e.retain_from(1, 80);
+    let first = e.retain_from(Partition(1), 80);
     assert!(first > 0 && first <= 80, "retention kept from {first}");
-    let before = read_until_error(&log, 1, first - 1);
+    let before = read_until_error(&log, Partition(1), first - 1);
     assert!(
         matches!(
             before,
@@ -327,9 +329,11 @@ fn positions_before_retention_are_errors(e: &dyn Engine) {
         ),
         "before retention's start: {before}"
     );
-    let mut source = log.source(Topic::Events, 1, Offset(first)).unwrap();
+    let mut source = log
+        .source(Topic::Events, Partition(1), Offset(first))
+        .unwrap();
     let got = read_n(source.as_mut(), (120 - first) as usize, None);
-    assert_records(&got, 1, first);
+    assert_records(&got, Partition(1), first);
 }
 
 /// One #[test] per (engine, body); real-broker ones are ignored without a

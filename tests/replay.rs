@@ -10,6 +10,7 @@ mod common;
 use common::http::Proc;
 use common::{feedlog, generated_log};
 use feedlog::core::keys::UserVal;
+use feedlog::core::Partition;
 use feedlog::state::datadir::DataDir;
 use feedlog::state::{Cf, Kv, Store, StoreOptions};
 use std::path::Path;
@@ -183,7 +184,7 @@ fn verify_names_a_single_changed_counter() {
     // Bump the followers counter of one user in the copy.
     let dir = DataDir::open(&copy).unwrap();
     let cache = feedlog::state::BlockCache::new(1 << 20);
-    let (p, user) = (0..dir.partitions())
+    let (p, user) = Partition::all(dir.partitions())
         .find_map(|p| {
             let store = Store::open(
                 &dir.state_dir(p),
@@ -362,7 +363,7 @@ fn checkpoint_plus_tail_equals_full_replay() {
 fn user_records(dir: &Path) -> Vec<UserVal> {
     let d = DataDir::open(dir).unwrap();
     let cache = feedlog::state::BlockCache::new(1 << 20);
-    (0..d.partitions())
+    Partition::all(d.partitions())
         .flat_map(|p| {
             let s = Store::open_read_only(&d.state_dir(p), p, d.partitions(), &cache, 0).unwrap();
             s.scan(Cf::Users, &[], None)

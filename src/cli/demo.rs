@@ -4,7 +4,7 @@
 //! deletes), processes it with live progress while serving the read API,
 //! and shows what the API answers.
 
-use super::args::ApiArgs;
+use super::api_args::ApiArgs;
 use super::ingest::import_file;
 use super::run::process;
 use super::shell::{shutdown_on_signal, ApiServer};

@@ -1,7 +1,7 @@
 //! The Kafka-mode commands: `run --kafka`, `topics apply`, `status`, and
 //! the settings they share (flags, environment variables, a config file).
 
-use super::args::ApiArgs;
+use super::api_args::ApiArgs;
 use super::shell::{per_sec, shutdown_on_signal, BoundApi, RunMode};
 use crate::cli::say::say;
 use anyhow::{bail, Context, Result};

@@ -3,6 +3,7 @@
 
 use crate::cli::say::say;
 use anyhow::{bail, Context, Result};
+use feedlog::core::Partition;
 use feedlog::log::embedded::{self, PartitionCheck};
 use feedlog::log::kafka::{KafkaConfig, KafkaLog};
 use feedlog::log::Offset;
@@ -46,9 +47,9 @@ fn topic_name(t: Topic) -> &'static str {
 /// Every state generation's committed position in `topic[partition]`:
 /// (generation, position); the active generation first. Positions only
 /// `events` and `effects` have.
-fn consumers(dir: &DataDir, topic: Topic, partition: u32) -> Result<Vec<(String, u64)>> {
+fn consumers(dir: &DataDir, topic: Topic, partition: Partition) -> Result<Vec<(String, u64)>> {
     let mut out = Vec::new();
-    if topic == Topic::DeadLetter || partition >= dir.partitions() {
+    if topic == Topic::DeadLetter || partition.0 >= dir.partitions() {
         return Ok(out);
     }
     let mut generations = dir.state_generations()?;
@@ -76,7 +77,7 @@ pub fn dump(data: &Path) -> Result<i32> {
     let logs = dir.logs();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let (mut events, mut others) = (0u64, 0u64);
-    for p in 0..logs.partitions(Topic::Events) {
+    for p in Partition::all(logs.partitions(Topic::Events)) {
         let mut reader = embedded::PartitionReader::open(&logs.dir(Topic::Events, p), 0)?;
         loop {
             let records = reader.read(4096, 16 << 20)?;
@@ -108,7 +109,7 @@ pub fn check(data: &Path, json: bool) -> Result<i32> {
     let mut problems = 0;
     let mut report = Vec::new();
     for topic in [Topic::Events, Topic::Effects, Topic::DeadLetter] {
-        for p in 0..logs.partitions(topic) {
+        for p in Partition::all(logs.partitions(topic)) {
             let c: PartitionCheck = embedded::check(&logs.dir(topic, p))?;
             let mut notes = Vec::new();
             if let Some(d) = &c.corrupt {
@@ -191,7 +192,7 @@ pub fn check(data: &Path, json: bool) -> Result<i32> {
 pub fn repair(
     data: &Path,
     topic: LogTopic,
-    partition: u32,
+    partition: Partition,
     offset: u64,
     force: bool,
 ) -> Result<i32> {
@@ -205,7 +206,7 @@ pub fn repair(
     };
     let topic = topic.topic();
     let logs = dir.logs();
-    if partition >= logs.partitions(topic) {
+    if partition.0 >= logs.partitions(topic) {
         bail!(
             "{} has partitions 0..{}, not {partition}",
             topic_name(topic),
@@ -232,7 +233,7 @@ pub fn repair(
     }
     let t = embedded::truncate_at(&logs.dir(topic, partition), offset)?;
     tracing::warn!(
-        topic = topic_name(topic), partition, offset, segment = %t.segment.display(),
+        topic = topic_name(topic), partition = %partition, offset, segment = %t.segment.display(),
         at_byte = t.at_byte, bytes_cut = t.bytes_cut, segments_removed = t.segments_removed,
         forced = force, "cut a log partition on the operator's request"
     );
@@ -284,7 +285,7 @@ pub fn dead_letters(
     let stdout = std::io::stdout();
     let mut out = std::io::LineWriter::new(stdout.lock());
     let mut count = 0u64;
-    for p in 0..log.partitions(Topic::DeadLetter) {
+    for p in Partition::all(log.partitions(Topic::DeadLetter)) {
         let mut source = log.source(Topic::DeadLetter, p, Offset(from))?;
         // Every record up to the end the log has now: a read may come back
         // empty before that (a Kafka fetch still on its way).
@@ -292,7 +293,7 @@ pub fn dead_letters(
         loop {
             let batch = source.read(1000, 4 << 20, None)?;
             if batch.is_empty() {
-                let last = p + 1 == log.partitions(Topic::DeadLetter);
+                let last = p.0 + 1 == log.partitions(Topic::DeadLetter);
                 let behind = source.position() < end;
                 if (behind || (follow && last)) && !shutdown.wait(Duration::from_millis(50)) {
                     continue;

@@ -2,6 +2,7 @@
 //! command family. Each turns parsed arguments into calls on the library
 //! and prints; nothing here decides what an event changes.
 
+pub mod api_args;
 pub mod args;
 pub mod bench;
 pub mod config;

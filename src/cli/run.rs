@@ -1,7 +1,7 @@
 //! `run` on the embedded log and `serve` beside it: processing with live
 //! progress, and the read API.
 
-use super::args::ApiArgs;
+use super::api_args::ApiArgs;
 use super::shell::{per_sec, shutdown_on_signal, tempfile_dir, ApiServer, RunMode};
 use crate::cli::say::say;
 use anyhow::{bail, Result};

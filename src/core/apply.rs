@@ -18,6 +18,7 @@ use crate::core::event::{Event, PostId, Ts, UserId};
 use crate::core::keys::{PostRef, PostVal, Posted, TimelineKey};
 use crate::core::kv::{Cf, Kv, KvError, Txn};
 use crate::core::partition::partition_for;
+use crate::core::partition::Partition;
 use crate::core::position::Version;
 use crate::core::views::{self, live_edges};
 
@@ -222,7 +223,7 @@ pub(super) fn fan_out<K: Kv + ?Sized>(
     for r in live_edges(t, Cf::Followers, author, None) {
         let (follower, edge) = r?;
         let p = partition_for(follower, ctx.partitions);
-        let chunk = &mut by_partition[p as usize];
+        let chunk = &mut by_partition[p.index()];
         chunk.push((follower, edge.version));
         if chunk.len() >= ctx.fanout_chunk {
             out.push(Out {
@@ -234,7 +235,7 @@ pub(super) fn fan_out<K: Kv + ?Sized>(
     for (p, chunk) in by_partition.into_iter().enumerate() {
         if !chunk.is_empty() {
             out.push(Out {
-                partition: p as u32,
+                partition: Partition(p as u32),
                 effect: make(chunk),
             });
         }

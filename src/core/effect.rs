@@ -2,7 +2,7 @@
 //! decides with.
 
 use crate::core::event::{PostId, Ts, UserId};
-use crate::core::partition::partition_for;
+use crate::core::partition::{partition_for, Partition};
 use crate::core::position::{Offset, Version};
 use serde::{Deserialize, Serialize};
 
@@ -401,7 +401,7 @@ pub fn pulls(threshold: u64, followers: u64, pulled: bool) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Out {
     /// Destination partition of `effects`.
-    pub partition: u32,
+    pub partition: Partition,
     /// The message.
     pub effect: Effect,
 }
@@ -421,7 +421,7 @@ pub struct Applied {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ctx {
     /// This partition.
-    pub partition: u32,
+    pub partition: Partition,
     /// Partition count of the data directory.
     pub partitions: u32,
     /// Inbox entries kept per user (the materialized cache of the timeline).
@@ -443,7 +443,7 @@ pub struct Ctx {
 impl Ctx {
     /// Defaults for `partitions` partitions: inbox 800, chunks of 1024,
     /// authors pulled from 10,000 followers, readers asleep after 30 days.
-    pub fn new(partition: u32, partitions: u32) -> Ctx {
+    pub fn new(partition: Partition, partitions: u32) -> Ctx {
         Ctx {
             partition,
             partitions,

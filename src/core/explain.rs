@@ -14,6 +14,7 @@ use crate::core::filter::{self, Blocked, ReadFilter};
 use crate::core::keys::{EdgeVal, PostRef, PostVal, RepostState, TimelineKey};
 use crate::core::kv::{Cf, Kv, KvError};
 use crate::core::partition::partition_for;
+use crate::core::partition::Partition;
 use crate::core::position::Version;
 use crate::core::repost;
 use crate::core::views;
@@ -22,7 +23,7 @@ use crate::core::views;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct At {
     /// The partition of `events` (the actor's).
-    pub partition: u32,
+    pub partition: Partition,
     /// The event's offset there.
     pub offset: u64,
 }

@@ -20,6 +20,7 @@
 
 use crate::core::keys;
 use crate::core::kv::{Cf, Kv, KvError, Txn};
+use crate::core::partition::Partition;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -69,7 +70,7 @@ impl fmt::Display for Epoch {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Stamp {
     /// The partition that sent the record.
-    pub from: u32,
+    pub from: Partition,
     /// Its owner's epoch.
     pub epoch: Epoch,
 }
@@ -118,7 +119,7 @@ impl FenceVal {
 
 /// The fence of sender `from` in this partition (zeroes when nothing came
 /// from it with a stamp).
-pub fn fence_of(kv: &(impl Kv + ?Sized), from: u32) -> Result<FenceVal, KvError> {
+pub fn fence_of(kv: &(impl Kv + ?Sized), from: Partition) -> Result<FenceVal, KvError> {
     let k = keys::fence(from);
     match kv.get(Cf::Meta, &k)? {
         None => Ok(FenceVal::default()),
@@ -129,14 +130,14 @@ pub fn fence_of(kv: &(impl Kv + ?Sized), from: u32) -> Result<FenceVal, KvError>
 }
 
 /// Every sender's fence in this partition, by sender.
-pub fn fences(kv: &(impl Kv + ?Sized)) -> Result<Vec<(u32, FenceVal)>, KvError> {
+pub fn fences(kv: &(impl Kv + ?Sized)) -> Result<Vec<(Partition, FenceVal)>, KvError> {
     kv.scan_prefix(Cf::Meta, keys::FENCE_PREFIX)
         .map(|r| {
             let (k, v) = r?;
             let from = k
                 .get(keys::FENCE_PREFIX.len()..)
                 .and_then(|b| b.try_into().ok())
-                .map(u32::from_be_bytes);
+                .map(|b| Partition(u32::from_be_bytes(b)));
             match (from, FenceVal::decode(&v)) {
                 (Some(from), Some(f)) => Ok((from, f)),
                 _ => Err(KvError::corrupt(Cf::Meta, &k, "bad fence entry")),
@@ -174,7 +175,7 @@ mod tests {
     use super::*;
     use crate::core::kv::MemKv;
 
-    fn stamp(from: u32, epoch: u64) -> Option<Stamp> {
+    fn stamp(from: Partition, epoch: u64) -> Option<Stamp> {
         Some(Stamp {
             from,
             epoch: Epoch(epoch),
@@ -192,28 +193,40 @@ mod tests {
             kv.apply(w);
             a
         };
-        assert_eq!(admit_one(stamp(1, 5)), Admission::Admitted);
-        assert_eq!(admit_one(stamp(1, 5)), Admission::Admitted, "same owner");
-        assert_eq!(admit_one(stamp(2, 3)), Admission::Admitted, "other sender");
-        assert_eq!(admit_one(stamp(1, 7)), Admission::Admitted, "newer owner");
+        assert_eq!(admit_one(stamp(Partition(1), 5)), Admission::Admitted);
         assert_eq!(
-            admit_one(stamp(1, 5)),
+            admit_one(stamp(Partition(1), 5)),
+            Admission::Admitted,
+            "same owner"
+        );
+        assert_eq!(
+            admit_one(stamp(Partition(2), 3)),
+            Admission::Admitted,
+            "other sender"
+        );
+        assert_eq!(
+            admit_one(stamp(Partition(1), 7)),
+            Admission::Admitted,
+            "newer owner"
+        );
+        assert_eq!(
+            admit_one(stamp(Partition(1), 5)),
             Admission::Fenced { applied: Epoch(7) }
         );
         assert_eq!(admit_one(None), Admission::Admitted, "unstamped");
-        assert_eq!(admit_one(stamp(2, 3)), Admission::Admitted);
+        assert_eq!(admit_one(stamp(Partition(2), 3)), Admission::Admitted);
         assert_eq!(
             fences(&kv).unwrap(),
             vec![
                 (
-                    1,
+                    Partition(1),
                     FenceVal {
                         epoch: Epoch(7),
                         fenced: 1
                     }
                 ),
                 (
-                    2,
+                    Partition(2),
                     FenceVal {
                         epoch: Epoch(3),
                         fenced: 0

@@ -4,6 +4,7 @@
 //! stored inverted (`!ts`), so each view's order is plain ascending iteration.
 
 use crate::core::event::{PostId, Ts, UserId};
+use crate::core::partition::Partition;
 
 mod edge;
 mod post;
@@ -328,9 +329,9 @@ pub const FENCE_PREFIX: &[u8] = b"fence/";
 /// `meta`: `fence/` + the sending partition (u32): the highest owner epoch
 /// applied from it and the count of its records fenced
 /// ([`crate::core::fence::FenceVal`], 16 bytes).
-pub fn fence(from: u32) -> Vec<u8> {
+pub fn fence(from: Partition) -> Vec<u8> {
     let mut k = FENCE_PREFIX.to_vec();
-    k.extend_from_slice(&from.to_be_bytes());
+    k.extend_from_slice(&from.0.to_be_bytes());
     k
 }
 

@@ -4,6 +4,7 @@
 //! totals (`crate::task::progress`); the read API renders them.
 
 use crate::core::event::EventKind;
+use crate::core::partition::Partition;
 use crate::core::position::Positions;
 
 /// Upper bounds for latencies in seconds: 50 µs to 10 s.
@@ -248,7 +249,7 @@ impl StepStats {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartitionLag {
     /// The partition.
-    pub partition: u32,
+    pub partition: Partition,
     /// Where each input log ends (the next offsets).
     pub end: Positions,
     /// How far the state has applied them.

@@ -35,6 +35,7 @@ pub use effect::{
     DEFAULT_PULL_THRESHOLD,
 };
 pub use fence::{Epoch, Stamp};
+pub use partition::Partition;
 pub use position::{Offset, Positions, Version};
 pub use view::View;
 

@@ -7,6 +7,44 @@
 //! expects.
 
 use crate::core::event::UserId;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// One partition of the `events` and `effects` topics, and of the state:
+/// its index, from 0 to the partition count − 1. (A count of partitions is
+/// a plain `u32`.)
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct Partition(pub u32);
+
+impl Partition {
+    /// Every partition of `count`, in order.
+    pub fn all(count: u32) -> impl DoubleEndedIterator<Item = Partition> + Clone {
+        (0..count).map(Partition)
+    }
+
+    /// Its index in a list of the partitions in order.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl std::str::FromStr for Partition {
+    type Err = std::num::ParseIntError;
+
+    /// A partition written as its index (`3`).
+    fn from_str(s: &str) -> Result<Partition, Self::Err> {
+        s.parse().map(Partition)
+    }
+}
+
+impl fmt::Display for Partition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 /// Kafka's murmur2 (seed `0x9747b28c`), bit for bit as `Utils.murmur2`.
 pub fn murmur2(data: &[u8]) -> i32 {
@@ -42,11 +80,11 @@ pub fn murmur2(data: &[u8]) -> i32 {
 }
 
 /// The partition (of `partitions`) that owns `user`.
-pub fn partition_for(user: UserId, partitions: u32) -> u32 {
+pub fn partition_for(user: UserId, partitions: u32) -> Partition {
     assert!(partitions > 0, "partition count must be > 0");
     let mut buf = [0u8; 20];
     let key = decimal(user.0, &mut buf);
-    ((murmur2(key) as u32) & 0x7fff_ffff) % partitions
+    Partition(((murmur2(key) as u32) & 0x7fff_ffff) % partitions)
 }
 
 /// Writes `n` in decimal into `buf`, returning the used tail.
@@ -91,8 +129,8 @@ mod tests {
         for id in [1u64, 9, 10, 21, 12345, u64::MAX] {
             let s = id.to_string();
             let want = ((murmur2(s.as_bytes()) as u32) & 0x7fff_ffff) % 8;
-            assert_eq!(partition_for(UserId(id), 8), want);
-            assert_eq!(partition_for(UserId(id), 1), 0);
+            assert_eq!(partition_for(UserId(id), 8), Partition(want));
+            assert_eq!(partition_for(UserId(id), 1), Partition(0));
         }
     }
 }

@@ -14,7 +14,7 @@ const C: UserId = UserId(3);
 /// One partition owning everyone, inbox of 2, chunks of 2.
 fn ctx() -> Ctx {
     Ctx {
-        partition: 0,
+        partition: Partition(0),
         partitions: 1,
         inbox_cap: 2,
         fanout_chunk: 2,
@@ -85,7 +85,7 @@ fn follow_records_edge_and_notifies() {
     assert_eq!(
         out,
         vec![Out {
-            partition: 0,
+            partition: Partition(0),
             effect: Effect::FollowerAdded {
                 author: B,
                 follower: A,
@@ -276,7 +276,7 @@ fn a_backfill_replaces_what_an_earlier_emission_delivered() {
     };
     let (f, a) = (1..50)
         .flat_map(|x| (1..50).map(move |y| (UserId(x), UserId(y))))
-        .find(|&(x, y)| partition_for(x, 2) == 0 && partition_for(y, 2) == 1)
+        .find(|&(x, y)| partition_for(x, 2) == Partition(0) && partition_for(y, 2) == Partition(1))
         .expect("two users in different partitions");
     let run = |kv: &mut MemKv, ctx: Ctx, input: Result<(&Event, u64), &Effect>| {
         let mut t = Txn::new(&*kv);
@@ -297,19 +297,19 @@ fn a_backfill_replaces_what_an_earlier_emission_delivered() {
     let (mut follower, mut first, mut second) =
         (MemKv::default(), MemKv::default(), MemKv::default());
     for owner in [&mut first, &mut second] {
-        run(owner, at(1), Ok((&post(a, 7, 10), 1)));
+        run(owner, at(Partition(1)), Ok((&post(a, 7, 10), 1)));
     }
-    let added = run(&mut follower, at(0), Ok((&follow(f, a, 15), 1))).remove(0);
+    let added = run(&mut follower, at(Partition(0)), Ok((&follow(f, a, 15), 1))).remove(0);
     // The first owner: the follow, then (crashing before the delete) nothing.
-    let backfill = run(&mut first, at(1), Err(&added)).remove(0);
-    run(&mut follower, at(0), Err(&backfill));
+    let backfill = run(&mut first, at(Partition(1)), Err(&added)).remove(0);
+    run(&mut follower, at(Partition(0)), Err(&backfill));
     assert_eq!(inbox(&follower, f), vec![(7, a.0)]);
     // The second owner: the delete first (no retraction for f), then the follow.
-    let retracts = run(&mut second, at(1), Ok((&delete, 2)));
+    let retracts = run(&mut second, at(Partition(1)), Ok((&delete, 2)));
     assert!(retracts.is_empty(), "{retracts:?}");
-    let backfill = run(&mut second, at(1), Err(&added));
+    let backfill = run(&mut second, at(Partition(1)), Err(&added));
     assert_eq!(backfill.len(), 1, "sent although no post is live");
-    run(&mut follower, at(0), Err(&backfill[0]));
+    run(&mut follower, at(Partition(0)), Err(&backfill[0]));
     assert_eq!(inbox(&follower, f), vec![]);
     assert_eq!(views::user(&follower, f).unwrap().inbox_len, 0);
 }

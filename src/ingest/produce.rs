@@ -2,10 +2,11 @@
 //! owns its actor; records that are not events go to the dead-letter log with
 //! their reason and source position.
 
-use crate::core::codec::{self, Format};
+use crate::core::codec::{self, Format, Marker};
 use crate::core::event::Event;
 use crate::core::partition::partition_for;
 use crate::core::Disposition;
+use crate::core::Partition;
 use crate::log::embedded::{BODY_FIXED, MAX_RECORD_BYTES};
 use crate::log::now_ms;
 use crate::log::{LogError, Logs, NewRecord, Topic};
@@ -49,7 +50,7 @@ pub struct ProduceSummary {
 }
 
 struct Buffered {
-    format: u8,
+    format: Marker,
     key: Vec<u8>,
     value: Vec<u8>,
 }
@@ -76,7 +77,7 @@ impl Producer {
     /// written, rather than after the good records of a batch.
     pub fn new(dir: &DataDir) -> Result<Producer, ProduceError> {
         let logs = dir.logs();
-        logs.open_dead_letter(0)?;
+        logs.open_dead_letter(Partition(0))?;
         Ok(Producer {
             max_record_bytes: logs.spec(Topic::Events).max_record_bytes,
             logs,
@@ -109,7 +110,7 @@ impl Producer {
         };
         self.raw(
             partition_for(event.actor(), self.partitions),
-            format.as_u8(),
+            format,
             event.actor().to_string().into_bytes(),
             value,
         )
@@ -120,18 +121,18 @@ impl Producer {
     /// over the limit goes to the dead-letter log instead, as an excerpt.
     pub fn raw(
         &mut self,
-        partition: u32,
-        format: u8,
+        partition: Partition,
+        format: impl Into<Marker>,
         key: Vec<u8>,
         value: Vec<u8>,
     ) -> Result<(), ProduceError> {
+        let format = format.into();
         let size = BODY_FIXED + key.len() + value.len();
         if size > self.max_record_bytes {
             let source = format!("events[{partition}] record {}", self.summary.accepted + 1);
-            let name = Format::from_u8(format).map_or("unknown", Format::name);
-            return self.too_large(&source, name, &value, size);
+            return self.too_large(&source, format.name(), &value, size);
         }
-        self.buffers[partition as usize].push(Buffered { format, key, value });
+        self.buffers[partition.index()].push(Buffered { format, key, value });
         self.summary.accepted += 1;
         self.queued()
     }
@@ -150,7 +151,7 @@ impl Producer {
         );
         let source_json = serde_json::json!({ "input": source });
         self.dead.push(Buffered {
-            format: Format::DeadLetter.as_u8(),
+            format: Format::DeadLetter.into(),
             key: source.as_bytes().to_vec(),
             value: codec::dead_letter_excerpt(&reason, source_json, format, excerpt, size),
         });
@@ -181,7 +182,7 @@ impl Producer {
     ) -> Result<(), ProduceError> {
         let source_json = serde_json::json!({ "input": source });
         self.dead.push(Buffered {
-            format: Format::DeadLetter.as_u8(),
+            format: Format::DeadLetter.into(),
             key: source.as_bytes().to_vec(),
             value: codec::dead_letter_value(reason, source_json, format, raw),
         });
@@ -240,14 +241,22 @@ impl Producer {
     fn flush(&mut self, sync: bool) -> Result<(), ProduceError> {
         let ts = now_ms();
         if !self.dead.is_empty() {
-            self.logs
-                .append(Topic::DeadLetter, 0, &to_records(&self.dead, ts), sync)?;
+            self.logs.append(
+                Topic::DeadLetter,
+                Partition(0),
+                &to_records(&self.dead, ts),
+                sync,
+            )?;
             self.dead.clear();
         }
         for (p, buf) in self.buffers.iter_mut().enumerate() {
             if !buf.is_empty() {
-                self.logs
-                    .append(Topic::Events, p as u32, &to_records(buf, ts), sync)?;
+                self.logs.append(
+                    Topic::Events,
+                    Partition(p as u32),
+                    &to_records(buf, ts),
+                    sync,
+                )?;
                 buf.clear();
             }
         }

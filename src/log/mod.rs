@@ -16,7 +16,9 @@ pub use embedded::{Logs, PartitionReader, PartitionWriter, PARTITIONS_MARKER};
 
 pub use crate::core::position::Offset;
 
+use crate::core::codec::Marker;
 use crate::core::Disposition;
+use crate::core::Partition;
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -84,7 +86,7 @@ pub trait Sink: Send {
     fn append(
         &mut self,
         topic: Topic,
-        partition: u32,
+        partition: Partition,
         records: &[NewRecord<'_>],
     ) -> Result<(), LogError>;
     /// Returns once everything appended is durable (fsynced, or
@@ -98,7 +100,7 @@ pub trait Log: Send + Sync {
     fn source(
         &self,
         topic: Topic,
-        partition: u32,
+        partition: Partition,
         from: Offset,
     ) -> Result<Box<dyn Source>, LogError>;
     /// A sink for one task's outgoing records; `sync` makes every append
@@ -106,7 +108,7 @@ pub trait Log: Send + Sync {
     /// acknowledge durably ignore it).
     fn sink(self: Arc<Self>, sync: bool) -> Result<Box<dyn Sink>, LogError>;
     /// The offset the next record of `topic[partition]` will get.
-    fn end_offset(&self, topic: Topic, partition: u32) -> Result<Offset, LogError>;
+    fn end_offset(&self, topic: Topic, partition: Partition) -> Result<Offset, LogError>;
     /// Partition count of `topic`.
     fn partitions(&self, topic: Topic) -> u32;
 }
@@ -118,8 +120,8 @@ pub struct Record {
     pub offset: Offset,
     /// Producer-supplied timestamp, milliseconds since the Unix epoch.
     pub timestamp_ms: u64,
-    /// Caller-defined tag describing how key and value are encoded.
-    pub format: u8,
+    /// How key and value are encoded (its marker byte as stored).
+    pub format: Marker,
     /// Record key (may be empty).
     pub key: Vec<u8>,
     /// Record value (may be empty).
@@ -131,8 +133,8 @@ pub struct Record {
 pub struct NewRecord<'a> {
     /// Producer-supplied timestamp, milliseconds since the Unix epoch.
     pub timestamp_ms: u64,
-    /// Caller-defined tag describing how key and value are encoded.
-    pub format: u8,
+    /// How key and value are encoded (its marker byte as stored).
+    pub format: Marker,
     /// Record key (may be empty).
     pub key: &'a [u8],
     /// Record value (may be empty).
@@ -198,7 +200,7 @@ pub enum LogError {
         /// The topic's name.
         topic: String,
         /// The partition asked for.
-        partition: u32,
+        partition: Partition,
         /// How many it has.
         partitions: u32,
     },
@@ -234,7 +236,7 @@ pub enum LogError {
         /// The topic.
         topic: String,
         /// The partition.
-        partition: u32,
+        partition: Partition,
         /// The position asked for.
         offset: u64,
         /// The client's error.

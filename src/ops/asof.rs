@@ -23,6 +23,7 @@ use crate::core::event::{Event, Ts};
 use crate::core::keys;
 use crate::core::kv::{Cf, Txn};
 use crate::core::partition::partition_for;
+use crate::core::Partition;
 use crate::core::{apply_effect, apply_event, pulled, Ctx, Out, Version};
 use crate::log::{Log, Offset, Record, Topic};
 use crate::state::datadir::DataDir;
@@ -105,9 +106,9 @@ struct Replayed {
 /// next forwarded offset, as the processor's state does).
 fn read_partition(
     log: &dyn Log,
-    (p, n): (u32, u32),
+    (p, n): (Partition, u32),
     from: u64,
-    marks: &mut HashMap<(u32, u32), u64>,
+    marks: &mut HashMap<(Partition, Partition), u64>,
     mut f: impl FnMut(Event),
 ) -> Result<u64, QueryError> {
     let failed = |e: crate::log::LogError| QueryError::NoHistory(format!("reading the log: {e}"));
@@ -132,8 +133,8 @@ fn read_partition(
 /// The event `rec` of `events[p]` makes the processor apply there, if any.
 fn applied_here(
     rec: &Record,
-    (p, n): (u32, u32),
-    marks: &mut HashMap<(u32, u32), u64>,
+    (p, n): (Partition, u32),
+    marks: &mut HashMap<(Partition, Partition), u64>,
 ) -> Option<Event> {
     let ev = match codec::decode_forwarded(rec.format, &rec.value) {
         Some(Ok(f)) => {
@@ -158,7 +159,7 @@ fn replayed(log: &dyn Log, n: u32, t: Ts) -> Result<Replayed, QueryError> {
     let mut marks = HashMap::new();
     let (mut events, mut later_deletes, mut newest) = (Vec::new(), Vec::new(), Ts(0));
     let mut ends = Vec::new();
-    for p in 0..n {
+    for p in Partition::all(n) {
         let end = read_partition(log, (p, n), 0, &mut marks, |ev| {
             newest = newest.max(ev.ts());
             if ev.ts() <= t {
@@ -184,8 +185,8 @@ fn changed_since(log: &dyn Log, n: u32, t: Ts, ends: &[u64]) -> Result<bool, Que
     // Forwarded copies past `ends` of records before them are new to the
     // view too; every mark starts at 0, so none is skipped here.
     let mut marks = HashMap::new();
-    for p in 0..n {
-        let from = ends.get(p as usize).copied().unwrap_or(0);
+    for p in Partition::all(n) {
+        let from = ends.get(p.index()).copied().unwrap_or(0);
         let end = log.end_offset(Topic::Events, p);
         if end
             .map_err(|e| QueryError::NoHistory(format!("reading the log: {e}")))?
@@ -225,12 +226,12 @@ impl Partitions for Scratch {
         1
     }
 
-    fn store(&self, _: u32) -> Result<Arc<Store>, Unavailable> {
+    fn store(&self, _: Partition) -> Result<Arc<Store>, Unavailable> {
         Ok(self.get())
     }
 
-    fn local(&self) -> Vec<(u32, Arc<Store>)> {
-        vec![(0, self.get())]
+    fn local(&self) -> Vec<(Partition, Arc<Store>)> {
+        vec![(Partition(0), self.get())]
     }
 }
 
@@ -243,7 +244,7 @@ fn build(events: &[Event], ctx: &Ctx, t: Ts, dir: &Path) -> Result<Scratch, Quer
         write_buffer_bytes: 16 << 20,
         page_cache_bytes: 0,
     };
-    let store = Store::open(dir, 0, 1, &BlockCache::new(8 << 20), &opts)?;
+    let store = Store::open(dir, Partition(0), 1, &BlockCache::new(8 << 20), &opts)?;
     let scratch = Scratch {
         store: Some(Arc::new(store)),
         dir: dir.to_path_buf(),
@@ -340,7 +341,7 @@ impl LogRewind {
             log,
             partitions,
             ctx: Ctx {
-                partition: 0,
+                partition: Partition(0),
                 partitions: 1,
                 fanout_chunk: 1024,
                 inactive_after: None,
@@ -357,7 +358,7 @@ impl LogRewind {
     /// and pull threshold (views do not depend on them; reads do).
     pub fn of(dir: &DataDir, retention: Retention) -> LogRewind {
         let live = Ctx {
-            partition: 0,
+            partition: Partition(0),
             partitions: 1,
             inbox_cap: dir.inbox_cap().unwrap_or(crate::core::DEFAULT_INBOX_CAP),
             fanout_chunk: 1024,

@@ -13,6 +13,7 @@ use super::rebuild::ReplayError;
 use crate::api::query::{QueryError, Reader, DEFAULT_RECENT, MAX_LIMIT};
 use crate::core::event::UserId;
 use crate::core::position::Positions;
+use crate::core::Partition;
 use crate::core::View;
 use crate::state::datadir::DataDir;
 use crate::state::{Cf, Kv, Store, StoreError};
@@ -31,7 +32,7 @@ pub const TIMELINE_DEPTH: usize = 800;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PartitionDigest {
     /// The partition.
-    pub partition: u32,
+    pub partition: Partition,
     /// Next `events` and `effects` offsets: the log position of the state.
     pub position: Positions,
     /// Users with a non-empty view.
@@ -200,7 +201,7 @@ pub fn digest(stores: &[Arc<Store>]) -> Result<StateDigest, ReplayError> {
             overall.update(d.as_bytes());
         }
         partitions.push(PartitionDigest {
-            partition: p as u32,
+            partition: Partition(p as u32),
             position: store.positions()?,
             users,
             views,
@@ -217,12 +218,12 @@ pub fn digest(stores: &[Arc<Store>]) -> Result<StateDigest, ReplayError> {
 pub fn first_difference(
     a: &[Arc<Store>],
     b: &[Arc<Store>],
-    p: u32,
+    p: Partition,
     view: View,
 ) -> Result<Option<UserId>, ReplayError> {
     let (ra, rb) = (Reader::new(a.to_vec()), Reader::new(b.to_vec()));
-    let mut users: BTreeSet<UserId> = users_of(&a[p as usize])?.into_iter().collect();
-    users.extend(users_of(&b[p as usize])?);
+    let mut users: BTreeSet<UserId> = users_of(&a[p.index()])?.into_iter().collect();
+    users.extend(users_of(&b[p.index()])?);
     for u in users {
         if view_bytes(&ra, view, u)? != view_bytes(&rb, view, u)? {
             return Ok(Some(u));

@@ -13,6 +13,7 @@
 use crate::api::query::QueryError;
 use crate::core::metrics::StepStats;
 use crate::core::position::{Offset, Positions};
+use crate::core::Partition;
 use crate::core::{Ctx, Disposition, Epoch};
 use crate::log::{Log, LogError, NewRecord, Sink, Source, Topic};
 use crate::state::checkpoint::{canonical, DirCheckpoint};
@@ -44,7 +45,7 @@ pub enum ReplayError {
     #[error("partition {partition}: {source}")]
     Task {
         /// The partition.
-        partition: u32,
+        partition: Partition,
         /// What failed.
         source: TaskError,
     },
@@ -113,7 +114,7 @@ impl Sink for RefusingSink {
     fn append(
         &mut self,
         topic: Topic,
-        partition: u32,
+        partition: Partition,
         _: &[NewRecord<'_>],
     ) -> Result<(), LogError> {
         Err(LogError::ReadOnly(format!(
@@ -130,7 +131,7 @@ impl Log for ReadOnlyLog {
     fn source(
         &self,
         topic: Topic,
-        partition: u32,
+        partition: Partition,
         from: Offset,
     ) -> Result<Box<dyn Source>, LogError> {
         self.0.source(topic, partition, from)
@@ -140,7 +141,7 @@ impl Log for ReadOnlyLog {
         Ok(Box::new(RefusingSink))
     }
 
-    fn end_offset(&self, topic: Topic, partition: u32) -> Result<Offset, LogError> {
+    fn end_offset(&self, topic: Topic, partition: Partition) -> Result<Offset, LogError> {
         self.0.end_offset(topic, partition)
     }
 
@@ -248,7 +249,7 @@ impl Rebuild {
             }
             plan
         } else {
-            let target = (0..src.partitions())
+            let target = Partition::all(src.partitions())
                 .map(|p| {
                     Ok(Positions {
                         events: logs.end_offset(Topic::Events, p)?,
@@ -311,7 +312,7 @@ impl Rebuild {
     /// not done only when shut down.
     pub fn run(&self, shutdown: &Shutdown) -> Result<StepStats, ReplayError> {
         let results: Vec<Result<StepStats, ReplayError>> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..self.into.partitions())
+            let handles: Vec<_> = Partition::all(self.into.partitions())
                 .map(|p| s.spawn(move || self.run_partition(p, shutdown)))
                 .collect();
             handles
@@ -329,14 +330,14 @@ impl Rebuild {
         Ok(total)
     }
 
-    fn run_partition(&self, p: u32, shutdown: &Shutdown) -> Result<StepStats, ReplayError> {
+    fn run_partition(&self, p: Partition, shutdown: &Shutdown) -> Result<StepStats, ReplayError> {
         replay_to(
             self.cfg.ctx(p, self.into.partitions()),
             &self.cfg,
-            self.stores[p as usize].clone(),
+            self.stores[p.index()].clone(),
             self.log.clone(),
-            self.plan.target[p as usize],
-            &self.progress[p as usize],
+            self.plan.target[p.index()],
+            &self.progress[p.index()],
             shutdown,
         )
     }

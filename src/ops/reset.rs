@@ -6,6 +6,7 @@
 use super::rebuild::ReplayError;
 use crate::core::fence::Epoch;
 use crate::core::position::Positions;
+use crate::core::Partition;
 use crate::core::DEFAULT_INBOX_CAP;
 use crate::log::kafka::group::OutsideCommit;
 use crate::log::kafka::members::read_owners;
@@ -87,7 +88,7 @@ fn reset_or_preview(dir: &Path, to: &ResetTo, execute: bool) -> Result<ResetRepo
     };
     if matches!(to, ResetTo::Regenerate) {
         // Only `events` must be held from the start: effects are made anew.
-        for p in 0..d.partitions() {
+        for p in Partition::all(d.partitions()) {
             if let Err(err) = logs.reader(Topic::Events, p, 0) {
                 return Err(refused(format!(
                     "the log no longer holds events[{p}] from offset 0, so nothing can be regenerated: {err}"
@@ -100,10 +101,10 @@ fn reset_or_preview(dir: &Path, to: &ResetTo, execute: bool) -> Result<ResetRepo
     let mut to_process = 0;
     for (p, at) in positions.iter().enumerate() {
         let end = Positions::new(
-            logs.end_offset(Topic::Events, p as u32)?,
+            logs.end_offset(Topic::Events, Partition(p as u32))?,
             match to {
                 ResetTo::Regenerate => 0,
-                _ => logs.end_offset(Topic::Effects, p as u32)?,
+                _ => logs.end_offset(Topic::Effects, Partition(p as u32))?,
             },
         );
         to_process += at.records_to(end);
@@ -132,7 +133,7 @@ fn reset_or_preview(dir: &Path, to: &ResetTo, execute: bool) -> Result<ResetRepo
         // Before the switch: a crash in between leaves the old state over
         // an empty effects log, which `run` refuses, never old effects
         // under an empty state.
-        let effects = logs.dir(Topic::Effects, 0);
+        let effects = logs.dir(Topic::Effects, Partition(0));
         let effects = effects.parent().unwrap_or(&effects).to_path_buf();
         if effects.exists() {
             let kept = effects.with_file_name(format!("effects.before-{generation}"));
@@ -259,7 +260,7 @@ pub fn reset_group(
     let n = log.partitions(Topic::Events);
     let mut positions = Vec::new();
     let mut seen = Vec::new();
-    for p in 0..n {
+    for p in Partition::all(n) {
         seen.extend(client.committed(p)?.1);
         let start = Positions::new(
             log.start_offset(Topic::Events, p)?,
@@ -311,10 +312,10 @@ pub fn reset_group(
             positions,
         });
     }
-    let commit: Vec<(u32, Positions, Epoch)> = positions
+    let commit: Vec<(Partition, Positions, Epoch)> = positions
         .iter()
         .enumerate()
-        .map(|(p, (at, _))| (p as u32, *at, epoch))
+        .map(|(p, (at, _))| (Partition(p as u32), *at, epoch))
         .collect();
     // A commit from outside the group, as Kafka's own offset-reset tools do:
     // brokers accept it only while the group has no members. One that
@@ -354,13 +355,13 @@ mod tests {
     /// records in segments of about 200 bytes; the segment base offsets.
     fn small_segments(root: &Path, n: u64) -> (DataDir, Vec<u64>) {
         let d = DataDir::create_or_open(root, Some(1)).unwrap();
-        let dir = d.logs().dir(Topic::Events, 0);
+        let dir = d.logs().dir(Topic::Events, Partition(0));
         let mut w = PartitionWriter::open(&dir, 200).unwrap();
         for i in 0..n {
             let v = format!("record {i}");
             w.append(&[NewRecord {
                 timestamp_ms: i,
-                format: 0,
+                format: crate::core::codec::Marker::Unknown(0),
                 key: b"1",
                 value: v.as_bytes(),
             }])
@@ -394,7 +395,7 @@ mod tests {
         // Retention removes the first segment: the start is gone.
         let seg0 = d
             .logs()
-            .dir(Topic::Events, 0)
+            .dir(Topic::Events, Partition(0))
             .join(format!("{:020}.log", bases[0]));
         std::fs::remove_file(seg0).unwrap();
         let err = reset(d.root(), &ResetTo::Start).unwrap_err().to_string();

@@ -8,6 +8,7 @@ use super::asof::{LogRewind, Retention};
 use crate::api::http::{Api, ApiConfig, Locator, Node, NodeError};
 use crate::api::query::{Reader, Rewind};
 use crate::core::metrics::{Figures, PartitionLag};
+use crate::core::Partition;
 use crate::log::kafka::{MembersView, PartitionState};
 use crate::log::{Log, LogError, Topic};
 use crate::state::datadir::DataDir;
@@ -61,7 +62,7 @@ impl LogNode {
 }
 
 impl Node for LogNode {
-    fn lag(&self, stores: &[(u32, Arc<Store>)]) -> Result<Vec<PartitionLag>, NodeError> {
+    fn lag(&self, stores: &[(Partition, Arc<Store>)]) -> Result<Vec<PartitionLag>, NodeError> {
         crate::task::lag(&*self.log, stores).map_err(|e| NodeError {
             disposition: e.disposition(),
             source: Box::new(e),
@@ -70,7 +71,7 @@ impl Node for LogNode {
 
     fn dead_letters(&self) -> Result<u64, NodeError> {
         let mut n = 0;
-        for p in 0..self.log.partitions(Topic::DeadLetter) {
+        for p in Partition::all(self.log.partitions(Topic::DeadLetter)) {
             n += self
                 .log
                 .end_offset(Topic::DeadLetter, p)
@@ -100,7 +101,7 @@ impl Node for LogNode {
 pub struct MembersLocator(pub Arc<MembersView>);
 
 impl Locator for MembersLocator {
-    fn serving(&self, p: u32) -> Option<String> {
+    fn serving(&self, p: Partition) -> Option<String> {
         match self.0.owners().partitions.get(&p) {
             Some((_, PartitionState::Serving, Some(api))) => Some(api.clone()),
             _ => None,

@@ -2,6 +2,7 @@
 //! positions and lag, and whether the whole group is idle.
 
 use crate::core::position::Positions;
+use crate::core::Partition;
 use crate::log::kafka::members::read_owners;
 use crate::log::kafka::{high_watermarks, GroupClient, KafkaConfig, PartitionState};
 use crate::log::{LogError, Topic};
@@ -23,7 +24,7 @@ pub struct TopicPosition {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PartitionStatus {
     /// The partition.
-    pub partition: u32,
+    pub partition: Partition,
     /// The member that owns it (from `members`), if any.
     pub owner: Option<String>,
     /// `serving` or `rebuilding`, if owned.
@@ -51,21 +52,21 @@ pub fn status(cfg: &KafkaConfig) -> Result<Status, LogError> {
     let client = GroupClient::new(cfg, "a status client")?;
     let (events, effects) = (cfg.name(Topic::Events), cfg.name(Topic::Effects));
     let n = client.partitions()?;
-    let committed = (0..n)
+    let committed = Partition::all(n)
         .map(|p| client.committed(p).map(|(at, _)| at))
         .collect::<Result<Vec<Positions>, LogError>>()?;
     let owners = read_owners(cfg)?;
     // The ends, read after the committed positions (never ahead of them
     // in time, so `idle` is never claimed early).
-    let all: Vec<u32> = (0..n).collect();
-    let mut ends: BTreeMap<(String, u32), u64> = BTreeMap::new();
+    let all: Vec<Partition> = Partition::all(n).collect();
+    let mut ends: BTreeMap<(String, Partition), u64> = BTreeMap::new();
     for topic in [&events, &effects] {
         let found = high_watermarks(cfg, topic, &all)?;
         ends.extend(all.iter().map(|p| (topic.clone(), *p)).zip(found));
     }
-    let position = |topic: &str, p: u32| -> Result<TopicPosition, LogError> {
+    let position = |topic: &str, p: Partition| -> Result<TopicPosition, LogError> {
         let end = ends.get(&(topic.to_string(), p)).copied().unwrap_or(0);
-        let at = committed[p as usize];
+        let at = committed[p.index()];
         let committed = if topic == events {
             at.events.0
         } else {
@@ -78,7 +79,7 @@ pub fn status(cfg: &KafkaConfig) -> Result<Status, LogError> {
         })
     };
     let mut partitions = Vec::with_capacity(n as usize);
-    for p in 0..n {
+    for p in Partition::all(n) {
         let owner = owners.partitions.get(&p);
         partitions.push(PartitionStatus {
             partition: p,

@@ -19,6 +19,7 @@
 
 use crate::core::metrics::StepStats;
 use crate::core::position::Positions;
+use crate::core::Partition;
 use crate::core::DEFAULT_INBOX_CAP;
 use crate::log::Log;
 use crate::ops::rebuild::{
@@ -76,7 +77,7 @@ fn catch_up(
             .map(|(p, (store, &target))| {
                 s.spawn(move || {
                     replay_to(
-                        cfg.ctx(p as u32, partitions),
+                        cfg.ctx(Partition(p as u32), partitions),
                         cfg,
                         store.clone(),
                         log.clone(),

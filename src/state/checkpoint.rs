@@ -20,6 +20,7 @@ use super::datadir::DataDir;
 use super::store::{Store, StoreError};
 use crate::core::fence::Epoch;
 use crate::core::position::Positions;
+use crate::core::Partition;
 use crate::log::now_ms;
 use crate::log::{Log, Topic};
 use serde::{Deserialize, Serialize};
@@ -48,7 +49,7 @@ pub struct PartitionCheckpoint {
     /// What it was built from.
     pub identity: Identity,
     /// The partition.
-    pub partition: u32,
+    pub partition: Partition,
     /// Next `events` and `effects` offsets of the checkpointed state (read
     /// back from the checkpoint itself).
     pub positions: Positions,
@@ -88,14 +89,14 @@ impl PartitionCheckpoint {
     }
 }
 
-fn partition_dir(root: &Path, p: u32) -> PathBuf {
+fn partition_dir(root: &Path, p: Partition) -> PathBuf {
     root.join(format!("p{p:05}"))
 }
 
 /// Every readable checkpoint of partition `p` under the checkpoint
 /// directory `root`, oldest first, with its directory. Unreadable ones are
 /// skipped with a warning.
-pub fn list_in(root: &Path, p: u32) -> Vec<(PathBuf, PartitionCheckpoint)> {
+pub fn list_in(root: &Path, p: Partition) -> Vec<(PathBuf, PartitionCheckpoint)> {
     let Ok(entries) = std::fs::read_dir(partition_dir(root, p)) else {
         return Vec::new();
     };
@@ -152,7 +153,7 @@ impl CheckpointDir {
         }
     }
 
-    fn partition_dir(&self, p: u32) -> PathBuf {
+    fn partition_dir(&self, p: Partition) -> PathBuf {
         partition_dir(&self.root, p)
     }
 
@@ -161,7 +162,7 @@ impl CheckpointDir {
     /// one rename, and prunes all but the newest [`KEEP`].
     pub fn write(
         &self,
-        p: u32,
+        p: Partition,
         store: &Store,
         epoch: Epoch,
         handed_over: bool,
@@ -193,7 +194,7 @@ impl CheckpointDir {
     fn write_into(
         &self,
         tmp: &Path,
-        p: u32,
+        p: Partition,
         store: &Store,
         epoch: Epoch,
         handed_over: bool,
@@ -228,13 +229,13 @@ impl CheckpointDir {
 
     /// Every readable checkpoint of partition `p`, oldest first, with its
     /// directory.
-    pub fn list(&self, p: u32) -> Vec<(PathBuf, PartitionCheckpoint)> {
+    pub fn list(&self, p: Partition) -> Vec<(PathBuf, PartitionCheckpoint)> {
         list_in(&self.root, p)
     }
 
     /// Removes all but the newest [`KEEP`] checkpoints of `p`, and temporary
     /// directories of writers that died over an hour ago.
-    fn prune(&self, p: u32) {
+    fn prune(&self, p: Partition) {
         let all = self.list(p);
         for (path, _) in &all[..all.len().saturating_sub(KEEP)] {
             if let Err(e) = std::fs::remove_dir_all(path) {
@@ -371,7 +372,7 @@ impl DirCheckpoint {
 pub fn check_held(log: &dyn Log, positions: &[Positions]) -> Result<(), StoreError> {
     for (p, at) in positions.iter().enumerate() {
         for (topic, from) in [(Topic::Events, at.events), (Topic::Effects, at.effects)] {
-            if let Err(err) = log.source(topic, p as u32, from) {
+            if let Err(err) = log.source(topic, Partition(p as u32), from) {
                 return Err(refused(
                     Path::new(""),
                     format!(
@@ -407,10 +408,12 @@ pub fn write_dir_checkpoint(
     std::fs::create_dir_all(&root).map_err(|e| refused(&root, format!("creating it: {e}")))?;
     let mut positions = Vec::with_capacity(stores.len());
     for (p, store) in stores.iter().enumerate() {
-        let to = c.state_dir(p as u32);
+        let to = c.state_dir(Partition(p as u32));
         store.checkpoint(&to)?;
-        positions
-            .push(Store::stored_positions(&to, p as u32, dir.partitions())?.unwrap_or_default());
+        positions.push(
+            Store::stored_positions(&to, Partition(p as u32), dir.partitions())?
+                .unwrap_or_default(),
+        );
     }
     let info = DirCheckpoint {
         source: canonical(dir.root()),

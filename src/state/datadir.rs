@@ -22,6 +22,7 @@
 //! a `feedlog.json` that counts fewer or more than a log holds is refused.
 
 use crate::core::Disposition;
+use crate::core::Partition;
 use crate::log::embedded::Framing;
 use crate::log::topics::Topics;
 use crate::log::Logs;
@@ -250,7 +251,7 @@ impl DataDir {
             [crate::log::Topic::Events, crate::log::Topic::Effects]
                 .into_iter()
                 .map(|t| {
-                    let dir = logs.dir(t, 0);
+                    let dir = logs.dir(t, Partition(0));
                     let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
                     (parent, logs.partitions(t), true)
                 })
@@ -440,7 +441,7 @@ impl DataDir {
 
     /// The state store directory of one partition, in the active
     /// generation.
-    pub fn state_dir(&self, partition: u32) -> PathBuf {
+    pub fn state_dir(&self, partition: Partition) -> PathBuf {
         self.state_root().join(format!("{partition:05}"))
     }
 

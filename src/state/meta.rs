@@ -4,6 +4,7 @@
 
 use crate::core::kv::{Cf, Kv, KvError};
 use crate::core::position::Positions;
+use crate::core::Partition;
 
 /// `u32` layout version.
 pub const LAYOUT: &[u8] = b"layout";
@@ -30,9 +31,9 @@ pub const OWNER_EPOCH: &[u8] = b"owner/epoch";
 
 /// `fwd/` + source partition `u32`: `u64`, one past the highest source
 /// offset of an event forwarded from that partition and applied here.
-pub fn forwarded_from(partition: u32) -> Vec<u8> {
+pub fn forwarded_from(partition: Partition) -> Vec<u8> {
     let mut k = b"fwd/".to_vec();
-    k.extend_from_slice(&partition.to_be_bytes());
+    k.extend_from_slice(&partition.0.to_be_bytes());
     k
 }
 

@@ -181,6 +181,7 @@ impl Kv for Cached<'_> {
 mod tests {
     use super::*;
     use crate::core::kv::Txn;
+    use crate::core::Partition;
     use crate::state::{BlockCache, StoreOptions};
     use proptest::prelude::*;
 
@@ -198,7 +199,7 @@ mod tests {
         ) {
             let tmp = tempfile::tempdir().unwrap();
             let opts = StoreOptions { sync: false, ..StoreOptions::default() };
-            let store = Store::open(tmp.path(), 0, 1, &BlockCache::new(1 << 20), &opts).unwrap();
+            let store = Store::open(tmp.path(), Partition(0), 1, &BlockCache::new(1 << 20), &opts).unwrap();
             let cache = ReadCache::new(capacity);
             let key = |k: u8| crate::core::keys::key([u64::from(k)]);
             for (i, batch) in batches.iter().enumerate() {

@@ -4,6 +4,7 @@
 use super::cache::BlockCache;
 use super::datadir::DataDir;
 use super::store::{Store, StoreError, StoreOptions};
+use crate::core::Partition;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -15,13 +16,13 @@ pub enum Unavailable {
     #[error("partition {partition} is moving between processors; retry shortly")]
     Moving {
         /// The partition.
-        partition: u32,
+        partition: Partition,
     },
     /// Another processor owns the partition (Kafka mode): ask it.
     #[error("partition {partition} is owned by another processor")]
     Elsewhere {
         /// The partition.
-        partition: u32,
+        partition: Partition,
     },
 }
 
@@ -32,9 +33,9 @@ pub trait Partitions: Send + Sync {
     fn count(&self) -> u32;
     /// The store of partition `p`, when it is here and serving;
     /// [`Unavailable`] otherwise.
-    fn store(&self, p: u32) -> Result<Arc<Store>, Unavailable>;
+    fn store(&self, p: Partition) -> Result<Arc<Store>, Unavailable>;
     /// The stores here, by partition.
-    fn local(&self) -> Vec<(u32, Arc<Store>)>;
+    fn local(&self) -> Vec<(Partition, Arc<Store>)>;
     /// For a set that can be replaced while it is read: the set as it is
     /// now, to read one request from. `None`: this set never changes.
     fn pinned(&self) -> Option<Arc<dyn Partitions>> {
@@ -84,11 +85,11 @@ impl Partitions for StoreSet {
         self.count
     }
 
-    fn store(&self, p: u32) -> Result<Arc<Store>, Unavailable> {
-        Ok(self.get()[p as usize].clone())
+    fn store(&self, p: Partition) -> Result<Arc<Store>, Unavailable> {
+        Ok(self.get()[p.index()].clone())
     }
 
-    fn local(&self) -> Vec<(u32, Arc<Store>)> {
+    fn local(&self) -> Vec<(Partition, Arc<Store>)> {
         self.get().local()
     }
 
@@ -102,14 +103,14 @@ impl Partitions for Vec<Arc<Store>> {
         self.len() as u32
     }
 
-    fn store(&self, p: u32) -> Result<Arc<Store>, Unavailable> {
-        Ok(self[p as usize].clone())
+    fn store(&self, p: Partition) -> Result<Arc<Store>, Unavailable> {
+        Ok(self[p.index()].clone())
     }
 
-    fn local(&self) -> Vec<(u32, Arc<Store>)> {
+    fn local(&self) -> Vec<(Partition, Arc<Store>)> {
         self.iter()
             .enumerate()
-            .map(|(p, s)| (p as u32, s.clone()))
+            .map(|(p, s)| (Partition(p as u32), s.clone()))
             .collect()
     }
 }
@@ -130,7 +131,7 @@ pub fn open_stores(
     // stores do independently); missing ones are created only once every
     // existing one opened, so a refused directory is left as it was.
     let n = dir.partitions();
-    let open = |parts: Vec<u32>| -> Result<Vec<(u32, Arc<Store>)>, StoreError> {
+    let open = |parts: Vec<Partition>| -> Result<Vec<(Partition, Arc<Store>)>, StoreError> {
         std::thread::scope(|s| {
             let opening: Vec<_> = parts
                 .into_iter()
@@ -148,8 +149,8 @@ pub fn open_stores(
                 .collect()
         })
     };
-    let (existing, missing): (Vec<u32>, Vec<u32>) =
-        (0..n).partition(|&p| dir.state_dir(p).join("CURRENT").exists());
+    let (existing, missing): (Vec<Partition>, Vec<Partition>) =
+        Partition::all(n).partition(|&p| dir.state_dir(p).join("CURRENT").exists());
     let mut stores = open(existing)?;
     stores.extend(open(missing)?);
     stores.sort_by_key(|(p, _)| *p);
@@ -165,7 +166,7 @@ pub fn open_read_only(
 ) -> Result<Vec<Arc<Store>>, StoreError> {
     let cache = BlockCache::new(64 << 20);
     let n = dir.partitions();
-    (0..n)
+    Partition::all(n)
         .map(|p| {
             Store::open_read_only(&dir.state_dir(p), p, n, &cache, page_cache_bytes).map(Arc::new)
         })
@@ -183,7 +184,7 @@ pub fn open_secondaries(dir: &DataDir, scratch: &Path) -> Result<Vec<Arc<Store>>
         path: scratch.clone(),
         reason: format!("cannot create the secondary's directory: {source}"),
     })?;
-    (0..dir.partitions())
+    Partition::all(dir.partitions())
         .map(|p| {
             Store::open_secondary(
                 &dir.state_dir(p),

@@ -11,6 +11,7 @@ use crate::core::keys;
 use crate::core::kv::{Cf, Kv, KvError, Scan, Writes};
 use crate::core::position::Positions;
 use crate::core::Disposition;
+use crate::core::Partition;
 use rocksdb::{
     ColumnFamilyDescriptor, IteratorMode, Options, ReadOptions, SnapshotWithThreadMode, WriteBatch,
     WriteOptions, DB,
@@ -109,7 +110,7 @@ impl Store {
     /// Refuses a store of another layout version or another partition.
     pub fn open(
         path: &Path,
-        partition: u32,
+        partition: Partition,
         partitions: u32,
         cache: &BlockCache,
         opts: &StoreOptions,
@@ -172,7 +173,7 @@ impl Store {
     /// the process together, as in [`StoreOptions`].
     pub fn open_read_only(
         path: &Path,
-        partition: u32,
+        partition: Partition,
         partitions: u32,
         cache: &BlockCache,
         page_cache_bytes: usize,
@@ -188,7 +189,7 @@ impl Store {
     /// `None` when there is no store there.
     pub fn stored_positions(
         path: &Path,
-        partition: u32,
+        partition: Partition,
         partitions: u32,
     ) -> Result<Option<Positions>, StoreError> {
         if !path.join("CURRENT").exists() {
@@ -205,7 +206,7 @@ impl Store {
     pub fn open_secondary(
         path: &Path,
         scratch: &Path,
-        partition: u32,
+        partition: Partition,
         partitions: u32,
         cache: &BlockCache,
     ) -> Result<Store, StoreError> {
@@ -221,7 +222,7 @@ impl Store {
     /// and checks its identity.
     fn open_existing(
         path: &Path,
-        partition: u32,
+        partition: Partition,
         partitions: u32,
         cache: &BlockCache,
         follow: Follow,
@@ -277,7 +278,7 @@ impl Store {
     /// store); the layout found: [`LAYOUT_VERSION`], or 3 (upgradable).
     fn check_identity(
         &self,
-        partition: u32,
+        partition: Partition,
         partitions: u32,
         writable: bool,
     ) -> Result<u32, StoreError> {
@@ -299,7 +300,7 @@ impl Store {
                 let mut b = WriteBatch::default();
                 let meta = self.cf(Cf::Meta);
                 b.put_cf(meta, meta::LAYOUT, LAYOUT_VERSION.to_be_bytes());
-                b.put_cf(meta, meta::PARTITION, partition.to_be_bytes());
+                b.put_cf(meta, meta::PARTITION, partition.0.to_be_bytes());
                 b.put_cf(meta, meta::PARTITIONS, partitions.to_be_bytes());
                 self.write(b)?;
                 return Ok(LAYOUT_VERSION);
@@ -315,7 +316,7 @@ impl Store {
         }
         let layout = read_u32(meta::LAYOUT)?.unwrap_or(LAYOUT_VERSION);
         let found = (read_u32(meta::PARTITION)?, read_u32(meta::PARTITIONS)?);
-        if found != (Some(partition), Some(partitions)) {
+        if found != (Some(partition.0), Some(partitions)) {
             let shown = |v: Option<u32>| v.map_or("(unrecorded)".to_string(), |v| v.to_string());
             return Err(refuse(format!(
                 "it holds partition {} of {}, expected {partition} of {partitions}",

@@ -7,6 +7,7 @@ use super::partition::{start_with_threshold, Takeover};
 use super::runner::{drive, Hooks};
 use super::{BatchLimits, PartitionTask, Shutdown, TaskError};
 use crate::core::metrics::StepStats;
+use crate::core::Partition;
 use crate::core::{
     Ctx, Epoch, DEFAULT_INACTIVE_AFTER_MS, DEFAULT_INBOX_CAP, DEFAULT_PULL_THRESHOLD,
 };
@@ -45,7 +46,7 @@ pub struct ProcessorConfig {
 
 impl ProcessorConfig {
     /// The core settings of `partition` of `partitions` under this config.
-    pub fn ctx(&self, partition: u32, partitions: u32) -> Ctx {
+    pub fn ctx(&self, partition: Partition, partitions: u32) -> Ctx {
         Ctx {
             partition,
             partitions,
@@ -79,7 +80,7 @@ pub enum ProcessorError {
     #[error("partition {partition}: {source}")]
     Task {
         /// Which.
-        partition: u32,
+        partition: Partition,
         /// Why.
         #[source]
         source: TaskError,
@@ -245,12 +246,12 @@ impl Processor {
     }
 
     /// The store of one partition.
-    pub fn store(&self, partition: u32) -> Arc<Store> {
-        self.stores.get()[partition as usize].clone()
+    pub fn store(&self, partition: Partition) -> Arc<Store> {
+        self.stores.get()[partition.index()].clone()
     }
 
     /// The core settings of one partition.
-    pub fn ctx(&self, partition: u32) -> Ctx {
+    pub fn ctx(&self, partition: Partition) -> Ctx {
         self.config().ctx(partition, self.dir.partitions())
     }
 
@@ -260,7 +261,7 @@ impl Processor {
     }
 
     /// Opens the owner task of one partition at its stored positions.
-    pub fn task(&self, partition: u32) -> Result<PartitionTask, ProcessorError> {
+    pub fn task(&self, partition: Partition) -> Result<PartitionTask, ProcessorError> {
         self.task_after(partition, Takeover::resume(self.epoch()))
     }
 
@@ -271,7 +272,7 @@ impl Processor {
     /// and it stamps what it sends with `takeover.epoch`.
     pub fn task_after(
         &self,
-        partition: u32,
+        partition: Partition,
         takeover: Takeover,
     ) -> Result<PartitionTask, ProcessorError> {
         let task_err = |source| ProcessorError::Task { partition, source };
@@ -325,10 +326,10 @@ impl Processor {
         shutdown: &Shutdown,
         until_idle: bool,
     ) -> Result<StepStats, ProcessorError> {
-        let n = self.dir.partitions() as usize;
-        let mut tasks = Vec::with_capacity(n);
-        for p in 0..n {
-            tasks.push(self.task(p as u32)?);
+        let n = self.dir.partitions();
+        let mut tasks = Vec::with_capacity(n as usize);
+        for p in Partition::all(n) {
+            tasks.push(self.task(p)?);
         }
         let shared = RunState {
             shutdown,
@@ -343,7 +344,7 @@ impl Processor {
         std::thread::scope(|s| {
             for mut task in tasks {
                 let shared = &shared;
-                let p = task.partition() as usize;
+                let p = task.partition().index();
                 let nice = self.cfg.writer_nice;
                 let spawned = std::thread::Builder::new()
                     .name(format!("feedlog-p{p}"))
@@ -351,16 +352,16 @@ impl Processor {
                         crate::task::priority::lower_priority(nice);
                         let mut owner = Owner { p, seen: 0, shared };
                         if let Err(source) = drive(&mut task, &mut owner) {
-                            tracing::error!(partition = p, error = %source, "partition stopped");
+                            tracing::error!(partition = %p, error = %source, "partition stopped");
                             shared.fail(ProcessorError::Task {
-                                partition: p as u32,
+                                partition: Partition(p as u32),
                                 source,
                             });
                         }
                     });
                 if let Err(e) = spawned {
                     shared.fail(ProcessorError::Task {
-                        partition: p as u32,
+                        partition: Partition(p as u32),
                         source: TaskError::Thread(e),
                     });
                 }

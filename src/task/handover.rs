@@ -32,6 +32,7 @@
 
 use crate::core::fence::Epoch;
 use crate::core::position::Positions;
+use crate::core::Partition;
 use crate::state::checkpoint::{CheckpointDir, Identity, PartitionCheckpoint};
 use std::path::PathBuf;
 
@@ -54,7 +55,7 @@ pub struct GroupPosition {
 pub fn choose(
     candidates: &[PartitionCheckpoint],
     identity: &Identity,
-    partition: u32,
+    partition: Partition,
     local: Positions,
     group: GroupPosition,
     log_start: Positions,
@@ -79,7 +80,7 @@ pub fn choose(
 /// [`choose`]) and its directory, if any.
 pub fn best(
     dir: &CheckpointDir,
-    p: u32,
+    p: Partition,
     local: Positions,
     group: GroupPosition,
     log_start: Positions,
@@ -111,7 +112,7 @@ mod tests {
     fn cp(positions: (u64, u64), created_ms: u64) -> PartitionCheckpoint {
         PartitionCheckpoint {
             identity: id(),
-            partition: 1,
+            partition: Partition(1),
             positions: positions.into(),
             epoch: Some(Epoch(1)),
             handed_over: false,
@@ -132,30 +133,40 @@ mod tests {
         let all = vec![cp((10, 5), 1), cp((40, 20), 2), cp((90, 50), 3)];
         // (90, 50) is past what the group committed: its outputs may not be acknowledged.
         assert_eq!(
-            choose(&all, &id(), 1, P(0, 0), at((60, 30)), P(0, 0)),
+            choose(&all, &id(), Partition(1), P(0, 0), at((60, 30)), P(0, 0)),
             Some(1)
         );
         // Everything committed: the furthest.
         assert_eq!(
-            choose(&all, &id(), 1, P(0, 0), at((90, 50)), P(0, 0)),
+            choose(&all, &id(), Partition(1), P(0, 0), at((90, 50)), P(0, 0)),
             Some(2)
         );
         // The local store is further along than any usable checkpoint.
         assert_eq!(
-            choose(&all, &id(), 1, P(45, 20), at((60, 30)), P(0, 0)),
+            choose(&all, &id(), Partition(1), P(45, 20), at((60, 30)), P(0, 0)),
             None
         );
         // Retention took offsets 0..15 of events: (10, 5) is not held, (40, 20) is.
         assert_eq!(
-            choose(&all, &id(), 1, P(0, 0), at((60, 30)), P(15, 0)),
+            choose(&all, &id(), Partition(1), P(0, 0), at((60, 30)), P(15, 0)),
             Some(1)
         );
         assert_eq!(
-            choose(&all[..1], &id(), 1, P(0, 0), at((60, 30)), P(15, 0)),
+            choose(
+                &all[..1],
+                &id(),
+                Partition(1),
+                P(0, 0),
+                at((60, 30)),
+                P(15, 0)
+            ),
             None
         );
         // Another partition, topic, partition count or inbox cap: never.
-        assert_eq!(choose(&all, &id(), 2, P(0, 0), at((90, 50)), P(0, 0)), None);
+        assert_eq!(
+            choose(&all, &id(), Partition(2), P(0, 0), at((90, 50)), P(0, 0)),
+            None
+        );
         for other in [
             Identity {
                 events_topic: "other".into(),
@@ -171,7 +182,7 @@ mod tests {
             },
         ] {
             assert_eq!(
-                choose(&all, &other, 1, P(0, 0), at((90, 50)), P(0, 0)),
+                choose(&all, &other, Partition(1), P(0, 0), at((90, 50)), P(0, 0)),
                 None
             );
         }
@@ -184,16 +195,37 @@ mod tests {
             epoch: Some(Epoch(1)),
         };
         assert_eq!(
-            choose(&[handed.clone()], &id(), 1, P(0, 0), mine, P(0, 0)),
+            choose(
+                &[handed.clone()],
+                &id(),
+                Partition(1),
+                P(0, 0),
+                mine,
+                P(0, 0)
+            ),
             None
         );
         handed.handed_over = true;
         assert_eq!(
-            choose(&[handed.clone()], &id(), 1, P(0, 0), mine, P(0, 0)),
+            choose(
+                &[handed.clone()],
+                &id(),
+                Partition(1),
+                P(0, 0),
+                mine,
+                P(0, 0)
+            ),
             Some(0)
         );
         assert_eq!(
-            choose(&[handed.clone()], &id(), 1, P(0, 0), at((60, 30)), P(0, 0)),
+            choose(
+                &[handed.clone()],
+                &id(),
+                Partition(1),
+                P(0, 0),
+                at((60, 30)),
+                P(0, 0)
+            ),
             None
         );
         // An earlier version's checkpoint and group carry no epoch: unknown
@@ -203,11 +235,14 @@ mod tests {
             ..mine
         };
         handed.epoch = None;
-        assert_eq!(choose(&[handed], &id(), 1, P(0, 0), unknown, P(0, 0)), None);
+        assert_eq!(
+            choose(&[handed], &id(), Partition(1), P(0, 0), unknown, P(0, 0)),
+            None
+        );
         // Equal positions: the newest.
         let twins = vec![cp((40, 20), 7), cp((40, 20), 9), cp((40, 20), 8)];
         assert_eq!(
-            choose(&twins, &id(), 1, P(0, 0), at((60, 30)), P(0, 0)),
+            choose(&twins, &id(), Partition(1), P(0, 0), at((60, 30)), P(0, 0)),
             Some(1)
         );
     }
@@ -218,7 +253,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let cache = BlockCache::new(1 << 20);
         let opts = StoreOptions::default();
-        let store = Store::open(&tmp.path().join("live"), 1, 4, &cache, &opts).unwrap();
+        let store = Store::open(&tmp.path().join("live"), Partition(1), 4, &cache, &opts).unwrap();
         let dir = CheckpointDir::new(&tmp.path().join("cps"), id());
         for n in 1..=3u64 {
             store
@@ -231,12 +266,12 @@ mod tests {
                     );
                 })
                 .unwrap();
-            let info = dir.write(1, &store, Epoch(1), n == 3).unwrap();
+            let info = dir.write(Partition(1), &store, Epoch(1), n == 3).unwrap();
             assert_eq!(info.positions, P(n, n * 2));
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
         let listed: Vec<(Positions, bool)> = dir
-            .list(1)
+            .list(Partition(1))
             .iter()
             .map(|(_, c)| (c.positions, c.handed_over))
             .collect();
@@ -245,20 +280,20 @@ mod tests {
             vec![(P(2, 4), false), (P(3, 6), true)],
             "the newest {KEEP} are kept"
         );
-        assert!(dir.list(0).is_empty());
+        assert!(dir.list(Partition(0)).is_empty());
 
         let target = tmp.path().join("state").join("00001");
         std::fs::create_dir_all(&target).unwrap();
         std::fs::write(target.join("old"), b"x").unwrap();
-        let (from, found) = best(&dir, 1, P(0, 0), at((2, 5)), P(0, 0)).unwrap();
+        let (from, found) = best(&dir, Partition(1), P(0, 0), at((2, 5)), P(0, 0)).unwrap();
         assert_eq!(found.positions, P(2, 4));
         CheckpointDir::seed(&from, &target).unwrap();
         assert!(!target.join("old").exists(), "the old store is gone");
-        let s = Store::open(&target, 1, 4, &cache, &opts).unwrap();
+        let s = Store::open(&target, Partition(1), 4, &cache, &opts).unwrap();
         assert_eq!(s.meta_u64(meta::POS_EVENTS).unwrap(), 2);
         assert_eq!(s.meta_u64(meta::POS_EFFECTS).unwrap(), 4);
         drop(s);
         // Nothing within the committed positions: no candidate.
-        assert!(best(&dir, 1, P(0, 0), at((1, 1)), P(0, 0)).is_none());
+        assert!(best(&dir, Partition(1), P(0, 0), at((1, 1)), P(0, 0)).is_none());
     }
 }

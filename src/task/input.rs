@@ -6,23 +6,29 @@
 //! rest.
 
 use super::outbox::Pending;
-use crate::core::codec::{self, EffectsError, Envelope, Format, Forwarded};
+use crate::core::codec::{self, EffectsError, Envelope, Format, Forwarded, Marker};
 use crate::core::event::Event;
 use crate::core::fence::{self, Admission, Stamp};
 use crate::core::kv::{Cf, Kv, KvError, Txn};
 use crate::core::metrics::StepStats;
 use crate::core::partition::partition_for;
+use crate::core::Partition;
 use crate::core::{self, Ctx, Out, Version};
 use crate::log::{Record, Topic};
 use crate::state::meta::{self, meta_u64};
 
 /// A dead-letter record for `rec` read from `topic[partition]`.
-pub(super) fn dead_letter(topic: &str, partition: u32, rec: &Record, reason: &str) -> Pending {
+pub(super) fn dead_letter(
+    topic: &str,
+    partition: Partition,
+    rec: &Record,
+    reason: &str,
+) -> Pending {
     let source = serde_json::json!({"topic": topic, "partition": partition, "offset": rec.offset});
-    let format = Format::from_u8(rec.format).map_or("unknown", Format::name);
+    let format = rec.format.name();
     Pending {
         topic: Topic::DeadLetter,
-        partition: 0,
+        partition: Partition(0),
         format: Format::DeadLetter,
         key: format!("{topic}/{partition}/{}", rec.offset).into_bytes(),
         value: codec::dead_letter_value(reason, source, format, &rec.value),
@@ -87,7 +93,7 @@ pub(super) fn apply_record<K: Kv + ?Sized>(
                             txn.put(Cf::Meta, mark, (f.from_offset + 1).to_be_bytes().to_vec());
                             forwarded = f;
                             (
-                                forwarded.format,
+                                Marker::from(forwarded.format),
                                 &forwarded.payload[..],
                                 Some(forwarded.from_partition),
                             )
@@ -145,7 +151,7 @@ pub(super) fn decode_effects(rec: &Record) -> Result<Envelope, EffectsError> {
 /// The dead-letter record that lists a fenced `effects` record read from
 /// `effects[partition]`: its reason names the sender, its epoch and the
 /// newer epoch already applied; the record itself is the payload.
-fn fenced(partition: u32, rec: &Record, stamp: Stamp, applied: core::Epoch) -> Pending {
+fn fenced(partition: Partition, rec: &Record, stamp: Stamp, applied: core::Epoch) -> Pending {
     let reason = format!(
         "fenced: sent by {stamp}, but records of epoch {applied} from partition {} were applied \
          already (an owner that had lost the partition shipped it late; its successor answered \
@@ -171,7 +177,7 @@ fn forward(ctx: &Ctx, ev: &Event, rec: &Record) -> Pending {
     let (format, value) = codec::encode_forwarded(&Forwarded {
         from_partition: ctx.partition,
         from_offset: rec.offset.0,
-        format: rec.format,
+        format: rec.format.as_u8(),
         payload: rec.value.clone(),
     });
     Pending {

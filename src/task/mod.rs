@@ -30,6 +30,7 @@ pub use shutdown::Shutdown;
 use crate::core::metrics::PartitionLag;
 use crate::core::position::Positions;
 use crate::core::Disposition;
+use crate::core::Partition;
 use crate::log::{Log, LogError, Topic};
 use crate::state::{Store, StoreError};
 use std::sync::Arc;
@@ -92,7 +93,10 @@ impl LagError {
 
 /// The lag of the partitions in `stores`: log ends against the positions
 /// committed with the state.
-pub fn lag(logs: &dyn Log, stores: &[(u32, Arc<Store>)]) -> Result<Vec<PartitionLag>, LagError> {
+pub fn lag(
+    logs: &dyn Log,
+    stores: &[(Partition, Arc<Store>)],
+) -> Result<Vec<PartitionLag>, LagError> {
     let mut out = Vec::with_capacity(stores.len());
     for (p, store) in stores {
         let p = *p;

@@ -7,6 +7,7 @@
 use super::faults::{CrashPoint, Faults};
 use super::TaskError;
 use crate::core::codec::{self, Format};
+use crate::core::Partition;
 use crate::core::{Effect, Out, Stamp};
 use crate::log::now_ms;
 use crate::log::{NewRecord, Sink, Topic};
@@ -15,7 +16,7 @@ use crate::log::{NewRecord, Sink, Topic};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Pending {
     pub(super) topic: Topic,
-    pub(super) partition: u32,
+    pub(super) partition: Partition,
     pub(super) format: Format,
     pub(super) key: Vec<u8>,
     pub(super) value: Vec<u8>,
@@ -25,7 +26,7 @@ impl Pending {
     pub(super) fn encode(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(10 + self.key.len() + self.value.len());
         v.push(self.topic.as_u8());
-        v.extend_from_slice(&self.partition.to_be_bytes());
+        v.extend_from_slice(&self.partition.0.to_be_bytes());
         v.push(self.format.as_u8());
         v.extend_from_slice(&(self.key.len() as u32).to_be_bytes());
         v.extend_from_slice(&self.key);
@@ -37,7 +38,7 @@ impl Pending {
         let klen = u32::from_be_bytes(b.get(6..10)?.try_into().ok()?) as usize;
         Some(Pending {
             topic: Topic::from_u8(*b.first()?)?,
-            partition: u32::from_be_bytes(b.get(1..5)?.try_into().ok()?),
+            partition: Partition(u32::from_be_bytes(b.get(1..5)?.try_into().ok()?)),
             format: Format::from_u8(*b.get(5)?)?,
             key: b.get(10..10 + klen)?.to_vec(),
             value: b.get(10 + klen..)?.to_vec(),
@@ -54,9 +55,9 @@ impl Pending {
     /// (see [`crate::core::fence`]), and keeps it when re-shipped.
     pub(super) fn effects(outs: Vec<Out>, stamp: Stamp) -> Vec<Pending> {
         // (partition, effects, items) per open record, in order of first use.
-        let mut open: Vec<(u32, Vec<Effect>, usize)> = Vec::new();
+        let mut open: Vec<(Partition, Vec<Effect>, usize)> = Vec::new();
         let mut records = Vec::new();
-        let close = |partition: u32, effects: Vec<Effect>| {
+        let close = |partition: Partition, effects: Vec<Effect>| {
             let (format, value) = codec::encode_effects(stamp, &effects);
             Pending {
                 topic: Topic::Effects,
@@ -133,7 +134,7 @@ pub(super) fn ship(
     if !pending.is_empty() && faults.crash_at(CrashPoint::BeforeShip) {
         return Err(TaskError::Crashed(CrashPoint::BeforeShip));
     }
-    let mut groups: Vec<((Topic, u32), Vec<&Pending>)> = Vec::new();
+    let mut groups: Vec<((Topic, Partition), Vec<&Pending>)> = Vec::new();
     for rec in pending {
         let dest = (rec.topic, rec.partition);
         match groups.iter_mut().find(|(d, _)| *d == dest) {
@@ -150,7 +151,7 @@ pub(super) fn ship(
             .iter()
             .map(|r| NewRecord {
                 timestamp_ms: ts,
-                format: r.format.as_u8(),
+                format: r.format.into(),
                 key: &r.key,
                 value: &r.value,
             })
@@ -182,7 +183,7 @@ mod tests {
         let mut outs = Vec::new();
         let mut sent: Vec<Vec<Effect>> = vec![Vec::new(); 3];
         for i in 0..(EFFECTS_PER_RECORD as u64 * 2 + 5) {
-            let partition = (i % 3) as u32;
+            let partition = Partition((i % 3) as u32);
             let effect = if i % 7 == 0 {
                 Effect::Deliver {
                     author: UserId(i + 1),
@@ -193,11 +194,11 @@ mod tests {
             } else {
                 removed(i + 1)
             };
-            sent[partition as usize].push(effect.clone());
+            sent[partition.index()].push(effect.clone());
             outs.push(Out { partition, effect });
         }
         let stamp = Stamp {
-            from: 2,
+            from: Partition(2),
             epoch: crate::core::Epoch(9),
         };
         let records = Pending::effects(outs, stamp);
@@ -218,7 +219,7 @@ mod tests {
                 "closed late: {items} items"
             );
             assert_eq!(r.key, effects[0].key_user().to_string().into_bytes());
-            got[r.partition as usize].extend(effects);
+            got[r.partition.index()].extend(effects);
         }
         assert_eq!(got, sent);
         // The 1,000-target deliveries close records by items, before 256 effects.

@@ -23,6 +23,7 @@ use crate::core::keys;
 use crate::core::kv::{Cf, Kv, Txn};
 use crate::core::metrics::StepStats;
 use crate::core::position::{Offset, Positions};
+use crate::core::Partition;
 use crate::core::{Ctx, Effect, Epoch, Stamp};
 use crate::log::{Log, Record, Sink, Source, Topic};
 use crate::state::meta;
@@ -248,7 +249,7 @@ impl PartitionTask {
             .collect::<Result<_, _>>()?;
         if !pending.is_empty() {
             tracing::info!(
-                partition = p,
+                partition = %p,
                 records = pending.len(),
                 "re-shipping committed records"
             );
@@ -260,7 +261,7 @@ impl PartitionTask {
     }
 
     /// This task's partition.
-    pub fn partition(&self) -> u32 {
+    pub fn partition(&self) -> Partition {
         self.ctx.partition
     }
 
@@ -369,7 +370,7 @@ impl PartitionTask {
         stats.commit_micros = self.commit(&writes, &pending)?;
         if stats.fenced > 0 {
             tracing::warn!(
-                partition = self.ctx.partition,
+                partition = %self.ctx.partition,
                 records = stats.fenced,
                 "skipped effects records of an owner older than one already applied from the same \
                  partition (fenced; listed in the dead-letter log)"

@@ -165,7 +165,7 @@ pub fn produce(brokers: &str, topic: &str, partitions: u32, lines: &str) -> Orac
             }));
         }
         if actor.0 % 7 == 5 && partitions > 1 {
-            rec = rec.partition(((partition_for(actor, partitions) + 1) % partitions) as i32);
+            rec = rec.partition(((partition_for(actor, partitions).0 + 1) % partitions) as i32);
         }
         send_when_room(&producer, rec).unwrap();
     }

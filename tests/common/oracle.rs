@@ -3,6 +3,7 @@
 
 use feedlog::core::event::{Event, FilterChange};
 use feedlog::core::partition::partition_for;
+use feedlog::core::Partition;
 use feedlog::UserId;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -91,7 +92,7 @@ pub struct Oracle {
     /// Whether any repost event was applied (views skip repost work without).
     any_repost: bool,
     /// Events applied per partition: the next event's offset there.
-    offsets: BTreeMap<u32, u64>,
+    offsets: BTreeMap<Partition, u64>,
     /// Set when the log holds records the oracle was not given (invalid
     /// ones, copies forwarded to their owner): the offsets it counts are
     /// not the events' positions, and checks leave positions out.
@@ -130,7 +131,7 @@ impl Oracle {
         let p = partition_for(event.actor(), self.partitions.max(1));
         let next = self.offsets.entry(p).or_default();
         let at = At {
-            partition: p,
+            partition: p.0,
             offset: *next,
         };
         *next += 1;

@@ -4,6 +4,7 @@
 
 use feedlog::core::position::Positions;
 use feedlog::core::Epoch;
+use feedlog::core::Partition;
 use feedlog::state::datadir::DataDir;
 use feedlog::state::{Store, StoreOptions};
 use feedlog::task::embedded::{Processor, ProcessorConfig};
@@ -41,7 +42,7 @@ pub(crate) struct Harness {
 
 /// An owner whose partition moved on while it kept running.
 pub(crate) struct Zombie {
-    pub(crate) partition: u32,
+    pub(crate) partition: Partition,
     pub(crate) epoch: Epoch,
     /// The group's positions its task was opened with, kept for as long as
     /// it runs: an old owner still replaying quietly when its partition
@@ -62,11 +63,11 @@ impl Harness {
     pub(crate) fn open(&mut self) {
         let p = Processor::open(&self.dir, self.cfg.clone()).expect("open processor");
         self.quiet = self.committed.clone();
-        self.tasks = (0..self.dir.partitions())
+        self.tasks = Partition::all(self.dir.partitions())
             .map(|i| {
                 let takeover = Takeover {
-                    epoch: Epoch(self.epochs[i as usize]),
-                    emitted: Some(self.committed[i as usize]),
+                    epoch: Epoch(self.epochs[i.index()]),
+                    emitted: Some(self.committed[i.index()]),
                     reship: true,
                 };
                 p.task_after(i, takeover).expect("open task")
@@ -86,7 +87,7 @@ impl Harness {
     /// one rebuilds it quietly up to the group's positions, then decides
     /// the rest anew, in its own order (whatever the old owner already sent
     /// past those positions stays sent).
-    pub(crate) fn handover(&mut self, p: u32, zombie: bool) {
+    pub(crate) fn handover(&mut self, p: Partition, zombie: bool) {
         self.close();
         let old = self.dir.state_dir(p);
         if zombie {
@@ -107,8 +108,8 @@ impl Harness {
             .unwrap();
             self.zombies.push(Zombie {
                 partition: p,
-                epoch: Epoch(self.epochs[p as usize]),
-                quiet: self.quiet[p as usize],
+                epoch: Epoch(self.epochs[p.index()]),
+                quiet: self.quiet[p.index()],
                 store: Arc::new(store),
                 task: None,
                 stalled: false,
@@ -116,15 +117,15 @@ impl Harness {
         } else {
             std::fs::remove_dir_all(&old).unwrap();
         }
-        self.epochs[p as usize] += 1;
+        self.epochs[p.index()] += 1;
         self.open();
         let processor = self.processor.as_ref().unwrap();
         let takeover = Takeover {
-            epoch: Epoch(self.epochs[p as usize]),
-            emitted: Some(self.committed[p as usize]),
+            epoch: Epoch(self.epochs[p.index()]),
+            emitted: Some(self.committed[p.index()]),
             reship: false,
         };
-        self.tasks[p as usize] = processor
+        self.tasks[p.index()] = processor
             .task_after(p, takeover)
             .expect("open the new owner's task");
     }

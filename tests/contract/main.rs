@@ -22,6 +22,7 @@ use feedlog::core::codec::{self, Format};
 use feedlog::core::event::{Event, PostId, Ts, UserId};
 use feedlog::core::partition::partition_for;
 use feedlog::core::position::Positions;
+use feedlog::core::Partition;
 use feedlog::ingest::produce::Producer;
 use feedlog::log::Topic;
 use feedlog::state::datadir::DataDir;
@@ -164,7 +165,7 @@ fn run_case_with(
                     let c = &mut h.committed[p];
                     *c = c.max(applied);
                 }
-                Action::Zombie(p) => h.handover(p % partitions, true),
+                Action::Zombie(p) => h.handover(Partition(p % partitions), true),
                 Action::ZombieStep(z, n, stall) => {
                     let i = z as usize % h.zombies.len().max(1);
                     h.zombie_step(i, n, stall)
@@ -180,7 +181,7 @@ fn run_case_with(
                     if let Some(s) = h.cfg.inactive_after.filter(|&s| s > 0) {
                         h.cfg.inactive_after = Some(s % 12 + 1);
                     }
-                    h.handover(p % partitions, false)
+                    h.handover(Partition(p % partitions), false)
                 }
                 Action::Redeliver(p, events, n) => {
                     let topic = if events {
@@ -216,7 +217,7 @@ fn run_case_with(
         prop_assert_eq!(rec.refills, 0, "user {} still waits for refills", u);
     }
     // Every partition's gauges are its state counted.
-    for p in 0..partitions {
+    for p in Partition::all(partitions) {
         let store = processor.store(p);
         let kept = feedlog::core::gauges::Gauges::of(&*store).unwrap();
         let counted = feedlog::core::gauges::recount(&*store).unwrap();
@@ -229,7 +230,7 @@ fn run_case_with(
         .as_ref()
         .unwrap()
         .logs()
-        .reader(Topic::DeadLetter, 0, 0)
+        .reader(Topic::DeadLetter, Partition(0), 0)
         .unwrap();
     let mut sources = BTreeSet::new();
     loop {
@@ -272,11 +273,14 @@ fn hybrid() -> impl Strategy<Value = (u64, u64)> {
     (prop_oneof![1 => Just(0u64), 2 => 1u64..=3], span)
 }
 
+/// 40 cases a property unless `PROPTEST_CASES` says otherwise: what the
+/// test command's time budget holds (about six minutes of this binary on
+/// two cores).
 fn config() -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(24);
+        .unwrap_or(40);
     ProptestConfig {
         cases,
         max_shrink_iters: 2000,

@@ -5,6 +5,7 @@ use crate::common::filters::filter_change;
 use feedlog::core::codec::Format;
 use feedlog::core::event::{Event, FilterChange, PostId, Ts, UserId};
 use feedlog::core::partition::partition_for;
+use feedlog::core::Partition;
 use proptest::prelude::*;
 
 pub(crate) const USERS: u64 = 12;
@@ -209,8 +210,8 @@ pub(crate) fn action_with_zombies() -> impl Strategy<Value = Action> {
     ]
 }
 
-pub(crate) fn invalid_record(kind: u8, seed: u32, partitions: u32) -> (u32, u8, Vec<u8>) {
-    let p = seed % partitions;
+pub(crate) fn invalid_record(kind: u8, seed: u32, partitions: u32) -> (Partition, u8, Vec<u8>) {
+    let p = Partition(seed % partitions);
     let json = Format::Json.as_u8();
     match kind {
         0 => (p, json, b"{not json".to_vec()),
@@ -264,7 +265,7 @@ pub(crate) fn event_id_parity(e: &Event) -> u64 {
 /// Whether `actor`'s events are written to a partition that does not own
 /// it (all of them, to the same one, so their order is still defined):
 /// the processor must forward them to the owner.
-pub(crate) fn misrouted(actor: UserId, partitions: u32) -> Option<u32> {
+pub(crate) fn misrouted(actor: UserId, partitions: u32) -> Option<Partition> {
     (partitions > 1 && actor.0 % 4 == 3)
-        .then(|| (partition_for(actor, partitions) + 1) % partitions)
+        .then(|| Partition((partition_for(actor, partitions).0 + 1) % partitions))
 }

@@ -1,132 +1,23 @@
-//! The route handlers: parse strictly, read (inline when the read is
-//! short, else on the blocking pool), answer JSON.
+//! The route handlers: parse strictly (`params.rs`), read (inline when
+//! the read is short, else on the blocking pool), answer JSON pages
+//! (`pages.rs`).
 
 use super::errors::ApiError;
+use super::pages::{
+    json_page, json_response, kept_timeline_page, link, links, split_kept_page, Cursors,
+};
+use super::params::{limit, page_request, params, user_id, Params};
 use super::rewound::{link_as_of, read_at};
 use super::{Api, MAX_COUNTER_IDS};
 use crate::api::query::{Page, PostItem, QueryError, Reader, RepostMode};
 use crate::core::event::{PostId, UserId};
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use crate::core::Partition;
+use axum::extract::{Path, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use bytes::Bytes;
 use serde::Serialize;
 use std::sync::Arc;
-
-pub(super) type Params = Result<Query<Vec<(String, String)>>, QueryRejection>;
-
-/// The query parameters a route accepts, parsed strictly.
-#[derive(Default)]
-pub(super) struct PageParams {
-    limit: Option<usize>,
-    cursor: Option<String>,
-    newer_than: Option<String>,
-    ids: Option<String>,
-    reposts: Option<RepostMode>,
-    explain: bool,
-    author: Option<u64>,
-    post_id: Option<u64>,
-    as_of: Option<u64>,
-    pub(super) from: Option<u64>,
-    pub(super) to: Option<u64>,
-}
-
-/// A whole-number query parameter `k`.
-fn number(k: &str, v: &str) -> Result<u64, ApiError> {
-    v.parse().map_err(|_| {
-        ApiError::bad(
-            "bad_query",
-            format!("{k} must be a whole number, got {v:?}"),
-        )
-    })
-}
-
-pub(super) fn params(p: Params, allowed: &[&str]) -> Result<PageParams, ApiError> {
-    let Query(pairs) = p?;
-    let mut out = PageParams::default();
-    for (k, v) in pairs {
-        match k.as_str() {
-            _ if !allowed.contains(&k.as_str()) => {
-                return Err(ApiError::bad(
-                    "bad_query",
-                    format!(
-                        "unknown parameter {k:?} (this route takes: {})",
-                        allowed.join(", ")
-                    ),
-                ))
-            }
-            "limit" => {
-                out.limit = Some(v.parse().map_err(|_| {
-                    ApiError::bad(
-                        "bad_limit",
-                        format!("limit must be a whole number, got {v:?}"),
-                    )
-                })?)
-            }
-            "cursor" => out.cursor = Some(v),
-            "newer_than" => out.newer_than = Some(v),
-            "reposts" => {
-                out.reposts = Some(RepostMode::parse(&v).ok_or_else(|| {
-                    ApiError::bad(
-                        "bad_query",
-                        format!("reposts must be newest, first or none, got {v:?}"),
-                    )
-                })?)
-            }
-            "ids" => out.ids = Some(v),
-            "explain" => {
-                out.explain = match v.as_str() {
-                    "1" | "true" => true,
-                    "0" | "false" => false,
-                    _ => {
-                        return Err(ApiError::bad(
-                            "bad_query",
-                            format!("explain must be 1 or 0, got {v:?}"),
-                        ))
-                    }
-                }
-            }
-            "author" => out.author = Some(number(&k, &v)?),
-            "post_id" => out.post_id = Some(number(&k, &v)?),
-            "as_of" => out.as_of = Some(number(&k, &v)?),
-            "from" => out.from = Some(number(&k, &v)?),
-            "to" => out.to = Some(number(&k, &v)?),
-            other => {
-                return Err(ApiError::internal(format!(
-                    "parameter {other:?} is allowed but not handled"
-                )))
-            }
-        }
-    }
-    Ok(out)
-}
-
-fn limit(api: &Api, p: &PageParams, default: usize) -> Result<usize, ApiError> {
-    let l = p.limit.unwrap_or(default.min(api.cfg.max_limit));
-    if l == 0 || l > api.cfg.max_limit {
-        return Err(ApiError::bad(
-            "bad_limit",
-            format!(
-                "limit must be between 1 and {} (the maximum), got {l}",
-                api.cfg.max_limit
-            ),
-        ));
-    }
-    Ok(l)
-}
-
-pub(super) fn user_id(s: &str) -> Result<UserId, ApiError> {
-    match s.parse::<u64>() {
-        Ok(0) => Err(ApiError::bad("bad_user", "user ids start at 1, got 0")),
-        Ok(id) => Ok(UserId(id)),
-        Err(_) => Err(ApiError::bad(
-            "bad_user",
-            format!("a user id is a whole number from 1, got {s:?}"),
-        )),
-    }
-}
 
 /// Runs a read on the blocking pool: for reads whose cost is not bounded
 /// by the page size (the pull path, large pages, secondaries). Timeline
@@ -159,98 +50,6 @@ async fn paged<T: Serialize + Send + 'static>(
     link(&mut resp, route, user, RepostMode::Newest, l, (next, None));
     link_as_of(&mut resp, as_of);
     Ok(resp)
-}
-
-/// A `Link` header (RFC 8288) with the next (older) page and, for the
-/// timeline, the previous (newer) one, as GitHub's and Mastodon's APIs
-/// give them.
-fn link(
-    resp: &mut Response,
-    route: &str,
-    user: UserId,
-    mode: RepostMode,
-    limit: usize,
-    (next, prev): (Option<&str>, Option<&str>),
-) {
-    let links = links(route, user, mode, limit, next, prev);
-    if !links.is_empty() {
-        if let Ok(v) = HeaderValue::from_str(&links) {
-            resp.headers_mut().insert(header::LINK, v);
-        }
-    }
-}
-
-/// A first timeline page as the API keeps it in the page cache: its
-/// `Link` header's value, a newline (compact JSON has none), and the body
-/// it answers; no spare capacity. Any reader of the same stores that keeps
-/// pages should keep them this way (the tests do).
-pub fn kept_timeline_page(user: UserId, limit: usize, page: &Page<PostItem>) -> Option<Bytes> {
-    let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
-    let mode = RepostMode::Newest;
-    let mut kept = links(super::route::TIMELINE, user, mode, limit, next, prev).into_bytes();
-    kept.push(b'\n');
-    serde_json::to_writer(&mut kept, page).ok()?;
-    kept.shrink_to_fit();
-    Some(Bytes::from(kept))
-}
-
-/// A kept page's `Link` value (`None` when it was kept as a plain JSON
-/// body, which starts with `{`) and its body.
-pub fn split_kept_page(kept: &Bytes) -> (Option<Bytes>, Bytes) {
-    if kept.first() == Some(&b'{') {
-        return (None, kept.clone());
-    }
-    let at = kept.iter().position(|&b| b == b'\n').unwrap_or(kept.len());
-    (
-        Some(kept.slice(..at)),
-        kept.slice((at + 1).min(kept.len())..),
-    )
-}
-
-/// The cursors of a page kept as a plain JSON body.
-#[derive(serde::Deserialize)]
-struct Cursors {
-    next_cursor: Option<String>,
-    #[serde(default)]
-    prev_cursor: Option<String>,
-}
-
-/// The `Link` header's value ("" for none); a timeline's in another mode
-/// than the default names it.
-fn links(
-    route: &str,
-    user: UserId,
-    mode: RepostMode,
-    limit: usize,
-    next: Option<&str>,
-    prev: Option<&str>,
-) -> String {
-    let path = route.replace("{id}", &user.0.to_string());
-    let mode = match mode {
-        RepostMode::Newest => String::new(),
-        other => format!("&reposts={}", other.as_str()),
-    };
-    let mut links = Vec::new();
-    if let Some(c) = next {
-        links.push(format!(
-            r#"<{path}?limit={limit}{mode}&cursor={c}>; rel="next""#
-        ));
-    }
-    if let Some(c) = prev {
-        links.push(format!(
-            r#"<{path}?limit={limit}{mode}&newer_than={c}>; rel="prev""#
-        ));
-    }
-    links.join(", ")
-}
-
-/// A paged route's user, page size, cursor and time (`as_of`), checked.
-type PageRequest = (UserId, usize, Option<String>, Option<u64>);
-
-fn page_request(api: &Api, id: &str, q: Params) -> Result<PageRequest, ApiError> {
-    let (user, p) = (user_id(id)?, params(q, &["limit", "cursor", "as_of"])?);
-    let l = limit(api, &p, crate::api::query::DEFAULT_LIMIT)?;
-    Ok((user, l, p.cursor, p.as_of))
 }
 
 /// The largest page read inline on the async worker (see [`timeline`]).
@@ -398,32 +197,6 @@ pub(super) async fn why(
     Ok(Json(answer).into_response())
 }
 
-/// A page as JSON, into a buffer sized for it up front.
-fn encode_page<T: Serialize>(page: &Page<T>) -> serde_json::Result<Vec<u8>> {
-    let mut body = Vec::with_capacity(64 + 64 * page.items.len());
-    serde_json::to_writer(&mut body, page)?;
-    Ok(body)
-}
-
-/// A page as a JSON response.
-fn json_page<T: Serialize>(page: &Page<T>) -> Response {
-    match encode_page(page) {
-        Ok(body) => json_response(Bytes::from(body)),
-        Err(e) => ApiError::internal(e).into_response(),
-    }
-}
-
-fn json_response(body: Bytes) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        body,
-    )
-        .into_response()
-}
-
 pub(super) async fn posts(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
@@ -517,7 +290,7 @@ pub(super) async fn counters_many(
     let a = api.clone();
     let counters = tokio::task::spawn_blocking(move || {
         let mut out: Vec<Option<serde_json::Value>> = vec![None; users.len()];
-        let mut elsewhere: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+        let mut elsewhere: std::collections::BTreeMap<Partition, Vec<usize>> = Default::default();
         for (i, &u) in users.iter().enumerate() {
             match a.reader.counters(u) {
                 Ok(c) => out[i] = Some(serde_json::to_value(c).map_err(ApiError::internal)?),

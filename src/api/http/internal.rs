@@ -3,7 +3,8 @@
 //! answers. Served only where there are other processors to ask.
 
 use super::errors::ApiError;
-use super::handlers::{read, user_id, Params};
+use super::handlers::read;
+use super::params::{user_id, Params};
 use super::{routing, Api, MAX_COUNTER_IDS};
 use crate::core::event::{PostId, Ts};
 use axum::extract::{Query, State};

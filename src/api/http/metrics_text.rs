@@ -2,6 +2,7 @@
 
 use super::prometheus as metrics;
 use super::{Api, ROUTES};
+use crate::core::Partition;
 use std::sync::atomic::Ordering;
 
 const ROCKS_PROPERTIES: &[(&str, &str, &str)] = &[
@@ -241,7 +242,7 @@ fn render_process(o: &mut String) {
 /// (a function of the log, like every view; a partition whose state cannot
 /// be read is left out).
 fn render_fences(o: &mut String, api: &Api) {
-    let figures: Vec<(u32, Vec<(u32, crate::core::fence::FenceVal)>)> = api
+    let figures: Vec<(Partition, Vec<(Partition, crate::core::fence::FenceVal)>)> = api
         .reader
         .stores()
         .iter()
@@ -276,7 +277,7 @@ fn render_fences(o: &mut String, api: &Api) {
 /// is left out).
 fn render_gauges(o: &mut String, api: &Api) {
     use crate::core::gauges::Gauges;
-    let figures: Vec<(u32, Gauges)> = api
+    let figures: Vec<(Partition, Gauges)> = api
         .reader
         .stores()
         .iter()
@@ -314,7 +315,7 @@ fn render_gauges(o: &mut String, api: &Api) {
 /// The first pages kept beside each store: answered from it, read, bytes.
 fn render_page_cache(o: &mut String, api: &Api) {
     // Read once per store, so the three families agree.
-    let figures: Vec<(u32, [u64; 3])> = api
+    let figures: Vec<(Partition, [u64; 3])> = api
         .reader
         .stores()
         .iter()

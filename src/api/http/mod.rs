@@ -16,6 +16,8 @@ mod health;
 mod internal;
 mod layers;
 mod metrics_text;
+mod pages;
+mod params;
 mod prometheus;
 mod rewound;
 pub mod routing;
@@ -24,12 +26,13 @@ mod stream;
 mod ui;
 
 pub use errors::ApiError;
-pub use handlers::{kept_timeline_page, split_kept_page};
 pub use metrics_text::render_metrics;
+pub use pages::{kept_timeline_page, split_kept_page};
 
 use crate::api::query::Reader;
 use crate::core::metrics::{Figures, PartitionLag, LATENCY_BUCKETS};
 use crate::core::Disposition;
+use crate::core::Partition;
 use crate::state::Store;
 use axum::routing::get;
 use axum::Router;
@@ -221,7 +224,7 @@ pub struct NodeError {
 /// have one (in `crate::ops::serve`).
 pub trait Node: Send + Sync {
     /// How far each of `stores` (by partition) is behind its input logs.
-    fn lag(&self, stores: &[(u32, Arc<Store>)]) -> Result<Vec<PartitionLag>, NodeError>;
+    fn lag(&self, stores: &[(Partition, Arc<Store>)]) -> Result<Vec<PartitionLag>, NodeError>;
     /// Records in the dead-letter log.
     fn dead_letters(&self) -> Result<u64, NodeError>;
     /// The processing figures, when the processor runs in this process.
@@ -245,7 +248,7 @@ pub trait Node: Send + Sync {
 pub trait Locator: Send + Sync {
     /// The API address (`http://host:port`) of the processor serving
     /// partition `p`; `None` while nobody serves it (it is moving).
-    fn serving(&self, p: u32) -> Option<String>;
+    fn serving(&self, p: Partition) -> Option<String>;
 }
 
 /// What the API serves from.
@@ -309,7 +312,7 @@ impl Api {
     }
 
     /// The lag of partition `p`, when it is here.
-    pub fn lag_of(&self, p: u32) -> Result<Option<PartitionLag>, ApiError> {
+    pub fn lag_of(&self, p: Partition) -> Result<Option<PartitionLag>, ApiError> {
         let here: Vec<_> = self
             .reader
             .stores()

@@ -3,7 +3,8 @@
 //! and pages that link pages of the same time.
 
 use super::errors::ApiError;
-use super::handlers::{params, read, user_id, Params};
+use super::handlers::read;
+use super::params::{params, user_id, Params};
 use super::Api;
 use crate::api::query::{self, QueryError, Reader, Rewind};
 use crate::core::event::Ts;

@@ -19,6 +19,7 @@ use crate::api::query::{Outboxes, QueryError, Remote};
 use crate::core::event::{PostId, Ts, UserId};
 use crate::core::keys::{PostRef, PostVal};
 use crate::core::partition::partition_for;
+use crate::core::Partition;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,14 +51,14 @@ impl Routing {
 
     /// The API address of the processor serving partition `p`;
     /// [`QueryError::Moving`] while nobody serves it.
-    pub fn owner(&self, p: u32) -> Result<String, QueryError> {
+    pub fn owner(&self, p: Partition) -> Result<String, QueryError> {
         self.owners
             .serving(p)
             .ok_or(QueryError::Moving { partition: p })
     }
 
     /// `GET` at the owner of partition `p`, marked as forwarded.
-    pub fn get(&self, p: u32, path_and_query: &str) -> Result<client::Response, QueryError> {
+    pub fn get(&self, p: Partition, path_and_query: &str) -> Result<client::Response, QueryError> {
         let api = self.owner(p)?;
         let mut headers = vec![(FORWARDED, "1")];
         if let Some(auth) = &self.authorization {
@@ -70,7 +71,7 @@ impl Routing {
     }
 
     /// The partition of `user`.
-    pub fn partition(&self, user: UserId) -> u32 {
+    pub fn partition(&self, user: UserId) -> Partition {
         partition_for(user, self.partitions)
     }
 }
@@ -79,7 +80,7 @@ impl Routing {
 /// the partition moving; any other failure names the status.
 fn answer_of<T: serde::de::DeserializeOwned>(
     routing: &Routing,
-    p: u32,
+    p: Partition,
     path: &str,
 ) -> Result<T, QueryError> {
     let r = routing.get(p, path)?;
@@ -145,7 +146,7 @@ impl Remote for RemoteOutboxes {
         limit: usize,
     ) -> Result<Outboxes, QueryError> {
         let routing = &self.0;
-        let mut by_partition: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        let mut by_partition: BTreeMap<Partition, Vec<u64>> = BTreeMap::new();
         for a in authors {
             by_partition
                 .entry(routing.partition(*a))
@@ -153,7 +154,7 @@ impl Remote for RemoteOutboxes {
                 .push(a.0);
         }
         // One request per processor: group the partitions by owner.
-        let mut by_owner: BTreeMap<String, (u32, Vec<u64>)> = BTreeMap::new();
+        let mut by_owner: BTreeMap<String, (Partition, Vec<u64>)> = BTreeMap::new();
         for (p, list) in by_partition {
             let owner = routing.owner(p)?;
             let e = by_owner.entry(owner).or_insert((p, Vec::new()));

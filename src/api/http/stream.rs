@@ -1,7 +1,8 @@
 //! The live timeline stream (server-sent events).
 
 use super::errors::ApiError;
-use super::handlers::{params, read, user_id, Params};
+use super::handlers::read;
+use super::params::{params, user_id, Params};
 use super::Api;
 use crate::api::query::PostItem;
 use crate::core::event::{PostId, Ts, UserId};

@@ -1,10 +1,15 @@
 //! Explain (docs/http-api.md, "Explain"): why an entry is in a timeline
 //! (`explain=1`), and why a post is or is not (`timeline/why`).
 
-use super::*;
+use super::{check_user, Page, PostItem, QueryError, Reader, RepostMode, RepostOf};
+use crate::core::event::{PostId, Ts, UserId};
 use crate::core::explain::{self, Appearance, At, FollowEnd, Reason, Sources, Verdict};
+use crate::core::filter;
 use crate::core::keys::{PostRef, PostVal};
 use crate::core::kv::KvError;
+use crate::core::views;
+use crate::core::Partition;
+use crate::state::Snapshot;
 use serde::Serialize;
 use std::cell::RefCell;
 
@@ -12,7 +17,8 @@ use std::cell::RefCell;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct EventAt {
     /// The partition of `events`.
-    pub partition: u32,
+    #[schema(value_type = u32)]
+    pub partition: Partition,
     /// The event's offset there.
     pub offset: u64,
 }
@@ -116,7 +122,8 @@ pub struct WhyAnswer {
     pub event: Option<EventAt>,
     /// `not_applied_yet`: the post's author's partition.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub partition: Option<u32>,
+    #[schema(value_type = Option<u32>)]
+    pub partition: Option<Partition>,
     /// `not_applied_yet`: that partition's events not applied yet.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lag: Option<u64>,
@@ -126,7 +133,7 @@ impl WhyAnswer {
     /// An `unknown_post` answer whose author's partition `p` has `lag`
     /// events not applied yet becomes `not_applied_yet` (the post may be
     /// among them).
-    pub fn not_applied_yet(&mut self, p: u32, lag: u64) {
+    pub fn not_applied_yet(&mut self, p: Partition, lag: u64) {
         if self.reason == Some("unknown_post") && lag > 0 {
             (self.reason, self.partition, self.lag) = (Some("not_applied_yet"), Some(p), Some(lag));
         }

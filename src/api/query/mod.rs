@@ -9,8 +9,9 @@ use crate::core::event::{PostId, Ts, UserId};
 use crate::core::filter::{self, FilterVal};
 use crate::core::partition::partition_for;
 use crate::core::views::{self, live_edges};
+use crate::core::Partition;
 use crate::state::datadir::DataDir;
-use crate::state::{Cf, Partitions, Snapshot, Store, StoreError, Unavailable};
+use crate::state::{Cf, Partitions, Store, StoreError};
 use std::sync::Arc;
 
 mod changes;
@@ -148,7 +149,7 @@ impl Reader {
     }
 
     /// The partition that owns `user`.
-    pub fn partition_of(&self, user: UserId) -> u32 {
+    pub fn partition_of(&self, user: UserId) -> Partition {
         partition_for(user, self.partitions)
     }
 
@@ -171,12 +172,12 @@ impl Reader {
     }
 
     /// The stores here, by partition.
-    pub fn stores(&self) -> Vec<(u32, Arc<Store>)> {
+    pub fn stores(&self) -> Vec<(Partition, Arc<Store>)> {
         self.parts.local()
     }
 
     /// `Ok` when partition `p` is here and serving; why not otherwise.
-    pub fn partition_state(&self, p: u32) -> Result<(), QueryError> {
+    pub fn partition_state(&self, p: Partition) -> Result<(), QueryError> {
         self.parts.store(p).map(|_| ()).map_err(QueryError::from)
     }
 

@@ -2,7 +2,13 @@
 //! and the pull path past the inbox's horizon.
 
 use super::cursor::{decode_cursor, encode_cursor, CursorView};
-use super::*;
+use super::{check_limit, check_user, Page, PostItem, QueryError, Reader, RepostMode};
+use crate::core::event::UserId;
+use crate::core::views::{self, live_edges};
+use crate::core::Partition;
+use crate::state::{Cf, Snapshot, Store, Unavailable};
+use std::sync::Arc;
+
 use crate::core::filter::{self, ReadFilter};
 use crate::core::keys::TimelineKey;
 use crate::core::repost::{self, Entry};
@@ -241,7 +247,7 @@ impl Reader {
         // secondary would take its read lock twice, which deadlocks against
         // a catch-up waiting between the two.
         let own = self.partition_of(user);
-        let mut here: BTreeMap<u32, (Option<Arc<Store>>, Vec<UserId>)> = BTreeMap::new();
+        let mut here: BTreeMap<Partition, (Option<Arc<Store>>, Vec<UserId>)> = BTreeMap::new();
         let mut elsewhere: Vec<UserId> = Vec::new();
         for r in live_edges(snap, Cf::Followees, user, None) {
             let (author, _) = r?;

@@ -1,6 +1,7 @@
 //! What a query returns, and why it fails.
 
 use crate::core::Disposition;
+use crate::core::Partition;
 use crate::state::{StoreError, Unavailable};
 use serde::Serialize;
 
@@ -29,19 +30,19 @@ pub enum QueryError {
     #[error("partition {partition} is moving between processors; retry shortly")]
     Moving {
         /// The partition.
-        partition: u32,
+        partition: Partition,
     },
     /// Another processor owns the partition (Kafka mode): ask it.
     #[error("partition {partition} is owned by another processor")]
     Elsewhere {
         /// The partition.
-        partition: u32,
+        partition: Partition,
     },
     /// Reading from another processor failed.
     #[error("reading from the processor that owns partition {partition}: {reason}")]
     Remote {
         /// The partition.
-        partition: u32,
+        partition: Partition,
         /// Why.
         reason: String,
     },

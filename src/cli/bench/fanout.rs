@@ -5,6 +5,7 @@ use super::{run_until_idle, Cleanup, Generated};
 use crate::cli::say::say;
 use anyhow::{Context, Result};
 use feedlog::core::codec::Format;
+use feedlog::core::Partition;
 use feedlog::ingest::generate::Rng;
 use feedlog::ingest::produce::Producer;
 use feedlog::state::datadir::DataDir;
@@ -54,7 +55,7 @@ pub fn fanout(
 
     // The same inbox keys the processor wrote, in a random order.
     let mut keys: Vec<Vec<u8>> = Vec::with_capacity(delivered as usize);
-    for p in 0..partitions {
+    for p in Partition::all(partitions) {
         for r in processor.store(p).scan(Cf::Inbox, &[], None) {
             keys.push(r?.0);
         }
@@ -65,7 +66,7 @@ pub fn fanout(
     }
     processor.flush();
     let mut by_cf: Vec<(Cf, u64)> = Cf::ALL.iter().map(|&cf| (cf, 0)).collect();
-    for p in 0..partitions {
+    for p in Partition::all(partitions) {
         for (i, (_, n)) in processor.store(p).cf_bytes().into_iter().enumerate() {
             by_cf[i].1 += n;
         }

@@ -6,6 +6,7 @@ use crate::cli::say::say;
 use anyhow::{Context, Result};
 use feedlog::api::query::Reader;
 use feedlog::core::event::UserId;
+use feedlog::core::Partition;
 use feedlog::ingest::generate::Rng;
 use feedlog::ops::serve::LogNode;
 use feedlog::state::datadir::DataDir;
@@ -261,7 +262,7 @@ fn raw_seeks(dir: &DataDir, users: &[u64], threads: usize, secs: u64) -> Result<
     use rocksdb::{IteratorMode, ReadOptions};
     let names: Vec<&str> = Cf::ALL.iter().map(|c| c.name()).collect();
     let inbox = Cf::Inbox.name();
-    let dbs = (0..dir.partitions())
+    let dbs = Partition::all(dir.partitions())
         .map(|p| {
             DB::open_cf_for_read_only(&Options::default(), dir.state_dir(p), &names, false)
                 .context("opening a state store with plain RocksDB")
@@ -280,8 +281,9 @@ fn raw_seeks(dir: &DataDir, users: &[u64], threads: usize, secs: u64) -> Result<
                     while Instant::now() < until {
                         let u = users[i % users.len()];
                         i += 1;
-                        let db = &dbs[feedlog::core::partition::partition_for(UserId(u), partitions)
-                            as usize];
+                        let db =
+                            &dbs[feedlog::core::partition::partition_for(UserId(u), partitions)
+                                .index()];
                         let start = Instant::now();
                         let mut ro = ReadOptions::default();
                         ro.set_iterate_range(

@@ -4,6 +4,7 @@
 use super::Cleanup;
 use crate::cli::say::say;
 use anyhow::{Context, Result};
+use feedlog::core::Partition;
 use feedlog::state::datadir::DataDir;
 use feedlog::state::{Cf, Kv};
 use feedlog::task::embedded::ProcessorConfig;
@@ -32,7 +33,7 @@ pub fn rebuild(data: &std::path::Path) -> Result<()> {
     let logs = dir.logs();
     let start = Instant::now();
     let (mut records, mut bytes) = (0u64, 0u64);
-    for p in 0..dir.partitions() {
+    for p in Partition::all(dir.partitions()) {
         for topic in [Topic::Events, Topic::Effects] {
             let mut src = Log::source(&logs, topic, p, feedlog::log::Offset(0))?;
             loop {

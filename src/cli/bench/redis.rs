@@ -24,6 +24,7 @@ use feedlog::api::query::Reader;
 use feedlog::core::codec::{decode_event, Format};
 use feedlog::core::event::{Event, UserId};
 use feedlog::core::position::Offset;
+use feedlog::core::Partition;
 use feedlog::core::DEFAULT_INBOX_CAP;
 use feedlog::ingest::produce::Producer;
 use feedlog::log::{Log, Topic};
@@ -242,7 +243,7 @@ pub(super) fn workload(b: &RedisBench<'_>) -> Result<(Vec<Vec<Event>>, u32, u64)
         let mut by_partition = vec![Vec::new(); b.partitions as usize];
         for e in events {
             let p = feedlog::core::partition::partition_for(e.actor(), b.partitions);
-            by_partition[p as usize].push(e);
+            by_partition[p.index()].push(e);
         }
         (by_partition, b.partitions, DEFAULT_INBOX_CAP)
     })
@@ -278,7 +279,7 @@ fn logged_events(dir: &DataDir) -> Result<Vec<Vec<Event>>> {
     let logs = dir.logs();
     let mut undecodable = 0u64;
     let mut out = Vec::new();
-    for p in 0..dir.partitions() {
+    for p in Partition::all(dir.partitions()) {
         let end = logs.end_offset(Topic::Events, p)?;
         let mut source = logs.source(Topic::Events, p, Offset(0))?;
         let mut events = Vec::new();

@@ -10,6 +10,7 @@ use crate::cli::say::say;
 use anyhow::Result;
 use feedlog::api::query::Reader;
 use feedlog::core::event::{Ts, UserId};
+use feedlog::core::Partition;
 use feedlog::log::{Log, Offset, Topic};
 use feedlog::ops::asof::{LogRewind, Retention};
 use feedlog::ops::rebuild::Rebuild;
@@ -27,7 +28,7 @@ pub fn rewind(data: &std::path::Path) -> Result<()> {
     // The middle of the log's times.
     let logs = dir.logs();
     let mut times = Vec::new();
-    for p in 0..dir.partitions() {
+    for p in Partition::all(dir.partitions()) {
         let mut src = Log::source(&logs, Topic::Events, p, Offset(0))?;
         loop {
             let batch = src.read(4096, 4 << 20, None)?;

@@ -2,13 +2,14 @@
 //! message.
 
 use super::super::testkit::*;
+use crate::core::partition::Partition;
 use crate::core::{views, Ctx, Effect};
 
 /// One partition owning everyone, inbox of 3, readers asleep after 10 of
 /// log time; authors pulled from 2 followers with `pull`, else never.
 fn ctx(pull: bool) -> Ctx {
     Ctx {
-        partition: 0,
+        partition: Partition(0),
         partitions: 1,
         inbox_cap: 3,
         fanout_chunk: 2,

@@ -206,7 +206,7 @@ fn encodings() -> Vec<(String, String)> {
         out.push((format!("bincode {k}"), hex(&event_to_bincode(&e))));
     }
     let stamp = Stamp {
-        from: 3,
+        from: Partition(3),
         epoch: Epoch(1_764_000_000_000),
     };
     for e in effects() {
@@ -220,7 +220,7 @@ fn encodings() -> Vec<(String, String)> {
         out.push((format!("bincode {k}"), hex(&bincode_of(&e))));
     }
     let forwarded = Forwarded {
-        from_partition: 2,
+        from_partition: Partition(2),
         from_offset: 1_000_000,
         format: Format::Json.as_u8(),
         payload: b"{}".to_vec(),
@@ -377,7 +377,7 @@ fn golden_bytes_decode_back() {
         assert_eq!(
             stamped.stamp,
             Some(Stamp {
-                from: 3,
+                from: Partition(3),
                 epoch: Epoch(1_764_000_000_000)
             })
         );

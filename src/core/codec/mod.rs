@@ -33,6 +33,7 @@ use crate::core::disposition::Disposition;
 use crate::core::effect::Effect;
 use crate::core::event::{Event, EventKind, InvalidEvent, SCHEMA_VERSION};
 use crate::core::fence::{Epoch, Stamp};
+use crate::core::partition::Partition;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 mod json;
@@ -123,6 +124,53 @@ impl Format {
     }
 }
 
+/// A record's format marker as read from a log: a format this version
+/// knows, or a byte none owns (a record of a later version, or damaged:
+/// it is set aside in the dead-letter log, never guessed at).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Marker {
+    /// A known format.
+    Known(Format),
+    /// A byte no format owns.
+    Unknown(u8),
+}
+
+impl Marker {
+    /// The format, when known.
+    pub fn format(self) -> Option<Format> {
+        match self {
+            Marker::Known(f) => Some(f),
+            Marker::Unknown(_) => None,
+        }
+    }
+
+    /// The marker byte as stored.
+    pub fn as_u8(self) -> u8 {
+        match self {
+            Marker::Known(f) => f.as_u8(),
+            Marker::Unknown(b) => b,
+        }
+    }
+
+    /// The format's name, or `unknown`.
+    pub fn name(self) -> &'static str {
+        self.format().map_or("unknown", Format::name)
+    }
+}
+
+impl From<Format> for Marker {
+    fn from(f: Format) -> Marker {
+        Marker::Known(f)
+    }
+}
+
+impl From<u8> for Marker {
+    /// Reads a stored marker byte.
+    fn from(b: u8) -> Marker {
+        Format::from_u8(b).map_or(Marker::Unknown(b), Marker::Known)
+    }
+}
+
 /// An input event that arrived in a partition that does not own its actor,
 /// on its way to the owner's `events` partition. The source position makes
 /// a re-shipped copy recognisable: the owner keeps, per source partition,
@@ -130,7 +178,7 @@ impl Format {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Forwarded {
     /// The `events` partition it arrived in.
-    pub from_partition: u32,
+    pub from_partition: Partition,
     /// Its offset there.
     pub from_offset: u64,
     /// The original record's format marker.
@@ -227,7 +275,7 @@ pub struct Envelope {
 /// append-only, like every encoded type).
 #[derive(Serialize, Deserialize)]
 struct StampedEffects {
-    from: u32,
+    from: Partition,
     epoch: Epoch,
     effects: Vec<Effect>,
 }
@@ -269,7 +317,7 @@ impl EffectsError {
 pub fn encode_effects(stamp: Stamp, effects: &[Effect]) -> (Format, Vec<u8>) {
     #[derive(Serialize)]
     struct Borrowed<'a> {
-        from: u32,
+        from: Partition,
         epoch: Epoch,
         effects: &'a [Effect],
     }
@@ -285,12 +333,13 @@ pub fn encode_effects(stamp: Stamp, effects: &[Effect]) -> (Format, Vec<u8>) {
 /// sequence ([`Format::StampedEffects`]), or, as earlier versions wrote
 /// them, an unstamped sequence ([`Format::PostcardEffects`],
 /// [`Format::Effects`]) or a single effect ([`Format::Effect`]).
-pub fn decode_effects(format: u8, value: &[u8]) -> Result<Envelope, EffectsError> {
+pub fn decode_effects(format: impl Into<Marker>, value: &[u8]) -> Result<Envelope, EffectsError> {
+    let format: Marker = format.into();
     let bad = |e: BadPayload| EffectsError::Decode {
         codec: e.codec,
         reason: e.reason,
     };
-    let envelope = match Format::from_u8(format) {
+    let envelope = match format.format() {
         Some(Format::StampedEffects) => {
             let r: StampedEffects = decode_compact(value).map_err(bad)?;
             Envelope {
@@ -313,7 +362,7 @@ pub fn decode_effects(format: u8, value: &[u8]) -> Result<Envelope, EffectsError
             stamp: None,
             effects: vec![decode_bincode(value).map_err(bad)?],
         },
-        _ => return Err(EffectsError::Format(format)),
+        _ => return Err(EffectsError::Format(format.as_u8())),
     };
     if envelope.effects.is_empty() {
         return Err(EffectsError::Empty);
@@ -335,8 +384,11 @@ pub fn encode_forwarded(forwarded: &Forwarded) -> (Format, Vec<u8>) {
 
 /// Unwraps a forwarded event ([`Format::PostcardForwarded`] or
 /// [`Format::Forwarded`]); `None` when `format` is no forwarding format.
-pub fn decode_forwarded(format: u8, value: &[u8]) -> Option<Result<Forwarded, BadPayload>> {
-    match Format::from_u8(format) {
+pub fn decode_forwarded(
+    format: impl Into<Marker>,
+    value: &[u8],
+) -> Option<Result<Forwarded, BadPayload>> {
+    match format.into().format() {
         Some(Format::PostcardForwarded) => Some(decode_compact(value)),
         Some(Format::Forwarded) => Some(decode_bincode(value)),
         _ => None,
@@ -344,8 +396,9 @@ pub fn decode_forwarded(format: u8, value: &[u8]) -> Option<Result<Forwarded, Ba
 }
 
 /// Decodes and validates one record value with the given marker.
-pub fn decode_event(format: u8, value: &[u8]) -> Result<Event, DecodeError> {
-    let event = match Format::from_u8(format) {
+pub fn decode_event(format: impl Into<Marker>, value: &[u8]) -> Result<Event, DecodeError> {
+    let format: Marker = format.into();
+    let event = match format.format() {
         Some(Format::Json) => decode_json(value)?,
         Some(Format::Postcard) => {
             decode_compact::<Event>(value).map_err(|e| DecodeError::Postcard(e.reason))?
@@ -353,7 +406,7 @@ pub fn decode_event(format: u8, value: &[u8]) -> Result<Event, DecodeError> {
         Some(Format::Bincode) => {
             decode_bincode::<Event>(value).map_err(|e| DecodeError::Bincode(e.reason))?
         }
-        _ => return Err(DecodeError::Format(format)),
+        _ => return Err(DecodeError::Format(format.as_u8())),
     };
     event.validate()?;
     Ok(event)

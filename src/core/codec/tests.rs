@@ -169,7 +169,7 @@ fn effects_records_round_trip_and_bad_ones_are_refused() {
         },
     ];
     let stamp = Stamp {
-        from: 3,
+        from: Partition(3),
         epoch: Epoch(1_700_000_000_000),
     };
     let (format, value) = encode_effects(stamp, &effects);
@@ -223,7 +223,7 @@ fn effects_records_round_trip_and_bad_ones_are_refused() {
 #[test]
 fn forwarded_records_decode_in_either_codec() {
     let f = Forwarded {
-        from_partition: 3,
+        from_partition: Partition(3),
         from_offset: u64::MAX - 1,
         format: Format::Json.as_u8(),
         payload: br#"{"type":"seen","user":1,"ts":5}"#.to_vec(),

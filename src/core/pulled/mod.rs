@@ -21,6 +21,7 @@ use super::inbox::purge_author;
 use crate::core::event::{PostId, Ts, UserId};
 use crate::core::keys::{CopyVal, TimelineKey, UserVal};
 use crate::core::kv::{Cf, Kv, KvError, Txn};
+use crate::core::partition::Partition;
 use crate::core::views;
 
 /// The newest posts of `author` (at most the inbox cap), newest first, and
@@ -57,7 +58,7 @@ pub(super) fn follower_count_changed<K: Kv + ?Sized>(
     }
     u.pulled = pulled;
     let (posts, truncated) = newest_posts(t, ctx, author)?;
-    let copy = |p: u32| Out {
+    let copy = |p: Partition| Out {
         partition: p,
         effect: Effect::Copy {
             author,
@@ -70,7 +71,7 @@ pub(super) fn follower_count_changed<K: Kv + ?Sized>(
     // it. Demoted: every follower has the posts back in the inbox before
     // the copy goes. Messages from here reach each partition in order.
     if pulled {
-        out.extend((0..ctx.partitions).map(copy));
+        out.extend(Partition::all(ctx.partitions).map(copy));
     }
     let posts_back = if pulled { Vec::new() } else { posts.clone() };
     super::apply::fan_out(t, ctx, author, out, |targets| Effect::Pull {
@@ -81,7 +82,7 @@ pub(super) fn follower_count_changed<K: Kv + ?Sized>(
         targets,
     })?;
     if !pulled {
-        out.extend((0..ctx.partitions).map(copy));
+        out.extend(Partition::all(ctx.partitions).map(copy));
     }
     Ok(true)
 }
@@ -109,7 +110,7 @@ pub(super) fn post_changed(
     live: bool,
     out: &mut Vec<Out>,
 ) {
-    out.extend((0..ctx.partitions).map(|p| Out {
+    out.extend(Partition::all(ctx.partitions).map(|p| Out {
         partition: p,
         effect: Effect::CopyPost {
             author,

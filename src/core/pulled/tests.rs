@@ -3,6 +3,7 @@
 use super::super::testkit::*;
 use crate::core::keys::TimelineKey;
 use crate::core::kv::Txn;
+use crate::core::partition::Partition;
 use crate::core::timeline::held_timeline;
 use crate::core::{views, Ctx, Effect};
 
@@ -10,7 +11,7 @@ use crate::core::{views, Ctx, Effect};
 /// authors pulled from 3 followers (pushed again at 1); nobody asleep.
 fn ctx() -> Ctx {
     Ctx {
-        partition: 0,
+        partition: Partition(0),
         partitions: 1,
         inbox_cap: 3,
         fanout_chunk: 2,

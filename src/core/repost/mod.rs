@@ -36,6 +36,7 @@ pub use aggregate::{
 
 use super::apply::announce;
 use super::effect::{Applied, Ctx, Effect, Out, Step};
+use super::partition::Partition;
 use crate::core::event::{PostId, Ts, UserId, MAX_REPOST_HOPS};
 use crate::core::keys::{self, PostRef, PostVal, RepostState, RepostVal};
 use crate::core::kv::{Cf, Kv, KvError, Txn};
@@ -375,7 +376,7 @@ fn directory_change(
     (root, post_ts): (PostRef, Ts),
     live: bool,
 ) -> impl Iterator<Item = Out> + Clone {
-    (0..ctx.partitions).map(move |p| Out {
+    Partition::all(ctx.partitions).map(move |p| Out {
         partition: p,
         effect: Effect::RepostDir {
             reposter,

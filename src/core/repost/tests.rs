@@ -94,7 +94,7 @@ fn a_repost_taken_back_before_its_answer_is_withdrawn_everywhere() {
     let kv = MemKv::default();
     let mut t = Txn::new(&kv);
     let ctx = Ctx {
-        partition: 0,
+        partition: Partition(0),
         partitions: 3,
         inbox_cap: 5,
         fanout_chunk: 5,
@@ -137,12 +137,12 @@ fn a_repost_taken_back_before_its_answer_is_withdrawn_everywhere() {
         (&mut applied, &mut out),
     )
     .unwrap();
-    let left: Vec<u32> = out
+    let left: Vec<Partition> = out
         .iter()
         .filter(|o| matches!(o.effect, Effect::RepostDir { live: false, .. }))
         .map(|o| o.partition)
         .collect();
-    assert_eq!(left, vec![0, 1, 2], "{out:?}");
+    assert_eq!(left, Partition::all(3).collect::<Vec<_>>(), "{out:?}");
     let retracted = out.iter().any(|o| {
         matches!(&o.effect, Effect::Retract { author, post_id, targets, .. }
             if *author == reposter && *post_id == PostId(5) && targets == &vec![follower])

@@ -91,7 +91,7 @@ fn encode_fixed(buf: &mut Vec<u8>, offset: u64, r: &NewRecord<'_>) {
     buf.extend_from_slice(&[0; 4]); // checksum, filled in below
     buf.extend_from_slice(&offset.to_be_bytes());
     buf.extend_from_slice(&r.timestamp_ms.to_be_bytes());
-    buf.push(r.format);
+    buf.push(r.format.as_u8());
     buf.extend_from_slice(&(r.key.len() as u32).to_be_bytes());
     buf.extend_from_slice(r.key);
     buf.extend_from_slice(r.value);
@@ -103,7 +103,7 @@ fn encode_compact(buf: &mut Vec<u8>, rel: u64, r: &NewRecord<'_>) {
     let mut body = Vec::with_capacity(COMPACT_SLACK + r.key.len() + r.value.len());
     put_varint(&mut body, rel);
     put_varint(&mut body, r.timestamp_ms);
-    body.push(r.format);
+    body.push(r.format.as_u8());
     let packed = (r.value.len() >= COMPRESS_FROM)
         .then(|| compress(r.value))
         .flatten()
@@ -315,7 +315,7 @@ fn record(
     Record {
         offset: crate::core::position::Offset(offset),
         timestamp_ms,
-        format,
+        format: format.into(),
         key,
         value,
     }

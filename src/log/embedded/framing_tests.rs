@@ -45,7 +45,7 @@ fn a_large_compressible_value_is_stored_compressed_and_read_back_whole() {
     for v in [&repetitive, &random] {
         let r = NewRecord {
             timestamp_ms: 7,
-            format: 3,
+            format: 3.into(),
             key: b"k",
             value: v,
         };

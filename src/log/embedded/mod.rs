@@ -23,6 +23,7 @@ pub use writer::PartitionWriter;
 
 use super::{Log, LogError, NewRecord, Record, Sink, Source, Topic};
 use crate::core::position::Offset;
+use crate::core::Partition;
 use crate::log::topics::{TopicSpec, Topics};
 use segment::io_err;
 use std::collections::HashMap;
@@ -62,7 +63,7 @@ impl Sink for EmbeddedSink {
     fn append(
         &mut self,
         topic: Topic,
-        partition: u32,
+        partition: Partition,
         records: &[NewRecord<'_>],
     ) -> Result<(), LogError> {
         match topic {
@@ -82,7 +83,7 @@ impl Log for Logs {
     fn source(
         &self,
         topic: Topic,
-        partition: u32,
+        partition: Partition,
         from: Offset,
     ) -> Result<Box<dyn Source>, LogError> {
         Ok(Box::new(self.reader(topic, partition, from.0)?))
@@ -92,7 +93,7 @@ impl Log for Logs {
         Ok(Box::new(EmbeddedSink { logs: self, sync }))
     }
 
-    fn end_offset(&self, topic: Topic, partition: u32) -> Result<Offset, LogError> {
+    fn end_offset(&self, topic: Topic, partition: Partition) -> Result<Offset, LogError> {
         Logs::end_offset(self, topic, partition).map(Offset)
     }
 
@@ -119,10 +120,10 @@ pub struct Logs {
     partitions: u32,
     topics: Topics,
     /// Writers that hold their partition's lock for the life of this `Logs`.
-    writers: Mutex<HashMap<(Topic, u32), SharedWriter>>,
+    writers: Mutex<HashMap<(Topic, Partition), SharedWriter>>,
     /// Writers of partitions other processes write too (the dead-letter log,
     /// forwarded events): each takes the lock per append.
-    turns: Mutex<HashMap<(Topic, u32), SharedWriter>>,
+    turns: Mutex<HashMap<(Topic, Partition), SharedWriter>>,
     /// How this directory's writers frame records (its layout's).
     framing: Framing,
 }
@@ -166,7 +167,7 @@ impl Logs {
     }
 
     /// Directory of one partition.
-    pub fn dir(&self, topic: Topic, partition: u32) -> PathBuf {
+    pub fn dir(&self, topic: Topic, partition: Partition) -> PathBuf {
         self.root
             .join(&self.spec(topic).name)
             .join(format!("{partition:05}"))
@@ -175,7 +176,7 @@ impl Logs {
     fn writer(
         &self,
         topic: Topic,
-        partition: u32,
+        partition: Partition,
     ) -> Result<Arc<Mutex<PartitionWriter>>, LogError> {
         let mut writers = self.writers.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(w) = writers.get(&(topic, partition)) {
@@ -194,7 +195,7 @@ impl Logs {
     /// directory counts, so a `feedlog.json` that counts more is noticed
     /// (see `state::datadir`). Partitions still missing from an existing
     /// topic directory are made one by one.
-    fn create_partitions(&self, topic: Topic, partition: u32) -> Result<(), LogError> {
+    fn create_partitions(&self, topic: Topic, partition: Partition) -> Result<(), LogError> {
         if self.dir(topic, partition).is_dir() {
             return Ok(());
         }
@@ -213,7 +214,7 @@ impl Logs {
                 TEMP_DIRS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             ));
             fs::create_dir(&tmp).map_err(io_err(&tmp))?;
-            for p in 0..self.partitions(topic) {
+            for p in Partition::all(self.partitions(topic)) {
                 let dir = tmp.join(format!("{p:05}"));
                 fs::create_dir_all(&dir).map_err(io_err(&dir))?;
             }
@@ -236,7 +237,7 @@ impl Logs {
                 }
             }
         }
-        for p in 0..self.partitions(topic) {
+        for p in Partition::all(self.partitions(topic)) {
             let dir = self.dir(topic, p);
             fs::create_dir_all(&dir).map_err(io_err(&dir))?;
         }
@@ -249,7 +250,7 @@ impl Logs {
         &self,
         w: &'w Mutex<PartitionWriter>,
         topic: Topic,
-        partition: u32,
+        partition: Partition,
     ) -> Result<MutexGuard<'w, PartitionWriter>, LogError> {
         w.lock()
             .map_err(|_| LogError::WriterLost(self.dir(topic, partition)))
@@ -265,7 +266,7 @@ impl Logs {
     pub fn append(
         &self,
         topic: Topic,
-        partition: u32,
+        partition: Partition,
         records: &[NewRecord<'_>],
         sync: bool,
     ) -> Result<u64, LogError> {
@@ -287,7 +288,7 @@ impl Logs {
     fn append_in_turn(
         &self,
         topic: Topic,
-        partition: u32,
+        partition: Partition,
         records: &[NewRecord<'_>],
     ) -> Result<u64, LogError> {
         let w = self.turn_writer(topic, partition)?;
@@ -297,7 +298,7 @@ impl Logs {
 
     /// This process's turn-taking writer of one partition, opened (and its
     /// last segment checked) on first use.
-    fn turn_writer(&self, topic: Topic, partition: u32) -> Result<SharedWriter, LogError> {
+    fn turn_writer(&self, topic: Topic, partition: Partition) -> Result<SharedWriter, LogError> {
         let mut turns = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(w) = turns.get(&(topic, partition)) {
             return Ok(w.clone());
@@ -313,8 +314,8 @@ impl Logs {
     }
 
     /// [`LogError::NoPartition`] unless `topic` has `partition`.
-    fn check_partition(&self, topic: Topic, partition: u32) -> Result<(), LogError> {
-        if partition >= self.partitions(topic) {
+    fn check_partition(&self, topic: Topic, partition: Partition) -> Result<(), LogError> {
+        if partition.0 >= self.partitions(topic) {
             return Err(LogError::NoPartition {
                 topic: format!("{topic:?}"),
                 partition,
@@ -327,7 +328,7 @@ impl Logs {
     /// Opens the turn-taking writer of one partition of the dead-letter log
     /// now rather than at the first append: a damaged log is an error before
     /// the caller writes anything anywhere else.
-    pub fn open_dead_letter(&self, partition: u32) -> Result<(), LogError> {
+    pub fn open_dead_letter(&self, partition: Partition) -> Result<(), LogError> {
         let topic = Topic::DeadLetter;
         self.check_partition(topic, partition)?;
         self.turn_writer(topic, partition).map(drop)
@@ -339,7 +340,7 @@ impl Logs {
     pub fn append_beside_writer(
         &self,
         topic: Topic,
-        partition: u32,
+        partition: Partition,
         records: &[NewRecord<'_>],
     ) -> Result<u64, LogError> {
         loop {
@@ -372,14 +373,14 @@ impl Logs {
     pub fn reader(
         &self,
         topic: Topic,
-        partition: u32,
+        partition: Partition,
         from: u64,
     ) -> Result<PartitionReader, LogError> {
         PartitionReader::open(&self.dir(topic, partition), from)
     }
 
     /// The offset the next record of one partition will get.
-    pub fn end_offset(&self, topic: Topic, partition: u32) -> Result<u64, LogError> {
+    pub fn end_offset(&self, topic: Topic, partition: Partition) -> Result<u64, LogError> {
         let held = self
             .writers
             .lock()

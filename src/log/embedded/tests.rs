@@ -16,7 +16,7 @@ pub(super) fn rec(i: u64) -> Record {
     Record {
         offset: crate::log::Offset(i),
         timestamp_ms: 1000 + i,
-        format: (i % 3) as u8,
+        format: ((i % 3) as u8).into(),
         key,
         value,
     }
@@ -219,7 +219,7 @@ fn read_limits_are_honoured() {
     let mut w = PartitionWriter::open(tmp.path(), 1 << 20).unwrap();
     let record = NewRecord {
         timestamp_ms: 0,
-        format: 0,
+        format: 0.into(),
         key: b"",
         value: &[1; 100],
     };

@@ -2,6 +2,7 @@
 //! true partition ends, and a producer helper for tools and tests.
 
 use super::{kafka_err, topic_partitions, KafkaConfig, REQUEST_TIMEOUT};
+use crate::core::Partition;
 use crate::log::{KafkaFailure, LogError, Topic};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -303,7 +304,7 @@ impl rdkafka::consumer::ConsumerContext for EofExpected {}
 pub fn high_watermarks(
     cfg: &KafkaConfig,
     topic: &str,
-    partitions: &[u32],
+    partitions: &[Partition],
 ) -> Result<Vec<u64>, LogError> {
     let consumer: BaseConsumer<EofExpected> = cfg
         .client_config()
@@ -318,10 +319,10 @@ pub fn high_watermarks(
     let mut tpl = TopicPartitionList::new();
     for &p in partitions {
         let (_, hi) = consumer
-            .fetch_watermarks(topic, p as i32, REQUEST_TIMEOUT)
+            .fetch_watermarks(topic, p.0 as i32, REQUEST_TIMEOUT)
             .map_err(kafka_err(format!("reading the end of {topic}[{p}]")))?;
-        ends.insert(p as i32, hi.max(0));
-        tpl.add_partition_offset(topic, p as i32, Offset::Offset(hi.max(0)))
+        ends.insert(p.0 as i32, hi.max(0));
+        tpl.add_partition_offset(topic, p.0 as i32, Offset::Offset(hi.max(0)))
             .map_err(kafka_err(format!("assigning {topic}[{p}]")))?;
     }
     consumer
@@ -351,7 +352,7 @@ pub fn high_watermarks(
     }
     Ok(partitions
         .iter()
-        .map(|p| ends[&(*p as i32)] as u64)
+        .map(|p| ends[&(p.0 as i32)] as u64)
         .collect())
 }
 
@@ -404,7 +405,7 @@ pub fn produce_events(
         let rec = BaseRecord::to(&topic)
             .key(&key)
             .payload(&payload)
-            .partition(crate::core::partition::partition_for(e.actor(), partitions) as i32)
+            .partition(crate::core::partition::partition_for(e.actor(), partitions).0 as i32)
             .headers(OwnedHeaders::new().insert(Header {
                 key: super::FORMAT_HEADER,
                 value: Some(crate::core::codec::Format::Postcard.name()),

@@ -15,6 +15,7 @@
 use super::{kafka_err, KafkaConfig, REQUEST_TIMEOUT};
 use crate::core::fence::Epoch;
 use crate::core::position::Positions;
+use crate::core::Partition;
 use crate::log::LogError;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, RebalanceProtocol};
 use rdkafka::error::RDKafkaErrorCode;
@@ -28,12 +29,12 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GroupEvent {
     /// These partitions are now this member's.
-    Assigned(Vec<u32>),
+    Assigned(Vec<Partition>),
     /// These partitions are taken away; `lost` when the session expired
     /// (another member may own them already: do not commit).
     Revoked {
         /// The partitions.
-        partitions: Vec<u32>,
+        partitions: Vec<Partition>,
         /// Whether the assignment was lost rather than handed over.
         lost: bool,
     },
@@ -67,10 +68,10 @@ impl ConsumerContext for Recorder {
         err: RDKafkaRespErr,
         tpl: &mut TopicPartitionList,
     ) {
-        let partitions: Vec<u32> = tpl
+        let partitions: Vec<Partition> = tpl
             .elements_for_topic(&self.events_topic)
             .iter()
-            .map(|e| e.partition() as u32)
+            .map(|e| Partition(e.partition() as u32))
             .collect();
         let event = match err {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
@@ -225,7 +226,7 @@ impl GroupMember {
     /// The group's committed positions of `events[p]` and `effects[p]` (0
     /// where nothing is committed), and the epoch of the owner that
     /// committed them (`None` when none, or one of an earlier version).
-    pub fn committed(&self, p: u32) -> Result<(Positions, Option<Epoch>), LogError> {
+    pub fn committed(&self, p: Partition) -> Result<(Positions, Option<Epoch>), LogError> {
         committed_of(&self.consumer, &self.events_topic, &self.effects_topic, p)
     }
 
@@ -235,7 +236,7 @@ impl GroupMember {
     /// of an expired or older member), or in the background.
     pub fn commit(
         &self,
-        positions: &[(u32, Positions, Epoch)],
+        positions: &[(Partition, Positions, Epoch)],
         sync: bool,
     ) -> Result<(), LogError> {
         let tpl = positions_tpl(&self.events_topic, &self.effects_topic, positions);
@@ -271,12 +272,12 @@ impl GroupMember {
 fn positions_tpl(
     events: &str,
     effects: &str,
-    positions: &[(u32, Positions, Epoch)],
+    positions: &[(Partition, Positions, Epoch)],
 ) -> TopicPartitionList {
     let mut tpl = TopicPartitionList::new();
     for (p, at, epoch) in positions {
         for (topic, offset) in [(events, at.events.0), (effects, at.effects.0)] {
-            let mut e = tpl.add_partition(topic, *p as i32);
+            let mut e = tpl.add_partition(topic, p.0 as i32);
             let _ = e.set_offset(Offset::Offset(offset as i64));
             e.set_metadata(epoch.to_string());
         }
@@ -288,24 +289,24 @@ fn committed_of<C: ConsumerContext>(
     consumer: &BaseConsumer<C>,
     events: &str,
     effects: &str,
-    p: u32,
+    p: Partition,
 ) -> Result<(Positions, Option<Epoch>), LogError> {
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition(events, p as i32);
-    tpl.add_partition(effects, p as i32);
+    tpl.add_partition(events, p.0 as i32);
+    tpl.add_partition(effects, p.0 as i32);
     let got = consumer
         .committed_offsets(tpl, REQUEST_TIMEOUT)
         .map_err(kafka_err(format!(
             "reading the group's committed positions of partition {p}"
         )))?;
     let at = |topic: &str| {
-        got.find_partition(topic, p as i32)
+        got.find_partition(topic, p.0 as i32)
             .and_then(|e| e.offset().to_raw())
             .filter(|o| *o >= 0)
             .unwrap_or(0) as u64
     };
     let epoch = got
-        .find_partition(events, p as i32)
+        .find_partition(events, p.0 as i32)
         .and_then(|e| Epoch::parse(e.metadata()));
     Ok((Positions::new(at(events), at(effects)), epoch))
 }
@@ -350,7 +351,7 @@ impl GroupClient {
     }
 
     /// The group's committed positions and epoch of partition `p`.
-    pub fn committed(&self, p: u32) -> Result<(Positions, Option<Epoch>), LogError> {
+    pub fn committed(&self, p: Partition) -> Result<(Positions, Option<Epoch>), LogError> {
         let (events, effects) = (
             self.cfg.name(crate::log::Topic::Events),
             self.cfg.name(crate::log::Topic::Effects),
@@ -382,7 +383,7 @@ impl GroupClient {
     /// Commits `positions` from outside the group, as Kafka's own
     /// offset-reset tools do: brokers accept it only while the group has
     /// no members.
-    pub fn commit(&self, positions: &[(u32, Positions, Epoch)]) -> Result<(), OutsideCommit> {
+    pub fn commit(&self, positions: &[(Partition, Positions, Epoch)]) -> Result<(), OutsideCommit> {
         let (events, effects) = (
             self.cfg.name(crate::log::Topic::Events),
             self.cfg.name(crate::log::Topic::Effects),

@@ -3,6 +3,7 @@
 //! in a cluster and `feedlog status` replay it.
 
 use super::{kafka_err, KafkaConfig, REQUEST_TIMEOUT};
+use crate::core::Partition;
 use crate::log::{KafkaFailure, LogError};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
@@ -33,9 +34,9 @@ pub struct MemberRecord {
     /// Where its read API answers, if it serves one.
     pub api: Option<String>,
     /// Partitions it owns and serves.
-    pub serving: Vec<u32>,
+    pub serving: Vec<Partition>,
     /// Partitions it owns and is still replaying.
-    pub rebuilding: Vec<u32>,
+    pub rebuilding: Vec<Partition>,
     /// When it wrote this, ms since the epoch.
     pub at_ms: u64,
 }
@@ -85,7 +86,10 @@ impl MembersWriter {
     }
 
     /// Announces what this processor owns now.
-    pub fn announce(&self, partitions: &BTreeMap<u32, PartitionState>) -> Result<(), LogError> {
+    pub fn announce(
+        &self,
+        partitions: &BTreeMap<Partition, PartitionState>,
+    ) -> Result<(), LogError> {
         let of = |s: PartitionState| {
             partitions
                 .iter()
@@ -119,7 +123,7 @@ impl MembersWriter {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Owners {
     /// Partition → (member, state, API address).
-    pub partitions: BTreeMap<u32, (String, PartitionState, Option<String>)>,
+    pub partitions: BTreeMap<Partition, (String, PartitionState, Option<String>)>,
     /// Every member with a current record.
     pub members: BTreeMap<String, MemberRecord>,
 }
@@ -203,7 +207,7 @@ pub fn read_owners(cfg: &KafkaConfig) -> Result<Owners, LogError> {
     let (lo, _) = meta
         .fetch_watermarks(&topic, 0, REQUEST_TIMEOUT)
         .map_err(kafka_err(format!("reading the start of {topic}")))?;
-    let hi = super::admin::high_watermarks(cfg, &topic, &[0])?[0] as i64;
+    let hi = super::admin::high_watermarks(cfg, &topic, &[Partition(0)])?[0] as i64;
     let mut b = OwnersBuilder::default();
     if hi > lo {
         let consumer = members_consumer(cfg, &topic, lo)?;

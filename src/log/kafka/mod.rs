@@ -31,6 +31,7 @@ pub use group::{GroupClient, GroupEvent, GroupMember, MemberSettings, Rebalance}
 pub use members::{MemberRecord, MembersView, MembersWriter, Owners, PartitionState};
 
 use super::{KafkaFailure, Log, LogError, Sink, Source, Topic};
+use crate::core::Partition;
 use crate::log::topics::Topics;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -315,15 +316,15 @@ impl KafkaLog {
     }
 
     /// The first offset `topic[partition]` still holds (retention).
-    pub fn start_offset(&self, topic: Topic, partition: u32) -> Result<u64, LogError> {
+    pub fn start_offset(&self, topic: Topic, partition: Partition) -> Result<u64, LogError> {
         Ok(self.watermarks(topic, partition)?.0)
     }
 
-    fn watermarks(&self, topic: Topic, partition: u32) -> Result<(u64, u64), LogError> {
+    fn watermarks(&self, topic: Topic, partition: Partition) -> Result<(u64, u64), LogError> {
         let name = self.name(topic);
         let (lo, hi) = self
             .meta
-            .fetch_watermarks(name, partition as i32, REQUEST_TIMEOUT)
+            .fetch_watermarks(name, partition.0 as i32, REQUEST_TIMEOUT)
             .map_err(kafka_err(format!("reading the end of {name}[{partition}]")))?;
         Ok((lo.max(0) as u64, hi.max(0) as u64))
     }
@@ -333,7 +334,7 @@ impl Log for KafkaLog {
     fn source(
         &self,
         topic: Topic,
-        partition: u32,
+        partition: Partition,
         from: super::Offset,
     ) -> Result<Box<dyn Source>, LogError> {
         let from = from.0;
@@ -353,7 +354,7 @@ impl Log for KafkaLog {
                 "creating a reader of {name}[{partition}]"
             )))?;
         let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(&name, partition as i32, Offset::Offset(from as i64))
+        tpl.add_partition_offset(&name, partition.0 as i32, Offset::Offset(from as i64))
             .map_err(kafka_err(format!("assigning {name}[{partition}]")))?;
         consumer
             .assign(&tpl)
@@ -376,7 +377,7 @@ impl Log for KafkaLog {
         }))
     }
 
-    fn end_offset(&self, topic: Topic, partition: u32) -> Result<super::Offset, LogError> {
+    fn end_offset(&self, topic: Topic, partition: Partition) -> Result<super::Offset, LogError> {
         Ok(super::Offset(self.watermarks(topic, partition)?.1))
     }
 

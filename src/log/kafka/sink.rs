@@ -2,7 +2,7 @@
 //! and waiting for their acknowledgements.
 
 use super::{kafka_err, KafkaLog, FORMAT_HEADER};
-use crate::core::codec::Format;
+use crate::core::Partition;
 use crate::log::{LogError, NewRecord, Sink, Topic};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Message, OwnedHeaders};
@@ -69,15 +69,15 @@ impl Sink for KafkaSink {
     fn append(
         &mut self,
         topic: Topic,
-        partition: u32,
+        partition: Partition,
         records: &[NewRecord<'_>],
     ) -> Result<(), LogError> {
         let name = &self.names[KafkaLog::index(topic)];
         for r in records {
-            let format = Format::from_u8(r.format).map_or("unknown", Format::name);
+            let format = r.format.name();
             self.acks.lock().outstanding += 1;
             let mut record = BaseRecord::with_opaque_to(name, self.acks.clone())
-                .partition(partition as i32)
+                .partition(partition.0 as i32)
                 .key(r.key)
                 .payload(r.value)
                 .timestamp(r.timestamp_ms as i64)

@@ -2,7 +2,8 @@
 //! commits and never joins a group.
 
 use super::FORMAT_HEADER;
-use crate::core::codec::Format;
+use crate::core::codec::{Format, Marker};
+use crate::core::Partition;
 use crate::log::{LogError, Offset, Record, Source};
 use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -13,7 +14,7 @@ use std::time::Duration;
 pub(super) struct KafkaSource {
     pub(super) consumer: BaseConsumer,
     pub(super) name: String,
-    pub(super) partition: u32,
+    pub(super) partition: Partition,
     pub(super) position: u64,
     /// A record read past a read's `end`, returned first by the next read.
     pub(super) held: Option<Record>,
@@ -21,9 +22,9 @@ pub(super) struct KafkaSource {
 
 /// A record's format marker from its headers: `json` when there is none; 0
 /// (owned by no format, so a clear dead letter) for a name no format has.
-fn format_of(m: &impl Message) -> u8 {
+fn format_of(m: &impl Message) -> Marker {
     let Some(headers) = m.headers() else {
-        return Format::Json.as_u8();
+        return Marker::Known(Format::Json);
     };
     for h in headers.iter() {
         if h.key == FORMAT_HEADER {
@@ -31,10 +32,10 @@ fn format_of(m: &impl Message) -> u8 {
                 .value
                 .and_then(|v| std::str::from_utf8(v).ok())
                 .and_then(Format::from_name)
-                .map_or(0, Format::as_u8);
+                .map_or(Marker::Unknown(0), Marker::Known);
         }
     }
-    Format::Json.as_u8()
+    Marker::Known(Format::Json)
 }
 
 impl Source for KafkaSource {
@@ -93,7 +94,7 @@ impl Source for KafkaSource {
                 Some(Err(e)) => {
                     // Broker outages and the like: librdkafka reconnects by
                     // itself; report and read again later.
-                    tracing::warn!(topic = %self.name, partition = self.partition, error = %e, "kafka read");
+                    tracing::warn!(topic = %self.name, partition = %self.partition, error = %e, "kafka read");
                     break;
                 }
             }

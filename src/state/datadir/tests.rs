@@ -37,10 +37,10 @@ fn identity_must_match_the_logs() {
     let logs = d.logs();
     logs.append(
         crate::log::Topic::Events,
-        7,
+        Partition(7),
         &[crate::log::NewRecord {
             timestamp_ms: 0,
-            format: 1,
+            format: 1.into(),
             key: b"k",
             value: b"v",
         }],
@@ -82,15 +82,15 @@ fn identity_must_not_count_more_partitions_than_the_logs() {
     let logs = d.logs();
     let record = crate::log::NewRecord {
         timestamp_ms: 0,
-        format: 1,
+        format: 1.into(),
         key: b"k",
         value: b"v",
     };
-    logs.append(crate::log::Topic::Events, 1, &[record], true)
+    logs.append(crate::log::Topic::Events, Partition(1), &[record], true)
         .unwrap();
     drop(logs);
     // The first append made every partition of the log.
-    for p in 0..4 {
+    for p in crate::core::Partition::all(4) {
         assert!(d.logs().dir(crate::log::Topic::Events, p).is_dir(), "{p}");
     }
     count(8);
@@ -114,14 +114,14 @@ fn logs_without_the_marker_may_lack_unwritten_partitions() {
     let d = DataDir::create_or_open(tmp.path(), Some(4)).unwrap();
     let record = crate::log::NewRecord {
         timestamp_ms: 0,
-        format: 1,
+        format: 1.into(),
         key: b"k",
         value: b"v",
     };
     d.logs()
-        .append(crate::log::Topic::Events, 2, &[record], true)
+        .append(crate::log::Topic::Events, Partition(2), &[record], true)
         .unwrap();
-    let events = d.logs().dir(crate::log::Topic::Events, 0);
+    let events = d.logs().dir(crate::log::Topic::Events, Partition(0));
     let events = events.parent().unwrap();
     assert!(events.join(crate::log::PARTITIONS_MARKER).exists());
     for p in [0, 1, 3] {
@@ -144,12 +144,12 @@ fn a_layout_1_directory_keeps_the_fixed_framing() {
         let d = DataDir::open(d.root()).unwrap();
         let record = crate::log::NewRecord {
             timestamp_ms: 1,
-            format: 1,
+            format: 1.into(),
             key: b"k",
             value: b"v",
         };
         d.logs()
-            .append(crate::log::Topic::Events, 0, &[record], true)
+            .append(crate::log::Topic::Events, Partition(0), &[record], true)
             .unwrap();
         let segment = tmp.path().join("log/events/00000/00000000000000000000.log");
         std::fs::read(segment).unwrap()[0]

@@ -10,7 +10,7 @@ fn scratch(path: &Path) -> Store {
         sync: false,
         ..StoreOptions::default()
     };
-    Store::open(path, 0, 1, &BlockCache::new(1 << 20), &opts).unwrap()
+    Store::open(path, Partition(0), 1, &BlockCache::new(1 << 20), &opts).unwrap()
 }
 
 // Proves a store written with another layout version, or for another partition, is refused, not misread.
@@ -23,13 +23,13 @@ fn other_layouts_are_refused() {
         ..StoreOptions::default()
     };
     {
-        let s = Store::open(tmp.path(), 1, 4, &cache, &opts).unwrap();
+        let s = Store::open(tmp.path(), Partition(1), 4, &cache, &opts).unwrap();
         s.commit(&Writes::default(), |b| {
             b.put(Cf::Meta, meta::LAYOUT, &(LAYOUT_VERSION + 1).to_be_bytes())
         })
         .unwrap();
     }
-    let err = Store::open(tmp.path(), 1, 4, &cache, &opts)
+    let err = Store::open(tmp.path(), Partition(1), 4, &cache, &opts)
         .err()
         .unwrap()
         .to_string();
@@ -41,10 +41,10 @@ fn other_layouts_are_refused() {
         "{err}"
     );
     {
-        let s = Store::open(&tmp.path().join("b"), 1, 4, &cache, &opts).unwrap();
+        let s = Store::open(&tmp.path().join("b"), Partition(1), 4, &cache, &opts).unwrap();
         drop(s);
     }
-    let err = Store::open(&tmp.path().join("b"), 2, 4, &cache, &opts)
+    let err = Store::open(&tmp.path().join("b"), Partition(2), 4, &cache, &opts)
         .err()
         .unwrap()
         .to_string();
@@ -153,7 +153,7 @@ fn a_layout_3_store_is_upgraded_in_place() {
     let tmp = tempfile::tempdir().unwrap();
     let cache = BlockCache::new(1 << 20);
     layout_3_store(tmp.path(), 3, false);
-    let err = Store::open_read_only(tmp.path(), 0, 1, &cache, 0)
+    let err = Store::open_read_only(tmp.path(), Partition(0), 1, &cache, 0)
         .err()
         .unwrap()
         .to_string();
@@ -176,7 +176,7 @@ fn a_layout_3_store_is_upgraded_in_place() {
     drop(s);
     let cfs = DB::list_cf(&Options::default(), tmp.path()).unwrap();
     assert!(!cfs.iter().any(|c| c == LAYOUT_3_INDEX), "{cfs:?}");
-    let s = Store::open_read_only(tmp.path(), 0, 1, &cache, 0).unwrap();
+    let s = Store::open_read_only(tmp.path(), Partition(0), 1, &cache, 0).unwrap();
     assert_eq!(
         s.get(Cf::Meta, meta::LAYOUT).unwrap(),
         Some(LAYOUT_VERSION.to_be_bytes().to_vec())
@@ -189,7 +189,7 @@ fn an_upgrade_cut_before_the_drop_finishes_at_the_next_open() {
     let tmp = tempfile::tempdir().unwrap();
     layout_3_store(tmp.path(), LAYOUT_VERSION, true);
     let cache = BlockCache::new(1 << 20);
-    drop(Store::open_read_only(tmp.path(), 0, 1, &cache, 0).unwrap());
+    drop(Store::open_read_only(tmp.path(), Partition(0), 1, &cache, 0).unwrap());
     drop(scratch(tmp.path()));
     let cfs = DB::list_cf(&Options::default(), tmp.path()).unwrap();
     assert!(!cfs.iter().any(|c| c == LAYOUT_3_INDEX), "{cfs:?}");

@@ -1,6 +1,16 @@
 //! The control loop: group membership, handover on rebalance, restarts of failed tasks.
 
-use super::*;
+use super::ownership::{checkpoint_all, lock, Ownership};
+use super::{Cluster, ClusterError, IdleCheck};
+use crate::core::metrics::StepStats;
+use crate::core::Disposition;
+use crate::core::Partition;
+use crate::log::kafka::{GroupEvent, GroupMember, MemberSettings, MembersWriter};
+use crate::task::Shutdown;
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 impl Cluster {
     /// Takes part in the group until `shutdown` is requested — or, with
@@ -36,7 +46,7 @@ impl Cluster {
         let (mut last_seen, mut last_committed) = (Vec::new(), Vec::new());
         let mut last_idle_check = Instant::now();
         let mut idle_seen = 0;
-        let mut retry_at: BTreeMap<u32, Instant> = BTreeMap::new();
+        let mut retry_at: BTreeMap<Partition, Instant> = BTreeMap::new();
         let mut last_checkpoint = Instant::now();
         let mut checkpointing: Option<JoinHandle<()>> = None;
         let mut last_turn = Instant::now();
@@ -171,9 +181,9 @@ impl Cluster {
     pub(super) fn start_assigned(
         &self,
         group: &GroupMember,
-        retry_at: &mut BTreeMap<u32, Instant>,
+        retry_at: &mut BTreeMap<Partition, Instant>,
     ) -> Option<ClusterError> {
-        let due: Vec<u32> = lock(&self.shared.to_start)
+        let due: Vec<Partition> = lock(&self.shared.to_start)
             .iter()
             .copied()
             .filter(|p| retry_at.get(p).is_none_or(|t| Instant::now() >= *t))
@@ -193,7 +203,7 @@ impl Cluster {
                 Err(e) => {
                     // Expected while the group forms or rebalances (a commit
                     // refused, a broker hiccup).
-                    tracing::warn!(partition = p, error = %e, "could not start yet; retrying in 1s");
+                    tracing::warn!(partition = %p, error = %e, "could not start yet; retrying in 1s");
                     retry_at.insert(p, Instant::now() + Duration::from_secs(1));
                     lock(&self.shared.to_start).insert(p);
                 }
@@ -253,7 +263,7 @@ impl Cluster {
     /// an operator instead.
     pub(super) fn restart_failed(
         &self,
-        retry_at: &mut BTreeMap<u32, Instant>,
+        retry_at: &mut BTreeMap<Partition, Instant>,
     ) -> Option<ClusterError> {
         let mut ended = Vec::new();
         for (&p, o) in lock(&self.shared.owned).iter_mut() {
@@ -275,8 +285,8 @@ impl Cluster {
                         source,
                     });
                 }
-                Some(Ok(Err(e))) => tracing::warn!(partition = p, error = %e, "task failed"),
-                Some(Err(_)) => tracing::error!(partition = p, "task panicked"),
+                Some(Ok(Err(e))) => tracing::warn!(partition = %p, error = %e, "task failed"),
+                Some(Err(_)) => tracing::error!(partition = %p, "task panicked"),
                 Some(Ok(Ok(()))) | None => {}
             }
         }

@@ -34,33 +34,21 @@ mod tasks;
 
 pub use ownership::Ownership;
 
-use super::handover::{best, GroupPosition};
-use super::partition::{start_with_threshold, Takeover};
-use super::runner::{drive, Hooks};
-use super::{PartitionTask, Shutdown, TaskError};
-use crate::core::fence::Epoch;
-use crate::core::metrics::StepStats;
-use crate::core::position::Positions;
+use super::{Shutdown, TaskError};
 use crate::core::Disposition;
-use crate::log::kafka::{
-    GroupEvent, GroupMember, KafkaConfig, KafkaLog, MemberSettings, MembersWriter, PartitionState,
-};
-use crate::log::now_ms;
+use crate::core::Partition;
+use crate::log::kafka::{KafkaConfig, KafkaLog};
 use crate::log::{Log, LogError, Topic};
 use crate::state::checkpoint::{CheckpointDir, Identity};
 use crate::state::datadir::{DataDir, DataDirError};
-use crate::state::{
-    meta, BlockCache, Cf, Kv, Partitions, Store, StoreError, StoreOptions, Unavailable,
-};
+use crate::state::{BlockCache, StoreError};
 use crate::task::embedded::ProcessorConfig;
 use crate::task::progress::Progress;
-use ownership::{checkpoint_all, lock, AppliedPositions, Lease, Owned};
-use std::collections::{BTreeMap, BTreeSet};
+use ownership::Lease;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Errors of Kafka mode.
 #[derive(Debug, thiserror::Error)]
@@ -78,7 +66,7 @@ pub enum ClusterError {
     #[error("partition {partition}: {source}")]
     Task {
         /// The partition.
-        partition: u32,
+        partition: Partition,
         /// What failed.
         #[source]
         source: TaskError,
@@ -87,7 +75,7 @@ pub enum ClusterError {
     #[error("partition {partition}: {source}")]
     Start {
         /// The partition.
-        partition: u32,
+        partition: Partition,
         /// Why.
         #[source]
         source: Box<ClusterError>,
@@ -113,7 +101,7 @@ pub enum ClusterError {
     )]
     Retention {
         /// The partition.
-        partition: u32,
+        partition: Partition,
         /// The topic's Kafka name.
         topic: String,
         /// The topic partition's first offset.

@@ -1,7 +1,18 @@
 //! What the control loop and the partition tasks share: the partitions owned, their
 //! stores and positions, and how a task is stopped.
 
-use super::*;
+use super::TaskError;
+use crate::core::fence::Epoch;
+use crate::core::position::Positions;
+use crate::core::Partition;
+use crate::log::kafka::PartitionState;
+use crate::state::checkpoint::CheckpointDir;
+use crate::state::{Partitions, Store, Unavailable};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// Where one owned partition's task is.
 pub(super) struct Owned {
@@ -87,9 +98,9 @@ impl AppliedPositions {
 
 /// State shared by the control loop, the tasks and readers.
 pub struct Ownership {
-    pub(super) owned: Mutex<BTreeMap<u32, Owned>>,
+    pub(super) owned: Mutex<BTreeMap<Partition, Owned>>,
     /// Partitions assigned but not started yet.
-    pub(super) to_start: Mutex<BTreeSet<u32>>,
+    pub(super) to_start: Mutex<BTreeSet<Partition>>,
     /// Bumped on every change of ownership or serving state.
     pub(super) changes: AtomicU64,
     pub(super) count: u32,
@@ -107,7 +118,7 @@ impl Partitions for Ownership {
         self.count
     }
 
-    fn store(&self, p: u32) -> Result<Arc<Store>, Unavailable> {
+    fn store(&self, p: Partition) -> Result<Arc<Store>, Unavailable> {
         match lock(&self.owned).get(&p) {
             // Ownership not confirmed lately: maybe another processor's.
             Some(_) if !self.lease.valid() => Err(Unavailable::Moving { partition: p }),
@@ -118,7 +129,7 @@ impl Partitions for Ownership {
         }
     }
 
-    fn local(&self) -> Vec<(u32, Arc<Store>)> {
+    fn local(&self) -> Vec<(Partition, Arc<Store>)> {
         if !self.lease.valid() {
             return Vec::new();
         }
@@ -132,7 +143,7 @@ impl Partitions for Ownership {
 
 impl Ownership {
     /// The stores of owned partitions and their state.
-    pub fn partitions(&self) -> BTreeMap<u32, (Arc<Store>, PartitionState)> {
+    pub fn partitions(&self) -> BTreeMap<Partition, (Arc<Store>, PartitionState)> {
         lock(&self.owned)
             .iter()
             .map(|(&p, o)| {
@@ -154,7 +165,9 @@ impl Ownership {
     /// The positions to commit for `owned`, never behind what the group
     /// had when each task started (a task still replaying below its
     /// predecessors' positions must not move the group back).
-    pub(super) fn commit_positions(owned: &BTreeMap<u32, Owned>) -> Vec<(u32, Positions, Epoch)> {
+    pub(super) fn commit_positions(
+        owned: &BTreeMap<Partition, Owned>,
+    ) -> Vec<(Partition, Positions, Epoch)> {
         owned
             .iter()
             .map(|(&p, o)| (p, o.applied.get().max(o.committed), o.epoch))
@@ -162,14 +175,14 @@ impl Ownership {
     }
 
     /// Stops every partition this processor owns (see [`Ownership::stop`]).
-    pub(super) fn stop_all(&self) -> BTreeMap<u32, Owned> {
-        let all: Vec<u32> = lock(&self.owned).keys().copied().collect();
+    pub(super) fn stop_all(&self) -> BTreeMap<Partition, Owned> {
+        let all: Vec<Partition> = lock(&self.owned).keys().copied().collect();
         self.stop(&all)
     }
 
     /// Stops the tasks of `partitions`, waiting for each to finish its step;
     /// returns them with their final positions.
-    pub(super) fn stop(&self, partitions: &[u32]) -> BTreeMap<u32, Owned> {
+    pub(super) fn stop(&self, partitions: &[Partition]) -> BTreeMap<Partition, Owned> {
         {
             let mut to_start = lock(&self.to_start);
             for p in partitions {
@@ -191,9 +204,9 @@ impl Ownership {
                 match t.join() {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => {
-                        tracing::warn!(partition = p, error = %e, "task ended with an error")
+                        tracing::warn!(partition = %p, error = %e, "task ended with an error")
                     }
-                    Err(_) => tracing::error!(partition = p, "task panicked"),
+                    Err(_) => tracing::error!(partition = %p, "task panicked"),
                 }
             }
         }
@@ -203,7 +216,7 @@ impl Ownership {
         stopped
     }
 
-    pub(super) fn serving_states(&self) -> BTreeMap<u32, PartitionState> {
+    pub(super) fn serving_states(&self) -> BTreeMap<Partition, PartitionState> {
         self.partitions()
             .into_iter()
             .map(|(p, (_, st))| (p, st))
@@ -214,18 +227,18 @@ impl Ownership {
 /// Checkpoints the partitions just given up (their tasks stopped), so
 /// whoever takes them over replays only what follows — also when the broker
 /// refused the handover commit (see [`crate::task::handover`]).
-pub(super) fn checkpoint_all(dir: Option<&CheckpointDir>, stopped: &BTreeMap<u32, Owned>) {
+pub(super) fn checkpoint_all(dir: Option<&CheckpointDir>, stopped: &BTreeMap<Partition, Owned>) {
     let Some(dir) = dir else { return };
     for (&p, o) in stopped {
         let start = Instant::now();
         match dir.write(p, &o.store, o.epoch, true) {
             Ok(c) => tracing::info!(
-                partition = p,
+                partition = %p,
                 positions = %c.positions,
                 ms = start.elapsed().as_millis() as u64,
                 "checkpoint written for the next owner"
             ),
-            Err(e) => tracing::warn!(partition = p, error = %e, "writing a checkpoint"),
+            Err(e) => tracing::warn!(partition = %p, error = %e, "writing a checkpoint"),
         }
     }
 }

@@ -1,10 +1,29 @@
 //! One owned partition: opening its store (local, rebuilt or seeded from a checkpoint),
 //! starting and driving its task, checkpointing it for the next owner.
 
-use super::*;
+use super::ownership::{lock, AppliedPositions, Owned, Ownership};
+use super::{Cluster, ClusterError};
+use crate::core::fence::Epoch;
+use crate::core::metrics::StepStats;
+use crate::core::position::Positions;
+use crate::core::Partition;
+use crate::log::kafka::GroupMember;
+use crate::log::now_ms;
+use crate::log::{Log, LogError, Topic};
+use crate::state::checkpoint::CheckpointDir;
+use crate::state::{meta, Cf, Kv, Store, StoreError, StoreOptions};
+use crate::task::handover::{best, GroupPosition};
+use crate::task::partition::{start_with_threshold, Takeover};
+use crate::task::progress::Progress;
+use crate::task::runner::{drive, Hooks};
+use crate::task::{PartitionTask, Shutdown, TaskError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
 
 impl Cluster {
-    pub(super) fn open_store(&self, p: u32) -> Result<Arc<Store>, ClusterError> {
+    pub(super) fn open_store(&self, p: Partition) -> Result<Arc<Store>, ClusterError> {
         let opts = StoreOptions {
             sync: self.cfg.processor.sync,
             ..StoreOptions::default()
@@ -24,7 +43,7 @@ impl Cluster {
     /// store, its positions, and whether another processor intervened.
     pub(super) fn open_for(
         &self,
-        p: u32,
+        p: Partition,
         committed: Positions,
         group_epoch: Option<Epoch>,
     ) -> Result<(Arc<Store>, Positions, bool), ClusterError> {
@@ -38,7 +57,7 @@ impl Cluster {
             // successor may not have answered, and its own answers to them
             // may now be stale: neither shipping nor dropping them is safe.
             tracing::warn!(
-                partition = p,
+                partition = %p,
                 local = %local,
                 committed = %committed,
                 "another processor owned this partition since this store last did, and the store is \
@@ -74,7 +93,7 @@ impl Cluster {
         CheckpointDir::seed(&from, &self.dir.state_dir(p))?;
         let store = self.open_store(p)?;
         tracing::info!(
-            partition = p,
+            partition = %p,
             checkpoint = %from.display(),
             at = %c.positions,
             committed = %committed,
@@ -88,7 +107,7 @@ impl Cluster {
     }
 
     /// Opens partition `p`'s store and starts its task.
-    pub(super) fn start(&self, group: &GroupMember, p: u32) -> Result<(), ClusterError> {
+    pub(super) fn start(&self, group: &GroupMember, p: Partition) -> Result<(), ClusterError> {
         let (committed, group_epoch) = group.committed(p)?;
         let (store, local, intervened) = self.open_for(p, committed, group_epoch)?;
         // Take ownership before answering anything: a new epoch, above every
@@ -146,7 +165,7 @@ impl Cluster {
         )
         .map_err(task_err)?;
         tracing::info!(
-            partition = p,
+            partition = %p,
             local = %local,
             committed = %committed,
             intervened,
@@ -159,7 +178,7 @@ impl Cluster {
     /// Runs `task` on a thread of its own and records it as owned.
     pub(super) fn spawn(
         &self,
-        p: u32,
+        p: Partition,
         mut task: PartitionTask,
         store: Arc<Store>,
         local: Positions,
@@ -219,7 +238,7 @@ impl Cluster {
     /// checkpoint is consistent). Such a checkpoint becomes usable once the
     /// group's positions reach it (the next commit).
     pub(super) fn checkpoint_serving(&self, cps: &Arc<CheckpointDir>) -> Option<JoinHandle<()>> {
-        let serving: Vec<(u32, Arc<Store>, Epoch)> = lock(&self.shared.owned)
+        let serving: Vec<(Partition, Arc<Store>, Epoch)> = lock(&self.shared.owned)
             .iter()
             .filter(|(_, o)| o.serving.load(Ordering::SeqCst))
             .map(|(&p, o)| (p, o.store.clone(), o.epoch))
@@ -230,8 +249,8 @@ impl Cluster {
             .spawn(move || {
                 for (p, store, epoch) in serving {
                     match cps.write(p, &store, epoch, false) {
-                        Ok(c) => tracing::debug!(partition = p, positions = %c.positions, "checkpoint written"),
-                        Err(e) => tracing::warn!(partition = p, error = %e, "writing a checkpoint"),
+                        Ok(c) => tracing::debug!(partition = %p, positions = %c.positions, "checkpoint written"),
+                        Err(e) => tracing::warn!(partition = %p, error = %e, "writing a checkpoint"),
                     }
                 }
             });
@@ -256,7 +275,7 @@ fn owner_epoch(store: &Store) -> Result<Option<Epoch>, ClusterError> {
 
 /// One owned partition's hooks into the step loop.
 pub(super) struct KafkaOwner {
-    p: u32,
+    p: Partition,
     stop: Arc<AtomicBool>,
     stopping: Shutdown,
     applied: Arc<AppliedPositions>,
@@ -290,9 +309,9 @@ impl Hooks for KafkaOwner {
         if valid != self.leased {
             self.leased = valid;
             match valid {
-                true => tracing::info!(partition = self.p, "ownership confirmed again: stepping"),
+                true => tracing::info!(partition = %self.p, "ownership confirmed again: stepping"),
                 false => tracing::warn!(
-                    partition = self.p,
+                    partition = %self.p,
                     "the group has not confirmed this processor's ownership lately (a pause, or the \
                      brokers out of reach): not stepping until it does or takes the partition away"
                 ),
@@ -306,7 +325,7 @@ impl Hooks for KafkaOwner {
         if !self.serving.load(Ordering::SeqCst) && task.caught_up() {
             self.serving.store(true, Ordering::SeqCst);
             self.shared.changes.fetch_add(1, Ordering::SeqCst);
-            tracing::info!(partition = self.p, "caught up: serving");
+            tracing::info!(partition = %self.p, "caught up: serving");
         }
         if stats.input() == 0 {
             return Ok(());

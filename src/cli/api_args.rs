@@ -1,0 +1,69 @@
+//! The HTTP read API's settings on the command line (`run`, `serve`).
+
+use feedlog::api::http::ApiConfig;
+use feedlog::ops::asof::Retention;
+
+/// Settings of the HTTP read API.
+#[derive(clap::Args, Clone)]
+pub struct ApiArgs {
+    /// Largest page (`limit`) a request may ask for.
+    #[arg(long, env = "FEEDLOG_MAX_LIMIT", default_value_t = 200)]
+    pub max_limit: usize,
+    /// `/readyz` is ready while at most this many records are unapplied.
+    #[arg(long, env = "FEEDLOG_READY_LAG", default_value_t = 1000)]
+    pub ready_lag: u64,
+    /// Require `Authorization: Bearer TOKEN` on every route but /healthz,
+    /// /readyz and /openapi.json. Needed to listen on an address other
+    /// than loopback.
+    #[arg(
+        long,
+        env = "FEEDLOG_API_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub api_token: Option<String>,
+    /// Serve a non-loopback address without a token (anyone who reaches
+    /// it reads every view).
+    #[arg(long, env = "FEEDLOG_INSECURE_NO_AUTH")]
+    pub insecure_no_auth: bool,
+    /// Let browsers on this origin read answers (CORS); `*` for any;
+    /// repeatable. Off by default.
+    #[arg(
+        long = "cors-origin",
+        env = "FEEDLOG_CORS_ORIGINS",
+        value_name = "ORIGIN",
+        value_delimiter = ','
+    )]
+    pub cors_origins: Vec<String>,
+    /// Connections served at once; one more is answered 503.
+    #[arg(long, env = "FEEDLOG_MAX_CONNECTIONS", default_value_t = 1024)]
+    pub max_connections: usize,
+    /// Answer ids as strings (`"post_id":"77"`), as Mastodon does, for
+    /// clients that hold numbers as doubles.
+    #[arg(long, env = "FEEDLOG_STRING_IDS")]
+    pub string_ids: bool,
+    /// How far back `as_of` reaches before the newest event's log time:
+    /// `30d`, `12h`, `90m`, `45s`, `500ms`, `0` (none) or `forever`.
+    #[arg(long, env = "FEEDLOG_HISTORY_RETENTION", default_value = "30d", value_parser = Retention::parse)]
+    pub history_retention: Retention,
+}
+
+impl ApiArgs {
+    /// The API's settings.
+    pub fn config(&self) -> ApiConfig {
+        let d = ApiConfig::default();
+        ApiConfig {
+            max_limit: self.max_limit,
+            ready_lag: self.ready_lag,
+            token: self.api_token.clone().filter(|t| !t.is_empty()),
+            allow_unauthenticated_remote: self.insecure_no_auth,
+            cors_origins: self.cors_origins.clone(),
+            string_ids: self.string_ids,
+            limits: feedlog::api::http::Limits {
+                max_connections: self.max_connections.max(1),
+                ..d.limits
+            },
+            ..d
+        }
+    }
+}
