@@ -10,7 +10,7 @@
 use super::active;
 use super::effect::{Applied, Ctx, Effect, Out, Step};
 use super::filter;
-use super::follow;
+use super::follow::{self, Edge};
 use super::inbox::{insert_inbox, lower_horizon};
 use super::pulled;
 use super::repost;
@@ -45,12 +45,11 @@ pub fn apply_event<K: Kv + ?Sized>(
             followee,
             ts,
         } => {
-            let edge = (follower, followee);
-            if !follow::follow(
-                &mut Step::new(t, ctx, &mut applied, out),
-                edge,
-                (version, ts),
-            )? {
+            let edge = Edge {
+                follower,
+                author: followee,
+            };
+            if !follow::follow(&mut Step::new(t, ctx, &mut applied, out), edge, version, ts)? {
                 return Ok(applied);
             }
         }
@@ -59,12 +58,11 @@ pub fn apply_event<K: Kv + ?Sized>(
             followee,
             ts,
         } => {
-            let edge = (follower, followee);
-            if !follow::unfollow(
-                &mut Step::new(t, ctx, &mut applied, out),
-                edge,
-                (version, ts),
-            )? {
+            let edge = Edge {
+                follower,
+                author: followee,
+            };
+            if !follow::unfollow(&mut Step::new(t, ctx, &mut applied, out), edge, version, ts)? {
                 return Ok(applied);
             }
         }
@@ -261,8 +259,9 @@ pub fn apply_effect<K: Kv + ?Sized>(
             ts,
         } => follow::follower_added(
             &mut Step::new(t, ctx, &mut applied, out),
-            (author, follower),
-            (version, ts),
+            Edge { follower, author },
+            version,
+            ts,
         )?,
         &Effect::FollowerRemoved {
             author,
@@ -270,7 +269,7 @@ pub fn apply_effect<K: Kv + ?Sized>(
             version,
         } => follow::follower_removed(
             &mut Step::new(t, ctx, &mut applied, out),
-            (author, follower),
+            Edge { follower, author },
             version,
         )?,
         &Effect::Refollowed {
@@ -280,8 +279,9 @@ pub fn apply_effect<K: Kv + ?Sized>(
             last,
         } => follow::refollowed(
             &mut Step::new(t, ctx, &mut applied, out),
-            (author, follower),
-            (version, last),
+            Edge { follower, author },
+            version,
+            last,
         )?,
         &Effect::Blocked {
             user,
@@ -317,7 +317,11 @@ pub fn apply_effect<K: Kv + ?Sized>(
         } => {
             if follows_at(t, ctx, *follower, *author, *version)? {
                 let posts = (&posts[..], *truncated);
-                pulled::pull_for(t, ctx, (*author, *follower), false, posts, &mut applied)?;
+                let edge = Edge {
+                    follower: *follower,
+                    author: *author,
+                };
+                pulled::pull_for(t, ctx, edge, false, posts, &mut applied)?;
             }
         }
         Effect::Pull {
@@ -330,7 +334,11 @@ pub fn apply_effect<K: Kv + ?Sized>(
             for &(user, version) in targets {
                 if follows_at(t, ctx, user, *author, version)? {
                     let posts = (&posts[..], *truncated);
-                    pulled::pull_for(t, ctx, (*author, user), *pulled, posts, &mut applied)?;
+                    let edge = Edge {
+                        follower: user,
+                        author: *author,
+                    };
+                    pulled::pull_for(t, ctx, edge, *pulled, posts, &mut applied)?;
                 }
             }
         }

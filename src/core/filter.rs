@@ -18,7 +18,7 @@
 //! and come back with the unmute, deep pages included.
 
 use super::effect::{Applied, Ctx, Effect, Out, Step};
-use super::follow::{self, judged, set_followee, set_follower};
+use super::follow::{self, judged, set_followee, set_follower, Edge};
 use crate::core::event::{FilterChange, Ts, UserId};
 use crate::core::keys::{self, be};
 use crate::core::kv::{Cf, Kv, KvError, Txn};
@@ -418,7 +418,13 @@ fn resend_newest<K: Kv + ?Sized>(
     out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
     match views::edge(t, Cf::Followers, user, by)? {
-        Some(e) if e.live => follow::send_newest(t, ctx, (user, by), e.version, out),
+        Some(e) if e.live => {
+            let edge = Edge {
+                follower: by,
+                author: user,
+            };
+            follow::send_newest(t, ctx, edge, e.version, out)
+        }
         _ => Ok(()),
     }
 }
@@ -433,7 +439,11 @@ fn settle_followees<K: Kv + ?Sized>(
     if let Some(e) = views::edge(t, Cf::Followees, user, other)? {
         let new = judged(e, blocked(t, user, other)?);
         if new != e {
-            set_followee(t, (user, other), (Some(e), new), applied)?;
+            let edge = Edge {
+                follower: user,
+                author: other,
+            };
+            set_followee(t, edge, Some(e), new, applied)?;
         }
     }
     Ok(())
@@ -448,7 +458,11 @@ fn settle_followers<K: Kv + ?Sized>(
     if let Some(e) = views::edge(s.t, Cf::Followers, user, other)? {
         let new = judged(e, blocked_author_end(s.t, user, other)?);
         if new != e {
-            set_follower(s, (user, other), (Some(e), new), false)?;
+            let edge = Edge {
+                follower: other,
+                author: user,
+            };
+            set_follower(s, edge, Some(e), new, false)?;
         }
     }
     Ok(())

@@ -21,6 +21,15 @@ use crate::core::kv::{Cf, Kv, KvError, Txn};
 use crate::core::position::Version;
 use crate::core::views;
 
+/// A follow edge: `follower` follows `author`. Named, so that its two
+/// ends cannot be swapped: the follower's partition holds it in
+/// `followees`, the author's in `followers`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Edge {
+    pub follower: UserId,
+    pub author: UserId,
+}
+
 /// `e` judged against the pair's block periods: counted from the time the
 /// block periods allow (the first follow's, or a later follow's when the
 /// first is covered), or void. A dead edge stays as it is.
@@ -48,8 +57,9 @@ pub(super) fn judged(e: EdgeVal, blocked: Blocked) -> EdgeVal {
 /// Whether anything changed.
 pub(super) fn follow<K: Kv + ?Sized>(
     s: &mut Step<'_, '_, K>,
-    (follower, author): (UserId, UserId),
-    (version, ts): (Version, Ts),
+    edge @ Edge { follower, author }: Edge,
+    version: Version,
+    ts: Ts,
 ) -> Result<bool, KvError> {
     let old = views::edge(s.t, Cf::Followees, follower, author)?;
     let blocked = filter::blocked(s.t, follower, author)?;
@@ -68,7 +78,7 @@ pub(super) fn follow<K: Kv + ?Sized>(
                 },
                 blocked,
             );
-            set_followee(s.t, (follower, author), (old, new), s.applied)?;
+            set_followee(s.t, edge, old, new, s.applied)?;
             let again = Effect::Refollowed {
                 author,
                 follower,
@@ -81,8 +91,7 @@ pub(super) fn follow<K: Kv + ?Sized>(
         _ => {
             let new = judged(EdgeVal::followed(version, ts), blocked);
             // The author's partition answers the follow with a backfill.
-            let edge = (follower, author);
-            set_followee(s.t, edge, (old, new), s.applied)?;
+            set_followee(s.t, edge, old, new, s.applied)?;
             let effect = Effect::FollowerAdded {
                 author,
                 follower,
@@ -99,15 +108,16 @@ pub(super) fn follow<K: Kv + ?Sized>(
 /// Whether anything changed.
 pub(super) fn unfollow<K: Kv + ?Sized>(
     s: &mut Step<'_, '_, K>,
-    (follower, author): (UserId, UserId),
-    (version, ts): (Version, Ts),
+    edge @ Edge { follower, author }: Edge,
+    version: Version,
+    ts: Ts,
 ) -> Result<bool, KvError> {
     let old = views::edge(s.t, Cf::Followees, follower, author)?;
     if !old.is_some_and(|e| e.followed_raw() && e.version < version) {
         return Ok(false);
     }
     let new = EdgeVal::unfollowed(version, ts);
-    set_followee(s.t, (follower, author), (old, new), s.applied)?;
+    set_followee(s.t, edge, old, new, s.applied)?;
     let effect = Effect::FollowerRemoved {
         author,
         follower,
@@ -123,8 +133,9 @@ pub(super) fn unfollow<K: Kv + ?Sized>(
 /// entries, as an unfollow).
 pub(super) fn set_followee<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
-    (follower, author): (UserId, UserId),
-    (old, new): (Option<EdgeVal>, EdgeVal),
+    Edge { follower, author }: Edge,
+    old: Option<EdgeVal>,
+    new: EdgeVal,
     applied: &mut Applied,
 ) -> Result<(), KvError> {
     t.set_edge(Cf::Followees, follower, author, &new);
@@ -156,8 +167,9 @@ pub(super) fn set_followee<K: Kv + ?Sized>(
 /// follower's partition says. Stale or duplicate: nothing.
 pub(super) fn follower_added<K: Kv + ?Sized>(
     s: &mut Step<'_, '_, K>,
-    (author, follower): (UserId, UserId),
-    (version, ts): (Version, Ts),
+    edge @ Edge { follower, author }: Edge,
+    version: Version,
+    ts: Ts,
 ) -> Result<(), KvError> {
     let old = views::edge(s.t, Cf::Followers, author, follower)?;
     if old.is_some_and(|e| e.version >= version) {
@@ -165,14 +177,14 @@ pub(super) fn follower_added<K: Kv + ?Sized>(
     }
     let blocked = filter::blocked_author_end(s.t, author, follower)?;
     let new = judged(EdgeVal::followed(version, ts), blocked);
-    set_follower(s, (author, follower), (old, new), true)
+    set_follower(s, edge, old, new, true)
 }
 
 /// `follower` no longer follows `author` (owned here), as of `version`.
 /// Stale or duplicate: nothing.
 pub(super) fn follower_removed<K: Kv + ?Sized>(
     s: &mut Step<'_, '_, K>,
-    (author, follower): (UserId, UserId),
+    edge @ Edge { follower, author }: Edge,
     version: Version,
 ) -> Result<(), KvError> {
     let old = views::edge(s.t, Cf::Followers, author, follower)?;
@@ -186,15 +198,16 @@ pub(super) fn follower_removed<K: Kv + ?Sized>(
         last_by: version,
         ..old.unwrap_or(EdgeVal::followed(version, Ts(0)))
     };
-    set_follower(s, (author, follower), (old, dead), false)
+    set_follower(s, edge, old, dead, false)
 }
 
 /// `follower` followed `author` (owned here) again at `last`, within the
 /// follow `version` started. Stale or duplicate: nothing.
 pub(super) fn refollowed<K: Kv + ?Sized>(
     s: &mut Step<'_, '_, K>,
-    (author, follower): (UserId, UserId),
-    (version, last): (Version, Ts),
+    edge @ Edge { follower, author }: Edge,
+    version: Version,
+    last: Ts,
 ) -> Result<(), KvError> {
     let old = views::edge(s.t, Cf::Followers, author, follower)?;
     let Some(e) = old.filter(|e| e.followed_raw() && e.version == version && last > e.last) else {
@@ -202,7 +215,7 @@ pub(super) fn refollowed<K: Kv + ?Sized>(
     };
     let blocked = filter::blocked_author_end(s.t, author, follower)?;
     let new = judged(EdgeVal { last, ..e }, blocked);
-    set_follower(s, (author, follower), (old, new), false)
+    set_follower(s, edge, old, new, false)
 }
 
 /// Stages `new` for the edge `follower` -> `author` (owned here) at the
@@ -212,8 +225,9 @@ pub(super) fn refollowed<K: Kv + ?Sized>(
 /// counts: `fresh`) the author's newest posts sent to the follower.
 pub(super) fn set_follower<K: Kv + ?Sized>(
     s: &mut Step<'_, '_, K>,
-    (author, follower): (UserId, UserId),
-    (old, new): (Option<EdgeVal>, EdgeVal),
+    edge @ Edge { follower, author }: Edge,
+    old: Option<EdgeVal>,
+    new: EdgeVal,
     fresh: bool,
 ) -> Result<(), KvError> {
     s.t.set_edge(Cf::Followers, author, follower, &new);
@@ -227,7 +241,7 @@ pub(super) fn set_follower<K: Kv + ?Sized>(
     }
     if was.is_some() == new.live {
         if new.live && fresh {
-            send_newest(s.t, s.ctx, (author, follower), new.version, s.out)?;
+            send_newest(s.t, s.ctx, edge, new.version, s.out)?;
         }
         return Ok(());
     }
@@ -244,7 +258,7 @@ pub(super) fn set_follower<K: Kv + ?Sized>(
     }
     s.t.set_user(author, &u);
     if new.live && !changed {
-        send_newest(s.t, s.ctx, (author, follower), new.version, s.out)?;
+        send_newest(s.t, s.ctx, edge, new.version, s.out)?;
     }
     Ok(())
 }
@@ -255,7 +269,7 @@ pub(super) fn set_follower<K: Kv + ?Sized>(
 pub(super) fn send_newest<K: Kv + ?Sized>(
     t: &Txn<'_, K>,
     ctx: &Ctx,
-    (author, follower): (UserId, UserId),
+    Edge { follower, author }: Edge,
     version: Version,
     out: &mut Vec<Out>,
 ) -> Result<(), KvError> {

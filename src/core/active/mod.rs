@@ -21,6 +21,7 @@
 
 use super::apply::follows_at;
 use super::effect::{Applied, Ctx, Effect, Out, Step, Wake};
+use super::follow::Edge;
 use super::gauges::Gauge;
 use super::inbox::lower_horizon;
 use super::pulled;
@@ -172,7 +173,7 @@ pub(super) fn refilled<K: Kv + ?Sized>(
     if !follows_at(t, ctx, follower, author, version)? {
         return Ok(());
     }
-    pulled::pull_for(t, ctx, (author, follower), pulled, posts, applied)?;
+    pulled::pull_for(t, ctx, Edge { follower, author }, pulled, posts, applied)?;
     let k = keys::refill(follower, author);
     if awaited(t, &k)? == Some(wake.0) {
         t.delete(Cf::Refills, k);

@@ -16,6 +16,7 @@
 //! replaces what came before it.
 
 use super::effect::{pulls, Applied, Ctx, Effect, Out};
+use super::follow::Edge;
 use super::gauges::Gauge;
 use super::inbox::purge_author;
 use crate::core::event::{PostId, Ts, UserId};
@@ -127,7 +128,7 @@ pub(super) fn post_changed(
 pub(super) fn pull_for<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
     ctx: &Ctx,
-    (author, follower): (UserId, UserId),
+    Edge { follower, author }: Edge,
     pulled: bool,
     (posts, truncated): (&[(Ts, PostId)], bool),
     applied: &mut Applied,
