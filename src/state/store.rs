@@ -10,7 +10,6 @@ use crate::core::gauges::{self, Gauges};
 use crate::core::keys;
 use crate::core::kv::{Cf, Kv, KvError, Scan, Writes};
 use crate::core::position::Positions;
-use crate::core::Disposition;
 use crate::core::Partition;
 use rocksdb::{
     ColumnFamilyDescriptor, IteratorMode, Options, ReadOptions, SnapshotWithThreadMode, WriteBatch,
@@ -21,70 +20,6 @@ use std::sync::PoisonError;
 
 /// The state layout this build reads and writes (see `state/README.md`).
 pub const LAYOUT_VERSION: u32 = 4;
-
-/// Errors of the state layer.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// RocksDB reported an error.
-    #[error("rocksdb error in {path}: {source}")]
-    Rocks {
-        /// The store's directory.
-        path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: rocksdb::Error,
-    },
-    /// A read through the [`Kv`] port failed (a value that does not
-    /// decode, or RocksDB).
-    #[error(transparent)]
-    Kv(#[from] KvError),
-    /// The store was written by another layout or belongs elsewhere.
-    #[error("refusing state store {path}: {reason}")]
-    Refused {
-        /// The store's directory.
-        path: PathBuf,
-        /// Why.
-        reason: String,
-    },
-}
-
-impl StoreError {
-    /// Skip, retry or stop: RocksDB's passing failures (a full disk or
-    /// another I/O error, a busy or timed-out call) are retried; corruption,
-    /// a store of another layout, anything else stops for an operator.
-    pub fn disposition(&self) -> Disposition {
-        match self {
-            StoreError::Rocks { source, .. } => match source.kind() {
-                rocksdb::ErrorKind::IOError
-                | rocksdb::ErrorKind::Busy
-                | rocksdb::ErrorKind::TimedOut
-                | rocksdb::ErrorKind::TryAgain
-                | rocksdb::ErrorKind::Incomplete
-                | rocksdb::ErrorKind::Aborted => Disposition::Retry,
-                _ => Disposition::Stop,
-            },
-            StoreError::Kv(e) => e.disposition(),
-            StoreError::Refused { .. } => Disposition::Stop,
-        }
-    }
-
-    /// A corrupt-value error for `key` in `cf`.
-    pub fn corrupt(cf: Cf, key: &[u8], reason: impl Into<String>) -> StoreError {
-        StoreError::Kv(KvError::corrupt(cf, key, reason))
-    }
-}
-
-impl From<StoreError> for KvError {
-    fn from(e: StoreError) -> KvError {
-        match e {
-            StoreError::Kv(k) => k,
-            other => KvError::Backend {
-                disposition: other.disposition(),
-                source: Box::new(other),
-            },
-        }
-    }
-}
 
 /// One partition's RocksDB.
 pub struct Store {
@@ -593,7 +528,10 @@ impl Kv for Snapshot<'_> {
     }
 }
 
+mod error;
 mod upgrade;
+
+pub use error::StoreError;
 
 #[cfg(test)]
 mod tests;
