@@ -63,10 +63,7 @@ impl LogNode {
 
 impl Node for LogNode {
     fn lag(&self, stores: &[(Partition, Arc<Store>)]) -> Result<Vec<PartitionLag>, NodeError> {
-        crate::task::lag(&*self.log, stores).map_err(|e| NodeError {
-            disposition: e.disposition(),
-            source: Box::new(e),
-        })
+        crate::task::lag(&*self.log, stores).map_err(|e| NodeError::new(e.disposition(), e))
     }
 
     fn dead_letters(&self) -> Result<u64, NodeError> {
@@ -75,10 +72,7 @@ impl Node for LogNode {
             n += self
                 .log
                 .end_offset(Topic::DeadLetter, p)
-                .map_err(|e| NodeError {
-                    disposition: e.disposition(),
-                    source: Box::new(e),
-                })?
+                .map_err(|e| NodeError::new(e.disposition(), e))?
                 .0;
         }
         Ok(n)

@@ -219,6 +219,19 @@ pub struct NodeError {
     pub source: Box<dyn std::error::Error + Send + Sync>,
 }
 
+impl NodeError {
+    /// `source`, which answers `disposition`.
+    pub fn new(
+        disposition: Disposition,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> NodeError {
+        NodeError {
+            disposition,
+            source: Box::new(source),
+        }
+    }
+}
+
 /// What the API needs from whatever processes the log: it never reads a
 /// log or a runner itself. The embedded runner and the Kafka runner each
 /// have one (in `crate::ops::serve`).
