@@ -456,3 +456,34 @@ fn golden_lists_cover_every_variant() {
         "one golden event per kind"
     );
 }
+
+// Proves docs/design.md names every event kind and every message in its tables, docs/events.md shows every event kind, and ARCHITECTURE.md's fence table names every message: a kind added without its docs fails here.
+#[test]
+fn the_docs_name_every_event_kind_and_message() {
+    let design = include_str!("../../../docs/design.md");
+    let events_page = include_str!("../../../docs/events.md");
+    let architecture = include_str!("../../../ARCHITECTURE.md");
+    for kind in EventKind::all() {
+        let spelled = format!("`{}`", kind.as_str());
+        assert!(design.contains(&spelled), "docs/design.md: no {spelled}");
+        let example = format!(r#""type":"{}""#, kind.as_str());
+        assert!(
+            events_page.contains(&example),
+            "docs/events.md: no example of {spelled}"
+        );
+    }
+    for e in effects() {
+        let debug = format!("{e:?}");
+        let name = debug.split([' ', '{']).next().unwrap_or_default();
+        let row = format!("| `{name}` |");
+        assert!(
+            design.contains(&row),
+            "docs/design.md's message table: no {row}"
+        );
+        let named = format!("`{name}`");
+        assert!(
+            architecture.contains(&named),
+            "ARCHITECTURE.md's fence table: no {named}"
+        );
+    }
+}
