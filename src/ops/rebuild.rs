@@ -426,3 +426,6 @@ pub fn replay_to(
     progress.done.store(true, Ordering::SeqCst);
     Ok(total)
 }
+
+#[cfg(test)]
+mod tests;

@@ -158,6 +158,10 @@ pub struct PartitionTask {
     threshold_seen: Option<u64>,
     /// Whether this task asked again for the refills its state awaits.
     refills_asked: bool,
+    /// Whether this task leaves those requests to the owner that takes its
+    /// state over (a replay over a log it may not write): then it never
+    /// asks, whatever it replays.
+    requests_left: bool,
     /// Records below these positions were answered by a previous owner:
     /// applied quietly, nothing emitted.
     quiet_below: Positions,
@@ -229,6 +233,7 @@ impl PartitionTask {
             events_first: false,
             threshold_asked: false,
             refills_asked: false,
+            requests_left: false,
             threshold_seen: None,
             quiet_below: takeover.emitted.unwrap_or_default(),
             waiting: VecDeque::new(),
@@ -249,7 +254,7 @@ impl PartitionTask {
             .collect::<Result<_, _>>()?;
         if !pending.is_empty() {
             tracing::info!(
-                partition = %p,
+                partition = p.0,
                 records = pending.len(),
                 "re-shipping committed records"
             );
@@ -302,7 +307,7 @@ impl PartitionTask {
     /// awaits are asked by the owner that takes the state over (its task
     /// asks once caught up), not by this one.
     pub fn leave_requests_to_the_next_owner(&mut self) {
-        self.refills_asked = true;
+        self.requests_left = true;
     }
 
     /// Whether the quiet replay below the previous owners' positions is over
@@ -370,7 +375,7 @@ impl PartitionTask {
         stats.commit_micros = self.commit(&writes, &pending)?;
         if stats.fenced > 0 {
             tracing::warn!(
-                partition = %self.ctx.partition,
+                partition = self.ctx.partition.0,
                 records = stats.fenced,
                 "skipped effects records of an owner older than one already applied from the same \
                  partition (fenced; listed in the dead-letter log)"
@@ -511,7 +516,7 @@ impl PartitionTask {
         // Once caught up, ask again for every refill the state awaits: a
         // quiet replay may have woken a reader its previous owner did not
         // (another interleaving of the same inputs), and sent nothing.
-        if commits && self.caught_up() && !self.refills_asked {
+        if commits && self.caught_up() && !self.refills_asked && !self.requests_left {
             out.extend(crate::core::active::refill_requests(&*txn, &self.ctx)?);
             self.refills_asked = true;
         }
