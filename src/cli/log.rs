@@ -233,7 +233,7 @@ pub fn repair(
     }
     let t = embedded::truncate_at(&logs.dir(topic, partition), offset)?;
     tracing::warn!(
-        topic = topic_name(topic), partition = %partition, offset, segment = %t.segment.display(),
+        topic = topic_name(topic), partition = partition.0, offset, segment = %t.segment.display(),
         at_byte = t.at_byte, bytes_cut = t.bytes_cut, segments_removed = t.segments_removed,
         forced = force, "cut a log partition on the operator's request"
     );

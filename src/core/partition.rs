@@ -13,11 +13,17 @@ use std::fmt;
 /// One partition of the `events` and `effects` topics, and of the state:
 /// its index, from 0 to the partition count − 1. (A count of partitions is
 /// a plain `u32`.)
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
-)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Partition(pub u32);
+
+/// Written as its index, as in JSON and in log lines (`[0, 3]`, not
+/// `[Partition(0), Partition(3)]`).
+impl fmt::Debug for Partition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
 
 impl Partition {
     /// Every partition of `count`, in order.
@@ -42,7 +48,7 @@ impl std::str::FromStr for Partition {
 
 impl fmt::Display for Partition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
+        fmt::Display::fmt(&self.0, f)
     }
 }
 

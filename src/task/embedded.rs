@@ -352,7 +352,7 @@ impl Processor {
                         crate::task::priority::lower_priority(nice);
                         let mut owner = Owner { p, seen: 0, shared };
                         if let Err(source) = drive(&mut task, &mut owner) {
-                            tracing::error!(partition = %p, error = %source, "partition stopped");
+                            tracing::error!(partition = p, error = %source, "partition stopped");
                             shared.fail(ProcessorError::Task {
                                 partition: Partition(p as u32),
                                 source,

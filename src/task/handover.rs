@@ -93,6 +93,9 @@ pub fn best(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The partition the cases choose for.
+    const P1: Partition = Partition(1);
     use crate::state::checkpoint::KEEP;
     use crate::state::{meta, BlockCache, Store, StoreOptions};
 
@@ -133,12 +136,12 @@ mod tests {
         let all = vec![cp((10, 5), 1), cp((40, 20), 2), cp((90, 50), 3)];
         // (90, 50) is past what the group committed: its outputs may not be acknowledged.
         assert_eq!(
-            choose(&all, &id(), Partition(1), P(0, 0), at((60, 30)), P(0, 0)),
+            choose(&all, &id(), P1, P(0, 0), at((60, 30)), P(0, 0)),
             Some(1)
         );
         // Everything committed: the furthest.
         assert_eq!(
-            choose(&all, &id(), Partition(1), P(0, 0), at((90, 50)), P(0, 0)),
+            choose(&all, &id(), P1, P(0, 0), at((90, 50)), P(0, 0)),
             Some(2)
         );
         // The local store is further along than any usable checkpoint.
@@ -148,18 +151,11 @@ mod tests {
         );
         // Retention took offsets 0..15 of events: (10, 5) is not held, (40, 20) is.
         assert_eq!(
-            choose(&all, &id(), Partition(1), P(0, 0), at((60, 30)), P(15, 0)),
+            choose(&all, &id(), P1, P(0, 0), at((60, 30)), P(15, 0)),
             Some(1)
         );
         assert_eq!(
-            choose(
-                &all[..1],
-                &id(),
-                Partition(1),
-                P(0, 0),
-                at((60, 30)),
-                P(15, 0)
-            ),
+            choose(&all[..1], &id(), P1, P(0, 0), at((60, 30)), P(15, 0)),
             None
         );
         // Another partition, topic, partition count or inbox cap: never.
@@ -182,7 +178,7 @@ mod tests {
             },
         ] {
             assert_eq!(
-                choose(&all, &other, Partition(1), P(0, 0), at((90, 50)), P(0, 0)),
+                choose(&all, &other, P1, P(0, 0), at((90, 50)), P(0, 0)),
                 None
             );
         }
@@ -195,37 +191,16 @@ mod tests {
             epoch: Some(Epoch(1)),
         };
         assert_eq!(
-            choose(
-                &[handed.clone()],
-                &id(),
-                Partition(1),
-                P(0, 0),
-                mine,
-                P(0, 0)
-            ),
+            choose(&[handed.clone()], &id(), P1, P(0, 0), mine, P(0, 0)),
             None
         );
         handed.handed_over = true;
         assert_eq!(
-            choose(
-                &[handed.clone()],
-                &id(),
-                Partition(1),
-                P(0, 0),
-                mine,
-                P(0, 0)
-            ),
+            choose(&[handed.clone()], &id(), P1, P(0, 0), mine, P(0, 0)),
             Some(0)
         );
         assert_eq!(
-            choose(
-                &[handed.clone()],
-                &id(),
-                Partition(1),
-                P(0, 0),
-                at((60, 30)),
-                P(0, 0)
-            ),
+            choose(&[handed.clone()], &id(), P1, P(0, 0), at((60, 30)), P(0, 0)),
             None
         );
         // An earlier version's checkpoint and group carry no epoch: unknown
@@ -236,13 +211,13 @@ mod tests {
         };
         handed.epoch = None;
         assert_eq!(
-            choose(&[handed], &id(), Partition(1), P(0, 0), unknown, P(0, 0)),
+            choose(&[handed], &id(), P1, P(0, 0), unknown, P(0, 0)),
             None
         );
         // Equal positions: the newest.
         let twins = vec![cp((40, 20), 7), cp((40, 20), 9), cp((40, 20), 8)];
         assert_eq!(
-            choose(&twins, &id(), Partition(1), P(0, 0), at((60, 30)), P(0, 0)),
+            choose(&twins, &id(), P1, P(0, 0), at((60, 30)), P(0, 0)),
             Some(1)
         );
     }
@@ -285,7 +260,7 @@ mod tests {
         let target = tmp.path().join("state").join("00001");
         std::fs::create_dir_all(&target).unwrap();
         std::fs::write(target.join("old"), b"x").unwrap();
-        let (from, found) = best(&dir, Partition(1), P(0, 0), at((2, 5)), P(0, 0)).unwrap();
+        let (from, found) = best(&dir, P1, P(0, 0), at((2, 5)), P(0, 0)).unwrap();
         assert_eq!(found.positions, P(2, 4));
         CheckpointDir::seed(&from, &target).unwrap();
         assert!(!target.join("old").exists(), "the old store is gone");
@@ -294,6 +269,6 @@ mod tests {
         assert_eq!(s.meta_u64(meta::POS_EFFECTS).unwrap(), 4);
         drop(s);
         // Nothing within the committed positions: no candidate.
-        assert!(best(&dir, Partition(1), P(0, 0), at((1, 1)), P(0, 0)).is_none());
+        assert!(best(&dir, P1, P(0, 0), at((1, 1)), P(0, 0)).is_none());
     }
 }

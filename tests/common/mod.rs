@@ -7,6 +7,7 @@
 pub mod api;
 pub mod core_views;
 pub mod filters;
+pub mod generated;
 pub mod http;
 pub mod kafka;
 pub mod oracle;

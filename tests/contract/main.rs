@@ -378,6 +378,12 @@ proptest! {
     }
 }
 
+// Proves the contract's event generator makes every event kind: a kind added to the core fails here until it is generated.
+#[test]
+fn the_generator_makes_every_event_kind() {
+    common::generated::assert_every_kind(event(USERS));
+}
+
 // Proves a reader woken by a redelivered event of their own, applied quietly below the restart's mark, still gets the refills its wake awaits (the CI failure of views_equal_oracle_1_partition).
 #[test]
 fn a_woken_reader_is_refilled_after_a_crash_and_a_redelivery() {

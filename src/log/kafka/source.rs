@@ -94,7 +94,7 @@ impl Source for KafkaSource {
                 Some(Err(e)) => {
                     // Broker outages and the like: librdkafka reconnects by
                     // itself; report and read again later.
-                    tracing::warn!(topic = %self.name, partition = %self.partition, error = %e, "kafka read");
+                    tracing::warn!(topic = %self.name, partition = self.partition.0, error = %e, "kafka read");
                     break;
                 }
             }

@@ -203,7 +203,7 @@ impl Cluster {
                 Err(e) => {
                     // Expected while the group forms or rebalances (a commit
                     // refused, a broker hiccup).
-                    tracing::warn!(partition = %p, error = %e, "could not start yet; retrying in 1s");
+                    tracing::warn!(partition = p.0, error = %e, "could not start yet; retrying in 1s");
                     retry_at.insert(p, Instant::now() + Duration::from_secs(1));
                     lock(&self.shared.to_start).insert(p);
                 }
@@ -285,8 +285,8 @@ impl Cluster {
                         source,
                     });
                 }
-                Some(Ok(Err(e))) => tracing::warn!(partition = %p, error = %e, "task failed"),
-                Some(Err(_)) => tracing::error!(partition = %p, "task panicked"),
+                Some(Ok(Err(e))) => tracing::warn!(partition = p.0, error = %e, "task failed"),
+                Some(Err(_)) => tracing::error!(partition = p.0, "task panicked"),
                 Some(Ok(Ok(()))) | None => {}
             }
         }

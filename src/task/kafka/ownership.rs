@@ -204,9 +204,9 @@ impl Ownership {
                 match t.join() {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => {
-                        tracing::warn!(partition = %p, error = %e, "task ended with an error")
+                        tracing::warn!(partition = p.0, error = %e, "task ended with an error")
                     }
-                    Err(_) => tracing::error!(partition = %p, "task panicked"),
+                    Err(_) => tracing::error!(partition = p.0, "task panicked"),
                 }
             }
         }
@@ -233,12 +233,12 @@ pub(super) fn checkpoint_all(dir: Option<&CheckpointDir>, stopped: &BTreeMap<Par
         let start = Instant::now();
         match dir.write(p, &o.store, o.epoch, true) {
             Ok(c) => tracing::info!(
-                partition = %p,
+                partition = p.0,
                 positions = %c.positions,
                 ms = start.elapsed().as_millis() as u64,
                 "checkpoint written for the next owner"
             ),
-            Err(e) => tracing::warn!(partition = %p, error = %e, "writing a checkpoint"),
+            Err(e) => tracing::warn!(partition = p.0, error = %e, "writing a checkpoint"),
         }
     }
 }

@@ -57,7 +57,7 @@ impl Cluster {
             // successor may not have answered, and its own answers to them
             // may now be stale: neither shipping nor dropping them is safe.
             tracing::warn!(
-                partition = %p,
+                partition = p.0,
                 local = %local,
                 committed = %committed,
                 "another processor owned this partition since this store last did, and the store is \
@@ -93,7 +93,7 @@ impl Cluster {
         CheckpointDir::seed(&from, &self.dir.state_dir(p))?;
         let store = self.open_store(p)?;
         tracing::info!(
-            partition = %p,
+            partition = p.0,
             checkpoint = %from.display(),
             at = %c.positions,
             committed = %committed,
@@ -165,7 +165,7 @@ impl Cluster {
         )
         .map_err(task_err)?;
         tracing::info!(
-            partition = %p,
+            partition = p.0,
             local = %local,
             committed = %committed,
             intervened,
@@ -249,8 +249,8 @@ impl Cluster {
             .spawn(move || {
                 for (p, store, epoch) in serving {
                     match cps.write(p, &store, epoch, false) {
-                        Ok(c) => tracing::debug!(partition = %p, positions = %c.positions, "checkpoint written"),
-                        Err(e) => tracing::warn!(partition = %p, error = %e, "writing a checkpoint"),
+                        Ok(c) => tracing::debug!(partition = p.0, positions = %c.positions, "checkpoint written"),
+                        Err(e) => tracing::warn!(partition = p.0, error = %e, "writing a checkpoint"),
                     }
                 }
             });
@@ -309,9 +309,9 @@ impl Hooks for KafkaOwner {
         if valid != self.leased {
             self.leased = valid;
             match valid {
-                true => tracing::info!(partition = %self.p, "ownership confirmed again: stepping"),
+                true => tracing::info!(partition = self.p.0, "ownership confirmed again: stepping"),
                 false => tracing::warn!(
-                    partition = %self.p,
+                    partition = self.p.0,
                     "the group has not confirmed this processor's ownership lately (a pause, or the \
                      brokers out of reach): not stepping until it does or takes the partition away"
                 ),
@@ -325,7 +325,7 @@ impl Hooks for KafkaOwner {
         if !self.serving.load(Ordering::SeqCst) && task.caught_up() {
             self.serving.store(true, Ordering::SeqCst);
             self.shared.changes.fetch_add(1, Ordering::SeqCst);
-            tracing::info!(partition = %self.p, "caught up: serving");
+            tracing::info!(partition = self.p.0, "caught up: serving");
         }
         if stats.input() == 0 {
             return Ok(());
