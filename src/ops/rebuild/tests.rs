@@ -2,7 +2,6 @@ use super::*;
 use crate::core::codec::{self, Format};
 use crate::core::event::{Event, PostId, Ts, UserId};
 use crate::core::{views, Effect};
-use crate::ingest::produce::Producer;
 use crate::state::StoreOptions;
 use crate::task::embedded::Processor;
 
@@ -18,11 +17,20 @@ fn a_replay_leaves_an_awaited_refill_to_the_next_owner() {
     };
     // Each batch of events processed to the end before the next is written.
     let process = |events: &[Event]| {
-        let mut producer = Producer::new(&dir).unwrap();
-        for event in events {
-            producer.event(event, Format::Json).unwrap();
-        }
-        producer.finish().unwrap();
+        let json: Vec<String> = events.iter().map(codec::event_to_json).collect();
+        let records: Vec<NewRecord<'_>> = json
+            .iter()
+            .map(|value| NewRecord {
+                timestamp_ms: 0,
+                format: Format::Json.into(),
+                key: b"",
+                value: value.as_bytes(),
+            })
+            .collect();
+        let mut sink = Arc::new(dir.logs()).sink(true).unwrap();
+        sink.append(Topic::Events, Partition(0), &records).unwrap();
+        sink.flush().unwrap();
+        drop(sink);
         let processor = Processor::open(&dir, cfg.clone()).unwrap();
         processor.run(&Shutdown::new(), true).unwrap();
         processor
