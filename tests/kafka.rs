@@ -10,8 +10,8 @@
 mod common;
 
 use common::kafka::{
-    config, create_topics, feedlog_kafka, final_reader, max_user, produce, sum, wait_idle, Broker,
-    Member,
+    config, create_topics, feedlog_kafka, final_reader, max_user, produce, records_of, sum,
+    wait_idle, Broker, Member,
 };
 use common::{check_all, generated_log, wait_until};
 use feedlog::core::codec::{self, Format};
@@ -351,29 +351,6 @@ fn broker_outage_and_duplicates() {
     }
 }
 
-/// The stored records of the user a check failure names (`timeline of U`,
-/// ...), with their pulled followees: what a failure report needs.
-fn records_of(reader: &feedlog::api::query::Reader, diff: &str) -> String {
-    let Some(user) = diff
-        .split_whitespace()
-        .skip_while(|w| *w != "of")
-        .nth(1)
-        .and_then(|u| u.trim_end_matches(':').parse::<u64>().ok())
-    else {
-        return "(no user named)".into();
-    };
-    let mut out = String::new();
-    for (p, store) in reader.stores() {
-        let snap = store.snapshot();
-        let rec = feedlog::core::views::user(&snap, UserId(user)).unwrap();
-        let pulls: Vec<UserId> = feedlog::core::views::pulls(&snap, UserId(user))
-            .map(|r| r.unwrap())
-            .collect();
-        out += &format!("\npartition {p}: user {user} {rec:?}, pulled followees {pulls:?}");
-    }
-    out
-}
-
 // Proves any processor's API answers every route for every user exactly as the oracle (its own partitions, forwarded, and timelines pulled across processors), and during a handover answers either 503 with Retry-After or the right view, never a wrong or empty one.
 #[test]
 fn any_processor_answers_for_any_user() {
@@ -564,4 +541,41 @@ fn a_corrupt_store_stops_the_processor_for_an_operator() {
         "{text}"
     );
     drop(guard);
+}
+
+// Proves an owner cut off from the brokers stops answering reads for its partitions once its lease runs out (three quarters of the session timeout after the last commit the coordinator accepted), before the coordinator could give them to another member, and answers again once the brokers are back.
+#[test]
+fn an_owner_cut_off_from_the_brokers_stops_serving_within_its_lease() {
+    let mock = MockCluster::new(1).unwrap();
+    let brokers = mock.bootstrap_servers();
+    create_topics(&mock, "", 2);
+    let tmp = tempfile::tempdir().unwrap();
+    produce(&brokers, "events", 2, &generated_log(20, 200));
+    // A session of 12 s: the lease is 9 s, renewed every 3 s.
+    let mut cfg = config(&brokers, "gl", "", "m0");
+    cfg.session_timeout = Duration::from_secs(12);
+    let (mut member, client) = Member::start_serving(tmp.path().join("m0"), cfg);
+    wait_idle(
+        &config(&brokers, "gl", "", "x").kafka,
+        Duration::from_secs(60),
+    );
+    wait_until("the member serves", Duration::from_secs(30), || {
+        client.get("/v1/users/1/counters").status == 200
+    });
+    mock.broker_down(1).unwrap();
+    let cut = Instant::now();
+    // The lease ends at most 9 s after the cut (it runs 9 s from the last
+    // accepted commit, made every 3 s); librdkafka declares the session
+    // lost only a session timeout (12 s) after its last heartbeat.
+    std::thread::sleep(Duration::from_millis(9_600));
+    let (during, at) = (client.get("/v1/users/1/counters").status, cut.elapsed());
+    mock.broker_up(1).unwrap();
+    assert_eq!(
+        during, 503,
+        "{at:?} into the cut, past the lease, it answered"
+    );
+    wait_until("the member serves again", Duration::from_secs(60), || {
+        client.get("/v1/users/1/counters").status == 200
+    });
+    member.stop();
 }

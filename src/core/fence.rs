@@ -36,7 +36,9 @@ use std::fmt;
 pub struct Epoch(pub u64);
 
 impl Epoch {
-    /// The epoch of records written before epochs existed.
+    /// The lowest epoch. Records written before epochs existed carry no
+    /// stamp at all, and are never fenced (see [`admit`]): upgrade a group
+    /// by stopping every processor first.
     pub const ZERO: Epoch = Epoch(0);
 
     /// The epoch a new owner takes: one more than every epoch in `seen`,

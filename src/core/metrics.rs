@@ -192,8 +192,8 @@ impl StepStats {
         *self.events.field(kind) += 1;
     }
 
-    /// The events read by kind, as `follow N, unfollow N, post N,
-    /// delete_post N, seen N, repost N`.
+    /// The events read by kind, in [`EventKind::all`] order, as
+    /// `follow N, unfollow N, post N, ...`.
     pub fn events_by_kind(&self) -> String {
         EventKind::all()
             .map(|k| format!("{} {}", k.as_str(), self.events.get(k)))

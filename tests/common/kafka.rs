@@ -406,3 +406,26 @@ pub fn kcat_produce(b: &Broker, lines: &[&str], partitioner: Option<&str>) {
     drop(stdin);
     assert!(child.wait().unwrap().success(), "kcat failed");
 }
+
+/// The stored records of the user a check failure names (`timeline of U`,
+/// ...), with their pulled followees: what a failure report needs.
+pub fn records_of(reader: &Reader, diff: &str) -> String {
+    let Some(user) = diff
+        .split_whitespace()
+        .skip_while(|w| *w != "of")
+        .nth(1)
+        .and_then(|u| u.trim_end_matches(':').parse::<u64>().ok())
+    else {
+        return "(no user named)".into();
+    };
+    let mut out = String::new();
+    for (p, store) in reader.stores() {
+        let snap = store.snapshot();
+        let rec = feedlog::core::views::user(&snap, UserId(user)).unwrap();
+        let pulls: Vec<UserId> = feedlog::core::views::pulls(&snap, UserId(user))
+            .map(|r| r.unwrap())
+            .collect();
+        out += &format!("\npartition {p}: user {user} {rec:?}, pulled followees {pulls:?}");
+    }
+    out
+}

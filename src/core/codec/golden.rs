@@ -230,7 +230,16 @@ fn encodings() -> Vec<(String, String)> {
         hex(&encode_forwarded(&forwarded).1),
     ));
     out.push(("bincode forwarded".into(), hex(&bincode_of(&forwarded))));
+    // What earlier versions wrote for a batch: one bincode sequence.
+    out.push(("bincode effects".into(), hex(&bincode_of(&effects()))));
+    out.push(("dead-letter".into(), hex(&golden_dead_letter())));
     out
+}
+
+/// A dead-letter record's value, as the processors write it.
+fn golden_dead_letter() -> Vec<u8> {
+    let source = serde_json::json!({"topic": "events", "partition": 2, "offset": 7});
+    super::dead_letter_value("not JSON", source, "json", b"{oops")
 }
 
 /// The pinned bytes: (name, hex).
@@ -324,9 +333,11 @@ const GOLDEN: &[(&str, &str)] = &[
     ("bincode refollowed", "10fb2c0102050c"),
     ("postcard forwarded", "02c0843d01027b7d"),
     ("bincode forwarded", "02fc40420f0001027b7d"),
+    ("bincode effects", "1100fb2c0102050401fb2c01020602fb2c01080901020503fb2c01020502090807060104fb2c010809010205fb2c010002090807060001020506fb2c010102090807060007fb102708fb2c0108090109fb2c010205030afb2c0102050300010908010bfb2c0108020c0b02050c020cfb2c01080901050dfb2c0108020c0e020c0bfb2c010809000f02fb2c0105000b010b10fb2c0102050c"),
+    ("dead-letter", "7b22666f726d6174223a226a736f6e222c227061796c6f6164223a227b6f6f7073222c22726561736f6e223a226e6f74204a534f4e222c22736f75726365223a7b226f6666736574223a372c22706172746974696f6e223a322c22746f706963223a226576656e7473227d7d"),
 ];
 
-// Proves every record kind of every codec (JSON, postcard and bincode events; stamped, unstamped and bincode effects; forwarded events in postcard and bincode) encodes to the pinned bytes and decodes from them back to the same value.
+// Proves every record kind of every codec (JSON, postcard and bincode events; stamped, unstamped and bincode effects, one or a batch; forwarded events in postcard and bincode; dead letters) encodes to the pinned bytes and decodes from them back to the same value.
 #[test]
 fn golden_bytes_of_every_record_kind() {
     let got = encodings();
@@ -403,6 +414,15 @@ fn golden_bytes_decode_back() {
     assert_eq!(
         forwarded.and_then(Result::ok).map(|f| f.from_offset),
         Some(1_000_000)
+    );
+    let batch = decode_effects(Format::Effects.as_u8(), &golden("bincode effects")).expect("batch");
+    assert_eq!((batch.stamp, batch.effects), (None, effects()));
+    let dead: serde_json::Value =
+        serde_json::from_slice(&golden("dead-letter")).expect("a dead letter is JSON");
+    assert_eq!(
+        dead,
+        serde_json::json!({"reason": "not JSON", "format": "json", "payload": "{oops",
+            "source": {"topic": "events", "partition": 2, "offset": 7}})
     );
 }
 

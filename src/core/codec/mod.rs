@@ -26,7 +26,7 @@
 //! by its fields' order: the variants of [`Event`] and [`Effect`] and the
 //! fields of every encoded type are **append-only** — a new variant or
 //! field goes at the end, none is ever removed or reordered — and the
-//! golden-bytes tests (`tests.rs`, `golden_bytes_*`) pin every record kind
+//! golden-bytes tests (`golden.rs`, `golden_bytes_*`) pin every record kind
 //! of every codec, so a change that would misread an old log fails them.
 
 use crate::core::disposition::Disposition;

@@ -50,7 +50,7 @@ impl Cluster {
         let mut last_checkpoint = Instant::now();
         let mut checkpointing: Option<JoinHandle<()>> = None;
         let mut last_turn = Instant::now();
-        let mut unconfirmed = false;
+        let mut lease_sent = Instant::now();
         let mut failure = None;
         while !shutdown.is_requested() {
             for r in group.poll(Duration::from_millis(100)) {
@@ -59,7 +59,7 @@ impl Cluster {
             if let Some(fatal) = group.fatal_error().or_else(|| self.log.fatal_error()) {
                 return Err(self.give_up(fatal, &members, group));
             }
-            self.renew_lease(&group, &mut last_turn, &mut unconfirmed);
+            self.renew_lease(&group, &mut last_turn, &mut lease_sent);
             failure = self
                 .start_assigned(&group, &mut retry_at)
                 .or_else(|| self.restart_failed(&mut retry_at));
@@ -148,11 +148,13 @@ impl Cluster {
                         "assignment lost (session expired): dropping unsent records, not committing; \
                          another member owns these partitions now"
                     );
-                    self.log.purge();
                 } else {
                     tracing::info!(?partitions, "revoked: finishing their batches");
                 }
-                let stopped = self.shared.stop(partitions);
+                let stopped = match lost {
+                    true => self.shared.stop_lost(partitions, &|| self.log.purge()),
+                    false => self.shared.stop(partitions),
+                };
                 if *lost {
                     // Nothing to commit: see above.
                 } else if !stopped.is_empty() {
@@ -212,36 +214,49 @@ impl Cluster {
         None
     }
 
-    /// Extends the lease (see [`Lease`]) for another turn of this loop, which
-    /// polls the group every 100 ms: librdkafka heartbeats on its own
-    /// thread, and reports a lost session through that poll. After a gap
-    /// longer than the lease (the process was paused, or this loop was held
-    /// up), the session may have expired with nothing reported yet: the
-    /// lease is extended only once a synchronous commit proves the
-    /// coordinator still takes this process for a member.
-    fn renew_lease(&self, group: &GroupMember, last_turn: &mut Instant, unconfirmed: &mut bool) {
+    /// Renews the lease (see [`Lease`]) with a synchronous commit of the
+    /// owned partitions' positions every third of its span: the coordinator
+    /// accepts a commit only from a member of the current generation, so the
+    /// lease runs at most its span past the last time the coordinator
+    /// counted this process in — whether this process was paused (a stop, a
+    /// VM freeze) or cut off from the brokers (the commit waits or fails,
+    /// and the lease runs out). The span is three quarters of the session
+    /// timeout, so the lease ends before the coordinator can hand the
+    /// partitions to another member.
+    fn renew_lease(&self, group: &GroupMember, last_turn: &mut Instant, last_sent: &mut Instant) {
         let turn = Instant::now();
+        let span = self.shared.lease.span();
         let gap = turn.duration_since(*last_turn);
         *last_turn = turn;
-        if gap > self.shared.lease.span() && !*unconfirmed {
+        if gap > span {
             tracing::warn!(
                 gap_ms = gap.as_millis() as u64,
                 "this processor did not run for longer than its lease: confirming its membership before it steps or serves again"
             );
-            *unconfirmed = true;
         }
-        if !*unconfirmed {
-            self.shared.lease.confirm(turn);
+        if turn.duration_since(*last_sent) < span / 3 {
             return;
         }
         let positions = Ownership::commit_positions(&lock(&self.shared.owned));
+        if positions.is_empty() {
+            // Nothing owned, nothing to lease (and an empty commit would
+            // not reach the coordinator).
+            return;
+        }
+        let was_valid = self.shared.lease.valid();
+        *last_sent = turn;
         match group.commit(&positions, true) {
             Ok(()) => {
-                tracing::info!("membership confirmed by the group coordinator");
                 self.shared.lease.confirm(turn);
-                *unconfirmed = false;
+                if !was_valid {
+                    tracing::info!("membership confirmed by the group coordinator");
+                }
             }
-            Err(e) => tracing::info!(error = %e, "membership not confirmed yet"),
+            Err(e) => tracing::warn!(
+                error = %e,
+                "membership not confirmed by the group coordinator: partitions stop stepping and \
+                 serving when the lease runs out"
+            ),
         }
     }
 
@@ -249,8 +264,8 @@ impl Cluster {
     /// has moved on without this process), says so and leaves.
     fn give_up(&self, reason: String, members: &MembersWriter, group: GroupMember) -> ClusterError {
         tracing::error!(error = %reason, "Kafka fatal error: giving up every partition");
-        self.log.purge();
-        self.shared.stop_all();
+        let all: Vec<Partition> = lock(&self.shared.owned).keys().copied().collect();
+        self.shared.stop_lost(&all, &|| self.log.purge());
         if let Err(e) = members.leave() {
             tracing::warn!(error = %e, "announcing departure");
         }

@@ -30,15 +30,21 @@ pub(super) struct Owned {
 }
 
 /// How long this processor may still act as the owner of its partitions:
-/// a span (three quarters of the session timeout) past the last turn of the
-/// control loop, which polls the group — and so learns of a lost session —
-/// every 100 ms. A process that was paused (a stop, a VM freeze, a long
-/// GC) finds its lease expired: its tasks do not step and its partitions
-/// answer no reads until a commit proves the coordinator still takes it
-/// for a member, or the group takes the partitions away. Within the span,
-/// the session cannot have expired (librdkafka heartbeats every quarter of
-/// it). This narrows what an old owner can do; the fence
-/// (`crate::core::fence`) is what makes it harmless.
+/// a span (three quarters of the session timeout) past the last commit the
+/// group coordinator accepted from it — the control loop makes one, in
+/// sync, every third of the span (`Cluster::renew_lease`), and one at each
+/// partition's start. A process that was paused (a stop, a VM freeze, a
+/// long GC) or cut off from the brokers finds its lease run out: its tasks
+/// do not step and its partitions answer no reads until a commit proves
+/// the coordinator still takes it for a member, or the group takes the
+/// partitions away. The coordinator gives a partition to another member
+/// only once this member's session expired, a whole session timeout after
+/// its last heartbeat; heartbeats go every quarter of it, so that is at
+/// least three quarters of it after any commit the coordinator accepted
+/// from this member, and the lease counts from before the commit was sent:
+/// two owners never both hold a running lease (clock rates aside). This
+/// narrows what an old owner can do; the fence (`crate::core::fence`) is
+/// what makes it harmless.
 pub(super) struct Lease {
     base: Instant,
     /// Until when, in ms after `base` (0: never confirmed).
@@ -183,6 +189,28 @@ impl Ownership {
     /// Stops the tasks of `partitions`, waiting for each to finish its step;
     /// returns them with their final positions.
     pub(super) fn stop(&self, partitions: &[Partition]) -> BTreeMap<Partition, Owned> {
+        self.stop_while(partitions, &|| {})
+    }
+
+    /// Stops the tasks of `partitions` that are no longer this processor's
+    /// (the assignment was lost, or a fatal error): every task is told to
+    /// stop first, then `drop_unsent` runs until each has finished, so that
+    /// a task waiting for the acknowledgement of a record — sent before or
+    /// after the first drop, to brokers that may be out of reach — gets a
+    /// failed delivery instead of waiting for ever.
+    pub(super) fn stop_lost(
+        &self,
+        partitions: &[Partition],
+        drop_unsent: &dyn Fn(),
+    ) -> BTreeMap<Partition, Owned> {
+        self.stop_while(partitions, drop_unsent)
+    }
+
+    fn stop_while(
+        &self,
+        partitions: &[Partition],
+        while_waiting: &dyn Fn(),
+    ) -> BTreeMap<Partition, Owned> {
         {
             let mut to_start = lock(&self.to_start);
             for p in partitions {
@@ -201,6 +229,10 @@ impl Ownership {
         }
         for (p, o) in stopped.iter_mut() {
             if let Some(t) = o.thread.take() {
+                while !t.is_finished() {
+                    while_waiting();
+                    std::thread::sleep(Duration::from_millis(20));
+                }
                 match t.join() {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => {
