@@ -131,11 +131,14 @@ pub enum Command {
         action: TopicsAction,
     },
     /// Replay the log of --data into a fresh state directory, beside the
-    /// live processor (resumes when NEWDIR holds an unfinished rebuild).
+    /// live processor (resumes when NEWDIR holds an unfinished rebuild). In
+    /// Kafka mode: process the whole `events` topic into a new generation
+    /// (--generation N) beside the live group, as one of its processors,
+    /// with its state in --data.
     Rebuild {
-        /// The new state directory.
+        /// The new state directory (embedded mode).
         #[arg(long, value_name = "NEWDIR")]
-        into: PathBuf,
+        into: Option<PathBuf>,
         /// Start from this checkpoint's state and replay only the log after
         /// it.
         #[arg(long, value_name = "C")]
@@ -155,6 +158,19 @@ pub enum Command {
         /// Seconds between progress lines.
         #[arg(long, value_name = "SECS", default_value = "2", value_parser = progress_secs)]
         progress: Duration,
+        /// Kafka mode: exit 0 once every partition of the new generation has
+        /// replayed the log as it was when the rebuild started (its
+        /// processors go on with `run --generation N`).
+        #[arg(long)]
+        until_caught_up: bool,
+        /// Kafka mode: serve the new generation's read API on ADDR (`verify`
+        /// reads its digests there).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
+        #[command(flatten)]
+        api: ApiArgs,
+        #[command(flatten)]
+        kafka_run: kafka::KafkaRunArgs,
     },
     /// Write a consistent checkpoint of every partition's state, with its
     /// positions, into a new directory (asks the running processor, if
@@ -226,11 +242,28 @@ pub enum Command {
     },
     /// Digest every view of two data directories at the same log position;
     /// exit 1 naming the first differing view and user, 2 if not comparable.
+    /// In Kafka mode: generation --generation N against --against G, at one
+    /// consistent cut of both groups.
     Verify {
-        /// One data directory.
-        a: PathBuf,
+        /// One data directory (embedded mode).
+        a: Option<PathBuf>,
         /// The other.
-        b: PathBuf,
+        b: Option<PathBuf>,
+        /// Kafka mode: the generation to compare --generation with.
+        #[arg(long, value_name = "G", default_value_t = 0)]
+        against: u32,
+        /// Kafka mode: seconds to wait for every partition of both
+        /// generations to reach the cut.
+        #[arg(long, value_name = "SECS", default_value_t = 120)]
+        timeout: u64,
+        /// Kafka mode: the processors' API token.
+        #[arg(
+            long,
+            env = "FEEDLOG_API_TOKEN",
+            value_name = "TOKEN",
+            hide_env_values = true
+        )]
+        api_token: Option<String>,
     },
     /// The embedded log: check every partition, cut one explicitly, or print the events as JSON lines.
     Log {

@@ -9,7 +9,7 @@ use feedlog::log::kafka::{apply_topics, KafkaConfig};
 use feedlog::log::Topic;
 use feedlog::ops::{reset, status};
 use feedlog::task::embedded::ProcessorConfig;
-use feedlog::task::kafka::{Cluster, ClusterConfig};
+use feedlog::task::kafka::{Cluster, ClusterConfig, IdleCheck};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,6 +31,11 @@ pub struct KafkaArgs {
     /// one [default: the prefix and `events`].
     #[arg(long, global = true, env = "FEEDLOG_EVENTS_TOPIC", value_name = "NAME")]
     pub events_topic: Option<String>,
+    /// The state generation to act on: 0 is the deployment itself; N ≥ 1
+    /// is one rebuilt beside it, with its own group and internal topics
+    /// over the same `events` (docs/kafka.md, "Generations") [default: 0].
+    #[arg(long, global = true, env = "FEEDLOG_GENERATION", value_name = "N")]
+    pub generation: Option<u32>,
     /// An extra librdkafka setting for every client, `KEY=VALUE`
     /// (`security.protocol=SSL`, ...); repeatable.
     #[arg(
@@ -91,6 +96,7 @@ struct FileConfig {
     group: Option<String>,
     topic_prefix: Option<String>,
     events_topic: Option<String>,
+    generation: Option<u32>,
     kafka_options: Option<BTreeMap<String, String>>,
     instance_id: Option<String>,
     cooperative: Option<bool>,
@@ -114,8 +120,12 @@ fn read_file(path: &Option<PathBuf>) -> Result<FileConfig> {
 
 /// The merged settings: flag or environment, else the file, else default.
 pub struct Settings {
-    /// Kafka, if configured anywhere.
+    /// Kafka, if configured anywhere: the chosen generation's settings.
     pub kafka: Option<KafkaConfig>,
+    /// The deployment's own settings (generation 0), if Kafka is configured.
+    pub deployment: Option<KafkaConfig>,
+    /// The generation chosen (`--generation`; 0 by default).
+    pub generation: u32,
     file: FileConfig,
 }
 
@@ -155,7 +165,13 @@ impl Settings {
                 Some(cfg)
             }
         };
-        Ok(Settings { kafka, file })
+        let generation = args.generation.or(file.generation).unwrap_or(0);
+        Ok(Settings {
+            kafka: kafka.as_ref().map(|k| k.generation(generation)),
+            deployment: kafka,
+            generation,
+            file,
+        })
     }
 
     /// The Kafka settings, or a clear error naming how to give them.
@@ -334,6 +350,34 @@ pub fn run(
     listen: Option<String>,
     api: &ApiArgs,
 ) -> Result<i32> {
+    let kafka = settings.require_kafka("run --kafka")?.clone();
+    let idle = move || status::status(&kafka).map(|s| s.idle);
+    let finish = mode.until_idle.then_some(&idle as _);
+    run_watching(
+        data,
+        settings,
+        args,
+        processor,
+        &mode,
+        (listen, api),
+        finish,
+        &|| {},
+    )
+}
+
+/// One processor of the group (see [`run`]) that also calls `tick` with
+/// each progress line, and stops once `finish` says so twice in a row.
+#[allow(clippy::too_many_arguments)]
+pub fn run_watching(
+    data: &Path,
+    settings: &Settings,
+    args: &KafkaRunArgs,
+    processor: ProcessorConfig,
+    mode: &RunMode,
+    (listen, api): (Option<String>, &ApiArgs),
+    finish: Option<IdleCheck<'_>>,
+    tick: &(dyn Fn() + Sync),
+) -> Result<i32> {
     let mut cfg = cluster_config(settings, args, processor)?;
     let f = &settings.file;
     // Bind first: the address is announced to the other processors.
@@ -347,9 +391,13 @@ pub fn run(
         .or_else(|| f.advertise.clone())
         .or_else(|| bound.as_ref().map(|b| advertised(b.addr)));
     say!(
-        "kafka mode: brokers {}, group {}, member {}{}{}",
+        "kafka mode: brokers {}, group {}{}, member {}{}{}",
         cfg.kafka.brokers,
         cfg.kafka.group,
+        match settings.generation {
+            0 => String::new(),
+            g => format!(" (generation {g})"),
+        },
         cfg.member,
         cfg.api
             .as_deref()
@@ -368,11 +416,6 @@ pub fn run(
     };
     let shutdown = shutdown_on_signal();
     let start = Instant::now();
-    let kafka = settings
-        .kafka
-        .clone()
-        .context("Kafka mode without Kafka settings")?;
-    let idle = move || status::status(&kafka).map(|s| s.idle);
     let totals = mode.with_progress(
         || {
             let t = cluster.progress().totals();
@@ -388,8 +431,9 @@ pub fn run(
                 t.forwarded,
                 t.dead_letters
             );
+            tick();
         },
-        || cluster.run(&shutdown, mode.until_idle.then_some(&idle as _)),
+        || cluster.run(&shutdown, finish),
     )?;
     if let Some(s) = server {
         s.stop();

@@ -7,6 +7,7 @@ pub mod args;
 pub mod bench;
 pub mod config;
 pub mod demo;
+pub mod generation;
 pub mod ingest;
 pub mod kafka;
 pub mod log;
@@ -17,7 +18,7 @@ pub mod shell;
 pub mod state;
 pub mod values;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use args::{Cli, Command, ConfigAction, LogAction, TopicsAction};
 use bench::BenchKind;
 use feedlog::core::DEFAULT_INBOX_CAP;
@@ -38,6 +39,12 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         return kafka::config_check(&cli.kafka, file);
     }
     let settings = kafka::Settings::load(&cli.kafka)?;
+    if settings.kafka.is_none() && settings.generation != 0 {
+        bail!(
+            "--generation names a generation of a Kafka deployment (give --kafka BROKERS); \
+             a data directory's own state generations are made by rebuild and swap"
+        );
+    }
     let data = cli.data.as_path();
     let embedded = |what: &str| kafka::embedded_only(&settings, what);
     match cli.command {
@@ -141,11 +148,39 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             inactive_after,
             no_sync,
             progress,
-        } => {
-            embedded("rebuild")?;
-            let cfg = replay_config(data, inbox_cap, inactive_after, no_sync)?;
-            state::rebuild(data, &into, from_checkpoint.as_deref(), cfg, progress)
-        }
+            until_caught_up,
+            listen,
+            api,
+            kafka_run,
+        } => match (&settings.kafka, into) {
+            (Some(_), None) if from_checkpoint.is_none() => {
+                let cfg = ProcessorConfig {
+                    inbox_cap: inbox_cap.unwrap_or(DEFAULT_INBOX_CAP),
+                    inactive_after: span(inactive_after),
+                    sync: !no_sync,
+                    ..ProcessorConfig::default()
+                };
+                let watch = generation::Rebuilding {
+                    progress,
+                    until_caught_up,
+                };
+                generation::rebuild(data, &settings, &kafka_run, cfg, (listen, &api), watch)
+            }
+            (Some(_), _) => bail!(
+                "in Kafka mode a rebuild goes into a new generation, with its state in --data: \
+                 --into and --from-checkpoint are for the embedded log"
+            ),
+            (None, Some(into)) => {
+                if until_caught_up || listen.is_some() {
+                    bail!("--until-caught-up and --listen are for a rebuild in Kafka mode (give --kafka BROKERS)");
+                }
+                let cfg = replay_config(data, inbox_cap, inactive_after, no_sync)?;
+                state::rebuild(data, &into, from_checkpoint.as_deref(), cfg, progress)
+            }
+            (None, None) => {
+                bail!("rebuild needs --into NEWDIR (or Kafka mode: --kafka BROKERS --generation N)")
+            }
+        },
         Command::Checkpoint { into } => {
             embedded("checkpoint")?;
             state::checkpoint(data, &into)
@@ -175,7 +210,23 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         },
         Command::States => state::states(data),
         Command::DropState { name } => state::drop_state(data, &name),
-        Command::Verify { a, b } => state::verify(&a, &b),
+        Command::Verify {
+            a,
+            b,
+            against,
+            timeout,
+            api_token,
+        } => match (&settings.kafka, a, b) {
+            (Some(_), None, None) => {
+                let wait = std::time::Duration::from_secs(timeout);
+                generation::verify(&settings, against, api_token, wait)
+            }
+            (Some(_), _, _) => bail!(
+                "in Kafka mode verify compares two generations (--generation N --against G), not data directories"
+            ),
+            (None, Some(a), Some(b)) => state::verify(&a, &b),
+            (None, _, _) => bail!("verify needs two data directories: feedlog verify DIR_A DIR_B"),
+        },
         Command::Log { action } => {
             embedded("log")?;
             match action {

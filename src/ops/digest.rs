@@ -29,7 +29,7 @@ use std::sync::Arc;
 pub const TIMELINE_DEPTH: usize = 800;
 
 /// One partition's digests.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct PartitionDigest {
     /// The partition.
     pub partition: Partition,
@@ -174,42 +174,58 @@ pub fn users_of(store: &Store) -> Result<Vec<UserId>, StoreError> {
 /// The digests of every view of every partition of `stores`.
 pub fn digest(stores: &[Arc<Store>]) -> Result<StateDigest, ReplayError> {
     let reader = Reader::new(stores.to_vec());
-    let mut partitions = Vec::with_capacity(stores.len());
+    let partitions = stores
+        .iter()
+        .enumerate()
+        .map(|(p, store)| partition_digest(&reader, Partition(p as u32), store))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(StateDigest {
+        overall: overall(&partitions),
+        partitions,
+    })
+}
+
+/// The SHA-256 over every partition's view digests, in order.
+pub fn overall(partitions: &[PartitionDigest]) -> String {
     let mut overall = Sha256::new();
-    for (p, store) in stores.iter().enumerate() {
-        let mut hashers: Vec<Sha256> = View::ALL.iter().map(|_| Sha256::new()).collect();
-        let mut users = 0u64;
-        for user in users_of(store)? {
-            let mut any = false;
-            for (&view, h) in View::ALL.iter().zip(&mut hashers) {
-                let bytes = view_bytes(&reader, view, user)?;
-                if !bytes.is_empty() {
-                    any = true;
-                    h.update(user.0.to_be_bytes());
-                    h.update((bytes.len() as u64).to_be_bytes());
-                    h.update(&bytes);
-                }
+    for (_, d) in partitions.iter().flat_map(|p| &p.views) {
+        overall.update(d.as_bytes());
+    }
+    hex(&overall.finalize())
+}
+
+/// The digests of every view of partition `p`, whose store is `store`,
+/// read through `reader` (which reaches the other partitions' outboxes
+/// for the timelines' pull path, here or on other processors).
+pub fn partition_digest(
+    reader: &Reader,
+    p: Partition,
+    store: &Store,
+) -> Result<PartitionDigest, ReplayError> {
+    let mut hashers: Vec<Sha256> = View::ALL.iter().map(|_| Sha256::new()).collect();
+    let mut users = 0u64;
+    for user in users_of(store)? {
+        let mut any = false;
+        for (&view, h) in View::ALL.iter().zip(&mut hashers) {
+            let bytes = view_bytes(reader, view, user)?;
+            if !bytes.is_empty() {
+                any = true;
+                h.update(user.0.to_be_bytes());
+                h.update((bytes.len() as u64).to_be_bytes());
+                h.update(&bytes);
             }
-            users += u64::from(any);
         }
-        let views: Vec<(View, String)> = View::ALL
+        users += u64::from(any);
+    }
+    Ok(PartitionDigest {
+        partition: p,
+        position: store.positions()?,
+        users,
+        views: View::ALL
             .iter()
             .zip(hashers)
             .map(|(&v, h)| (v, hex(&h.finalize())))
-            .collect();
-        for (_, d) in &views {
-            overall.update(d.as_bytes());
-        }
-        partitions.push(PartitionDigest {
-            partition: Partition(p as u32),
-            position: store.positions()?,
-            users,
-            views,
-        });
-    }
-    Ok(StateDigest {
-        partitions,
-        overall: hex(&overall.finalize()),
+            .collect(),
     })
 }
 

@@ -5,6 +5,8 @@
 //! the log and the runners, so the API never touches either.
 
 use super::asof::{LogRewind, Retention};
+use super::cut::ClusterCuts;
+use crate::api::http::cut::Cuts;
 use crate::api::http::{Api, ApiConfig, Locator, Node, NodeError};
 use crate::api::query::{Reader, Rewind};
 use crate::core::metrics::{Figures, PartitionLag};
@@ -32,6 +34,8 @@ pub struct LogNode {
     commits: Option<tokio::sync::watch::Sender<u64>>,
     /// Views as of an earlier time, when answered.
     rewind: Option<Arc<dyn Rewind>>,
+    /// Its part in consistent cuts (Kafka mode).
+    cuts: Option<Arc<dyn Cuts>>,
 }
 
 impl LogNode {
@@ -49,6 +53,7 @@ impl LogNode {
             progress,
             commits,
             rewind: None,
+            cuts: None,
         }
     }
 
@@ -88,6 +93,10 @@ impl Node for LogNode {
 
     fn rewind(&self) -> Option<Arc<dyn Rewind>> {
         self.rewind.clone()
+    }
+
+    fn cuts(&self) -> Option<Arc<dyn Cuts>> {
+        self.cuts.clone()
     }
 }
 
@@ -132,7 +141,8 @@ pub fn processor_api_rewinding(
 pub fn cluster_api(cluster: &Cluster, cfg: ApiConfig) -> Result<Arc<Api>, LogError> {
     let members = Arc::new(MembersView::start(cluster.log().config())?);
     let reader = Reader::over(cluster.shared().clone(), None);
-    let node = LogNode::new(cluster.log().clone(), Some(cluster.progress().clone()));
+    let mut node = LogNode::new(cluster.log().clone(), Some(cluster.progress().clone()));
+    node.cuts = Some(Arc::new(ClusterCuts(cluster.shared().clone())));
     Ok(Api::clustered(
         reader,
         Arc::new(node),

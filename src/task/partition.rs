@@ -175,6 +175,9 @@ pub struct PartitionTask {
     /// Positions before the last [`PartitionTask::redeliver`]: everything
     /// below them is applied, whatever the readers re-read.
     applied_below: Positions,
+    /// No `events` record at or past this offset is read while it is set
+    /// (a consistent cut: [`PartitionTask::hold_events`]).
+    events_held_at: Option<Offset>,
 }
 
 impl PartitionTask {
@@ -238,6 +241,7 @@ impl PartitionTask {
             quiet_below: takeover.emitted.unwrap_or_default(),
             waiting: VecDeque::new(),
             applied_below,
+            events_held_at: None,
         };
         if !takeover.reship {
             task.shipped_below = Some(task.next_seq);
@@ -300,6 +304,14 @@ impl PartitionTask {
     /// forever).
     pub fn applied(&self) -> Positions {
         self.positions().max(self.applied_below)
+    }
+
+    /// Reads no `events` record at or past `at` until called again with
+    /// `None`; effects are still read and applied (those that wait for held
+    /// events keep waiting). Nothing already applied is undone: a task past
+    /// `at` stays where it is.
+    pub fn hold_events(&mut self, at: Option<Offset>) {
+        self.events_held_at = at;
     }
 
     /// For a replay that only brings a state up to a target over a log it
@@ -424,11 +436,13 @@ impl PartitionTask {
                 self.waiting.push_back((rec, effects, requires));
             }
         }
-        Ok(self.events.read(
-            self.limits.max_records,
-            self.limits.max_bytes,
-            end.map(|e| e.events),
-        )?)
+        let events_end = match (end.map(|e| e.events), self.events_held_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Ok(self
+            .events
+            .read(self.limits.max_records, self.limits.max_bytes, events_end)?)
     }
 
     /// Applies what is ready of `events` and the waiting effects, in turn;

@@ -315,6 +315,29 @@ impl Broker {
         format!("{}{t}", self.prefix)
     }
 
+    /// Creates generation `g`'s own topics (docs/kafka.md, "Generations"):
+    /// on the mock directly (it has no admin API), on a real broker with
+    /// `feedlog --generation G topics apply`.
+    pub fn add_generation(&self, g: u32, partitions: u32) {
+        match &self._mock {
+            Some(mock) => {
+                for (t, n) in [("effects", partitions), ("dead-letter", 1), ("members", 1)] {
+                    let name = format!("{}g{g}.{t}", self.prefix);
+                    mock.create_topic(&name, n as i32, 1).unwrap();
+                }
+            }
+            None => {
+                let g = g.to_string();
+                let out = feedlog_kafka(self, "-", None, &["--generation", &g, "topics", "apply"])
+                    .output()
+                    .unwrap();
+                let text = String::from_utf8_lossy(&out.stdout);
+                assert!(out.status.success(), "{text}");
+                assert_eq!(text.matches(": created").count(), 3, "{text}");
+            }
+        }
+    }
+
     pub fn group(&self, g: &str) -> String {
         format!("{}{g}", self.prefix)
     }

@@ -74,6 +74,18 @@ pub fn get(
     headers: &[(&str, &str)],
     timeout: Duration,
 ) -> Result<Response, ClientError> {
+    request("GET", base, path_and_query, headers, timeout)
+}
+
+/// `method` (`GET`, `POST` with no body, or `DELETE`) at `base +
+/// path_and_query` with extra headers, within `timeout`.
+pub fn request(
+    method: &str,
+    base: &str,
+    path_and_query: &str,
+    headers: &[(&str, &str)],
+    timeout: Duration,
+) -> Result<Response, ClientError> {
     base.strip_prefix("http://")
         .map(|h| h.trim_end_matches('/'))
         .filter(|h| !h.is_empty() && !h.contains('/'))
@@ -83,15 +95,33 @@ pub fn get(
         url: url.clone(),
         reason,
     };
-    let mut req = AGENT
-        .get(&url)
-        .config()
-        .timeout_global(Some(timeout))
-        .build();
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let mut resp = req.call().map_err(|e| failed(e.to_string()))?;
+    let sent = match method {
+        "POST" => {
+            let mut req = AGENT
+                .post(&url)
+                .config()
+                .timeout_global(Some(timeout))
+                .build();
+            for (k, v) in headers {
+                req = req.header(*k, *v);
+            }
+            req.send_empty()
+        }
+        _ => {
+            let mut req = match method {
+                "DELETE" => AGENT.delete(&url),
+                _ => AGENT.get(&url),
+            }
+            .config()
+            .timeout_global(Some(timeout))
+            .build();
+            for (k, v) in headers {
+                req = req.header(*k, *v);
+            }
+            req.call()
+        }
+    };
+    let mut resp = sent.map_err(|e| failed(e.to_string()))?;
     let header = |name: &str| {
         resp.headers()
             .get(name)

@@ -10,6 +10,7 @@
 //! rest: it never touches a log or a runner.
 
 pub mod client;
+pub mod cut;
 mod errors;
 mod handlers;
 mod health;
@@ -85,6 +86,10 @@ pub mod route {
     pub const INTERNAL_OUTBOXES: &str = "/v1/internal/outboxes";
     /// Processor-to-processor post record reads (Kafka mode).
     pub const INTERNAL_POSTS: &str = "/v1/internal/posts";
+    /// A consistent cut's hold of a partition (Kafka mode).
+    pub const INTERNAL_CUT: &str = "/v1/internal/cut";
+    /// A partition's digests at a consistent cut (Kafka mode).
+    pub const INTERNAL_DIGEST: &str = "/v1/internal/digest";
 }
 
 /// Every route, as matched (also the `route` label of the request metrics).
@@ -107,6 +112,8 @@ pub const ROUTES: &[&str] = &[
     route::METRICS,
     route::INTERNAL_OUTBOXES,
     route::INTERNAL_POSTS,
+    route::INTERNAL_CUT,
+    route::INTERNAL_DIGEST,
     route::UI,
 ];
 
@@ -254,6 +261,11 @@ pub trait Node: Send + Sync {
     fn rewind(&self) -> Option<Arc<dyn crate::api::query::Rewind>> {
         None
     }
+    /// Consistent cuts of the group, when this node takes part in them
+    /// (Kafka mode).
+    fn cuts(&self) -> Option<Arc<dyn cut::Cuts>> {
+        None
+    }
 }
 
 /// Who serves which partition, in a cluster (Kafka mode): where to forward
@@ -365,6 +377,13 @@ pub fn router(api: Arc<Api>) -> Router {
         .route(route::METRICS, get(handlers::metrics_route))
         .route(route::INTERNAL_OUTBOXES, get(internal::internal_outboxes))
         .route(route::INTERNAL_POSTS, get(internal::internal_posts))
+        .route(
+            route::INTERNAL_CUT,
+            get(cut::cut_state)
+                .post(cut::cut_hold)
+                .delete(cut::cut_release),
+        )
+        .route(route::INTERNAL_DIGEST, get(cut::cut_digest))
         .route(route::UI, get(ui::ui))
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)

@@ -10,6 +10,7 @@
 // The functions below only carry the routes' descriptions.
 #![allow(dead_code)]
 
+use super::cut::CutAnswer;
 use super::errors::ErrorBody;
 use super::handlers::{Health, Ready};
 use super::routing::{OutboxesAnswer, PostsAnswer};
@@ -45,12 +46,14 @@ pub fn default_limit(route: &str) -> Option<usize> {
     paths(
         timeline, why, changes, stream, posts, counters, counters_many, recent_followers, followers,
         followees, mutes, blocks, openapi, healthz, readyz, metrics, internal_outboxes,
-        internal_posts, ui
+        internal_posts, internal_cut_state, internal_cut_hold, internal_cut_release,
+        internal_digest, ui
     ),
     components(schemas(
         PostItem, RepostedBy, RepostOf, WhyItem, WhyAnswer, EventAt, Change, Changes, FollowerItem, FilteredItem, Counters, Page<PostItem>,
         Page<FollowerItem>, Page<FilteredItem>,
-        List<FollowerItem>, CountersList, Ready, ErrorBody, Health, OutboxesAnswer, PostsAnswer
+        List<FollowerItem>, CountersList, Ready, ErrorBody, Health, OutboxesAnswer, PostsAnswer,
+        CutAnswer
     ))
 )]
 struct ApiDoc;
@@ -313,6 +316,53 @@ fn internal_outboxes() {}
         (status = 503, description = "A partition is not served here (moving)", body = ErrorBody),
     ))]
 fn internal_posts() {}
+
+#[utoipa::path(get, path = "/v1/internal/cut", operation_id = "getInternalCut",
+    summary = "Internal, Kafka mode: where a partition this processor serves is applied up to, and where its events are held for a consistent cut.",
+    params(("partition" = u32, Query, description = "The partition.")),
+    responses(
+        (status = 200, description = "Its applied positions and hold", body = CutAnswer),
+        (status = 400, description = "Bad parameter", body = ErrorBody),
+        (status = 404, description = "Embedded mode: the route is not served", body = ErrorBody),
+        (status = 503, description = "The partition is not served here", body = ErrorBody),
+    ))]
+fn internal_cut_state() {}
+
+#[utoipa::path(post, path = "/v1/internal/cut", operation_id = "holdInternalCut",
+    summary = "Internal, Kafka mode: hold a partition's events at an offset for a consistent cut (effects are still applied); the hold lapses after ttl_ms (at most 600,000) unless asked again.",
+    params(
+        ("partition" = u32, Query, description = "The partition."),
+        ("events" = u64, Query, description = "No events record at or past this offset is read."),
+        ("ttl_ms" = u64, Query, description = "How long the hold lasts."),
+    ),
+    responses(
+        (status = 200, description = "Its applied positions and hold", body = CutAnswer),
+        (status = 400, description = "Bad parameter", body = ErrorBody),
+        (status = 404, description = "Embedded mode: the route is not served", body = ErrorBody),
+        (status = 503, description = "The partition is not served here", body = ErrorBody),
+    ))]
+fn internal_cut_hold() {}
+
+#[utoipa::path(delete, path = "/v1/internal/cut", operation_id = "releaseInternalCut",
+    summary = "Internal, Kafka mode: let a held partition read its events on.",
+    params(("partition" = u32, Query, description = "The partition.")),
+    responses(
+        (status = 204, description = "Released (or was not held)"),
+        (status = 400, description = "Bad parameter", body = ErrorBody),
+        (status = 404, description = "Embedded mode: the route is not served", body = ErrorBody),
+    ))]
+fn internal_cut_release() {}
+
+#[utoipa::path(get, path = "/v1/internal/digest", operation_id = "getInternalDigest",
+    summary = "Internal, Kafka mode: SHA-256 digests of every view of a partition this processor serves, as readers see them, with the state's positions (what verify compares between generations at a consistent cut).",
+    params(("partition" = u32, Query, description = "The partition.")),
+    responses(
+        (status = 200, description = "partition, position [events, effects], users, views [[view, hex]]", body = Object),
+        (status = 400, description = "Bad parameter", body = ErrorBody),
+        (status = 404, description = "Embedded mode: the route is not served", body = ErrorBody),
+        (status = 503, description = "The partition is not served here", body = ErrorBody),
+    ))]
+fn internal_digest() {}
 
 #[utoipa::path(get, path = "/ui", operation_id = "getUi",
     summary = "A web page to look at timelines with: pick a user, page through their home timeline, watch it update over the timeline stream, click an entry for its why, ask why a post is not there. Reads this API only; needs no token itself (it asks for one and sends it).",

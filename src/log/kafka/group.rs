@@ -350,6 +350,20 @@ impl GroupClient {
         super::topic_partitions(&self.consumer, &self.cfg.name(crate::log::Topic::Events))
     }
 
+    /// The first offset of each of `partitions` of `topic`: above 0 where
+    /// retention has deleted the start.
+    pub fn log_starts(&self, topic: &str, partitions: &[Partition]) -> Result<Vec<u64>, LogError> {
+        partitions
+            .iter()
+            .map(|p| {
+                self.consumer
+                    .fetch_watermarks(topic, p.0 as i32, super::REQUEST_TIMEOUT)
+                    .map(|(low, _)| low.max(0) as u64)
+                    .map_err(kafka_err(format!("reading the start of {topic}[{p}]")))
+            })
+            .collect()
+    }
+
     /// The group's committed positions and epoch of partition `p`.
     pub fn committed(&self, p: Partition) -> Result<(Positions, Option<Epoch>), LogError> {
         let (events, effects) = (

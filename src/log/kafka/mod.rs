@@ -127,6 +127,23 @@ impl KafkaConfig {
     pub fn members_topic(&self) -> String {
         format!("{}{}", self.topic_prefix, self.topics.members.name)
     }
+
+    /// The settings of state generation `n` of this deployment
+    /// (docs/kafka.md, "Generations"): generation 0 is the deployment
+    /// itself; generation `n` ≥ 1 reads the same `events` topic, and has a
+    /// consumer group (`G.gN`) and internal topics (`PgN.effects`,
+    /// `PgN.dead-letter`, `PgN.members`) of its own, so two generations
+    /// never mix their internal records or positions.
+    pub fn generation(&self, n: u32) -> KafkaConfig {
+        if n == 0 {
+            return self.clone();
+        }
+        let mut g = self.clone();
+        g.events_topic = Some(self.name(Topic::Events));
+        g.group = format!("{}.g{n}", self.group);
+        g.topic_prefix = format!("{}g{n}.", self.topic_prefix);
+        g
+    }
 }
 
 pub(crate) fn kafka_err(what: impl Into<String>) -> impl FnOnce(KafkaError) -> LogError {
@@ -408,6 +425,29 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         cfg.check_client_settings()
+    }
+
+    // Proves a generation shares only the events topic with its deployment: its group and every internal topic are its own, and generation 0 is the deployment itself.
+    #[test]
+    fn a_generation_has_its_own_group_and_internal_topics() {
+        use crate::log::Topic;
+        let mut base = KafkaConfig::new("b:9092", "feeds");
+        base.topic_prefix = "prod.".into();
+        let g0 = base.generation(0);
+        assert_eq!(
+            (g0.group.as_str(), g0.name(Topic::Effects)),
+            ("feeds", "prod.effects".to_string())
+        );
+        let g2 = base.generation(2);
+        assert_eq!(g2.group, "feeds.g2");
+        assert_eq!(g2.name(Topic::Events), "prod.events");
+        assert_eq!(g2.name(Topic::Effects), "prod.g2.effects");
+        assert_eq!(g2.name(Topic::DeadLetter), "prod.g2.dead-letter");
+        assert_eq!(g2.members_topic(), "prod.g2.members");
+        base.events_topic = Some("upstream".into());
+        let g1 = base.generation(1);
+        assert_eq!(g1.name(Topic::Events), "upstream");
+        assert_eq!(g1.name(Topic::Effects), "prod.g1.effects");
     }
 
     // Proves the build carries TLS, SASL (PLAIN, SCRAM, GSSAPI) and every compression codec: librdkafka names them among its features and accepts clients that use them, and still refuses what it does not know.

@@ -32,7 +32,7 @@ mod control;
 mod ownership;
 mod tasks;
 
-pub use ownership::Ownership;
+pub use ownership::{CutState, Ownership};
 
 use super::{Shutdown, TaskError};
 use crate::core::Disposition;

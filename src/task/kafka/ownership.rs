@@ -27,6 +27,47 @@ pub(super) struct Owned {
     /// This ownership's epoch, committed with every position and stamped
     /// on every `effects` record the task sends.
     pub(super) epoch: Epoch,
+    /// Where the task holds its `events` for a consistent cut, if it does.
+    pub(super) hold: Arc<Hold>,
+}
+
+/// A hold of a partition's `events` at an offset, for a consistent cut of
+/// the group (`crate::ops::cut`): it lapses by itself after its time, so
+/// a cut whose coordinator died does not stop the partition for good.
+#[derive(Default)]
+pub(super) struct Hold {
+    at: AtomicU64,
+    /// Until when, in ms since the epoch (0: not held).
+    until_ms: AtomicU64,
+}
+
+impl Hold {
+    fn set(&self, at: u64, ttl: Duration) {
+        self.at.store(at, Ordering::SeqCst);
+        let until = crate::log::now_ms() + ttl.as_millis() as u64;
+        self.until_ms.store(until, Ordering::SeqCst);
+    }
+
+    fn clear(&self) {
+        self.until_ms.store(0, Ordering::SeqCst);
+    }
+
+    /// The offset held at, while the hold runs.
+    pub(super) fn current(&self) -> Option<u64> {
+        (crate::log::now_ms() < self.until_ms.load(Ordering::SeqCst))
+            .then(|| self.at.load(Ordering::SeqCst))
+    }
+}
+
+/// One owned partition at a cut: its applied positions and its hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CutState {
+    /// The partition.
+    pub partition: Partition,
+    /// Applied (durable, outputs acknowledged) up to these positions.
+    pub applied: Positions,
+    /// Where its `events` are held, if they are.
+    pub held_at: Option<u64>,
 }
 
 /// How long this processor may still act as the owner of its partitions:
@@ -161,6 +202,37 @@ impl Ownership {
                 (p, (o.store.clone(), state))
             })
             .collect()
+    }
+
+    /// Holds the `events` of partition `p` at offset `at` for up to `ttl`
+    /// (renewed by asking again), and says where it is; `None` when this
+    /// processor does not serve `p`.
+    pub fn hold(&self, p: Partition, at: u64, ttl: Duration) -> Option<CutState> {
+        {
+            let owned = lock(&self.owned);
+            let o = owned.get(&p).filter(|o| o.serving.load(Ordering::SeqCst))?;
+            o.hold.set(at, ttl);
+        }
+        self.cut_state(p)
+    }
+
+    /// Lets partition `p` read its `events` on.
+    pub fn release(&self, p: Partition) {
+        if let Some(o) = lock(&self.owned).get(&p) {
+            o.hold.clear();
+        }
+    }
+
+    /// Where partition `p` is and whether it is held; `None` when this
+    /// processor does not serve it.
+    pub fn cut_state(&self, p: Partition) -> Option<CutState> {
+        let owned = lock(&self.owned);
+        let o = owned.get(&p).filter(|o| o.serving.load(Ordering::SeqCst))?;
+        Some(CutState {
+            partition: p,
+            applied: o.applied.get(),
+            held_at: o.hold.current(),
+        })
     }
 
     /// A counter that moves whenever ownership or serving state changes.

@@ -1,11 +1,11 @@
 //! One owned partition: opening its store (local, rebuilt or seeded from a checkpoint),
 //! starting and driving its task, checkpointing it for the next owner.
 
-use super::ownership::{lock, AppliedPositions, Owned, Ownership};
+use super::ownership::{lock, AppliedPositions, Hold, Owned, Ownership};
 use super::{Cluster, ClusterError};
 use crate::core::fence::Epoch;
 use crate::core::metrics::StepStats;
-use crate::core::position::Positions;
+use crate::core::position::{Offset, Positions};
 use crate::core::Partition;
 use crate::log::kafka::GroupMember;
 use crate::log::now_ms;
@@ -189,6 +189,7 @@ impl Cluster {
         let applied = Arc::new(AppliedPositions::default());
         applied.set(local);
         let serving = Arc::new(AtomicBool::new(task.caught_up()));
+        let hold = Arc::new(Hold::default());
         let mut owner = KafkaOwner {
             p,
             stop: stop.clone(),
@@ -201,6 +202,7 @@ impl Cluster {
             steps: 0,
             leased: true,
             faults: self.stop_after_commit.clone(),
+            hold: hold.clone(),
         };
         let nice = self.cfg.processor.writer_nice;
         let thread = std::thread::Builder::new()
@@ -226,6 +228,7 @@ impl Cluster {
                 serving,
                 committed,
                 epoch,
+                hold,
             },
         );
         self.shared.changes.fetch_add(1, Ordering::SeqCst);
@@ -288,6 +291,8 @@ pub(super) struct KafkaOwner {
     leased: bool,
     /// Faults injected into its steps (tests).
     faults: Option<crate::task::faults::StopAfterCommit>,
+    /// A consistent cut's hold of its `events`.
+    hold: Arc<Hold>,
 }
 
 impl Hooks for KafkaOwner {
@@ -322,6 +327,7 @@ impl Hooks for KafkaOwner {
 
     fn after(&mut self, task: &mut PartitionTask, stats: &StepStats) -> Result<(), TaskError> {
         self.applied.set(task.applied());
+        task.hold_events(self.hold.current().map(Offset));
         if !self.serving.load(Ordering::SeqCst) && task.caught_up() {
             self.serving.store(true, Ordering::SeqCst);
             self.shared.changes.fetch_add(1, Ordering::SeqCst);

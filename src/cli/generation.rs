@@ -1,0 +1,184 @@
+//! Kafka-mode generations (docs/kafka.md, "Generations"): `rebuild` into a
+//! new generation beside the live group, `verify` of one generation against
+//! another at a consistent cut.
+
+use super::api_args::ApiArgs;
+use super::kafka::{run_watching, KafkaRunArgs, Settings};
+use super::shell::RunMode;
+use crate::cli::say::say;
+use anyhow::{bail, Context, Result};
+use feedlog::ops::cut::{digests_at_cut, CutError, CutSettings};
+use feedlog::ops::generation::{self, RebuildProgress};
+use feedlog::task::embedded::ProcessorConfig;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How a rebuild in Kafka mode reports and ends.
+pub struct Rebuilding {
+    /// Time between progress lines.
+    pub progress: Duration,
+    /// Exit once the new generation has caught up.
+    pub until_caught_up: bool,
+}
+
+/// `feedlog --kafka B --generation N rebuild`: checks that the log holds
+/// everything from offset 0, then runs one processor of generation `N`'s
+/// group with its state in `data`, printing per partition how far the
+/// generation has replayed the `events` topic as it was when the rebuild
+/// started. Several processes may run it at once (on several machines):
+/// they share the generation's partitions as any group does.
+pub fn rebuild(
+    data: &Path,
+    settings: &Settings,
+    args: &KafkaRunArgs,
+    processor: ProcessorConfig,
+    api: (Option<String>, &ApiArgs),
+    watch: Rebuilding,
+) -> Result<i32> {
+    let deployment = settings.require_kafka("rebuild")?;
+    let deployment = settings.deployment.as_ref().unwrap_or(deployment);
+    let shadow = settings.require_kafka("rebuild")?.clone();
+    let target = generation::check_rebuild(deployment, settings.generation)
+        .context("checking the log for a rebuild")?;
+    if let Err(e) = generation::progress(&shadow, &target) {
+        if let feedlog::log::LogError::NoTopic { topic } = &e {
+            bail!(
+                "generation {g}'s topic {topic} does not exist: create the generation's topics with \
+                 `feedlog --kafka {} --group {} --generation {g} topics apply` first",
+                deployment.brokers,
+                deployment.group,
+                g = settings.generation
+            );
+        }
+        return Err(e).context("reading the new generation's group");
+    }
+    say!(
+        "rebuilding generation {} of group {} beside it: group {}, topics {}*, from topic {} \
+         (its end now: {} records over {} partitions)",
+        settings.generation,
+        deployment.group,
+        shadow.group,
+        shadow.topic_prefix,
+        shadow.name(feedlog::log::Topic::Events),
+        target.iter().sum::<u64>(),
+        target.len()
+    );
+    let started = Instant::now();
+    let last: Mutex<Option<RebuildProgress>> = Mutex::new(None);
+    let said = AtomicBool::new(false);
+    let look = || -> Result<bool, feedlog::log::LogError> {
+        let p = generation::progress(&shadow, &target)?;
+        let done = p.caught_up();
+        *last.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
+        if done && !said.swap(true, Ordering::SeqCst) {
+            say!(
+                "caught up after {:.1}s: generation {} has replayed the log as it was when the \
+                 rebuild started, and follows it{}",
+                started.elapsed().as_secs_f64(),
+                settings.generation,
+                if watch.until_caught_up {
+                    ""
+                } else {
+                    " (this process goes on as one of its processors; stop it with Ctrl-C)"
+                }
+            );
+        }
+        Ok(done)
+    };
+    let tick = || match look() {
+        Ok(_) => {
+            if let Some(p) = &*last.lock().unwrap_or_else(|e| e.into_inner()) {
+                say!("generation {}: {}", settings.generation, p.line());
+            }
+        }
+        Err(e) => say!("warning: reading the new generation's progress: {e}"),
+    };
+    let mode = RunMode {
+        until_idle: false,
+        progress: Some(watch.progress),
+    };
+    let finish = watch.until_caught_up.then_some(&look as _);
+    let code = run_watching(data, settings, args, processor, &mode, api, finish, &tick)?;
+    if watch.until_caught_up && said.load(Ordering::SeqCst) {
+        println!(
+            "generation {} caught up in {:.1}s; run its processors with \
+             `feedlog --generation {} run` (on {} or a copy)",
+            settings.generation,
+            started.elapsed().as_secs_f64(),
+            settings.generation,
+            data.display()
+        );
+    }
+    Ok(code)
+}
+
+/// `feedlog --kafka B --generation N verify --against G`: the digests of
+/// every view of both generations at one consistent cut; exit 0 when all
+/// are equal, 1 naming the first differing partition and view, 2 when the
+/// cut could not be taken in time (the states are not comparable).
+pub fn verify(
+    settings: &Settings,
+    against: u32,
+    token: Option<String>,
+    timeout: Duration,
+) -> Result<i32> {
+    let deployment = settings.require_kafka("verify")?;
+    let deployment = settings.deployment.as_ref().unwrap_or(deployment);
+    let g = settings.generation;
+    if g == against {
+        bail!("--generation {g} and --against {against} name the same generation: give two");
+    }
+    let s = CutSettings {
+        token: token.filter(|t| !t.is_empty()),
+        timeout,
+    };
+    say!(
+        "verifying generation {g} against generation {against} of group {}: holding both at one cut of {}",
+        deployment.group,
+        deployment.name(feedlog::log::Topic::Events)
+    );
+    let d = match digests_at_cut(deployment, &[against, g], &s, &|l| say!("{l}")) {
+        Ok(d) => d,
+        Err(e @ CutError::NotSettled { .. }) => {
+            say!("not comparable: {e}");
+            return Ok(2);
+        }
+        Err(e) => return Err(e).context("taking a consistent cut"),
+    };
+    say!(
+        "processing was held {:.1}s (reads were answered throughout)",
+        d.held.as_secs_f64()
+    );
+    for (i, (gen, parts)) in d.generations.iter().enumerate() {
+        println!("generation {gen}: overall {}", d.overall(i));
+        for p in parts {
+            println!(
+                "  partition {} at {}, {} users",
+                p.partition, p.position, p.users
+            );
+            for (view, h) in &p.views {
+                println!("    {:<17} {h}", view.as_str());
+            }
+        }
+    }
+    let (a, b) = (&d.generations[0].1, &d.generations[1].1);
+    for (pa, pb) in a.iter().zip(b) {
+        for ((view, ha), (_, hb)) in pa.views.iter().zip(&pb.views) {
+            if ha != hb {
+                println!(
+                    "DIFFERENT: partition {}, view {view}, at events {}",
+                    pa.partition,
+                    d.events[pa.partition.index()]
+                );
+                return Ok(1);
+            }
+        }
+    }
+    println!(
+        "identical: every view of every partition has the same digest in generations {against} and {g} at events {:?}",
+        d.events
+    );
+    Ok(0)
+}

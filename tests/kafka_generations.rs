@@ -1,0 +1,290 @@
+//! Kafka-mode generations through the binary (docs/kafka.md,
+//! "Generations"): a new generation rebuilt from the `events` topic beside
+//! the live group while events keep arriving and readers keep reading.
+//! Every view of both generations equals the oracle at quiescence.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::kafka::{
+    cli_status, feedlog_kafka, final_reader, produce, run_process, wait_idle, Broker,
+};
+use common::{check_all, generated_log, oracle_of};
+use feedlog::core::kv::Kv;
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+// Proves `rebuild` in Kafka mode builds generation 1 beside the live group: the live processors answer every read meanwhile, events keep arriving, the rebuild shows per-partition progress and exits once caught up, its processors go on with `run --generation 1`, `verify` finds both generations identical at one cut while events keep arriving, every view of both generations equals the oracle, and `verify` names the partition and view of a post taken out of one generation's state.
+#[test]
+fn a_generation_rebuilt_beside_the_live_group() {
+    rebuilt_beside(&Broker::mock(4), 4);
+}
+
+// Proves the same as a_generation_rebuilt_beside_the_live_group against a real Kafka-compatible broker (FEEDLOG_TEST_KAFKA).
+#[test]
+#[ignore = "needs a Kafka broker: FEEDLOG_TEST_KAFKA=host:port"]
+fn real_broker_a_generation_rebuilt_beside_the_live_group() {
+    rebuilt_beside(&Broker::real(4), 4);
+}
+
+/// A child process killed (SIGKILL) when dropped: a failed check never
+/// leaves processors running.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl KillOnDrop {
+    /// SIGTERM, and the process must exit 0.
+    fn stop(&mut self) {
+        let ok = std::process::Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -TERM");
+        assert!(self.0.wait().unwrap().success(), "stops cleanly on SIGTERM");
+    }
+}
+
+/// A loopback address nothing listens on now.
+fn free_addr() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// `feedlog run --kafka` of `generation` on `dir`, serving its API at `addr`.
+fn processor(
+    b: &Broker,
+    generation: u32,
+    dir: &Path,
+    member: &str,
+    addr: SocketAddr,
+) -> KillOnDrop {
+    let listen = addr.to_string();
+    let g = generation.to_string();
+    let mut c = run_process(b, "gg", dir, member, &["--listen", &listen]);
+    c.arg("--generation").arg(&g);
+    KillOnDrop(c.stdout(std::process::Stdio::null()).spawn().unwrap())
+}
+
+fn rebuilt_beside(b: &Broker, partitions: u32) {
+    b.add_generation(1, partitions);
+    let tmp = tempfile::tempdir().unwrap();
+    let live_dirs: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("p{i}"))).collect();
+    let shadow_dir = tmp.path().join("g1");
+    let addrs = [free_addr(), free_addr()];
+    let mut live: Vec<KillOnDrop> = (0..2)
+        .map(|i| processor(b, 0, &live_dirs[i], &format!("p{i}"), addrs[i]))
+        .collect();
+    let log = generated_log(60, 3000);
+    let lines: Vec<&str> = log.lines().collect();
+    let third = lines.len() / 3;
+    let (first, rest) = lines.split_at(third);
+    let (second, last) = rest.split_at(third);
+    let events = b.topic("events");
+    produce(&b.brokers, &events, partitions, &first.join("\n"));
+    let kafka = b.config("gg", "x").kafka;
+    wait_idle(&kafka, Duration::from_secs(120));
+    let (_, max_user) = oracle_of(&log);
+    let clients: Vec<common::http::Client> = addrs
+        .iter()
+        .map(|&addr| common::http::Client { addr })
+        .collect();
+    let start = Instant::now();
+    while clients
+        .iter()
+        .any(|c| c.get("/v1/users/1/counters").status != 200)
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the live APIs never answer"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // The rebuild, while events arrive and readers read.
+    let mut rebuild = KillOnDrop(
+        feedlog_kafka(
+            b,
+            "gg",
+            Some(&shadow_dir),
+            &[
+                "--generation",
+                "1",
+                "rebuild",
+                "--until-caught-up",
+                "--no-sync",
+                "--progress",
+                "1",
+                "--session-timeout-ms",
+                "6000",
+                "--member",
+                "r0",
+            ],
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap(),
+    );
+    let reading = AtomicBool::new(true);
+    let (reads, refused) = (AtomicU64::new(0), AtomicU64::new(0));
+    let (out, err) = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut user = 0;
+            while reading.load(Ordering::SeqCst) {
+                user = user % max_user + 1;
+                let c = &clients[(user % 2) as usize];
+                let r = c.get(&format!("/v1/users/{user}/timeline?limit=20"));
+                reads.fetch_add(1, Ordering::SeqCst);
+                if r.status != 200 {
+                    refused.fetch_add(1, Ordering::SeqCst);
+                    eprintln!(
+                        "a live read answered {}: {}",
+                        r.status,
+                        String::from_utf8_lossy(&r.body)
+                    );
+                }
+            }
+        });
+        produce(&b.brokers, &events, partitions, &second.join("\n"));
+        let deadline = Instant::now() + Duration::from_secs(240);
+        let status = loop {
+            if let Some(st) = rebuild.0.try_wait().unwrap() {
+                break st;
+            }
+            assert!(Instant::now() < deadline, "the rebuild did not catch up");
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        reading.store(false, Ordering::SeqCst);
+        let (mut out, mut err) = (String::new(), String::new());
+        rebuild
+            .0
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        rebuild
+            .0
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert!(status.success(), "rebuild failed: {err}");
+        (out, err)
+    });
+    assert_eq!(
+        refused.load(Ordering::SeqCst),
+        0,
+        "every live read is answered"
+    );
+    assert!(reads.load(Ordering::SeqCst) > 0);
+    assert!(err.contains("caught up after"), "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.contains("generation 1: p0 ") && l.contains("p3 ")),
+        "per-partition progress lines: {err}"
+    );
+    assert!(out.contains("generation 1 caught up"), "{out}");
+
+    // Generation 1's processor goes on; `verify` compares both generations
+    // at one cut while more events arrive.
+    let mut shadow = processor(b, 1, &shadow_dir, "r0", free_addr());
+    let brokers = b.brokers.clone();
+    let verified = std::thread::scope(|s| {
+        s.spawn(|| produce(&brokers, &events, partitions, &last.join("\n")));
+        let args = [
+            "--generation",
+            "1",
+            "verify",
+            "--against",
+            "0",
+            "--timeout",
+            "120",
+        ];
+        feedlog_kafka(b, "gg", None, &args).output().unwrap()
+    });
+    let (out, err) = (
+        String::from_utf8_lossy(&verified.stdout),
+        String::from_utf8_lossy(&verified.stderr),
+    );
+    assert!(verified.status.success(), "verify: {out}{err}");
+    assert!(
+        out.contains("identical: every view of every partition"),
+        "{out}"
+    );
+    assert_eq!(
+        out.matches("  partition ").count(),
+        2 * partitions as usize,
+        "{out}"
+    );
+    // Both generations forward misrouted events into the one `events`
+    // topic (each skips the copies it already applied): wait until neither
+    // appends anything while the other settles.
+    let shadow_kafka = kafka.generation(1);
+    let (live_status, shadow_status) = loop {
+        let l = wait_idle(&kafka, Duration::from_secs(180));
+        let s = wait_idle(&shadow_kafka, Duration::from_secs(180));
+        if wait_idle(&kafka, Duration::from_secs(180)) == l {
+            break (l, s);
+        }
+    };
+    assert_eq!(cli_status(b, "gg")["idle"], true);
+    for p in live.iter_mut().chain([&mut shadow]) {
+        p.stop();
+    }
+    let (oracle, _) = oracle_of(&log);
+    let dirs: Vec<&Path> = live_dirs.iter().map(PathBuf::as_path).collect();
+    check_all(&final_reader(&dirs, &live_status), &oracle, max_user, 7).unwrap();
+    let shadow_reader = final_reader(&[&shadow_dir], &shadow_status);
+    check_all(&shadow_reader, &oracle, max_user, 7).unwrap();
+    drop(shadow_reader);
+
+    // A post taken out of generation 1's state behind its back: `verify`
+    // names the partition and the view.
+    let p0 = shadow_dir.join("state").join("00000");
+    {
+        let opts = feedlog::state::StoreOptions::default();
+        let cache = feedlog::state::BlockCache::new(8 << 20);
+        let store = feedlog::state::Store::open(
+            &p0,
+            feedlog::core::Partition(0),
+            partitions,
+            &cache,
+            &opts,
+        )
+        .unwrap();
+        let cf = feedlog::core::kv::Cf::Outbox;
+        let (key, _) = store.scan(cf, &[], None).next().unwrap().unwrap();
+        let end: Vec<u8> = key.iter().copied().chain([0]).collect();
+        store
+            .commit(&Default::default(), |b| b.delete_range(cf, &key, &end))
+            .unwrap();
+    }
+    let mut again: Vec<KillOnDrop> = (0..2)
+        .map(|i| processor(b, 0, &live_dirs[i], &format!("p{i}"), addrs[i]))
+        .collect();
+    again.push(processor(b, 1, &shadow_dir, "r0", free_addr()));
+    let args = ["--generation", "1", "verify", "--timeout", "120"];
+    let verified = feedlog_kafka(b, "gg", None, &args).output().unwrap();
+    let out = String::from_utf8_lossy(&verified.stdout);
+    assert_eq!(verified.status.code(), Some(1), "{out}");
+    assert!(out.contains("DIFFERENT: partition 0, view posts"), "{out}");
+    for p in &mut again {
+        p.stop();
+    }
+}
