@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-// Proves `rebuild` in Kafka mode builds generation 1 beside the live group: the live processors answer every read meanwhile, events keep arriving, the rebuild shows per-partition progress and exits once caught up, its processors go on with `run --generation 1`, `verify` finds both generations identical at one cut while events keep arriving, every view of both generations equals the oracle, and `verify` names the partition and view of a post taken out of one generation's state.
+// Proves `rebuild` in Kafka mode builds generation 1 beside the live group: the live processors answer every read meanwhile, events keep arriving, the rebuild shows per-partition progress and exits once caught up, its processors go on with `run --generation 1`, `verify` finds both generations identical at one cut while events keep arriving, every view of both generations equals the oracle, `verify` names the partition and view of a post taken out of one generation's state, `swap` makes generation 0's processors answer from generation 1 with every read answered meanwhile, `swap --rollback` goes back, and `swap --confirm` stops generation 0's processors.
 #[test]
 fn a_generation_rebuilt_beside_the_live_group() {
     rebuilt_beside(&Broker::mock(4), 4);
@@ -159,6 +159,7 @@ fn rebuilt_beside(b: &Broker, partitions: u32) {
                 }
             }
         });
+        let _stop = Stop(&reading);
         produce(&b.brokers, &events, partitions, &second.join("\n"));
         let deadline = Instant::now() + Duration::from_secs(240);
         let status = loop {
@@ -257,7 +258,7 @@ fn rebuilt_beside(b: &Broker, partitions: u32) {
     // A post taken out of generation 1's state behind its back: `verify`
     // names the partition and the view.
     let p0 = shadow_dir.join("state").join("00000");
-    {
+    let author = {
         let opts = feedlog::state::StoreOptions::default();
         let cache = feedlog::state::BlockCache::new(8 << 20);
         let store = feedlog::state::Store::open(
@@ -274,7 +275,8 @@ fn rebuilt_beside(b: &Broker, partitions: u32) {
         store
             .commit(&Default::default(), |b| b.delete_range(cf, &key, &end))
             .unwrap();
-    }
+        u64::from_be_bytes(key[..8].try_into().unwrap())
+    };
     let mut again: Vec<KillOnDrop> = (0..2)
         .map(|i| processor(b, 0, &live_dirs[i], &format!("p{i}"), addrs[i]))
         .collect();
@@ -284,7 +286,146 @@ fn rebuilt_beside(b: &Broker, partitions: u32) {
     let out = String::from_utf8_lossy(&verified.stdout);
     assert_eq!(verified.status.code(), Some(1), "{out}");
     assert!(out.contains("DIFFERENT: partition 0, view posts"), "{out}");
-    for p in &mut again {
-        p.stop();
+    swap_rollback_confirm(b, &clients, author, &mut again);
+}
+
+/// The answer of `c` to `path`: 200, after 503s while a partition moves.
+fn body(c: &common::http::Client, path: &str) -> Vec<u8> {
+    let start = Instant::now();
+    loop {
+        let r = c.get(path);
+        match r.status {
+            200 => return r.body,
+            503 if start.elapsed() < Duration::from_secs(30) => {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            st => panic!("{path}: {st} {}", String::from_utf8_lossy(&r.body)),
+        }
     }
+}
+
+/// Sets `flag` to false when dropped: a reader thread in a scope stops
+/// also when the scope's body panics.
+struct Stop<'a>(&'a AtomicBool);
+
+impl Drop for Stop<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Runs `feedlog ARGS` for the deployment of group `gg`; its stdout.
+fn feedlog_ok(b: &Broker, args: &[&str]) -> String {
+    let out = feedlog_kafka(b, "gg", None, args).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "feedlog {args:?}: {text}{err}");
+    text
+}
+
+/// Swaps generation 1 in while readers read through generation 0's
+/// processors (every read answered; the posts of `author`, which only
+/// generation 1 lacks one of, show which generation answers), rolls back,
+/// swaps again and confirms: generation 0's processors stop by themselves.
+fn swap_rollback_confirm(
+    b: &Broker,
+    live: &[common::http::Client],
+    author: u64,
+    running: &mut [KillOnDrop],
+) {
+    // Generation 0's group settled (both members own partitions, idle), so
+    // that no rebalance of its own moves partitions during the swap.
+    let start = Instant::now();
+    loop {
+        let s = cli_status(b, "gg");
+        let owners: Vec<&str> = s["partitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["owner"].as_str())
+            .collect();
+        if s["idle"] == true && owners.contains(&"p0") && owners.contains(&"p1") {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "generation 0 never settles: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let path = format!("/v1/users/{author}/posts?limit=200");
+    let gen0 = body(&live[0], &path);
+    let reading = AtomicBool::new(true);
+    let (reads, refused, slowest_us) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    let answered_by_1 = |c: &common::http::Client| body(c, &path) != gen0;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut i = 0;
+            while reading.load(Ordering::SeqCst) {
+                i += 1;
+                let started = Instant::now();
+                let r = live[i % 2].get(&format!("/v1/users/{}/timeline?limit=20", i % 50 + 1));
+                slowest_us.fetch_max(started.elapsed().as_micros() as u64, Ordering::SeqCst);
+                reads.fetch_add(1, Ordering::SeqCst);
+                if r.status != 200 {
+                    refused.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        });
+        let _stop = Stop(&reading);
+        let out = feedlog_ok(b, &["--generation", "1", "swap"]);
+        assert!(out.contains("generation 1 answers readers now"), "{out}");
+        let swapped = Instant::now();
+        while !live.iter().all(answered_by_1) {
+            assert!(
+                swapped.elapsed() < Duration::from_secs(10),
+                "readers never reach generation 1"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!(
+            "every processor of generation 0 forwarded to generation 1 {:?} after the swap",
+            swapped.elapsed()
+        );
+        reading.store(false, Ordering::SeqCst);
+    });
+    assert_eq!(
+        refused.load(Ordering::SeqCst),
+        0,
+        "every read during the swap is answered"
+    );
+    eprintln!(
+        "{} reads during the swap, the slowest {} ms",
+        reads.load(Ordering::SeqCst),
+        slowest_us.load(Ordering::SeqCst) / 1000
+    );
+    let out = feedlog_ok(b, &["swap", "--rollback"]);
+    assert!(out.contains("generation 0 answers readers now"), "{out}");
+    let back = Instant::now();
+    while live.iter().any(answered_by_1) {
+        assert!(
+            back.elapsed() < Duration::from_secs(10),
+            "a rollback never reaches readers"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    feedlog_ok(b, &["--generation", "1", "swap"]);
+    let out = feedlog_ok(b, &["swap", "--confirm"]);
+    assert!(out.contains("generation 0 retired"), "{out}");
+    // Generation 0's processors stop by themselves; generation 1's runs on.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for p in &mut running[..2] {
+        let status = loop {
+            if let Some(st) = p.0.try_wait().unwrap() {
+                break st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "a retired processor kept running"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert!(status.success(), "a retired processor exits 0");
+    }
+    running[2].stop();
 }

@@ -182,10 +182,25 @@ pub enum Command {
     },
     /// Switch --data (and its running processor and readers) to the
     /// finished rebuild in NEWDIR, without downtime; the old state is kept
-    /// until `drop-state`.
+    /// until `drop-state`. In Kafka mode: make generation --generation N
+    /// answer the deployment's readers once it has caught up with the live
+    /// one (the old one keeps running until --confirm; --rollback goes
+    /// back).
     Swap {
-        /// The rebuild's directory (on the same file system).
-        newdir: PathBuf,
+        /// The rebuild's directory (on the same file system; embedded mode).
+        newdir: Option<PathBuf>,
+        /// Kafka mode: make the generation the last swap replaced answer
+        /// readers again.
+        #[arg(long, conflicts_with_all = ["confirm", "newdir"])]
+        rollback: bool,
+        /// Kafka mode: retire the generation the last swap replaced (its
+        /// processors stop; no rollback to it after).
+        #[arg(long, conflicts_with = "newdir")]
+        confirm: bool,
+        /// Kafka mode: seconds to wait for the generation to catch up with
+        /// the live one.
+        #[arg(long, value_name = "SECS", default_value_t = 120)]
+        timeout: u64,
     },
     /// Rebuild the state with a view's new settings beside the live one,
     /// then swap it in (everything keeps serving meanwhile).

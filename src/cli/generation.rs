@@ -182,3 +182,37 @@ pub fn verify(
     );
     Ok(0)
 }
+
+/// `feedlog --kafka B --generation N swap`, `swap --rollback`, `swap
+/// --confirm` (see [`generation::swap`]).
+pub fn swap(settings: &Settings, rollback: bool, confirm: bool, timeout: Duration) -> Result<i32> {
+    let deployment = settings.require_kafka("swap")?;
+    let deployment = settings.deployment.as_ref().unwrap_or(deployment);
+    if confirm {
+        let retired = generation::confirm(deployment)?;
+        let live = generation::live_generation(deployment)?.live;
+        println!(
+            "generation {retired} retired: its processors stop; generation {live} answers readers \
+             (delete generation {retired}'s topics and data directories when you like)"
+        );
+        return Ok(0);
+    }
+    let done = match rollback {
+        true => generation::rollback(deployment)?,
+        false => {
+            say!(
+                "waiting for generation {} to catch up with the live generation (up to {}s)",
+                settings.generation,
+                timeout.as_secs()
+            );
+            generation::swap(deployment, settings.generation, timeout)?
+        }
+    };
+    println!(
+        "generation {} answers readers now (was generation {}; caught up after {} ms): every processor \
+         forwards its readers there within a second; `swap --rollback` goes back, `swap --confirm` \
+         retires generation {}",
+        done.to, done.from, done.waited_ms, done.from
+    );
+    Ok(0)
+}

@@ -7,6 +7,7 @@ use crate::cli::say::say;
 use anyhow::{bail, Context, Result};
 use feedlog::log::kafka::{apply_topics, KafkaConfig};
 use feedlog::log::Topic;
+use feedlog::ops::serve::{generation_api, GenerationFront};
 use feedlog::ops::{reset, status};
 use feedlog::task::embedded::ProcessorConfig;
 use feedlog::task::kafka::{Cluster, ClusterConfig, IdleCheck};
@@ -204,6 +205,9 @@ fn cluster_config(
         cfg.member = m;
     } else if let Some(id) = &cfg.instance_id {
         cfg.member = id.clone();
+    }
+    if cfg.member.starts_with('~') {
+        bail!("member names may not start with `~` (the deployment's own records use such keys)");
     }
     if let Some(ms) = args.session_timeout_ms.or(f.session_timeout_ms) {
         cfg.session_timeout = Duration::from_millis(ms);
@@ -409,9 +413,21 @@ pub fn run_watching(
                 c.display()
             ))
     );
+    let cfg_kafka = cfg.kafka.clone();
     let cluster = Cluster::open(data, cfg).context("starting the processor")?;
+    // A generation retired by `swap --confirm` stops its processors.
+    let deployment = settings.deployment.as_ref().unwrap_or(&cfg_kafka);
+    let front = GenerationFront::start(deployment, settings.generation)?;
+    let retired = || front.live().retired.contains(&settings.generation);
+    let done = || -> Result<bool, feedlog::log::LogError> {
+        Ok(retired() || finish.map_or(Ok(false), |f| f())?)
+    };
     let server = match bound {
-        Some(b) => Some(b.serve(feedlog::ops::serve::cluster_api(&cluster, api.config())?)?),
+        Some(b) => {
+            let deployment = settings.deployment.as_ref().unwrap_or(&cfg_kafka);
+            let api = generation_api(&cluster, api.config(), deployment, settings.generation)?;
+            Some(b.serve(api)?)
+        }
         None => None,
     };
     let shutdown = shutdown_on_signal();
@@ -433,10 +449,16 @@ pub fn run_watching(
             );
             tick();
         },
-        || cluster.run(&shutdown, finish),
+        || cluster.run(&shutdown, Some(&done)),
     )?;
     if let Some(s) = server {
         s.stop();
+    }
+    if retired() {
+        say!(
+            "generation {} was retired (`swap --confirm`): this processor stopped",
+            settings.generation
+        );
     }
     let secs = start.elapsed().as_secs_f64();
     let events: u64 = totals.events.total();

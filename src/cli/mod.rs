@@ -185,10 +185,22 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             embedded("checkpoint")?;
             state::checkpoint(data, &into)
         }
-        Command::Swap { newdir } => {
-            embedded("swap")?;
-            state::swap_to(data, &newdir)
-        }
+        Command::Swap {
+            newdir,
+            rollback,
+            confirm,
+            timeout,
+        } => match (&settings.kafka, newdir) {
+            (Some(_), None) => {
+                let wait = std::time::Duration::from_secs(timeout);
+                generation::swap(&settings, rollback, confirm, wait)
+            }
+            (Some(_), Some(_)) => bail!(
+                "in Kafka mode swap moves readers to a generation (--generation N), not to a directory"
+            ),
+            (None, Some(newdir)) if !rollback && !confirm => state::swap_to(data, &newdir),
+            (None, _) => bail!("swap needs NEWDIR (--rollback and --confirm are for Kafka mode)"),
+        },
         Command::Backfill {
             view,
             inbox_cap,

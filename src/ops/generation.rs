@@ -11,6 +11,7 @@
 use super::status::{status, TopicPosition};
 use crate::core::Disposition;
 use crate::core::Partition;
+use crate::log::kafka::members::{read_owners, write_live_generation, LiveGeneration};
 use crate::log::kafka::{high_watermarks, GroupClient, KafkaConfig, PartitionState};
 use crate::log::{LogError, Topic};
 use serde::Serialize;
@@ -27,6 +28,36 @@ pub enum GenerationError {
          (--generation N, N ≥ 1); to rebuild generation 0 in place, use `reset --to-start` with the group stopped"
     )]
     Live,
+    /// The generation is live already.
+    #[error("generation {0} already answers readers")]
+    AlreadyLive(u32),
+    /// The generation was retired, or is kept for a rollback.
+    #[error(
+        "generation {0} was live before (retired, or kept for `swap --rollback`): its topics hold \
+         its records; rebuild into a generation never used"
+    )]
+    Retired(u32),
+    /// The generation has not caught up with the live one in time.
+    #[error(
+        "generation {generation} is behind the live generation {live}: partition {partition} \
+         at events {at}, the live one at {want} (is it running and serving? `feedlog --generation \
+         {generation} status` shows where it is)"
+    )]
+    Behind {
+        /// The generation to swap in.
+        generation: u32,
+        /// The live one.
+        live: u32,
+        /// The first partition behind.
+        partition: Partition,
+        /// Its committed `events` position (or 0 while it is not serving).
+        at: u64,
+        /// The live generation's.
+        want: u64,
+    },
+    /// Nothing to roll back to, or to confirm.
+    #[error("no swap to {0}: generation {1} answers readers and no earlier generation is kept")]
+    NoPrevious(&'static str, u32),
     /// Retention has deleted the start of the log.
     #[error(
         "{topic}[{partition}] starts at offset {start}: retention has deleted offsets 0..{start}, \
@@ -48,21 +79,35 @@ impl GenerationError {
     pub fn disposition(&self) -> Disposition {
         match self {
             GenerationError::Log(e) => e.disposition(),
-            GenerationError::Live | GenerationError::Retention { .. } => Disposition::Stop,
+            GenerationError::Behind { .. } => Disposition::Retry,
+            GenerationError::Live
+            | GenerationError::AlreadyLive(_)
+            | GenerationError::Retired(_)
+            | GenerationError::NoPrevious(..)
+            | GenerationError::Retention { .. } => Disposition::Stop,
         }
     }
 }
 
-/// Checks that a rebuild of `generation` of `deployment` can start: it is
-/// not the deployment itself, and every `events` partition still starts at
-/// offset 0. Returns the `events` ends now: what the rebuild must reach to
+/// Checks that a rebuild of `generation` of `deployment` can start: it has
+/// never answered readers (its topics hold no records of an earlier life),
+/// and every `events` partition still starts at offset 0. Returns the `events` ends now: what the rebuild must reach to
 /// have replayed the log as it was when it started.
 pub fn check_rebuild(
     deployment: &KafkaConfig,
     generation: u32,
 ) -> Result<Vec<u64>, GenerationError> {
-    if generation == 0 {
+    let live = live_generation(deployment)?;
+    if generation == 0 && live.live == 0 {
         return Err(GenerationError::Live);
+    }
+    if generation == live.live {
+        return Err(GenerationError::AlreadyLive(generation));
+    }
+    if live.retired.contains(&generation) || live.previous == Some(generation) {
+        // A rebuild replays from offset 0 into the generation's topics,
+        // which hold that generation's earlier records.
+        return Err(GenerationError::Retired(generation));
     }
     let client = GroupClient::new(deployment, "a rebuild check")?;
     let n = client.partitions()?;
@@ -78,6 +123,130 @@ pub fn check_rebuild(
         }
     }
     Ok(high_watermarks(deployment, &topic, &all)?)
+}
+
+/// The deployment's live-generation record (generation 0 until a swap).
+pub fn live_generation(deployment: &KafkaConfig) -> Result<LiveGeneration, LogError> {
+    Ok(read_owners(deployment)?.live)
+}
+
+/// What a swap did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Swapped {
+    /// The generation that answered readers.
+    pub from: u32,
+    /// The one that answers them now.
+    pub to: u32,
+    /// How long it waited for `to` to catch up with `from`, ms.
+    pub waited_ms: u64,
+}
+
+fn now_ms() -> u64 {
+    crate::log::now_ms()
+}
+
+/// Makes `generation` answer the deployment's readers, once every one of
+/// its partitions serves and has applied `events` at least as far as the
+/// live generation had when the swap began (waiting up to `timeout`): every
+/// processor of every generation forwards its readers' requests to it from
+/// then on. The generation it replaces keeps processing until
+/// [`confirm`], and [`rollback`] makes it live again.
+pub fn swap(
+    deployment: &KafkaConfig,
+    generation: u32,
+    timeout: std::time::Duration,
+) -> Result<Swapped, GenerationError> {
+    let cur = live_generation(deployment)?;
+    if generation == cur.live {
+        return Err(GenerationError::AlreadyLive(generation));
+    }
+    if cur.retired.contains(&generation) {
+        return Err(GenerationError::Retired(generation));
+    }
+    let want: Vec<u64> = status(&deployment.generation(cur.live))?
+        .partitions
+        .iter()
+        .map(|p| p.events.committed)
+        .collect();
+    let started = std::time::Instant::now();
+    loop {
+        let new = status(&deployment.generation(generation))?;
+        let behind = new.partitions.iter().find(|p| {
+            p.state != Some(PartitionState::Serving)
+                || p.events.committed < want.get(p.partition.index()).copied().unwrap_or(0)
+        });
+        let Some(b) = behind else { break };
+        if started.elapsed() > timeout {
+            return Err(GenerationError::Behind {
+                generation,
+                live: cur.live,
+                partition: b.partition,
+                at: match b.state {
+                    Some(PartitionState::Serving) => b.events.committed,
+                    _ => 0,
+                },
+                want: want.get(b.partition.index()).copied().unwrap_or(0),
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    write_live_generation(
+        deployment,
+        &LiveGeneration {
+            live: generation,
+            previous: Some(cur.live),
+            retired: cur.retired,
+            at_ms: now_ms(),
+        },
+    )?;
+    Ok(Swapped {
+        from: cur.live,
+        to: generation,
+        waited_ms: started.elapsed().as_millis() as u64,
+    })
+}
+
+/// Makes the generation the last swap replaced answer readers again.
+pub fn rollback(deployment: &KafkaConfig) -> Result<Swapped, GenerationError> {
+    let cur = live_generation(deployment)?;
+    let previous = cur
+        .previous
+        .ok_or(GenerationError::NoPrevious("roll back", cur.live))?;
+    write_live_generation(
+        deployment,
+        &LiveGeneration {
+            live: previous,
+            previous: Some(cur.live),
+            retired: cur.retired,
+            at_ms: now_ms(),
+        },
+    )?;
+    Ok(Swapped {
+        from: cur.live,
+        to: previous,
+        waited_ms: 0,
+    })
+}
+
+/// Retires the generation the last swap replaced: its processors stop, and
+/// it can no longer be rolled back to. Returns it.
+pub fn confirm(deployment: &KafkaConfig) -> Result<u32, GenerationError> {
+    let cur = live_generation(deployment)?;
+    let previous = cur
+        .previous
+        .ok_or(GenerationError::NoPrevious("confirm", cur.live))?;
+    let mut retired = cur.retired;
+    retired.push(previous);
+    write_live_generation(
+        deployment,
+        &LiveGeneration {
+            live: cur.live,
+            previous: None,
+            retired,
+            at_ms: now_ms(),
+        },
+    )?;
+    Ok(previous)
 }
 
 /// How far one partition of a rebuilding generation has come.

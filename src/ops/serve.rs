@@ -7,11 +7,13 @@
 use super::asof::{LogRewind, Retention};
 use super::cut::ClusterCuts;
 use crate::api::http::cut::Cuts;
+use crate::api::http::Front;
 use crate::api::http::{Api, ApiConfig, Locator, Node, NodeError};
 use crate::api::query::{Reader, Rewind};
 use crate::core::metrics::{Figures, PartitionLag};
 use crate::core::Partition;
-use crate::log::kafka::{MembersView, PartitionState};
+use crate::log::kafka::members::LiveGeneration;
+use crate::log::kafka::{KafkaConfig, MembersView, PartitionState};
 use crate::log::{Log, LogError, Topic};
 use crate::state::datadir::DataDir;
 use crate::state::{Partitions, Store, StoreSet};
@@ -19,6 +21,7 @@ use crate::task::embedded::Processor;
 use crate::task::kafka::Cluster;
 use crate::task::progress::Progress;
 use crate::task::Shutdown;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -136,9 +139,87 @@ pub fn processor_api_rewinding(
     Api::new(reader_of(processor), Arc::new(node.rewinding(rewind)), cfg)
 }
 
-/// The read API of a Kafka-mode processor: its serving partitions here,
-/// the others through their owners (found in the `members` topic).
+/// The read API of a Kafka-mode processor of a deployment's generation 0:
+/// see [`generation_api`].
 pub fn cluster_api(cluster: &Cluster, cfg: ApiConfig) -> Result<Arc<Api>, LogError> {
+    let deployment = cluster.log().config().clone();
+    generation_api(cluster, cfg, &deployment, 0)
+}
+
+/// Which generation answers readers, from the deployment's `members`, and
+/// who serves each partition there (docs/kafka.md, "Swap").
+pub struct GenerationFront {
+    own: u32,
+    deployment: KafkaConfig,
+    base: MembersView,
+    others: std::sync::Mutex<BTreeMap<u32, Arc<MembersView>>>,
+}
+
+impl GenerationFront {
+    /// The front of a processor of generation `own` of `deployment`.
+    pub fn start(deployment: &KafkaConfig, own: u32) -> Result<GenerationFront, LogError> {
+        Ok(GenerationFront {
+            own,
+            deployment: deployment.clone(),
+            base: MembersView::start(deployment)?,
+            others: Default::default(),
+        })
+    }
+
+    /// The deployment's live-generation record as last read.
+    pub fn live(&self) -> LiveGeneration {
+        self.base.owners().live
+    }
+}
+
+impl Front for GenerationFront {
+    fn elsewhere(&self, p: Partition) -> Option<Option<String>> {
+        let live = self.live().live;
+        if live == self.own {
+            return None;
+        }
+        let owners = match live {
+            0 => self.base.owners(),
+            g => {
+                let mut others = self.others.lock().unwrap_or_else(|e| e.into_inner());
+                let view = match others.get(&g) {
+                    Some(v) => v.clone(),
+                    None => match MembersView::start(&self.deployment.generation(g)) {
+                        Ok(v) => others.entry(g).or_insert(Arc::new(v)).clone(),
+                        Err(e) => {
+                            tracing::warn!(generation = g, error = %e, "reading the live generation's members");
+                            return Some(None);
+                        }
+                    },
+                };
+                drop(others);
+                if !view.caught_up() {
+                    // Just started: answer from this generation for the
+                    // moment it takes to learn who serves the live one.
+                    return None;
+                }
+                view.owners()
+            }
+        };
+        Some(match owners.partitions.get(&p) {
+            Some((_, PartitionState::Serving, Some(api))) => Some(api.clone()),
+            _ => None,
+        })
+    }
+}
+
+/// The read API of a Kafka-mode processor of generation `own` of
+/// `deployment`: its serving partitions here, the others through their
+/// owners (found in its generation's `members` topic) — and every user
+/// through the live generation's processors while another generation
+/// answers readers.
+pub fn generation_api(
+    cluster: &Cluster,
+    cfg: ApiConfig,
+    deployment: &KafkaConfig,
+    own: u32,
+) -> Result<Arc<Api>, LogError> {
+    let front = Arc::new(GenerationFront::start(deployment, own)?);
     let members = Arc::new(MembersView::start(cluster.log().config())?);
     let reader = Reader::over(cluster.shared().clone(), None);
     let mut node = LogNode::new(cluster.log().clone(), Some(cluster.progress().clone()));
@@ -148,6 +229,7 @@ pub fn cluster_api(cluster: &Cluster, cfg: ApiConfig) -> Result<Arc<Api>, LogErr
         Arc::new(node),
         cfg,
         Some(Arc::new(MembersLocator(members))),
+        Some(front),
     ))
 }
 

@@ -34,24 +34,39 @@ async fn forward(api: &Arc<Api>, req: Request, next: Next) -> Response {
     };
     let p = routing.partition(UserId(user));
     let forwarded = req.headers().contains_key(routing::FORWARDED);
-    match api.reader.partition_state(p) {
+    // Another generation answers readers: to its owner of `p`.
+    let live = match (&api.front, forwarded) {
+        (Some(front), false) => front.elsewhere(p),
+        _ => None,
+    };
+    let here = match live {
+        Some(_) => Err(QueryError::Elsewhere { partition: p }),
+        None => api.reader.partition_state(p),
+    };
+    match here {
         Ok(()) => next.run(req).await,
         Err(QueryError::Elsewhere { .. }) if !forwarded => {
+            let owner = match live {
+                Some(Some(api)) => Ok(api),
+                Some(None) => Err(QueryError::Moving { partition: p }),
+                None => routing.owner(p),
+            };
+            let owner = match owner {
+                Ok(o) => o,
+                Err(e) => return ApiError::from(e).into_response(),
+            };
             let pq = req
                 .uri()
                 .path_and_query()
                 .map_or(path.clone(), |x| x.as_str().to_string());
             if path.ends_with("/timeline/stream") {
-                return match routing.owner(p) {
-                    Ok(api) => (
-                        StatusCode::TEMPORARY_REDIRECT,
-                        [(header::LOCATION, format!("{api}{pq}"))],
-                    )
-                        .into_response(),
-                    Err(e) => ApiError::from(e).into_response(),
-                };
+                return (
+                    StatusCode::TEMPORARY_REDIRECT,
+                    [(header::LOCATION, format!("{owner}{pq}"))],
+                )
+                    .into_response();
             }
-            let answer = tokio::task::spawn_blocking(move || routing.get(p, &pq)).await;
+            let answer = tokio::task::spawn_blocking(move || routing.get_at(&owner, p, &pq)).await;
             match answer {
                 Ok(Ok(r)) => {
                     let mut resp = (

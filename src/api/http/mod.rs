@@ -268,6 +268,14 @@ pub trait Node: Send + Sync {
     }
 }
 
+/// Which generation answers readers (Kafka mode; docs/kafka.md, "Swap").
+pub trait Front: Send + Sync {
+    /// `None` while this processor's generation answers readers; else the
+    /// API address of the processor that serves partition `p` in the
+    /// generation that does (`Some(None)` while none serves it).
+    fn elsewhere(&self, p: Partition) -> Option<Option<String>>;
+}
+
 /// Who serves which partition, in a cluster (Kafka mode): where to forward
 /// a request for a partition this processor does not serve.
 pub trait Locator: Send + Sync {
@@ -283,6 +291,8 @@ pub struct Api {
     cfg: ApiConfig,
     /// Kafka mode: where the partitions this processor does not serve are.
     routing: Option<Arc<routing::Routing>>,
+    /// Kafka mode: the generation that answers readers, when it is another.
+    front: Option<Arc<dyn Front>>,
     requests: Vec<Histogram>,
     /// Responses by status code (100 to 599, from 0).
     statuses: Box<[AtomicU64]>,
@@ -295,16 +305,19 @@ impl Api {
     /// An API over `reader`, with lag, dead letters and processing figures
     /// from `node`.
     pub fn new(reader: Reader, node: Arc<dyn Node>, cfg: ApiConfig) -> Arc<Api> {
-        Api::clustered(reader, node, cfg, None)
+        Api::clustered(reader, node, cfg, None, None)
     }
 
     /// An API of one Kafka-mode processor: users of partitions it does not
-    /// serve are answered through `owners`.
+    /// serve are answered through `owners`, and every user through the
+    /// live generation's processors while `front` says another generation
+    /// answers readers.
     pub fn clustered(
         reader: Reader,
         node: Arc<dyn Node>,
         cfg: ApiConfig,
         owners: Option<Arc<dyn Locator>>,
+        front: Option<Arc<dyn Front>>,
     ) -> Arc<Api> {
         let routing = owners.map(|o| {
             Arc::new(routing::Routing::new(
@@ -321,6 +334,7 @@ impl Api {
             reader,
             node,
             routing,
+            front,
             requests: (0..=ROUTES.len())
                 .map(|_| Histogram::new(LATENCY_BUCKETS))
                 .collect(),

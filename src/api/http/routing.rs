@@ -60,11 +60,22 @@ impl Routing {
     /// `GET` at the owner of partition `p`, marked as forwarded.
     pub fn get(&self, p: Partition, path_and_query: &str) -> Result<client::Response, QueryError> {
         let api = self.owner(p)?;
+        self.get_at(&api, p, path_and_query)
+    }
+
+    /// `GET` at the processor `api` serving partition `p`, marked as
+    /// forwarded.
+    pub fn get_at(
+        &self,
+        api: &str,
+        p: Partition,
+        path_and_query: &str,
+    ) -> Result<client::Response, QueryError> {
         let mut headers = vec![(FORWARDED, "1")];
         if let Some(auth) = &self.authorization {
             headers.push(("Authorization", auth.as_str()));
         }
-        client::get(&api, path_and_query, &headers, TIMEOUT).map_err(|e| QueryError::Remote {
+        client::get(api, path_and_query, &headers, TIMEOUT).map_err(|e| QueryError::Remote {
             partition: p,
             reason: e.to_string(),
         })

@@ -41,6 +41,32 @@ pub struct MemberRecord {
     pub at_ms: u64,
 }
 
+/// The key of a deployment's live-generation record, in the `members` topic
+/// of its generation 0 (docs/kafka.md, "Swap"). Member names may not
+/// start with `~`.
+pub const LIVE_GENERATION_KEY: &str = "~live-generation";
+
+/// Which generation of a deployment answers its readers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveGeneration {
+    /// The generation that answers readers (0 until a swap).
+    pub live: u32,
+    /// The one it replaced, kept until `swap --confirm`.
+    pub previous: Option<u32>,
+    /// Generations retired by `swap --confirm`: their processors stop.
+    pub retired: Vec<u32>,
+    /// When it was written, ms since the epoch.
+    pub at_ms: u64,
+}
+
+/// Writes `live` as the live-generation record of the deployment `cfg`
+/// (its generation 0's settings).
+pub fn write_live_generation(cfg: &KafkaConfig, live: &LiveGeneration) -> Result<(), LogError> {
+    let value = serde_json::to_vec(live)
+        .expect("a live-generation record (numbers) always encodes as JSON");
+    MembersWriter::new(cfg, LIVE_GENERATION_KEY, None)?.send(Some(&value))
+}
+
 /// Writes this processor's records to `members`.
 pub struct MembersWriter {
     topic: String,
@@ -126,6 +152,8 @@ pub struct Owners {
     pub partitions: BTreeMap<Partition, (String, PartitionState, Option<String>)>,
     /// Every member with a current record.
     pub members: BTreeMap<String, MemberRecord>,
+    /// The deployment's live generation (in generation 0's `members`).
+    pub live: LiveGeneration,
 }
 
 /// Folds `members` records, in offset order, into [`Owners`].
@@ -133,11 +161,22 @@ pub struct Owners {
 struct OwnersBuilder {
     /// Each member's newest record and its offset.
     newest: BTreeMap<String, (i64, MemberRecord)>,
+    live: LiveGeneration,
 }
 
 impl OwnersBuilder {
     fn ingest(&mut self, offset: i64, key: &[u8], payload: Option<&[u8]>) {
         let key = String::from_utf8_lossy(key).into_owned();
+        if key == LIVE_GENERATION_KEY {
+            match payload.map(serde_json::from_slice::<LiveGeneration>) {
+                Some(Ok(live)) => self.live = live,
+                Some(Err(e)) => {
+                    tracing::warn!(offset, error = %e, "unreadable live-generation record")
+                }
+                None => self.live = LiveGeneration::default(),
+            }
+            return;
+        }
         match payload.filter(|p| !p.is_empty()) {
             // A member that left.
             None => {
@@ -168,6 +207,7 @@ impl OwnersBuilder {
                 }
             }
         }
+        owners.live = self.live.clone();
         owners.members = self
             .newest
             .iter()
@@ -237,6 +277,8 @@ pub fn read_owners(cfg: &KafkaConfig) -> Result<Owners, LogError> {
 /// Who owns what, kept current by a thread that tails `members`.
 pub struct MembersView {
     owners: Arc<std::sync::RwLock<Owners>>,
+    /// Whether it has read what the topic held when it started.
+    caught_up: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -244,10 +286,15 @@ pub struct MembersView {
 impl MembersView {
     /// Starts tailing `members` from its start.
     pub fn start(cfg: &KafkaConfig) -> Result<MembersView, LogError> {
-        let consumer = members_consumer(cfg, &cfg.members_topic(), 0)?;
+        let topic = cfg.members_topic();
+        let consumer = members_consumer(cfg, &topic, 0)?;
+        let (_, end) = consumer
+            .fetch_watermarks(&topic, 0, REQUEST_TIMEOUT)
+            .map_err(kafka_err(format!("reading the end of {topic}")))?;
         let owners = Arc::new(std::sync::RwLock::new(Owners::default()));
+        let caught_up = Arc::new(AtomicBool::new(end <= 0));
         let stop = Arc::new(AtomicBool::new(false));
-        let (o, st) = (owners.clone(), stop.clone());
+        let (o, st, up) = (owners.clone(), stop.clone(), caught_up.clone());
         let thread = std::thread::Builder::new()
             .name("feedlog-members".into())
             .spawn(move || {
@@ -259,6 +306,10 @@ impl MembersView {
                             Ok(m) => {
                                 b.ingest(m.offset(), m.key().unwrap_or_default(), m.payload());
                                 changed = true;
+                                if m.offset() + 1 >= end {
+                                    *o.write().unwrap_or_else(|e| e.into_inner()) = b.owners();
+                                    up.store(true, Ordering::SeqCst);
+                                }
                             }
                             Err(e) => tracing::warn!(error = %e, "tailing members"),
                         }
@@ -280,9 +331,15 @@ impl MembersView {
             })?;
         Ok(MembersView {
             owners,
+            caught_up,
             stop,
             thread: Some(thread),
         })
+    }
+
+    /// Whether it has read everything `members` held when it started.
+    pub fn caught_up(&self) -> bool {
+        self.caught_up.load(Ordering::SeqCst)
     }
 
     /// The owners as last read.
