@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-// Proves `rebuild` in Kafka mode builds generation 1 beside the live group: the live processors answer every read meanwhile, events keep arriving, the rebuild shows per-partition progress and exits once caught up, its processors go on with `run --generation 1`, `verify` finds both generations identical at one cut while events keep arriving, every view of both generations equals the oracle, `verify` names the partition and view of a post taken out of one generation's state, `swap` makes generation 0's processors answer from generation 1 with every read answered meanwhile, `swap --rollback` goes back, and `swap --confirm` stops generation 0's processors.
+// Proves `rebuild` in Kafka mode builds generation 1 beside the live group: the live processors answer every read meanwhile, events keep arriving, the rebuild shows per-partition progress and exits once caught up, its processors go on with `run --generation 1`, `verify` finds both generations identical at one cut while events keep arriving, `checkpoint` writes every partition's checkpoint at one cut, every view of both generations equals the oracle, `verify` names the partition and view of a post taken out of one generation's state, `swap` makes generation 0's processors answer from generation 1 with every read answered meanwhile, `swap --rollback` goes back, and `swap --confirm` stops generation 0's processors.
 #[test]
 fn a_generation_rebuilt_beside_the_live_group() {
     rebuilt_beside(&Broker::mock(4), 4);
@@ -74,7 +74,11 @@ fn processor(
 ) -> KillOnDrop {
     let listen = addr.to_string();
     let g = generation.to_string();
-    let mut c = run_process(b, "gg", dir, member, &["--listen", &listen]);
+    // The generation's checkpoint directory, shared by its processors.
+    let cps = dir.parent().unwrap().join(format!("checkpoints-g{g}"));
+    let cps = cps.to_str().unwrap();
+    let args = ["--listen", &listen, "--checkpoints", cps];
+    let mut c = run_process(b, "gg", dir, member, &args);
     c.arg("--generation").arg(&g);
     KillOnDrop(c.stdout(std::process::Stdio::null()).spawn().unwrap())
 }
@@ -224,6 +228,12 @@ fn rebuilt_beside(b: &Broker, partitions: u32) {
         String::from_utf8_lossy(&verified.stderr),
     );
     assert!(verified.status.success(), "verify: {out}{err}");
+    eprintln!(
+        "verify: {}",
+        err.lines()
+            .filter(|l| l.contains("held"))
+            .collect::<String>()
+    );
     assert!(
         out.contains("identical: every view of every partition"),
         "{out}"
@@ -233,6 +243,26 @@ fn rebuilt_beside(b: &Broker, partitions: u32) {
         2 * partitions as usize,
         "{out}"
     );
+
+    // A checkpoint of generation 0 at one cut: every partition's, at the
+    // events offsets of the cut, in the group's checkpoint directory.
+    let out = feedlog_ok(b, &["checkpoint"]);
+    let cut_line = out
+        .lines()
+        .find(|l| l.starts_with("checkpointed generation 0 at one cut"));
+    assert!(cut_line.is_some(), "{out}");
+    let mut cut_events = Vec::new();
+    for line in out.lines().filter(|l| l.starts_with("partition ")) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let (events, path) = (words[3], *words.last().unwrap());
+        let json = std::fs::read_to_string(Path::new(path).join("checkpoint.json")).unwrap();
+        let c: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(c["positions"][0].to_string(), events, "{path}: {json}");
+        cut_events.push(events.to_string());
+    }
+    assert_eq!(cut_events.len(), partitions as usize, "{out}");
+    let cut = format!("[{}]", cut_events.join(", "));
+    assert!(cut_line.unwrap().contains(&cut), "{out}");
     // Both generations forward misrouted events into the one `events`
     // topic (each skips the copies it already applied): wait until neither
     // appends anything while the other settles.
@@ -373,6 +403,18 @@ fn swap_rollback_confirm(
             }
         });
         let _stop = Stop(&reading);
+        // A second of reads before the swap: the figures to compare with.
+        std::thread::sleep(Duration::from_secs(1));
+        let before = (
+            reads.load(Ordering::SeqCst),
+            slowest_us.swap(0, Ordering::SeqCst),
+        );
+        reads.store(0, Ordering::SeqCst);
+        eprintln!(
+            "before the swap: {} reads in 1 s, the slowest {} ms",
+            before.0,
+            before.1 / 1000
+        );
         let out = feedlog_ok(b, &["--generation", "1", "swap"]);
         assert!(out.contains("generation 1 answers readers now"), "{out}");
         let swapped = Instant::now();

@@ -176,9 +176,22 @@ pub enum Command {
     /// positions, into a new directory (asks the running processor, if
     /// any).
     Checkpoint {
-        /// The new checkpoint directory.
+        /// The new checkpoint directory (embedded mode; in Kafka mode each
+        /// processor writes into the group's --checkpoints directory, at
+        /// one consistent cut).
         #[arg(long, value_name = "C")]
-        into: PathBuf,
+        into: Option<PathBuf>,
+        /// Kafka mode: seconds to wait for every partition to reach the cut.
+        #[arg(long, value_name = "SECS", default_value_t = 120)]
+        timeout: u64,
+        /// Kafka mode: the processors' API token.
+        #[arg(
+            long,
+            env = "FEEDLOG_API_TOKEN",
+            value_name = "TOKEN",
+            hide_env_values = true
+        )]
+        api_token: Option<String>,
     },
     /// Switch --data (and its running processor and readers) to the
     /// finished rebuild in NEWDIR, without downtime; the old state is kept

@@ -7,7 +7,7 @@ use super::kafka::{run_watching, KafkaRunArgs, Settings};
 use super::shell::RunMode;
 use crate::cli::say::say;
 use anyhow::{bail, Context, Result};
-use feedlog::ops::cut::{digests_at_cut, CutError, CutSettings};
+use feedlog::ops::cut::{at_cut, CutError, CutSettings, CHECKPOINTS, DIGESTS};
 use feedlog::ops::generation::{self, RebuildProgress};
 use feedlog::task::embedded::ProcessorConfig;
 use std::path::Path;
@@ -139,7 +139,7 @@ pub fn verify(
         deployment.group,
         deployment.name(feedlog::log::Topic::Events)
     );
-    let d = match digests_at_cut(deployment, &[against, g], &s, &|l| say!("{l}")) {
+    let d = match at_cut(deployment, &[against, g], &s, &|l| say!("{l}"), &DIGESTS) {
         Ok(d) => d,
         Err(e @ CutError::NotSettled { .. }) => {
             say!("not comparable: {e}");
@@ -213,6 +213,42 @@ pub fn swap(settings: &Settings, rollback: bool, confirm: bool, timeout: Duratio
          forwards its readers there within a second; `swap --rollback` goes back, `swap --confirm` \
          retires generation {}",
         done.to, done.from, done.waited_ms, done.from
+    );
+    Ok(0)
+}
+
+/// `feedlog --kafka B [--generation N] checkpoint`: a checkpoint of every
+/// partition at one consistent cut, each written by its owner into the
+/// group's checkpoint directory (`run --checkpoints DIR`).
+pub fn checkpoint(settings: &Settings, token: Option<String>, timeout: Duration) -> Result<i32> {
+    let deployment = settings.require_kafka("checkpoint")?;
+    let deployment = settings.deployment.as_ref().unwrap_or(deployment);
+    let g = settings.generation;
+    let s = CutSettings {
+        token: token.filter(|t| !t.is_empty()),
+        timeout,
+    };
+    let taken = match at_cut(deployment, &[g], &s, &|l| say!("{l}"), &CHECKPOINTS) {
+        Ok(t) => t,
+        Err(e @ CutError::NotSettled { .. }) => {
+            say!("no checkpoint taken: {e}");
+            return Ok(2);
+        }
+        Err(e) => return Err(e).context("taking a consistent cut"),
+    };
+    for c in &taken.generations[0].1 {
+        println!(
+            "partition {}: events {} effects {} in {}",
+            c.checkpoint.partition,
+            c.checkpoint.positions.events,
+            c.checkpoint.positions.effects,
+            c.path.display()
+        );
+    }
+    println!(
+        "checkpointed generation {g} at one cut (events {:?}); processing was held {:.1}s",
+        taken.events,
+        taken.held.as_secs_f64()
     );
     Ok(0)
 }

@@ -580,8 +580,9 @@ pub fn reset(settings: &Settings, to_checkpoint: Option<PathBuf>, dry_run: bool)
 pub fn embedded_only(settings: &Settings, what: &str) -> Result<()> {
     if settings.kafka.is_some() {
         let instead = match what {
-            "produce" | "import" | "demo" => "in Kafka mode produce with any Kafka client (see docs/kafka.md)",
-            "checkpoint" => "in Kafka mode processors write checkpoints themselves: `run --checkpoints DIR` (see docs/kafka.md)",
+            "produce" | "import" | "demo" => {
+                "in Kafka mode produce with any Kafka client (see docs/kafka.md)"
+            }
             _ => "in Kafka mode it is not available yet (see the README's Status)",
         };
         bail!("{what} works on the embedded log only; {instead}");

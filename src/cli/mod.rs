@@ -181,10 +181,22 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 bail!("rebuild needs --into NEWDIR (or Kafka mode: --kafka BROKERS --generation N)")
             }
         },
-        Command::Checkpoint { into } => {
-            embedded("checkpoint")?;
-            state::checkpoint(data, &into)
-        }
+        Command::Checkpoint {
+            into,
+            timeout,
+            api_token,
+        } => match (&settings.kafka, into) {
+            (Some(_), None) => {
+                let wait = std::time::Duration::from_secs(timeout);
+                generation::checkpoint(&settings, api_token, wait)
+            }
+            (Some(_), Some(_)) => bail!(
+                "in Kafka mode each processor writes its partitions' checkpoints into the group's \
+                 --checkpoints directory: give no --into"
+            ),
+            (None, Some(into)) => state::checkpoint(data, &into),
+            (None, None) => bail!("checkpoint needs --into C"),
+        },
         Command::Swap {
             newdir,
             rollback,

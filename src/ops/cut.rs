@@ -21,14 +21,31 @@ use crate::core::{Disposition, Partition};
 use crate::log::kafka::members::read_owners;
 use crate::log::kafka::{high_watermarks, GroupClient, KafkaConfig, PartitionState};
 use crate::log::{LogError, Topic};
+use crate::state::checkpoint::{CheckpointDir, PartitionCheckpoint};
 use crate::task::kafka::Ownership;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A processor's part in cuts: holds and digests of the partitions it
-/// serves.
-pub struct ClusterCuts(pub Arc<Ownership>);
+/// A processor's part in cuts: holds, digests and checkpoints of the
+/// partitions it serves.
+pub struct ClusterCuts {
+    /// What it owns.
+    pub owned: Arc<Ownership>,
+    /// The group's checkpoint directory, if it has one.
+    pub checkpoints: Option<Arc<CheckpointDir>>,
+}
+
+/// A checkpoint written at a cut: where, and its `checkpoint.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WrittenCheckpoint {
+    /// Its directory.
+    pub path: PathBuf,
+    /// What it holds.
+    pub checkpoint: PartitionCheckpoint,
+}
 
 fn answer(s: crate::task::kafka::CutState) -> CutAnswer {
     CutAnswer {
@@ -40,15 +57,15 @@ fn answer(s: crate::task::kafka::CutState) -> CutAnswer {
 
 impl Cuts for ClusterCuts {
     fn hold(&self, p: Partition, at: u64, ttl: Duration) -> Option<CutAnswer> {
-        self.0.hold(p, at, ttl).map(answer)
+        self.owned.hold(p, at, ttl).map(answer)
     }
 
     fn state(&self, p: Partition) -> Option<CutAnswer> {
-        self.0.cut_state(p).map(answer)
+        self.owned.cut_state(p).map(answer)
     }
 
     fn release(&self, p: Partition) {
-        self.0.release(p);
+        self.owned.release(p);
     }
 
     fn digest(
@@ -56,12 +73,36 @@ impl Cuts for ClusterCuts {
         reader: &Reader,
         p: Partition,
     ) -> Result<Option<serde_json::Value>, NodeError> {
-        let Some((store, PartitionState::Serving)) = self.0.partitions().remove(&p) else {
+        let Some((store, PartitionState::Serving)) = self.owned.partitions().remove(&p) else {
             return Ok(None);
         };
         let d =
             partition_digest(reader, p, &store).map_err(|e| NodeError::new(e.disposition(), e))?;
         serde_json::to_value(d)
+            .map(Some)
+            .map_err(|e| NodeError::new(Disposition::Stop, e))
+    }
+
+    fn checkpoint(&self, p: Partition) -> Result<Option<serde_json::Value>, NodeError> {
+        let Some(dir) = &self.checkpoints else {
+            return Err(NodeError::new(
+                Disposition::Stop,
+                std::io::Error::other(
+                    "this processor runs without a checkpoint directory: run the group with --checkpoints DIR",
+                ),
+            ));
+        };
+        let Some((store, epoch)) = self.owned.serving_store(p) else {
+            return Ok(None);
+        };
+        let checkpoint = dir
+            .write(p, &store, epoch, false)
+            .map_err(|e| NodeError::new(e.disposition(), e))?;
+        let written = WrittenCheckpoint {
+            path: dir.path_of(&checkpoint),
+            checkpoint,
+        };
+        serde_json::to_value(written)
             .map(Some)
             .map_err(|e| NodeError::new(Disposition::Stop, e))
     }
@@ -103,17 +144,20 @@ impl CutError {
     }
 }
 
-/// The digests of every partition of each generation at one cut.
+/// What was read of every partition of each generation at one cut.
 #[derive(Debug, Clone)]
-pub struct CutDigests {
+pub struct Taken<T> {
     /// The cut: per partition, the `events` offset every generation holds.
     pub events: Vec<u64>,
-    /// Per generation (in the order asked), every partition's digests.
-    pub generations: Vec<(u32, Vec<PartitionDigest>)>,
+    /// Per generation (in the order asked), what each partition answered.
+    pub generations: Vec<(u32, Vec<T>)>,
     /// How long the processors were held, from the first hold to the last
     /// release.
     pub held: Duration,
 }
+
+/// The digests of every partition of each generation at one cut.
+pub type CutDigests = Taken<PartitionDigest>;
 
 impl CutDigests {
     /// The digest over every partition of generation number `i` (in the
@@ -122,6 +166,31 @@ impl CutDigests {
         overall(&self.generations[i].1)
     }
 }
+
+/// What to ask every partition's owner once the cut is reached.
+pub struct CutRead<T> {
+    method: &'static str,
+    route: &'static str,
+    noun: &'static str,
+    /// The `events` position of the state the answer is of.
+    events: fn(&T) -> u64,
+}
+
+/// Every partition's digests ([`digest`](super::digest)).
+pub const DIGESTS: CutRead<PartitionDigest> = CutRead {
+    method: "GET",
+    route: "/v1/internal/digest",
+    noun: "digest",
+    events: |d| d.position.events.0,
+};
+
+/// A checkpoint of every partition, in the group's checkpoint directory.
+pub const CHECKPOINTS: CutRead<WrittenCheckpoint> = CutRead {
+    method: "POST",
+    route: "/v1/internal/checkpoint",
+    noun: "checkpoint",
+    events: |c| c.checkpoint.positions.events.0,
+};
 
 /// How a coordinator reaches the processors.
 pub struct CutSettings {
@@ -228,14 +297,15 @@ impl Drop for Releases<'_> {
     }
 }
 
-/// The digests of every partition of each of `generations` of
-/// `deployment` at one consistent cut (see the module's doc).
-pub fn digests_at_cut(
+/// What `read` asks of every partition of each of `generations` of
+/// `deployment`, at one consistent cut (see the module's doc).
+pub fn at_cut<T: serde::de::DeserializeOwned>(
     deployment: &KafkaConfig,
     generations: &[u32],
     s: &CutSettings,
     say: &dyn Fn(String),
-) -> Result<CutDigests, CutError> {
+    read: &CutRead<T>,
+) -> Result<Taken<T>, CutError> {
     let cfgs: Vec<(u32, KafkaConfig)> = generations
         .iter()
         .map(|&g| (g, deployment.generation(g)))
@@ -253,6 +323,7 @@ pub fn digests_at_cut(
     let ttl_ms = (s.timeout + Duration::from_secs(120)).as_millis();
     let mut settled_with: Option<Vec<Vec<u64>>> = None;
     let mut last_why = String::from("nothing asked yet");
+    let mut first_hold = None;
     let held = loop {
         if started.elapsed() > s.timeout {
             return Err(CutError::NotSettled {
@@ -264,7 +335,10 @@ pub fn digests_at_cut(
         // round that finds one unserved, or whose hold is refused, is
         // tried again.
         let (held, answers) = match hold_round(&cfgs, n, &cut, ttl_ms, &releases, s) {
-            Ok(r) => r,
+            Ok(r) => {
+                first_hold.get_or_insert_with(Instant::now);
+                r
+            }
             Err(e @ CutError::Log(_)) => return Err(e),
             Err(e) => {
                 last_why = e.to_string();
@@ -310,15 +384,16 @@ pub fn digests_at_cut(
         std::thread::sleep(Duration::from_millis(200));
     };
     say(format!(
-        "every partition of generations {generations:?} settled at events {cut:?} after {:.1}s; reading digests",
-        started.elapsed().as_secs_f64()
+        "every partition of generations {generations:?} settled at events {cut:?} after {:.1}s; asking for its {}",
+        started.elapsed().as_secs_f64(),
+        read.noun
     ));
-    let digests = read_digests(&held, generations, &cut, s)?;
+    let answers = read_at(&held, generations, &cut, s, read)?;
     drop(releases);
-    Ok(CutDigests {
+    Ok(Taken {
         events: cut,
-        generations: digests,
-        held: started.elapsed(),
+        generations: answers,
+        held: first_hold.map_or(Duration::ZERO, |t| t.elapsed()),
     })
 }
 
@@ -357,45 +432,39 @@ fn hold_round(
     Ok((held, answers))
 }
 
-/// Every held partition's digests, per generation in `generations`' order;
-/// each must still be at the cut.
-fn read_digests(
+/// Every held partition's answer to `read`, per generation in
+/// `generations`' order; each must be of the state at the cut.
+fn read_at<T: serde::de::DeserializeOwned>(
     held: &[Held],
     generations: &[u32],
     cut: &[u64],
     s: &CutSettings,
-) -> Result<Vec<(u32, Vec<PartitionDigest>)>, CutError> {
-    let mut digests: Vec<(u32, Vec<PartitionDigest>)> =
-        generations.iter().map(|&g| (g, Vec::new())).collect();
+    read: &CutRead<T>,
+) -> Result<Vec<(u32, Vec<T>)>, CutError> {
+    let mut answers: Vec<(u32, Vec<T>)> = generations.iter().map(|&g| (g, Vec::new())).collect();
     for h in held {
-        let r = call(
-            h,
-            "GET",
-            &format!("/v1/internal/digest?partition={}", h.partition.0),
-            s,
-        )?;
-        let d: PartitionDigest =
-            serde_json::from_slice(&r.body).map_err(|e| CutError::Processor {
-                generation: h.generation,
-                partition: h.partition,
-                reason: format!("an answer that is not a digest: {e}"),
-            })?;
-        if d.position.events.0 != cut[h.partition.index()] {
-            return Err(CutError::Processor {
-                generation: h.generation,
-                partition: h.partition,
-                reason: format!(
-                    "its state moved to {} while held at events {}",
-                    d.position,
-                    cut[h.partition.index()]
-                ),
-            });
+        let path = format!("{}?partition={}", read.route, h.partition.0);
+        let r = call(h, read.method, &path, s)?;
+        let failed = |reason: String| CutError::Processor {
+            generation: h.generation,
+            partition: h.partition,
+            reason,
+        };
+        let d: T = serde_json::from_slice(&r.body)
+            .map_err(|e| failed(format!("an answer that is not a {}: {e}", read.noun)))?;
+        let at = (read.events)(&d);
+        if at != cut[h.partition.index()] {
+            return Err(failed(format!(
+                "its {} is of events {at}, but it was held at events {}",
+                read.noun,
+                cut[h.partition.index()]
+            )));
         }
-        let at = generations
+        let i = generations
             .iter()
             .position(|&g| g == h.generation)
             .unwrap_or(0);
-        digests[at].1.push(d);
+        answers[i].1.push(d);
     }
-    Ok(digests)
+    Ok(answers)
 }

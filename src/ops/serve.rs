@@ -223,7 +223,10 @@ pub fn generation_api(
     let members = Arc::new(MembersView::start(cluster.log().config())?);
     let reader = Reader::over(cluster.shared().clone(), None);
     let mut node = LogNode::new(cluster.log().clone(), Some(cluster.progress().clone()));
-    node.cuts = Some(Arc::new(ClusterCuts(cluster.shared().clone())));
+    node.cuts = Some(Arc::new(ClusterCuts {
+        owned: cluster.shared().clone(),
+        checkpoints: cluster.checkpoint_dir().cloned(),
+    }));
     Ok(Api::clustered(
         reader,
         Arc::new(node),

@@ -157,6 +157,14 @@ impl CheckpointDir {
         partition_dir(&self.root, p)
     }
 
+    /// Where the checkpoint `c` of this directory is.
+    pub fn path_of(&self, c: &PartitionCheckpoint) -> PathBuf {
+        self.partition_dir(c.partition).join(format!(
+            "{:015}-{}-{}",
+            c.created_ms, c.positions.events, c.positions.effects
+        ))
+    }
+
     /// Writes a checkpoint of `store` (partition `p`, owned under `epoch`;
     /// `handed_over` when its task has stopped for good), publishes it with
     /// one rename, and prunes all but the newest [`KEEP`].
@@ -180,11 +188,7 @@ impl CheckpointDir {
             let _ = std::fs::remove_dir_all(&tmp);
         }
         let info = result?;
-        let name = format!(
-            "{created_ms:015}-{}-{}",
-            info.positions.events, info.positions.effects
-        );
-        let to = dir.join(&name);
+        let to = self.path_of(&info);
         std::fs::rename(&tmp, &to).map_err(io(format!("publishing {}", to.display())))?;
         crate::state::fsutil::sync_dir(&dir).map_err(io(format!("syncing {}", dir.display())))?;
         self.prune(p);

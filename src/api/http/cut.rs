@@ -46,6 +46,10 @@ pub trait Cuts: Send + Sync {
     /// served here.
     fn digest(&self, reader: &Reader, p: Partition)
         -> Result<Option<serde_json::Value>, NodeError>;
+    /// Writes a checkpoint of partition `p` into the group's checkpoint
+    /// directory: `{"path", "checkpoint"}` (`checkpoint.json`'s contents);
+    /// `None` when it is not served here.
+    fn checkpoint(&self, p: Partition) -> Result<Option<serde_json::Value>, NodeError>;
 }
 
 /// The longest hold a request may ask for.
@@ -124,6 +128,27 @@ pub(super) async fn cut_release(
     let (p, _, _) = parse(q, false)?;
     cuts(&api)?.release(p);
     Ok(axum::http::StatusCode::NO_CONTENT.into_response())
+}
+
+/// `POST`: a checkpoint of the partition, written now.
+pub(super) async fn cut_checkpoint(
+    State(api): State<Arc<Api>>,
+    q: Params,
+) -> Result<Response, ApiError> {
+    let (p, _, _) = parse(q, false)?;
+    let c = cuts(&api)?;
+    let d = tokio::task::spawn_blocking(move || c.checkpoint(p))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(|e| match e.disposition {
+            crate::core::Disposition::Stop => ApiError {
+                status: axum::http::StatusCode::CONFLICT,
+                code: "no_checkpoints",
+                message: e.to_string(),
+            },
+            _ => ApiError::internal(e),
+        })?;
+    Ok(Json(d.ok_or_else(|| not_here(p))?).into_response())
 }
 
 /// `GET`: the partition's digests, read now.

@@ -90,6 +90,8 @@ pub mod route {
     pub const INTERNAL_CUT: &str = "/v1/internal/cut";
     /// A partition's digests at a consistent cut (Kafka mode).
     pub const INTERNAL_DIGEST: &str = "/v1/internal/digest";
+    /// A partition's checkpoint at a consistent cut (Kafka mode).
+    pub const INTERNAL_CHECKPOINT: &str = "/v1/internal/checkpoint";
 }
 
 /// Every route, as matched (also the `route` label of the request metrics).
@@ -114,6 +116,7 @@ pub const ROUTES: &[&str] = &[
     route::INTERNAL_POSTS,
     route::INTERNAL_CUT,
     route::INTERNAL_DIGEST,
+    route::INTERNAL_CHECKPOINT,
     route::UI,
 ];
 
@@ -398,6 +401,10 @@ pub fn router(api: Arc<Api>) -> Router {
                 .delete(cut::cut_release),
         )
         .route(route::INTERNAL_DIGEST, get(cut::cut_digest))
+        .route(
+            route::INTERNAL_CHECKPOINT,
+            axum::routing::post(cut::cut_checkpoint),
+        )
         .route(route::UI, get(ui::ui))
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)

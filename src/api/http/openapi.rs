@@ -47,7 +47,7 @@ pub fn default_limit(route: &str) -> Option<usize> {
         timeline, why, changes, stream, posts, counters, counters_many, recent_followers, followers,
         followees, mutes, blocks, openapi, healthz, readyz, metrics, internal_outboxes,
         internal_posts, internal_cut_state, internal_cut_hold, internal_cut_release,
-        internal_digest, ui
+        internal_digest, internal_checkpoint, ui
     ),
     components(schemas(
         PostItem, RepostedBy, RepostOf, WhyItem, WhyAnswer, EventAt, Change, Changes, FollowerItem, FilteredItem, Counters, Page<PostItem>,
@@ -363,6 +363,18 @@ fn internal_cut_release() {}
         (status = 503, description = "The partition is not served here", body = ErrorBody),
     ))]
 fn internal_digest() {}
+
+#[utoipa::path(post, path = "/v1/internal/checkpoint", operation_id = "postInternalCheckpoint",
+    summary = "Internal, Kafka mode: write a RocksDB checkpoint of a partition this processor serves into the group's checkpoint directory (--checkpoints), as at a consistent cut.",
+    params(("partition" = u32, Query, description = "The partition.")),
+    responses(
+        (status = 200, description = "path (the checkpoint's directory) and checkpoint (its checkpoint.json)", body = Object),
+        (status = 400, description = "Bad parameter", body = ErrorBody),
+        (status = 404, description = "Embedded mode: the route is not served", body = ErrorBody),
+        (status = 409, description = "The processor runs without --checkpoints", body = ErrorBody),
+        (status = 503, description = "The partition is not served here", body = ErrorBody),
+    ))]
+fn internal_checkpoint() {}
 
 #[utoipa::path(get, path = "/ui", operation_id = "getUi",
     summary = "A web page to look at timelines with: pick a user, page through their home timeline, watch it update over the timeline stream, click an entry for its why, ask why a post is not there. Reads this API only; needs no token itself (it asks for one and sends it).",

@@ -294,6 +294,11 @@ impl Cluster {
         &self.shared
     }
 
+    /// The group's checkpoint directory, when it has one (`--checkpoints`).
+    pub fn checkpoint_dir(&self) -> Option<&Arc<CheckpointDir>> {
+        self.checkpoints.as_ref()
+    }
+
     /// Figures since the processor was opened.
     pub fn progress(&self) -> &Arc<Progress> {
         &self.progress

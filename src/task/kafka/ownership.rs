@@ -216,6 +216,14 @@ impl Ownership {
         self.cut_state(p)
     }
 
+    /// The store of partition `p` and its owner epoch, while this
+    /// processor serves it.
+    pub fn serving_store(&self, p: Partition) -> Option<(Arc<Store>, Epoch)> {
+        let owned = lock(&self.owned);
+        let o = owned.get(&p).filter(|o| o.serving.load(Ordering::SeqCst))?;
+        Some((o.store.clone(), o.epoch))
+    }
+
     /// Lets partition `p` read its `events` on.
     pub fn release(&self, p: Partition) {
         if let Some(o) = lock(&self.owned).get(&p) {
