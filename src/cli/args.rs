@@ -39,6 +39,22 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// How a command reaches the processors for a consistent cut (Kafka mode).
+#[derive(clap::Args)]
+pub struct CutArgs {
+    /// Kafka mode: seconds to wait for every partition to reach the cut.
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    pub timeout: u64,
+    /// Kafka mode: the processors' API token.
+    #[arg(
+        long,
+        env = "FEEDLOG_API_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub api_token: Option<String>,
+}
+
 /// How log lines are written.
 #[derive(Clone, Copy, ValueEnum)]
 pub enum LogFormat {
@@ -181,17 +197,8 @@ pub enum Command {
         /// one consistent cut).
         #[arg(long, value_name = "C")]
         into: Option<PathBuf>,
-        /// Kafka mode: seconds to wait for every partition to reach the cut.
-        #[arg(long, value_name = "SECS", default_value_t = 120)]
-        timeout: u64,
-        /// Kafka mode: the processors' API token.
-        #[arg(
-            long,
-            env = "FEEDLOG_API_TOKEN",
-            value_name = "TOKEN",
-            hide_env_values = true
-        )]
-        api_token: Option<String>,
+        #[command(flatten)]
+        cut: CutArgs,
     },
     /// Switch --data (and its running processor and readers) to the
     /// finished rebuild in NEWDIR, without downtime; the old state is kept
@@ -280,18 +287,8 @@ pub enum Command {
         /// Kafka mode: the generation to compare --generation with.
         #[arg(long, value_name = "G", default_value_t = 0)]
         against: u32,
-        /// Kafka mode: seconds to wait for every partition of both
-        /// generations to reach the cut.
-        #[arg(long, value_name = "SECS", default_value_t = 120)]
-        timeout: u64,
-        /// Kafka mode: the processors' API token.
-        #[arg(
-            long,
-            env = "FEEDLOG_API_TOKEN",
-            value_name = "TOKEN",
-            hide_env_values = true
-        )]
-        api_token: Option<String>,
+        #[command(flatten)]
+        cut: CutArgs,
     },
     /// The embedded log: check every partition, cut one explicitly, or print the events as JSON lines.
     Log {

@@ -3,6 +3,7 @@
 //! another at a consistent cut.
 
 use super::api_args::ApiArgs;
+use super::args::CutArgs;
 use super::kafka::{run_watching, KafkaRunArgs, Settings};
 use super::shell::RunMode;
 use crate::cli::say::say;
@@ -114,26 +115,26 @@ pub fn rebuild(
     Ok(code)
 }
 
+/// How a cut reaches the processors, from the command line.
+fn cut_settings(cut: &CutArgs) -> CutSettings {
+    CutSettings {
+        token: cut.api_token.clone().filter(|t| !t.is_empty()),
+        timeout: Duration::from_secs(cut.timeout),
+    }
+}
+
 /// `feedlog --kafka B --generation N verify --against G`: the digests of
 /// every view of both generations at one consistent cut; exit 0 when all
 /// are equal, 1 naming the first differing partition and view, 2 when the
 /// cut could not be taken in time (the states are not comparable).
-pub fn verify(
-    settings: &Settings,
-    against: u32,
-    token: Option<String>,
-    timeout: Duration,
-) -> Result<i32> {
+pub fn verify(settings: &Settings, against: u32, cut: &CutArgs) -> Result<i32> {
     let deployment = settings.require_kafka("verify")?;
     let deployment = settings.deployment.as_ref().unwrap_or(deployment);
     let g = settings.generation;
     if g == against {
         bail!("--generation {g} and --against {against} name the same generation: give two");
     }
-    let s = CutSettings {
-        token: token.filter(|t| !t.is_empty()),
-        timeout,
-    };
+    let s = cut_settings(cut);
     say!(
         "verifying generation {g} against generation {against} of group {}: holding both at one cut of {}",
         deployment.group,
@@ -220,14 +221,11 @@ pub fn swap(settings: &Settings, rollback: bool, confirm: bool, timeout: Duratio
 /// `feedlog --kafka B [--generation N] checkpoint`: a checkpoint of every
 /// partition at one consistent cut, each written by its owner into the
 /// group's checkpoint directory (`run --checkpoints DIR`).
-pub fn checkpoint(settings: &Settings, token: Option<String>, timeout: Duration) -> Result<i32> {
+pub fn checkpoint(settings: &Settings, cut: &CutArgs) -> Result<i32> {
     let deployment = settings.require_kafka("checkpoint")?;
     let deployment = settings.deployment.as_ref().unwrap_or(deployment);
     let g = settings.generation;
-    let s = CutSettings {
-        token: token.filter(|t| !t.is_empty()),
-        timeout,
-    };
+    let s = cut_settings(cut);
     let taken = match at_cut(deployment, &[g], &s, &|l| say!("{l}"), &CHECKPOINTS) {
         Ok(t) => t,
         Err(e @ CutError::NotSettled { .. }) => {

@@ -181,15 +181,8 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 bail!("rebuild needs --into NEWDIR (or Kafka mode: --kafka BROKERS --generation N)")
             }
         },
-        Command::Checkpoint {
-            into,
-            timeout,
-            api_token,
-        } => match (&settings.kafka, into) {
-            (Some(_), None) => {
-                let wait = std::time::Duration::from_secs(timeout);
-                generation::checkpoint(&settings, api_token, wait)
-            }
+        Command::Checkpoint { into, cut } => match (&settings.kafka, into) {
+            (Some(_), None) => generation::checkpoint(&settings, &cut),
             (Some(_), Some(_)) => bail!(
                 "in Kafka mode each processor writes its partitions' checkpoints into the group's \
                  --checkpoints directory: give no --into"
@@ -234,17 +227,8 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         },
         Command::States => state::states(data),
         Command::DropState { name } => state::drop_state(data, &name),
-        Command::Verify {
-            a,
-            b,
-            against,
-            timeout,
-            api_token,
-        } => match (&settings.kafka, a, b) {
-            (Some(_), None, None) => {
-                let wait = std::time::Duration::from_secs(timeout);
-                generation::verify(&settings, against, api_token, wait)
-            }
+        Command::Verify { a, b, against, cut } => match (&settings.kafka, a, b) {
+            (Some(_), None, None) => generation::verify(&settings, against, &cut),
             (Some(_), _, _) => bail!(
                 "in Kafka mode verify compares two generations (--generation N --against G), not data directories"
             ),
