@@ -17,6 +17,7 @@ use crate::api::http::client;
 use crate::api::http::cut::{CutAnswer, Cuts};
 use crate::api::http::NodeError;
 use crate::api::query::Reader;
+use crate::core::position::Positions;
 use crate::core::{Disposition, Partition};
 use crate::log::kafka::members::read_owners;
 use crate::log::kafka::{high_watermarks, GroupClient, KafkaConfig, PartitionState};
@@ -172,8 +173,8 @@ pub struct CutRead<T> {
     method: &'static str,
     route: &'static str,
     noun: &'static str,
-    /// The `events` position of the state the answer is of.
-    events: fn(&T) -> u64,
+    /// The positions of the state the answer is of.
+    position: fn(&T) -> Positions,
 }
 
 /// Every partition's digests ([`digest`](super::digest)).
@@ -181,7 +182,7 @@ pub const DIGESTS: CutRead<PartitionDigest> = CutRead {
     method: "GET",
     route: "/v1/internal/digest",
     noun: "digest",
-    events: |d| d.position.events.0,
+    position: |d| d.position,
 };
 
 /// A checkpoint of every partition, in the group's checkpoint directory.
@@ -189,7 +190,7 @@ pub const CHECKPOINTS: CutRead<WrittenCheckpoint> = CutRead {
     method: "POST",
     route: "/v1/internal/checkpoint",
     noun: "checkpoint",
-    events: |c| c.checkpoint.positions.events.0,
+    position: |c| c.checkpoint.positions,
 };
 
 /// How a coordinator reaches the processors.
@@ -324,7 +325,7 @@ pub fn at_cut<T: serde::de::DeserializeOwned>(
     let mut settled_with: Option<Vec<Vec<u64>>> = None;
     let mut last_why = String::from("nothing asked yet");
     let mut first_hold = None;
-    let held = loop {
+    let (held, settled) = loop {
         if started.elapsed() > s.timeout {
             return Err(CutError::NotSettled {
                 waited: s.timeout,
@@ -366,19 +367,22 @@ pub fn at_cut<T: serde::de::DeserializeOwned>(
         }
         let behind = answers.iter().find(|((g, p), a)| {
             let gi = cfgs.iter().position(|(x, _)| x == g).unwrap_or(0);
-            a.applied.events.0 < cut[p.index()] || a.applied.effects.0 < ends[gi][p.index()]
+            a.held_at != Some(cut[p.index()])
+                || a.applied.events.0 < cut[p.index()]
+                || a.applied.effects.0 < ends[gi][p.index()]
         });
         match behind {
             Some(((g, p), a)) => {
                 last_why = format!(
-                    "generation {g}, partition {p} at {} (the cut: events {}, effects end {})",
+                    "generation {g}, partition {p} at {}, held at {:?} (the cut: events {}, effects end {})",
                     a.applied,
+                    a.held_at,
                     cut[p.index()],
                     ends[cfgs.iter().position(|(x, _)| x == g).unwrap_or(0)][p.index()]
                 );
                 settled_with = None;
             }
-            None if settled_with.as_ref() == Some(&ends) => break held,
+            None if settled_with.as_ref() == Some(&ends) => break (held, answers),
             None => settled_with = Some(ends),
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -388,7 +392,7 @@ pub fn at_cut<T: serde::de::DeserializeOwned>(
         started.elapsed().as_secs_f64(),
         read.noun
     ));
-    let answers = read_at(&held, generations, &cut, s, read)?;
+    let answers = read_at(&held, generations, &settled, s, read)?;
     drop(releases);
     Ok(Taken {
         events: cut,
@@ -433,11 +437,11 @@ fn hold_round(
 }
 
 /// Every held partition's answer to `read`, per generation in
-/// `generations`' order; each must be of the state at the cut.
+/// `generations`' order; each must be of the state it settled at.
 fn read_at<T: serde::de::DeserializeOwned>(
     held: &[Held],
     generations: &[u32],
-    cut: &[u64],
+    settled: &Answers,
     s: &CutSettings,
     read: &CutRead<T>,
 ) -> Result<Vec<(u32, Vec<T>)>, CutError> {
@@ -452,12 +456,13 @@ fn read_at<T: serde::de::DeserializeOwned>(
         };
         let d: T = serde_json::from_slice(&r.body)
             .map_err(|e| failed(format!("an answer that is not a {}: {e}", read.noun)))?;
-        let at = (read.events)(&d);
-        if at != cut[h.partition.index()] {
+        let at = (read.position)(&d);
+        let want = settled.get(&(h.generation, h.partition)).map(|a| a.applied);
+        if Some(at) != want {
             return Err(failed(format!(
-                "its {} is of events {at}, but it was held at events {}",
+                "its {} is of the state at {at}, but it settled at {}: it moved while held",
                 read.noun,
-                cut[h.partition.index()]
+                want.map_or("nothing".to_string(), |w| w.to_string())
             )));
         }
         let i = generations

@@ -55,6 +55,20 @@ pub enum GenerationError {
         /// The live generation's.
         want: u64,
     },
+    /// The last swap's replaced generation is still kept.
+    #[error(
+        "generation {kept} is still kept for a rollback of the swap to generation {live}: \
+         `swap --confirm` (retire it) or `swap --rollback` first"
+    )]
+    Kept {
+        /// The kept generation.
+        kept: u32,
+        /// The live one.
+        live: u32,
+    },
+    /// The live-generation record changed while the swap waited.
+    #[error("another swap, rollback or confirm was made while this swap waited: nothing was changed; look and try again")]
+    Changed,
     /// Nothing to roll back to, or to confirm.
     #[error("no swap to {0}: generation {1} answers readers and no earlier generation is kept")]
     NoPrevious(&'static str, u32),
@@ -79,7 +93,8 @@ impl GenerationError {
     pub fn disposition(&self) -> Disposition {
         match self {
             GenerationError::Log(e) => e.disposition(),
-            GenerationError::Behind { .. } => Disposition::Retry,
+            GenerationError::Behind { .. } | GenerationError::Changed => Disposition::Retry,
+            GenerationError::Kept { .. } => Disposition::Stop,
             GenerationError::Live
             | GenerationError::AlreadyLive(_)
             | GenerationError::Retired(_)
@@ -163,6 +178,12 @@ pub fn swap(
     if cur.retired.contains(&generation) {
         return Err(GenerationError::Retired(generation));
     }
+    if let Some(kept) = cur.previous.filter(|&k| k != generation) {
+        return Err(GenerationError::Kept {
+            kept,
+            live: cur.live,
+        });
+    }
     let want: Vec<u64> = status(&deployment.generation(cur.live))?
         .partitions
         .iter()
@@ -189,6 +210,9 @@ pub fn swap(
             });
         }
         std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    if live_generation(deployment)? != cur {
+        return Err(GenerationError::Changed);
     }
     write_live_generation(
         deployment,

@@ -257,6 +257,7 @@ pub fn reset_group(
         )));
     }
     let events = log.name(Topic::Events).to_string();
+    let effects = log.name(Topic::Effects).to_string();
     let n = log.partitions(Topic::Events);
     let mut positions = Vec::new();
     let mut seen = Vec::new();
@@ -278,6 +279,9 @@ pub fn reset_group(
                     .map(|(_, c)| c)
                     .rfind(|c| {
                         c.identity.events_topic == events
+                            // Checkpoints of earlier versions name no
+                            // effects topic: they are generation 0's.
+                            && c.identity.effects_topic.as_ref().is_none_or(|t| *t == effects)
                             && c.identity.partitions == n
                             && end.covers(c.positions)
                     })

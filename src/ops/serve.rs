@@ -13,7 +13,7 @@ use crate::api::query::{Reader, Rewind};
 use crate::core::metrics::{Figures, PartitionLag};
 use crate::core::Partition;
 use crate::log::kafka::members::LiveGeneration;
-use crate::log::kafka::{KafkaConfig, MembersView, PartitionState};
+use crate::log::kafka::{KafkaConfig, MembersView};
 use crate::log::{Log, LogError, Topic};
 use crate::state::datadir::DataDir;
 use crate::state::{Partitions, Store, StoreSet};
@@ -108,10 +108,7 @@ pub struct MembersLocator(pub Arc<MembersView>);
 
 impl Locator for MembersLocator {
     fn serving(&self, p: Partition) -> Option<String> {
-        match self.0.owners().partitions.get(&p) {
-            Some((_, PartitionState::Serving, Some(api))) => Some(api.clone()),
-            _ => None,
-        }
+        self.0.serving(p)
     }
 }
 
@@ -152,7 +149,9 @@ pub struct GenerationFront {
     own: u32,
     deployment: KafkaConfig,
     base: MembersView,
-    others: std::sync::Mutex<BTreeMap<u32, Arc<MembersView>>>,
+    /// Other generations' views: `None` while one is being started (on a
+    /// thread of its own, never on a request's).
+    others: Arc<std::sync::Mutex<BTreeMap<u32, Option<Arc<MembersView>>>>>,
 }
 
 impl GenerationFront {
@@ -168,43 +167,58 @@ impl GenerationFront {
 
     /// The deployment's live-generation record as last read.
     pub fn live(&self) -> LiveGeneration {
-        self.base.owners().live
+        self.base.live()
+    }
+
+    /// Generation `g`'s view once it has read its `members`; the first
+    /// call starts it on a thread of its own (retried each second while
+    /// the brokers refuse), and until then there is none.
+    fn view(&self, g: u32) -> Option<Arc<MembersView>> {
+        let mut others = self.others.lock().unwrap_or_else(|e| e.into_inner());
+        match others.get(&g) {
+            Some(v) => return v.clone().filter(|v| v.caught_up()),
+            None => others.insert(g, None),
+        };
+        let (map, cfg) = (self.others.clone(), self.deployment.generation(g));
+        let started = std::thread::Builder::new()
+            .name("feedlog-generation".into())
+            .spawn(move || loop {
+                match MembersView::start(&cfg) {
+                    Ok(v) => {
+                        map.lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(g, Some(Arc::new(v)));
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(generation = g, error = %e, "reading the live generation's members; retrying");
+                        std::thread::sleep(Duration::from_secs(1));
+                    }
+                }
+            });
+        if let Err(e) = started {
+            tracing::warn!(error = %e, "starting a reader of the live generation's members");
+            others.remove(&g);
+        }
+        None
     }
 }
 
 impl Front for GenerationFront {
     fn elsewhere(&self, p: Partition) -> Option<Option<String>> {
+        if !self.base.caught_up() {
+            // Which generation is live is not known yet: this one answers.
+            return None;
+        }
         let live = self.live().live;
         if live == self.own {
             return None;
         }
-        let owners = match live {
-            0 => self.base.owners(),
-            g => {
-                let mut others = self.others.lock().unwrap_or_else(|e| e.into_inner());
-                let view = match others.get(&g) {
-                    Some(v) => v.clone(),
-                    None => match MembersView::start(&self.deployment.generation(g)) {
-                        Ok(v) => others.entry(g).or_insert(Arc::new(v)).clone(),
-                        Err(e) => {
-                            tracing::warn!(generation = g, error = %e, "reading the live generation's members");
-                            return Some(None);
-                        }
-                    },
-                };
-                drop(others);
-                if !view.caught_up() {
-                    // Just started: answer from this generation for the
-                    // moment it takes to learn who serves the live one.
-                    return None;
-                }
-                view.owners()
-            }
-        };
-        Some(match owners.partitions.get(&p) {
-            Some((_, PartitionState::Serving, Some(api))) => Some(api.clone()),
-            _ => None,
-        })
+        match live {
+            0 => Some(self.base.serving(p)),
+            // Until the live generation's view is ready, this one answers.
+            g => self.view(g).map(|v| v.serving(p)),
+        }
     }
 }
 

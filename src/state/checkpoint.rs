@@ -37,6 +37,11 @@ pub const KEEP: usize = 2;
 pub struct Identity {
     /// The `events` topic's name.
     pub events_topic: String,
+    /// Kafka mode: the `effects` topic's name, which tells the generations
+    /// of a deployment apart (they share `events`; docs/kafka.md,
+    /// "Generations"). `None` in checkpoints of earlier versions.
+    #[serde(default)]
+    pub effects_topic: Option<String>,
     /// Partition count.
     pub partitions: u32,
     /// The inbox cap the state was built with.

@@ -107,6 +107,7 @@ mod tests {
     fn id() -> Identity {
         Identity {
             events_topic: "events".into(),
+            effects_topic: Some("effects".into()),
             partitions: 4,
             inbox_cap: crate::core::DEFAULT_INBOX_CAP,
         }
@@ -170,6 +171,11 @@ mod tests {
             },
             Identity {
                 partitions: 8,
+                ..id()
+            },
+            // Another generation of the deployment: the same events.
+            Identity {
+                effects_topic: Some("g1.effects".into()),
                 ..id()
             },
             Identity {

@@ -28,7 +28,8 @@ pub struct CutAnswer {
     /// effects]` offsets.
     #[schema(value_type = [u64; 2])]
     pub applied: Positions,
-    /// Where its `events` are held, while they are.
+    /// Where its task holds its `events`, as the task last acknowledged
+    /// (it reads nothing past it from then on).
     pub held_at: Option<u64>,
 }
 

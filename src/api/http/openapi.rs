@@ -456,12 +456,21 @@ mod tests {
         );
         let mut ids = std::collections::BTreeSet::new();
         for route in super::super::ROUTES {
-            let op = &doc["paths"][*route]["get"];
-            let id = op["operationId"].as_str();
-            assert!(
-                id.is_some_and(|i| ids.insert(i.to_string())),
-                "{route}: {id:?}"
-            );
+            let item = &doc["paths"][*route];
+            let methods = ["get", "post", "delete"];
+            for m in methods.iter().filter(|m| !item[**m].is_null()) {
+                let id = item[*m]["operationId"].as_str();
+                assert!(
+                    id.is_some_and(|i| ids.insert(i.to_string())),
+                    "{m} {route}: {id:?}"
+                );
+            }
+            // A route's reads are its GET; a POST-only route has its POST.
+            let op = match item["get"].is_null() {
+                true => &item["post"],
+                false => &item["get"],
+            };
+            assert!(!op.is_null(), "{route}: no GET or POST");
             let limit = op["parameters"]
                 .as_array()
                 .and_then(|ps| ps.iter().find(|p| p["name"] == "limit"));

@@ -337,6 +337,30 @@ impl MembersView {
         })
     }
 
+    /// The API of the processor serving partition `p`, as last read.
+    pub fn serving(&self, p: Partition) -> Option<String> {
+        match self
+            .owners
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .partitions
+            .get(&p)
+        {
+            Some((_, PartitionState::Serving, Some(api))) => Some(api.clone()),
+            _ => None,
+        }
+    }
+
+    /// The deployment's live-generation record, as last read (in
+    /// generation 0's `members`).
+    pub fn live(&self) -> LiveGeneration {
+        self.owners
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .live
+            .clone()
+    }
+
     /// Whether it has read everything `members` held when it started.
     pub fn caught_up(&self) -> bool {
         self.caught_up.load(Ordering::SeqCst)

@@ -269,6 +269,7 @@ impl Cluster {
                 root,
                 Identity {
                     events_topic: log.name(Topic::Events).to_string(),
+                    effects_topic: Some(log.name(Topic::Effects).to_string()),
                     partitions,
                     inbox_cap: cfg.processor.inbox_cap,
                 },

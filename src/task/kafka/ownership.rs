@@ -34,11 +34,22 @@ pub(super) struct Owned {
 /// A hold of a partition's `events` at an offset, for a consistent cut of
 /// the group (`crate::ops::cut`): it lapses by itself after its time, so
 /// a cut whose coordinator died does not stop the partition for good.
-#[derive(Default)]
 pub(super) struct Hold {
     at: AtomicU64,
     /// Until when, in ms since the epoch (0: not held).
     until_ms: AtomicU64,
+    /// The hold the task applies from its next read on (`u64::MAX`: none).
+    acked: AtomicU64,
+}
+
+impl Default for Hold {
+    fn default() -> Hold {
+        Hold {
+            at: AtomicU64::new(0),
+            until_ms: AtomicU64::new(0),
+            acked: AtomicU64::new(u64::MAX),
+        }
+    }
 }
 
 impl Hold {
@@ -57,6 +68,16 @@ impl Hold {
         (crate::log::now_ms() < self.until_ms.load(Ordering::SeqCst))
             .then(|| self.at.load(Ordering::SeqCst))
     }
+
+    /// The task applies `at` from its next read on.
+    pub(super) fn acknowledge(&self, at: Option<u64>) {
+        self.acked.store(at.unwrap_or(u64::MAX), Ordering::SeqCst);
+    }
+
+    /// The hold the task applies, as it last acknowledged.
+    fn acknowledged(&self) -> Option<u64> {
+        Some(self.acked.load(Ordering::SeqCst)).filter(|&a| a != u64::MAX)
+    }
 }
 
 /// One owned partition at a cut: its applied positions and its hold.
@@ -66,7 +87,8 @@ pub struct CutState {
     pub partition: Partition,
     /// Applied (durable, outputs acknowledged) up to these positions.
     pub applied: Positions,
-    /// Where its `events` are held, if they are.
+    /// Where its task holds its `events` (as it last acknowledged: no read
+    /// past it since), if it does.
     pub held_at: Option<u64>,
 }
 
@@ -239,7 +261,7 @@ impl Ownership {
         Some(CutState {
             partition: p,
             applied: o.applied.get(),
-            held_at: o.hold.current(),
+            held_at: o.hold.acknowledged(),
         })
     }
 

@@ -327,7 +327,9 @@ impl Hooks for KafkaOwner {
 
     fn after(&mut self, task: &mut PartitionTask, stats: &StepStats) -> Result<(), TaskError> {
         self.applied.set(task.applied());
-        task.hold_events(self.hold.current().map(Offset));
+        let hold = self.hold.current();
+        task.hold_events(hold.map(Offset));
+        self.hold.acknowledge(hold);
         if !self.serving.load(Ordering::SeqCst) && task.caught_up() {
             self.serving.store(true, Ordering::SeqCst);
             self.shared.changes.fetch_add(1, Ordering::SeqCst);
