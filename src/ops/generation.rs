@@ -156,8 +156,27 @@ pub struct Swapped {
     pub waited_ms: u64,
 }
 
-fn now_ms() -> u64 {
-    crate::log::now_ms()
+/// Writes `to` as the live generation in place of `cur`'s, which is kept
+/// for a rollback.
+fn make_live(
+    deployment: &KafkaConfig,
+    cur: LiveGeneration,
+    to: u32,
+    waited_ms: u64,
+) -> Result<Swapped, GenerationError> {
+    let from = cur.live;
+    let record = LiveGeneration {
+        live: to,
+        previous: Some(from),
+        retired: cur.retired,
+        at_ms: crate::log::now_ms(),
+    };
+    write_live_generation(deployment, &record)?;
+    Ok(Swapped {
+        from,
+        to,
+        waited_ms,
+    })
 }
 
 /// Makes `generation` answer the deployment's readers, once every one of
@@ -214,20 +233,12 @@ pub fn swap(
     if live_generation(deployment)? != cur {
         return Err(GenerationError::Changed);
     }
-    write_live_generation(
+    make_live(
         deployment,
-        &LiveGeneration {
-            live: generation,
-            previous: Some(cur.live),
-            retired: cur.retired,
-            at_ms: now_ms(),
-        },
-    )?;
-    Ok(Swapped {
-        from: cur.live,
-        to: generation,
-        waited_ms: started.elapsed().as_millis() as u64,
-    })
+        cur,
+        generation,
+        started.elapsed().as_millis() as u64,
+    )
 }
 
 /// Makes the generation the last swap replaced answer readers again.
@@ -236,20 +247,7 @@ pub fn rollback(deployment: &KafkaConfig) -> Result<Swapped, GenerationError> {
     let previous = cur
         .previous
         .ok_or(GenerationError::NoPrevious("roll back", cur.live))?;
-    write_live_generation(
-        deployment,
-        &LiveGeneration {
-            live: previous,
-            previous: Some(cur.live),
-            retired: cur.retired,
-            at_ms: now_ms(),
-        },
-    )?;
-    Ok(Swapped {
-        from: cur.live,
-        to: previous,
-        waited_ms: 0,
-    })
+    make_live(deployment, cur, previous, 0)
 }
 
 /// Retires the generation the last swap replaced: its processors stop, and
@@ -267,7 +265,7 @@ pub fn confirm(deployment: &KafkaConfig) -> Result<u32, GenerationError> {
             live: cur.live,
             previous: None,
             retired,
-            at_ms: now_ms(),
+            at_ms: crate::log::now_ms(),
         },
     )?;
     Ok(previous)
