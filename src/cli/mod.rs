@@ -10,6 +10,7 @@ pub mod demo;
 pub mod generation;
 pub mod ingest;
 pub mod kafka;
+mod kafka_settings;
 pub mod log;
 pub mod query;
 pub mod run;
