@@ -1,7 +1,8 @@
 //! Kafka mode through the binary: `feedlog run --kafka` processes killed
 //! with SIGKILL and restarted, a successor seeded from periodic checkpoints,
 //! a processor paused past its session timeout that comes back and ships
-//! stale records (fenced), events written by an independent client (kcat).
+//! stale records (fenced), a standby that takes a killed owner's partitions
+//! over, events written by an independent client (kcat).
 //! Every view equals the oracle at quiescence.
 
 // Test code: a failed unwrap is a failed test.
@@ -320,6 +321,96 @@ fn crashed_owner_succeeded_from_periodic_checkpoints() {
                 .all(checkpointed)
         },
     );
+    p0.kill().unwrap(); // SIGKILL
+    p0.wait().unwrap();
+    produce(&b.brokers, &b.topic("events"), 4, &second.join("\n"));
+    let start = Instant::now();
+    let s = loop {
+        let s = wait_idle(&kafka, Duration::from_secs(120));
+        if s.partitions
+            .iter()
+            .all(|p| p.owner.as_deref() == Some("p1"))
+        {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "p1 did not take every partition: {s:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    std::process::Command::new("kill")
+        .args(["-TERM", &p1.id().to_string()])
+        .status()
+        .unwrap();
+    let out = p1.wait_with_output().unwrap();
+    assert!(out.status.success(), "p1 stops cleanly on SIGTERM");
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary.contains(" 0 replayed after handovers"),
+        "the survivor replayed nothing the group had processed: {summary}"
+    );
+    let (oracle, max_user) = common::oracle_of(&log);
+    let reader = final_reader(&[&dirs[0], &dirs[1]], &s);
+    check_all(&reader, &oracle, max_user, 7).unwrap();
+}
+
+// Proves warm standbys through the binary: two `feedlog run --kafka --standbys 1` processes each keep a copy of the other's partitions, following the group's committed positions; at idle, the survivor's copies equal the oracle; after a SIGKILL of one, the survivor takes its partitions over from its copies, replays none of what the group had processed (no checkpoints: without the standbys it would replay them from the start), and every view equals the oracle.
+#[test]
+fn a_standby_takes_over_after_its_owner_is_killed() {
+    let b = Broker::mock(4);
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("p{i}"))).collect();
+    let spawn = |i: usize| {
+        run_process(&b, "gs", &dirs[i], &format!("p{i}"), &["--standbys", "1"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut p0 = spawn(0);
+    let p1 = spawn(1);
+    let kafka = b.config("gs", "x").kafka;
+    let log = generated_log(60, 3000);
+    let lines: Vec<&str> = log.lines().collect();
+    let (first, second) = lines.split_at(lines.len() * 2 / 3);
+    wait_until(
+        "both processors own partitions",
+        Duration::from_secs(60),
+        || {
+            let s = cli_status(&b, "gs");
+            let owners: Vec<&str> = s["partitions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|p| p["owner"].as_str())
+                .collect();
+            owners.len() == 4 && owners.contains(&"p0") && owners.contains(&"p1")
+        },
+    );
+    produce(&b.brokers, &b.topic("events"), 4, &first.join("\n"));
+    let mut s = wait_idle(&kafka, Duration::from_secs(120));
+    // Every partition has a standby on the other processor, at the
+    // group's committed positions.
+    wait_until(
+        "every partition's standby at the committed positions",
+        Duration::from_secs(60),
+        || {
+            s = wait_idle(&kafka, Duration::from_secs(60));
+            s.partitions.iter().all(|p| {
+                let other = if p.owner.as_deref() == Some("p0") {
+                    "p1"
+                } else {
+                    "p0"
+                };
+                p.standbys.len() == 1 && p.standbys[0].member == other && p.standbys[0].behind == 0
+            })
+        },
+    );
+    let (first_oracle, max_user) = common::oracle_of(&first.join("\n"));
+    let copies = final_reader(&[&dirs[1]], &s);
+    check_all(&copies, &first_oracle, max_user, 7)
+        .expect("p1's own stores and its standbys hold the views of the log so far");
+    drop(copies);
     p0.kill().unwrap(); // SIGKILL
     p0.wait().unwrap();
     produce(&b.brokers, &b.topic("events"), 4, &second.join("\n"));

@@ -412,6 +412,9 @@ pub enum Command {
         /// every reader pushed to).
         #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = log_span)]
         inactive_after: u64,
+        /// failover: the processors' session timeout, ms.
+        #[arg(long, default_value_t = 3_000)]
+        session_timeout_ms: u64,
     },
 }
 

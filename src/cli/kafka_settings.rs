@@ -80,6 +80,12 @@ pub struct KafkaRunArgs {
     /// [default: only when partitions are given up].
     #[arg(long, env = "FEEDLOG_CHECKPOINT_EVERY", value_name = "SECS")]
     pub checkpoint_every: Option<u64>,
+    /// Warm standbys the group keeps of each partition: this processor
+    /// keeps copies of partitions it does not own (they follow the group's
+    /// committed positions), so that taking one over replays only the tail.
+    /// Give every processor of the group the same value [default: 0].
+    #[arg(long, env = "FEEDLOG_STANDBYS", value_name = "N")]
+    pub standbys: Option<usize>,
 }
 
 /// The config file's Kafka settings, by their flag names (with `_`). Its
@@ -101,6 +107,7 @@ pub(super) struct FileConfig {
     listen: Option<String>,
     checkpoints: Option<PathBuf>,
     checkpoint_every: Option<u64>,
+    standbys: Option<usize>,
 }
 
 fn read_file(path: &Option<PathBuf>) -> Result<FileConfig> {
@@ -217,6 +224,7 @@ pub(super) fn cluster_config(
     if cfg.checkpoint_every == Some(Duration::ZERO) {
         bail!("--checkpoint-every must be at least 1 second");
     }
+    cfg.standbys = args.standbys.or(f.standbys).unwrap_or(0);
     // A test hook, not a setting: the Kafka process tests pause a processor
     // between a commit and its shipping this way.
     if let Ok(n) = std::env::var("FEEDLOG_TEST_STOP_AFTER_COMMIT") {

@@ -274,6 +274,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             seconds,
             pull_threshold,
             inactive_after,
+            session_timeout_ms,
         } => {
             let hybrid = (pull_threshold, span(inactive_after));
             let generated = bench::Generated {
@@ -304,6 +305,9 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 BenchKind::Redis => bench::redis(&redis_bench)?,
                 BenchKind::Mixed => bench::mixed(&redis_bench)?,
                 BenchKind::Kafka => bench::kafka(settings.kafka.clone(), &generated, partitions)?,
+                BenchKind::Failover => {
+                    bench::failover(settings.kafka.clone(), data, session_timeout_ms)?
+                }
             }
             Ok(0)
         }

@@ -33,6 +33,22 @@ pub struct PartitionStatus {
     pub events: TopicPosition,
     /// `effects[p]`.
     pub effects: TopicPosition,
+    /// Its warm standbys (docs/kafka.md, "Standbys"), from `members`.
+    pub standbys: Vec<StandbyStatus>,
+}
+
+/// One warm standby of a partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StandbyStatus {
+    /// The member that keeps it.
+    pub member: String,
+    /// The next `events` offset it applies, as it last announced.
+    pub events: u64,
+    /// The next `effects` offset it applies, as it last announced.
+    pub effects: u64,
+    /// Records of both topics between it and the group's committed
+    /// positions: what a takeover from it replays.
+    pub behind: u64,
 }
 
 /// The group's state: what `feedlog status` prints.
@@ -81,7 +97,16 @@ pub fn status(cfg: &KafkaConfig) -> Result<Status, LogError> {
     let mut partitions = Vec::with_capacity(n as usize);
     for p in Partition::all(n) {
         let owner = owners.partitions.get(&p);
+        let standbys = (owners.standbys.get(&p).into_iter().flatten())
+            .map(|(member, at)| StandbyStatus {
+                member: member.clone(),
+                events: at.events.0,
+                effects: at.effects.0,
+                behind: at.records_to(committed[p.index()]),
+            })
+            .collect();
         partitions.push(PartitionStatus {
+            standbys,
             partition: p,
             owner: owner.map(|o| o.0.clone()),
             state: owner.map(|o| o.1),

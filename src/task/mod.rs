@@ -22,6 +22,7 @@ pub mod priority;
 pub mod progress;
 pub mod runner;
 pub mod shutdown;
+mod takeover;
 
 pub use faults::{CrashPoint, Faults, NoFaults};
 pub use partition::{start_with_threshold, BatchLimits, PartitionTask, Takeover};

@@ -17,6 +17,7 @@
 use super::faults::{CrashPoint, Faults, NoFaults};
 use super::input::{apply_record, decode_effects, Input};
 use super::outbox::{ship, Pending};
+pub use super::takeover::{start_with_threshold, Takeover};
 use super::TaskError;
 use crate::core::codec::{EffectsError, Envelope};
 use crate::core::keys;
@@ -79,58 +80,6 @@ impl Default for BatchLimits {
     }
 }
 
-/// How a task takes its partition over (see [`PartitionTask::open_after`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Takeover {
-    /// This owner's epoch, stamped on every `effects` record it sends:
-    /// receivers apply no record of an older owner of this partition once
-    /// they have applied one of this owner's (see [`crate::core::fence`]).
-    pub epoch: Epoch,
-    /// Where every previous owner's outputs are known to be acknowledged
-    /// (in Kafka mode, the group's committed positions): below them the
-    /// task applies records quietly, emitting nothing. `None`: nowhere.
-    pub emitted: Option<Positions>,
-    /// Whether to re-ship the store's unshipped outbox: only when no other
-    /// owner has had the partition since this store last did (its records
-    /// answered inputs another owner has answered too).
-    pub reship: bool,
-}
-
-impl Takeover {
-    /// The owner of a store nobody else processed since: it re-ships its
-    /// outbox and replays nothing quietly.
-    pub fn resume(epoch: Epoch) -> Takeover {
-        Takeover {
-            epoch,
-            emitted: None,
-            reship: true,
-        }
-    }
-}
-
-/// Puts `threshold` in force in a partition state that has applied
-/// nothing yet (no positions, no outbox, no threshold), before its first
-/// input: promotions are then decided under it however far behind its
-/// first owner starts, where a threshold asked for through the `effects`
-/// log lands after a share of the backlog that depends on timing.
-/// `true` when it wrote it; a state that has applied anything is left as it
-/// is (its log decides its threshold).
-pub fn start_with_threshold(store: &Store, threshold: Option<u64>) -> Result<bool, TaskError> {
-    let Some(threshold) = threshold.filter(|&t| t > 0) else {
-        return Ok(false);
-    };
-    let fresh = store.positions()? == Positions::default()
-        && meta::applied(store)?.is_none()
-        && store.meta_u64(meta::NEXT_SEQ)? == 0
-        && store.get(Cf::Meta, keys::PULL_THRESHOLD)?.is_none();
-    if fresh {
-        store.commit(&Default::default(), |b| {
-            b.put(Cf::Meta, keys::PULL_THRESHOLD, &threshold.to_be_bytes())
-        })?;
-    }
-    Ok(fresh)
-}
-
 /// The owner of one partition.
 pub struct PartitionTask {
     ctx: Ctx,
@@ -178,6 +127,9 @@ pub struct PartitionTask {
     /// No `events` record at or past this offset is read while it is set
     /// (a consistent cut: [`PartitionTask::hold_events`]).
     events_held_at: Option<Offset>,
+    /// A standby's: no input is read past `quiet_below`, ever
+    /// ([`PartitionTask::stand_by`]).
+    standing_by: bool,
 }
 
 impl PartitionTask {
@@ -242,6 +194,7 @@ impl PartitionTask {
             waiting: VecDeque::new(),
             applied_below,
             events_held_at: None,
+            standing_by: false,
         };
         if !takeover.reship {
             task.shipped_below = Some(task.next_seq);
@@ -320,6 +273,23 @@ impl PartitionTask {
     /// asks once caught up), not by this one.
     pub fn leave_requests_to_the_next_owner(&mut self) {
         self.requests_left = true;
+    }
+
+    /// Makes this task a warm standby of a partition another processor
+    /// owns: it applies inputs quietly up to the positions
+    /// [`PartitionTask::follow`] gives (the owner's committed positions) and
+    /// never past them, so it emits nothing and asks nothing (every input it
+    /// applies was answered by the owner); the task of the processor that
+    /// takes the partition over resumes from its state.
+    pub fn stand_by(&mut self) {
+        self.standing_by = true;
+        self.requests_left = true;
+    }
+
+    /// Raises how far a standby (or a quiet replay) may apply to `to`;
+    /// never lowers it.
+    pub fn follow(&mut self, to: Positions) {
+        self.quiet_below = self.quiet_below.max(to);
     }
 
     /// Whether the quiet replay below the previous owners' positions is over
@@ -409,7 +379,7 @@ impl PartitionTask {
     /// state that holds everything the previous owners had answered
     /// (answers depend on what was applied before them).
     fn read_inputs(&mut self) -> Result<Vec<Record>, TaskError> {
-        let end = (!self.caught_up()).then_some(self.quiet_below);
+        let end = (self.standing_by || !self.caught_up()).then_some(self.quiet_below);
         // Reading stops once `max_records` effects wait (an effects record
         // carries up to 256, and the decoded effects are what takes
         // memory); one read adds at most `room` records and `max_bytes`.

@@ -3,6 +3,7 @@
 //! so each result is a ratio that survives a noisy machine.
 
 mod explain;
+mod failover;
 mod fanout;
 mod filters;
 mod http;
@@ -16,6 +17,7 @@ mod resp;
 mod rewind;
 
 pub use explain::explain;
+pub use failover::failover;
 pub use fanout::fanout;
 pub use filters::filters;
 pub use http::http;
@@ -70,6 +72,11 @@ pub enum BenchKind {
     /// it runs), same workload (--kafka BROKERS, else an in-process mock
     /// broker).
     Kafka,
+    /// Failover in Kafka mode: from a SIGKILL of one of two processors to
+    /// every partition served fresh by the other, without standbys and with
+    /// `--standbys 1`, on the log in --data (the demo's; --kafka BROKERS,
+    /// else an in-process mock broker).
+    Failover,
     /// Rebuild of the state in --data from its log vs raw reads of the log
     /// and raw RocksDB puts of the rebuilt records.
     Rebuild,

@@ -275,7 +275,7 @@ pub(super) fn fresh_dir<'e>(
 }
 
 /// Every event in the `events` log of `dir`, per partition in log order.
-fn logged_events(dir: &DataDir) -> Result<Vec<Vec<Event>>> {
+pub(super) fn logged_events(dir: &DataDir) -> Result<Vec<Vec<Event>>> {
     let logs = dir.logs();
     let mut undecodable = 0u64;
     let mut out = Vec::new();

@@ -3,6 +3,7 @@
 //! in a cluster and `feedlog status` replay it.
 
 use super::{kafka_err, KafkaConfig, REQUEST_TIMEOUT};
+use crate::core::position::Positions;
 use crate::core::Partition;
 use crate::log::{KafkaFailure, LogError};
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -37,8 +38,23 @@ pub struct MemberRecord {
     pub serving: Vec<Partition>,
     /// Partitions it owns and is still replaying.
     pub rebuilding: Vec<Partition>,
+    /// Warm standbys it keeps of partitions it does not own, with the
+    /// positions each has applied (docs/kafka.md, "Standbys").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub standby: Vec<StandbyRecord>,
     /// When it wrote this, ms since the epoch.
     pub at_ms: u64,
+}
+
+/// One warm standby in a [`MemberRecord`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StandbyRecord {
+    /// The partition.
+    pub partition: Partition,
+    /// The next `events` offset it applies.
+    pub events: u64,
+    /// The next `effects` offset it applies.
+    pub effects: u64,
 }
 
 /// The key of a deployment's live-generation record, in the `members` topic
@@ -115,6 +131,7 @@ impl MembersWriter {
     pub fn announce(
         &self,
         partitions: &BTreeMap<Partition, PartitionState>,
+        standby: &BTreeMap<Partition, Positions>,
     ) -> Result<(), LogError> {
         let of = |s: PartitionState| {
             partitions
@@ -128,6 +145,14 @@ impl MembersWriter {
             api: self.api.clone(),
             serving: of(PartitionState::Serving),
             rebuilding: of(PartitionState::Rebuilding),
+            standby: standby
+                .iter()
+                .map(|(&partition, at)| StandbyRecord {
+                    partition,
+                    events: at.events.0,
+                    effects: at.effects.0,
+                })
+                .collect(),
             at_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
@@ -152,6 +177,8 @@ pub struct Owners {
     pub partitions: BTreeMap<Partition, (String, PartitionState, Option<String>)>,
     /// Every member with a current record.
     pub members: BTreeMap<String, MemberRecord>,
+    /// Partition → its warm standbys: (member, positions applied).
+    pub standbys: BTreeMap<Partition, Vec<(String, Positions)>>,
     /// The deployment's live generation (in generation 0's `members`).
     pub live: LiveGeneration,
 }
@@ -205,6 +232,16 @@ impl OwnersBuilder {
                         .partitions
                         .insert(p, (r.member.clone(), state, r.api.clone()));
                 }
+            }
+        }
+        for r in self.newest.values().map(|(_, r)| r) {
+            for s in &r.standby {
+                let at = Positions::new(s.events, s.effects);
+                owners
+                    .standbys
+                    .entry(s.partition)
+                    .or_default()
+                    .push((r.member.clone(), at));
             }
         }
         owners.live = self.live.clone();

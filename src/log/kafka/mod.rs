@@ -28,7 +28,9 @@ pub use admin::{
     wanted_topics, TopicOutcome, WantedTopic,
 };
 pub use group::{GroupClient, GroupEvent, GroupMember, MemberSettings, Rebalance};
-pub use members::{MemberRecord, MembersView, MembersWriter, Owners, PartitionState};
+pub use members::{
+    MemberRecord, MembersView, MembersWriter, Owners, PartitionState, StandbyRecord,
+};
 
 use super::{KafkaFailure, Log, LogError, Sink, Source, Topic};
 use crate::core::Partition;

@@ -8,7 +8,7 @@ use crate::core::Partition;
 use crate::log::kafka::{GroupEvent, GroupMember, MemberSettings, MembersWriter};
 use crate::task::Shutdown;
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -25,7 +25,24 @@ impl Cluster {
     /// holds, a setup the cluster refuses) ends the run the same orderly
     /// way, and the error is returned: the group hands this processor's
     /// partitions to the others, and the operator reads what to fix.
+    ///
+    /// With `--standbys`, a thread of its own keeps this processor's warm
+    /// standbys alongside (see [`super::standby`]).
     pub fn run(
+        &self,
+        shutdown: &Shutdown,
+        idle: Option<IdleCheck<'_>>,
+    ) -> Result<StepStats, ClusterError> {
+        let done = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| self.keep_standbys(&done));
+            let ran = self.take_part(shutdown, idle);
+            done.store(true, Ordering::SeqCst);
+            ran
+        })
+    }
+
+    fn take_part(
         &self,
         shutdown: &Shutdown,
         idle: Option<IdleCheck<'_>>,
@@ -90,7 +107,7 @@ impl Cluster {
             }
             let version = self.shared.version();
             if version != announced {
-                match members.announce(&self.shared.serving_states()) {
+                match members.announce(&self.shared.serving_states(), &self.standbys.positions()) {
                     Ok(()) => announced = version,
                     Err(e) => tracing::warn!(error = %e, "announcing ownership"),
                 }
@@ -164,6 +181,9 @@ impl Cluster {
                     }
                     checkpoint_all(self.checkpoints.as_deref(), &stopped);
                 }
+                drop(stopped);
+                // Their stores closed: standbys may keep them from here on.
+                self.standbys.release(partitions);
             }
             GroupEvent::Assigned(_) => {}
             GroupEvent::Failed(e) => tracing::error!(error = %e, "rebalance failed"),

@@ -30,9 +30,11 @@
 
 mod control;
 mod ownership;
+mod standby;
 mod tasks;
 
 pub use ownership::{CutState, Ownership};
+pub use standby::placement;
 
 use super::{Shutdown, TaskError};
 use crate::core::Disposition;
@@ -184,6 +186,9 @@ pub struct ClusterConfig {
     /// after this many commits, before shipping (see
     /// [`crate::task::faults::StopAfterCommit`]).
     pub stop_after_commit: Option<u64>,
+    /// Warm standbys kept of each partition across the group (see
+    /// [`standby`]); 0: none.
+    pub standbys: usize,
 }
 
 impl ClusterConfig {
@@ -204,6 +209,7 @@ impl ClusterConfig {
             checkpoints: None,
             checkpoint_every: None,
             stop_after_commit: None,
+            standbys: 0,
         }
     }
 }
@@ -222,6 +228,8 @@ pub struct Cluster {
     /// Ownership by every task of the process (see
     /// [`ClusterConfig::stop_after_commit`]).
     stop_after_commit: Option<crate::task::faults::StopAfterCommit>,
+    /// This processor's warm standbys.
+    standbys: standby::Standbys,
 }
 
 /// Whether the whole group is idle (every partition consumed to its end
@@ -287,6 +295,7 @@ impl Cluster {
             shared,
             progress: Arc::default(),
             stopping,
+            standbys: standby::Standbys::default(),
         })
     }
 

@@ -38,21 +38,23 @@ impl Cluster {
     }
 
     /// Opens partition `p`'s store: the local one, or a rebuild from the
-    /// log when another processor owned the partition since and the store
-    /// is ahead of the group, or a checkpoint further along. Returns the
-    /// store, its positions, and whether another processor intervened.
+    /// log when another processor owned the partition since (or, for a
+    /// standby, `within_group`, at all) and the store is ahead of the
+    /// group, or a checkpoint further along. Returns the store, its
+    /// positions, and whether another processor intervened.
     pub(super) fn open_for(
         &self,
         p: Partition,
         committed: Positions,
         group_epoch: Option<Epoch>,
+        within_group: bool,
     ) -> Result<(Arc<Store>, Positions, bool), ClusterError> {
         let mut store = self.open_store(p)?;
         let local_epoch = owner_epoch(&store)?;
         let mut local = store.positions()?;
         // Did another processor own this partition since this store did?
         let intervened = group_epoch != local_epoch;
-        if intervened && !committed.covers(local) {
+        if (intervened || within_group) && !committed.covers(local) {
             // This store applied inputs past the group's positions that its
             // successor may not have answered, and its own answers to them
             // may now be stale: neither shipping nor dropping them is safe.
@@ -108,8 +110,11 @@ impl Cluster {
 
     /// Opens partition `p`'s store and starts its task.
     pub(super) fn start(&self, group: &GroupMember, p: Partition) -> Result<(), ClusterError> {
+        // A standby of `p` hands its store over (it is within the group's
+        // positions, so the task replays quietly only what followed).
+        let standby = self.standbys.claim(p);
         let (committed, group_epoch) = group.committed(p)?;
-        let (store, local, intervened) = self.open_for(p, committed, group_epoch)?;
+        let (store, local, intervened) = self.open_for(p, committed, group_epoch, false)?;
         // Take ownership before answering anything: a new epoch, above every
         // epoch this processor can see (the group's, its store's) and at
         // least the wall clock in ms (so a group whose metadata was lost
@@ -130,21 +135,7 @@ impl Cluster {
         store.commit(&Default::default(), |b| {
             b.put(Cf::Meta, meta::OWNER_EPOCH, text.as_bytes())
         })?;
-        for (topic, at) in [
-            (Topic::Events, local.events),
-            (Topic::Effects, local.effects),
-        ] {
-            let start = self.log.start_offset(topic, p)?;
-            if at.0 < start {
-                return Err(ClusterError::Retention {
-                    partition: p,
-                    topic: self.log.name(topic).to_string(),
-                    start,
-                    needed: at.0,
-                    state_dir: self.dir.state_dir(p),
-                });
-            }
-        }
+        self.check_retention(p, local)?;
         let takeover = Takeover {
             epoch,
             emitted: Some(committed),
@@ -169,10 +160,28 @@ impl Cluster {
             local = %local,
             committed = %committed,
             intervened,
+            standby,
             %epoch,
             "starting: replaying quietly up to the committed positions"
         );
         self.spawn(p, task, store, local, committed, epoch)
+    }
+
+    /// Refuses a store whose positions the log no longer holds.
+    pub(super) fn check_retention(&self, p: Partition, at: Positions) -> Result<(), ClusterError> {
+        for (topic, at) in [(Topic::Events, at.events), (Topic::Effects, at.effects)] {
+            let start = self.log.start_offset(topic, p)?;
+            if at.0 < start {
+                return Err(ClusterError::Retention {
+                    partition: p,
+                    topic: self.log.name(topic).to_string(),
+                    start,
+                    needed: at.0,
+                    state_dir: self.dir.state_dir(p),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Runs `task` on a thread of its own and records it as owned.
