@@ -324,32 +324,7 @@ fn crashed_owner_succeeded_from_periodic_checkpoints() {
     p0.kill().unwrap(); // SIGKILL
     p0.wait().unwrap();
     produce(&b.brokers, &b.topic("events"), 4, &second.join("\n"));
-    let start = Instant::now();
-    let s = loop {
-        let s = wait_idle(&kafka, Duration::from_secs(120));
-        if s.partitions
-            .iter()
-            .all(|p| p.owner.as_deref() == Some("p1"))
-        {
-            break s;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "p1 did not take every partition: {s:?}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    };
-    std::process::Command::new("kill")
-        .args(["-TERM", &p1.id().to_string()])
-        .status()
-        .unwrap();
-    let out = p1.wait_with_output().unwrap();
-    assert!(out.status.success(), "p1 stops cleanly on SIGTERM");
-    let summary = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        summary.contains(" 0 replayed after handovers"),
-        "the survivor replayed nothing the group had processed: {summary}"
-    );
+    let s = survivor_replayed_nothing(&kafka, p1);
     let (oracle, max_user) = common::oracle_of(&log);
     let reader = final_reader(&[&dirs[0], &dirs[1]], &s);
     check_all(&reader, &oracle, max_user, 7).unwrap();
@@ -414,32 +389,7 @@ fn a_standby_takes_over_after_its_owner_is_killed() {
     p0.kill().unwrap(); // SIGKILL
     p0.wait().unwrap();
     produce(&b.brokers, &b.topic("events"), 4, &second.join("\n"));
-    let start = Instant::now();
-    let s = loop {
-        let s = wait_idle(&kafka, Duration::from_secs(120));
-        if s.partitions
-            .iter()
-            .all(|p| p.owner.as_deref() == Some("p1"))
-        {
-            break s;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "p1 did not take every partition: {s:?}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    };
-    std::process::Command::new("kill")
-        .args(["-TERM", &p1.id().to_string()])
-        .status()
-        .unwrap();
-    let out = p1.wait_with_output().unwrap();
-    assert!(out.status.success(), "p1 stops cleanly on SIGTERM");
-    let summary = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        summary.contains(" 0 replayed after handovers"),
-        "the survivor replayed nothing the group had processed: {summary}"
-    );
+    let s = survivor_replayed_nothing(&kafka, p1);
     let (oracle, max_user) = common::oracle_of(&log);
     let reader = final_reader(&[&dirs[0], &dirs[1]], &s);
     check_all(&reader, &oracle, max_user, 7).unwrap();
@@ -475,4 +425,40 @@ fn kcat_json_events_are_processed_like_feedlogs_own() {
     let (oracle, max_user) = common::oracle_of(&log);
     let reader = final_reader(&[tmp.path()], &s);
     check_all(&reader, &oracle, max_user, 7).unwrap();
+}
+
+/// Waits until the survivor `p1` owns every partition and the group is
+/// idle, stops it, and checks its summary: it replayed nothing the group
+/// had processed. The group's status at the end.
+fn survivor_replayed_nothing(
+    kafka: &feedlog::log::kafka::KafkaConfig,
+    p1: std::process::Child,
+) -> feedlog::ops::status::Status {
+    let start = Instant::now();
+    let s = loop {
+        let s = wait_idle(kafka, Duration::from_secs(120));
+        if s.partitions
+            .iter()
+            .all(|p| p.owner.as_deref() == Some("p1"))
+        {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "p1 did not take every partition: {s:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    std::process::Command::new("kill")
+        .args(["-TERM", &p1.id().to_string()])
+        .status()
+        .unwrap();
+    let out = p1.wait_with_output().unwrap();
+    assert!(out.status.success(), "p1 stops cleanly on SIGTERM");
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary.contains(" 0 replayed after handovers"),
+        "the survivor replayed nothing the group had processed: {summary}"
+    );
+    s
 }

@@ -241,6 +241,21 @@ pub enum Command {
         /// Do not fsync the rebuild's commits.
         #[arg(long)]
         no_sync: bool,
+        /// Kafka mode: seconds between progress lines.
+        #[arg(long, value_name = "SECS", default_value = "2", value_parser = progress_secs)]
+        progress: Duration,
+        /// Kafka mode: serve the new generation's read API on ADDR (needed:
+        /// it is swapped in for the readers).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
+        /// Kafka mode: how long the swap waits, once caught up, for every
+        /// partition of the new generation to serve, in seconds.
+        #[arg(long, value_name = "SECS", default_value_t = 300)]
+        timeout: u64,
+        #[command(flatten)]
+        api: ApiArgs,
+        #[command(flatten)]
+        kafka_run: kafka::KafkaRunArgs,
     },
     /// Move the stopped data directory's state back to the start of the
     /// log or to a checkpoint; with --kafka, move the stopped group's

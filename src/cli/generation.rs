@@ -22,6 +22,9 @@ pub struct Rebuilding {
     pub progress: Duration,
     /// Exit once the new generation has caught up.
     pub until_caught_up: bool,
+    /// Swap the new generation in for the readers once it has caught up,
+    /// waiting at most this long for it to serve (a Kafka-mode backfill).
+    pub swap: Option<Duration>,
 }
 
 /// `feedlog --kafka B --generation N rebuild`: checks that the log holds
@@ -67,6 +70,7 @@ pub fn rebuild(
         target.len()
     );
     let started = Instant::now();
+    let swapping: Mutex<Option<Swapping>> = Mutex::new(None);
     let last: Mutex<Option<RebuildProgress>> = Mutex::new(None);
     let said = AtomicBool::new(false);
     let look = || -> Result<bool, feedlog::log::LogError> {
@@ -74,6 +78,10 @@ pub fn rebuild(
         let done = p.caught_up();
         *last.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
         if done && !said.swap(true, Ordering::SeqCst) {
+            if let Some(timeout) = watch.swap {
+                *swapping.lock().unwrap_or_else(|e| e.into_inner()) =
+                    swap_in(deployment.clone(), settings.generation, timeout);
+            }
             say!(
                 "caught up after {:.1}s: generation {} has replayed the log as it was when the \
                  rebuild started, and follows it{}",
@@ -81,6 +89,8 @@ pub fn rebuild(
                 settings.generation,
                 if watch.until_caught_up {
                     ""
+                } else if watch.swap.is_some() {
+                    " (swapping it in for the readers; this process goes on as one of its processors)"
                 } else {
                     " (this process goes on as one of its processors; stop it with Ctrl-C)"
                 }
@@ -101,7 +111,10 @@ pub fn rebuild(
         progress: Some(watch.progress),
     };
     let finish = watch.until_caught_up.then_some(&look as _);
-    let code = run_watching(data, settings, args, processor, &mode, api, finish, &tick)?;
+    let ran = run_watching(data, settings, args, processor, &mode, api, finish, &tick);
+    let swap = swapping.lock().unwrap_or_else(|e| e.into_inner()).take();
+    call_off(swap, settings.generation);
+    let code = ran?;
     if watch.until_caught_up && said.load(Ordering::SeqCst) {
         println!(
             "generation {} caught up in {:.1}s; run its processors with \
@@ -113,6 +126,148 @@ pub fn rebuild(
         );
     }
     Ok(code)
+}
+
+/// `feedlog --kafka B --generation N --data NEWDIR backfill --view V
+/// --listen ADDR`: the steps of docs/kafka.md, "Generations", in one
+/// command. It creates generation `N`'s topics (with the replication of
+/// `events`), rebuilds `N` in this process with the new settings (more
+/// processes may join with `--generation N run`), swaps it in for the
+/// readers as soon as it has caught up, and goes on as one of its
+/// processors. The replaced generation keeps processing until `swap
+/// --confirm`; `swap --rollback` brings it back.
+pub fn backfill(
+    data: &Path,
+    settings: &Settings,
+    args: &KafkaRunArgs,
+    processor: ProcessorConfig,
+    api: (Option<String>, &ApiArgs),
+    progress: Duration,
+    timeout: Duration,
+) -> Result<i32> {
+    let kafka = settings.require_kafka("backfill")?;
+    if settings.generation == 0 {
+        bail!(
+            "in Kafka mode a backfill builds a new generation beside the live one and swaps it in: \
+             give --generation N, a generation never used before (docs/kafka.md, \"Generations\")"
+        );
+    }
+    if settings.listen(api.0.clone()).is_none() {
+        bail!(
+            "a backfill in Kafka mode swaps its generation in for the readers, so its processors \
+             answer them: give --listen ADDR (and --advertise URL when other machines reach it \
+             by another name)"
+        );
+    }
+    // Every check a rebuild and a swap make, before anything is created.
+    let deployment = settings.deployment.as_ref().unwrap_or(kafka);
+    generation::check_rebuild(deployment, settings.generation)?;
+    let live = generation::live_generation(deployment)?;
+    if let Some(kept) = live.previous {
+        bail!(generation::GenerationError::Kept {
+            kept,
+            live: live.live
+        });
+    }
+    // The generation's topics, created when missing (as `topics apply`).
+    let missing = feedlog::log::kafka::missing_topics(kafka)?;
+    if !missing.is_empty() {
+        let events = kafka.name(feedlog::log::Topic::Events);
+        let replication = feedlog::log::kafka::replication_of(kafka, &events)
+            .with_context(|| format!("reading topic {events}"))?;
+        let n = kafka.topics.default_partitions();
+        let outcomes = feedlog::log::kafka::apply_topics(kafka, n, replication)?;
+        for t in outcomes.iter().filter(|t| t.outcome != "ok") {
+            say!(
+                "generation {}: topic {}: {}",
+                settings.generation,
+                t.topic,
+                t.outcome
+            );
+        }
+        if let Some(t) = outcomes.iter().find(|t| t.outcome == "differs") {
+            bail!(
+                "topic {} differs from topics/: {}",
+                t.topic,
+                t.problems.join("; ")
+            );
+        }
+    }
+    let watch = Rebuilding {
+        progress,
+        until_caught_up: false,
+        swap: Some(timeout),
+    };
+    rebuild(data, settings, args, processor, api, watch)
+}
+
+/// A swap running on a thread of its own, and how to call it off.
+struct Swapping {
+    /// Whether it swapped.
+    thread: std::thread::JoinHandle<bool>,
+    cancel: std::sync::Arc<AtomicBool>,
+}
+
+/// Swaps `generation` in on a thread of its own (it waits for every
+/// partition to serve) and says how it went; on failure the generation
+/// keeps running and the operator can swap it by hand.
+fn swap_in(
+    deployment: feedlog::log::kafka::KafkaConfig,
+    generation: u32,
+    timeout: Duration,
+) -> Option<Swapping> {
+    let cancel = std::sync::Arc::new(AtomicBool::new(false));
+    let called_off = cancel.clone();
+    let spawned = std::thread::Builder::new()
+        .name("feedlog-swap".into())
+        .spawn(move || {
+            let cancelled = || called_off.load(Ordering::SeqCst);
+            match generation::swap_unless(&deployment, generation, timeout, &cancelled) {
+                Ok(s) => {
+                    say!(
+                    "swapped: generation {} answers the readers in place of generation {} (after \
+                     waiting {} ms for it to serve); `swap --confirm` retires generation {}, \
+                     `swap --rollback` brings it back",
+                    s.to,
+                    s.from,
+                    s.waited_ms,
+                    s.from
+                    );
+                    return true;
+                }
+                Err(generation::GenerationError::Cancelled) => say!(
+                    "not swapped: this processor stopped first; generation {generation} stays \
+                     beside the live one: run `backfill` again on the same data directory (it \
+                     resumes), or its processors with `--generation {generation} run` and then `swap`"
+                ),
+                Err(e) => say!(
+                    "error: swapping generation {generation} in: {e}; it keeps running: swap it \
+                     with `feedlog --generation {generation} swap` once the problem is fixed"
+                ),
+            }
+            false
+        });
+    match spawned {
+        Ok(thread) => Some(Swapping { thread, cancel }),
+        Err(e) => {
+            say!(
+                "error: starting the swap: {e}; swap with `feedlog --generation {generation} swap`"
+            );
+            None
+        }
+    }
+}
+
+/// Calls off a swap still waiting as its processor stops, and waits for it.
+fn call_off(swapping: Option<Swapping>, generation: u32) {
+    let Some(s) = swapping else { return };
+    s.cancel.store(true, Ordering::SeqCst);
+    if s.thread.join().unwrap_or(false) {
+        say!(
+            "this processor of generation {generation} stopped: keep the generation's processors \
+             running (`feedlog --generation {generation} run`) while it answers the readers"
+        );
+    }
 }
 
 /// How a cut reaches the processors, from the command line.

@@ -164,6 +164,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 let watch = generation::Rebuilding {
                     progress,
                     until_caught_up,
+                    swap: None,
                 };
                 generation::rebuild(data, &settings, &kafka_run, cfg, (listen, &api), watch)
             }
@@ -212,8 +213,33 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             inbox_cap,
             inactive_after,
             no_sync,
+            progress,
+            listen,
+            api,
+            kafka_run,
+            timeout,
         } => {
-            embedded("backfill")?;
+            if settings.kafka.is_some() {
+                let Some(inbox_cap) = inbox_cap else {
+                    bail!(
+                        "in Kafka mode a backfill builds a new generation of every view: give its \
+                         --inbox-cap N (the live processors' --inbox-cap to keep theirs, {DEFAULT_INBOX_CAP} \
+                         unless they set one)"
+                    );
+                };
+                let cfg = ProcessorConfig {
+                    inbox_cap,
+                    inactive_after: span(inactive_after),
+                    sync: !no_sync,
+                    ..ProcessorConfig::default()
+                };
+                let timeout = std::time::Duration::from_secs(timeout);
+                let api = (listen, &api);
+                return generation::backfill(data, &settings, &kafka_run, cfg, api, progress, timeout);
+            }
+            if listen.is_some() {
+                bail!("--listen is for a backfill in Kafka mode (give --kafka BROKERS)");
+            }
             let cfg = replay_config(data, inbox_cap, inactive_after, no_sync)?;
             state::backfill(data, view, cfg)
         }

@@ -69,6 +69,9 @@ pub enum GenerationError {
     /// The live-generation record changed while the swap waited.
     #[error("another swap, rollback or confirm was made while this swap waited: nothing was changed; look and try again")]
     Changed,
+    /// The swap was called off (its processor is stopping).
+    #[error("the swap was called off before it was made: this processor is stopping")]
+    Cancelled,
     /// Nothing to roll back to, or to confirm.
     #[error("no swap to {0}: generation {1} answers readers and no earlier generation is kept")]
     NoPrevious(&'static str, u32),
@@ -93,7 +96,9 @@ impl GenerationError {
     pub fn disposition(&self) -> Disposition {
         match self {
             GenerationError::Log(e) => e.disposition(),
-            GenerationError::Behind { .. } | GenerationError::Changed => Disposition::Retry,
+            GenerationError::Behind { .. }
+            | GenerationError::Changed
+            | GenerationError::Cancelled => Disposition::Retry,
             GenerationError::Kept { .. } => Disposition::Stop,
             GenerationError::Live
             | GenerationError::AlreadyLive(_)
@@ -190,6 +195,17 @@ pub fn swap(
     generation: u32,
     timeout: std::time::Duration,
 ) -> Result<Swapped, GenerationError> {
+    swap_unless(deployment, generation, timeout, &|| false)
+}
+
+/// [`swap`], unless `cancelled` says so while it waits or just before it
+/// writes the record (a backfill's processor that stops).
+pub fn swap_unless(
+    deployment: &KafkaConfig,
+    generation: u32,
+    timeout: std::time::Duration,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Swapped, GenerationError> {
     let cur = live_generation(deployment)?;
     if generation == cur.live {
         return Err(GenerationError::AlreadyLive(generation));
@@ -215,6 +231,9 @@ pub fn swap(
             p.state != Some(PartitionState::Serving)
                 || p.events.committed < want.get(p.partition.index()).copied().unwrap_or(0)
         });
+        if cancelled() {
+            return Err(GenerationError::Cancelled);
+        }
         let Some(b) = behind else { break };
         if started.elapsed() > timeout {
             return Err(GenerationError::Behind {
@@ -232,6 +251,9 @@ pub fn swap(
     }
     if live_generation(deployment)? != cur {
         return Err(GenerationError::Changed);
+    }
+    if cancelled() {
+        return Err(GenerationError::Cancelled);
     }
     make_live(
         deployment,

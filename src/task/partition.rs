@@ -485,8 +485,9 @@ impl PartitionTask {
         // Once caught up (what follows is this owner's to answer), ask for
         // the configured pull threshold through this partition's own log;
         // again whenever another one comes into force (a previous owner's
-        // request, applied late).
-        if commits && self.caught_up() && self.ctx.pull_threshold.is_some() {
+        // request, applied late). A standby or a replay for the next owner
+        // asks nothing: the owner does once caught up.
+        if commits && self.caught_up() && self.ctx.pull_threshold.is_some() && !self.requests_left {
             let in_force = crate::core::views::pull_threshold(&*txn)?;
             if self.threshold_seen != Some(in_force) {
                 self.threshold_seen = Some(in_force);

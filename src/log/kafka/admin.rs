@@ -100,6 +100,43 @@ pub fn wanted_topics(cfg: &KafkaConfig, partitions: u32) -> Result<Vec<WantedTop
         .collect()
 }
 
+/// The topics of `cfg` (its generation's) that do not exist yet.
+pub fn missing_topics(cfg: &KafkaConfig) -> Result<Vec<String>, LogError> {
+    let meta: BaseConsumer = cfg
+        .client_config()
+        .create()
+        .map_err(kafka_err("creating a metadata client"))?;
+    let mut missing = Vec::new();
+    for w in wanted_topics(cfg, 1)? {
+        match topic_partitions(&meta, &w.name) {
+            Ok(_) => {}
+            Err(LogError::NoTopic { .. }) => missing.push(w.name),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(missing)
+}
+
+/// The replication factor of `topic` (its first partition's replicas).
+pub fn replication_of(cfg: &KafkaConfig, topic: &str) -> Result<i32, LogError> {
+    let meta: BaseConsumer = cfg
+        .client_config()
+        .create()
+        .map_err(kafka_err("creating a metadata client"))?;
+    let md = meta
+        .fetch_metadata(Some(topic), REQUEST_TIMEOUT)
+        .map_err(kafka_err(format!("reading the metadata of topic {topic}")))?;
+    md.topics()
+        .iter()
+        .find(|t| t.name() == topic)
+        .and_then(|t| t.partitions().first())
+        .map(|p| p.replicas().len() as i32)
+        .filter(|&r| r > 0)
+        .ok_or_else(|| LogError::NoTopic {
+            topic: topic.to_string(),
+        })
+}
+
 /// What `topics apply` did or found for one topic.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct TopicOutcome {

@@ -24,8 +24,8 @@ mod sink;
 mod source;
 
 pub use admin::{
-    apply_topics, high_watermarks, max_message_bytes, produce_events, send_when_room,
-    wanted_topics, TopicOutcome, WantedTopic,
+    apply_topics, high_watermarks, max_message_bytes, missing_topics, produce_events,
+    replication_of, send_when_room, wanted_topics, TopicOutcome, WantedTopic,
 };
 pub use group::{GroupClient, GroupEvent, GroupMember, MemberSettings, Rebalance};
 pub use members::{

@@ -34,11 +34,12 @@ impl Cluster {
         idle: Option<IdleCheck<'_>>,
     ) -> Result<StepStats, ClusterError> {
         let done = AtomicBool::new(false);
+        self.standbys.forget_claims();
         std::thread::scope(|scope| {
             scope.spawn(|| self.keep_standbys(&done));
-            let ran = self.take_part(shutdown, idle);
-            done.store(true, Ordering::SeqCst);
-            ran
+            // Also on a panic: the scope waits for the standbys' thread.
+            let _done = SetOnDrop(&done);
+            self.take_part(shutdown, idle)
         })
     }
 
@@ -193,6 +194,7 @@ impl Cluster {
         }
         if let GroupEvent::Assigned(partitions) = &r.event {
             tracing::info!(?partitions, "assigned");
+            self.standbys.reserve(partitions);
             lock(&self.shared.to_start).extend(partitions.iter().copied());
             self.shared.changes.fetch_add(1, Ordering::SeqCst);
         }
@@ -336,5 +338,14 @@ impl Cluster {
             retry_at.insert(p, Instant::now() + Duration::from_secs(1));
         }
         None
+    }
+}
+
+/// Sets its flag when dropped.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
     }
 }

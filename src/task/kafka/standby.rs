@@ -20,13 +20,14 @@ use crate::core::position::Positions;
 use crate::core::Partition;
 use crate::log::kafka::{GroupClient, MembersView};
 use crate::log::{Log, LogError};
+use crate::state::Store;
 use crate::task::partition::{start_with_threshold, Takeover};
 use crate::task::runner::{drive, Hooks};
 use crate::task::{PartitionTask, Shutdown, TaskError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound::{Excluded, Unbounded};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -69,6 +70,8 @@ pub fn placement(
 #[derive(Default)]
 pub(super) struct Standbys {
     inner: Mutex<Registry>,
+    /// Signalled when a standby's start ends (see [`Standbys::claim`]).
+    started: Condvar,
 }
 
 #[derive(Default)]
@@ -77,6 +80,8 @@ struct Registry {
     /// Partitions this processor owns, or is starting to own: never stood
     /// by (their stores are the tasks').
     claimed: BTreeSet<Partition>,
+    /// Standbys being started (their stores opened) without the lock held.
+    starting: BTreeSet<Partition>,
     /// Standbys that failed, not started again before then.
     retry_at: BTreeMap<Partition, Instant>,
 }
@@ -89,34 +94,50 @@ struct Standby {
     target: Arc<AppliedPositions>,
     /// How far it has applied.
     applied: Arc<AppliedPositions>,
+    /// Its store, handed to the owner's task on a takeover (reopening it
+    /// would replay its write-ahead log).
+    store: Arc<Store>,
 }
 
 impl Standby {
-    /// Stops its task after its step; logs how it ended.
-    fn finish(mut self, p: Partition) {
+    /// Stops its task after its step; logs how it ended; returns its
+    /// store (the task's share of it dropped).
+    fn finish(mut self, p: Partition) -> Arc<Store> {
         self.stop.store(true, Ordering::SeqCst);
         match self.thread.take().map(JoinHandle::join) {
             Some(Ok(Err(TaskError::Log(LogError::Interrupted)))) | Some(Ok(Ok(()))) | None => {}
             Some(Ok(Err(e))) => tracing::warn!(partition = p.0, error = %e, "standby failed"),
             Some(Err(_)) => tracing::error!(partition = p.0, "standby panicked"),
         }
+        self.store
     }
 }
 
 impl Standbys {
     /// Stops `p`'s standby, if it has one, and keeps `p` from being stood
     /// by until [`Standbys::release`]: this processor's task takes its
-    /// store over. Whether a standby was running.
-    pub(super) fn claim(&self, p: Partition) -> bool {
+    /// store over. The standby's store, still open, if it had one.
+    pub(super) fn claim(&self, p: Partition) -> Option<Arc<Store>> {
         let mut r = lock(&self.inner);
         r.claimed.insert(p);
-        match r.running.remove(&p) {
-            Some(s) => {
-                s.finish(p);
-                true
-            }
-            None => false,
+        // A standby of `p` being started holds its store: wait for it.
+        while r.starting.contains(&p) {
+            r = self.started.wait(r).unwrap_or_else(|e| e.into_inner());
         }
+        let standby = r.running.remove(&p);
+        drop(r);
+        standby.map(|s| s.finish(p))
+    }
+
+    /// Keeps `partitions`, just assigned, from being stood by from now on
+    /// (their standbys, if any, are claimed as their tasks start).
+    pub(super) fn reserve(&self, partitions: &[Partition]) {
+        lock(&self.inner).claimed.extend(partitions.iter().copied());
+    }
+
+    /// Forgets the claims of an earlier run of the processor.
+    pub(super) fn forget_claims(&self) {
+        lock(&self.inner).claimed.clear();
     }
 
     /// Partitions this processor no longer owns, their tasks stopped: they
@@ -147,10 +168,29 @@ impl Standbys {
         }
     }
 
+    /// A standby's start ended: kept (it goes to a claim waiting for it,
+    /// if any), or failed.
+    fn started(&self, p: Partition, result: Result<Standby, ClusterError>) {
+        let mut r = lock(&self.inner);
+        r.starting.remove(&p);
+        match result {
+            Ok(s) => {
+                r.retry_at.remove(&p);
+                r.running.insert(p, s);
+            }
+            Err(e) => {
+                tracing::warn!(partition = p.0, error = %e, "could not start a standby; retrying in 10 s");
+                r.retry_at.insert(p, Instant::now() + RETRY_AFTER);
+            }
+        }
+        drop(r);
+        self.started.notify_all();
+    }
+
     fn stop_all(&self) {
         let running = std::mem::take(&mut lock(&self.inner).running);
         for (p, s) in running {
-            s.finish(p);
+            drop(s.finish(p));
         }
     }
 }
@@ -176,11 +216,11 @@ impl Cluster {
                 return;
             }
         };
-        let mut placed = Instant::now() - PLACE_EVERY;
+        let mut placed: Option<Instant> = None;
         let (mut announced, mut last_announce) = (BTreeMap::new(), Instant::now());
         while !done.load(Ordering::SeqCst) && !self.stopping.is_requested() {
-            if placed.elapsed() >= PLACE_EVERY && view.caught_up() {
-                placed = Instant::now();
+            if placed.is_none_or(|t| t.elapsed() >= PLACE_EVERY) && view.caught_up() {
+                placed = Some(Instant::now());
                 let owners = view.owners();
                 let live: BTreeSet<String> = match client.members() {
                     Ok(Some(ids)) => ids
@@ -188,8 +228,13 @@ impl Cluster {
                         .filter_map(|id| id.strip_prefix("feedlog/").map(str::to_string))
                         .collect(),
                     // A broker that cannot describe groups: the members
-                    // that announced themselves.
-                    _ => owners.members.keys().cloned().collect(),
+                    // that announced themselves (one killed stays listed
+                    // until it runs again).
+                    Ok(None) => owners.members.keys().cloned().collect(),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "describing the group for the standbys");
+                        owners.members.keys().cloned().collect()
+                    }
                 };
                 let by: BTreeMap<Partition, String> = owners
                     .partitions
@@ -197,9 +242,12 @@ impl Cluster {
                     .map(|(p, (member, ..))| (p, member))
                     .collect();
                 let want = placement(&by, &live, &self.cfg.member, self.cfg.standbys);
-                self.place_standbys(&client, &want);
+                self.place_standbys(&client, &want, done);
             }
             for p in self.standbys.running() {
+                if done.load(Ordering::SeqCst) || self.stopping.is_requested() {
+                    break;
+                }
                 match client.committed(p) {
                     Ok((committed, _)) => self.standbys.follow(p, committed),
                     Err(e) => {
@@ -220,44 +268,55 @@ impl Cluster {
 
     /// Stops the standbys not wanted any more (or whose task ended), and
     /// starts the wanted ones this processor neither owns nor is starting.
-    fn place_standbys(&self, client: &GroupClient, want: &BTreeSet<Partition>) {
-        let mut r = lock(&self.standbys.inner);
-        let ended: Vec<Partition> = (r.running.iter())
-            .filter(|(p, s)| !want.contains(p) || s.thread.as_ref().is_none_or(|t| t.is_finished()))
-            .map(|(&p, _)| p)
-            .collect();
-        for p in ended {
-            if let Some(s) = r.running.remove(&p) {
-                if want.contains(&p) {
-                    r.retry_at.insert(p, Instant::now() + RETRY_AFTER);
-                } else {
-                    tracing::info!(
-                        partition = p.0,
-                        "standby no longer placed here: stopping it"
-                    );
-                }
-                s.finish(p);
-            }
-        }
+    /// Stores are opened and tasks joined without the registry's lock held
+    /// (the control loop claims partitions through it).
+    fn place_standbys(&self, client: &GroupClient, want: &BTreeSet<Partition>, done: &AtomicBool) {
         let owned: BTreeSet<Partition> = lock(&self.shared.owned).keys().copied().collect();
-        let starting = lock(&self.shared.to_start).clone();
-        let now = Instant::now();
-        for &p in want {
-            let busy = r.running.contains_key(&p) || r.claimed.contains(&p);
-            let waiting = r.retry_at.get(&p).is_some_and(|t| now < *t);
-            if busy || waiting || owned.contains(&p) || starting.contains(&p) {
+        let assigned = lock(&self.shared.to_start).clone();
+        let (ended, to_start) = {
+            let mut r = lock(&self.standbys.inner);
+            let ended: Vec<Partition> = (r.running.iter())
+                .filter(|(p, s)| {
+                    !want.contains(p) || s.thread.as_ref().is_none_or(|t| t.is_finished())
+                })
+                .map(|(&p, _)| p)
+                .collect();
+            let mut stopped = Vec::new();
+            for p in ended {
+                if let Some(s) = r.running.remove(&p) {
+                    if want.contains(&p) {
+                        r.retry_at.insert(p, Instant::now() + RETRY_AFTER);
+                    } else {
+                        tracing::info!(
+                            partition = p.0,
+                            "standby no longer placed here: stopping it"
+                        );
+                    }
+                    stopped.push((p, s));
+                }
+            }
+            let now = Instant::now();
+            let to_start: Vec<Partition> = (want.iter().copied())
+                .filter(|p| {
+                    !(r.running.contains_key(p) || r.claimed.contains(p) || r.starting.contains(p))
+                        && !r.retry_at.get(p).is_some_and(|t| now < *t)
+                        && !owned.contains(p)
+                        && !assigned.contains(p)
+                })
+                .collect();
+            r.starting.extend(to_start.iter().copied());
+            (stopped, to_start)
+        };
+        for (p, s) in ended {
+            drop(s.finish(p));
+        }
+        for p in to_start {
+            if done.load(Ordering::SeqCst) || self.stopping.is_requested() {
+                lock(&self.standbys.inner).starting.remove(&p);
+                self.standbys.started.notify_all();
                 continue;
             }
-            match self.start_standby(client, p) {
-                Ok(s) => {
-                    r.retry_at.remove(&p);
-                    r.running.insert(p, s);
-                }
-                Err(e) => {
-                    tracing::warn!(partition = p.0, error = %e, "could not start a standby; retrying in 10 s");
-                    r.retry_at.insert(p, now + RETRY_AFTER);
-                }
-            }
+            self.standbys.started(p, self.start_standby(client, p));
         }
     }
 
@@ -266,7 +325,7 @@ impl Cluster {
     /// along seeds it) and starts its task.
     fn start_standby(&self, client: &GroupClient, p: Partition) -> Result<Standby, ClusterError> {
         let (committed, group_epoch) = client.committed(p)?;
-        let (store, local, _) = self.open_for(p, committed, group_epoch, true)?;
+        let (store, local, _) = self.open_for(p, committed, group_epoch, true, None)?;
         self.check_retention(p, local)?;
         let task_err = |source| ClusterError::Task {
             partition: p,
@@ -277,7 +336,7 @@ impl Cluster {
             self.cfg.processor.ctx(p, self.dir.partitions()),
             self.cfg.processor.limits,
             self.cfg.processor.sync,
-            store,
+            store.clone(),
             self.log.clone() as Arc<dyn Log>,
             // It emits nothing, so it stamps nothing.
             Takeover {
@@ -315,6 +374,7 @@ impl Cluster {
             thread: Some(thread),
             target,
             applied,
+            store,
         })
     }
 }

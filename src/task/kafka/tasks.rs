@@ -40,7 +40,8 @@ impl Cluster {
     /// Opens partition `p`'s store: the local one, or a rebuild from the
     /// log when another processor owned the partition since (or, for a
     /// standby, `within_group`, at all) and the store is ahead of the
-    /// group, or a checkpoint further along. Returns the store, its
+    /// group, or a checkpoint further along; `open` is the local store
+    /// when it is open already (a standby's). Returns the store, its
     /// positions, and whether another processor intervened.
     pub(super) fn open_for(
         &self,
@@ -48,8 +49,12 @@ impl Cluster {
         committed: Positions,
         group_epoch: Option<Epoch>,
         within_group: bool,
+        open: Option<Arc<Store>>,
     ) -> Result<(Arc<Store>, Positions, bool), ClusterError> {
-        let mut store = self.open_store(p)?;
+        let mut store = match open {
+            Some(s) => s,
+            None => self.open_store(p)?,
+        };
         let local_epoch = owner_epoch(&store)?;
         let mut local = store.positions()?;
         // Did another processor own this partition since this store did?
@@ -62,8 +67,10 @@ impl Cluster {
                 partition = p.0,
                 local = %local,
                 committed = %committed,
-                "another processor owned this partition since this store last did, and the store is \
-                 ahead of the group: rebuilding it from the log"
+                standby = within_group,
+                "the store is ahead of the group's positions, and another processor owned this \
+                 partition since (or it is to be a standby, which never passes them): rebuilding it \
+                 from the log"
             );
             drop(store);
             let path = self.dir.state_dir(p);
@@ -86,7 +93,9 @@ impl Cluster {
         );
         let group = GroupPosition {
             committed,
-            epoch: group_epoch,
+            // A standby never goes past the group's positions: not even to
+            // the last owner's handed-over checkpoint beyond them.
+            epoch: group_epoch.filter(|_| !within_group),
         };
         let Some((from, c)) = best(cps, p, local, group, log_start) else {
             return Ok((store, local, intervened));
@@ -113,8 +122,10 @@ impl Cluster {
         // A standby of `p` hands its store over (it is within the group's
         // positions, so the task replays quietly only what followed).
         let standby = self.standbys.claim(p);
+        let was_standby = standby.is_some();
         let (committed, group_epoch) = group.committed(p)?;
-        let (store, local, intervened) = self.open_for(p, committed, group_epoch, false)?;
+        let (store, local, intervened) =
+            self.open_for(p, committed, group_epoch, false, standby)?;
         // Take ownership before answering anything: a new epoch, above every
         // epoch this processor can see (the group's, its store's) and at
         // least the wall clock in ms (so a group whose metadata was lost
@@ -160,7 +171,7 @@ impl Cluster {
             local = %local,
             committed = %committed,
             intervened,
-            standby,
+            standby = was_standby,
             %epoch,
             "starting: replaying quietly up to the committed positions"
         );
