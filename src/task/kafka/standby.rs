@@ -298,10 +298,13 @@ impl Cluster {
             let now = Instant::now();
             let to_start: Vec<Partition> = (want.iter().copied())
                 .filter(|p| {
-                    !(r.running.contains_key(p) || r.claimed.contains(p) || r.starting.contains(p))
-                        && !r.retry_at.get(p).is_some_and(|t| now < *t)
-                        && !owned.contains(p)
-                        && !assigned.contains(p)
+                    let busy = r.running.contains_key(p)
+                        || r.claimed.contains(p)
+                        || r.starting.contains(p)
+                        || owned.contains(p)
+                        || assigned.contains(p);
+                    let waiting = r.retry_at.get(p).is_some_and(|t| now < *t);
+                    !busy && !waiting
                 })
                 .collect();
             r.starting.extend(to_start.iter().copied());
