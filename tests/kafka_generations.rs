@@ -9,12 +9,12 @@
 mod common;
 
 use common::kafka::{
-    cli_status, feedlog_kafka, final_reader, produce, run_process, wait_idle, Broker,
+    cli_status, feedlog_kafka, feedlog_ok, final_reader, free_addr, processor, produce, wait_idle,
+    Broker, KillOnDrop,
 };
 use common::{check_all, generated_log, oracle_of};
 use feedlog::core::kv::Kv;
 use std::io::Read;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -30,57 +30,6 @@ fn a_generation_rebuilt_beside_the_live_group() {
 #[ignore = "needs a Kafka broker: FEEDLOG_TEST_KAFKA=host:port"]
 fn real_broker_a_generation_rebuilt_beside_the_live_group() {
     rebuilt_beside(&Broker::real(4), 4);
-}
-
-/// A child process killed (SIGKILL) when dropped: a failed check never
-/// leaves processors running.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl KillOnDrop {
-    /// SIGTERM, and the process must exit 0.
-    fn stop(&mut self) {
-        let ok = std::process::Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -TERM");
-        assert!(self.0.wait().unwrap().success(), "stops cleanly on SIGTERM");
-    }
-}
-
-/// A loopback address nothing listens on now.
-fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
-/// `feedlog run --kafka` of `generation` on `dir`, serving its API at `addr`.
-fn processor(
-    b: &Broker,
-    generation: u32,
-    dir: &Path,
-    member: &str,
-    addr: SocketAddr,
-) -> KillOnDrop {
-    let listen = addr.to_string();
-    let g = generation.to_string();
-    // The generation's checkpoint directory, shared by its processors.
-    let cps = dir.parent().unwrap().join(format!("checkpoints-g{g}"));
-    let cps = cps.to_str().unwrap();
-    let args = ["--listen", &listen, "--checkpoints", cps];
-    let mut c = run_process(b, "gg", dir, member, &args);
-    c.arg("--generation").arg(&g);
-    KillOnDrop(c.stdout(std::process::Stdio::null()).spawn().unwrap())
 }
 
 fn rebuilt_beside(b: &Broker, partitions: u32) {
@@ -344,15 +293,6 @@ impl Drop for Stop<'_> {
     }
 }
 
-/// Runs `feedlog ARGS` for the deployment of group `gg`; its stdout.
-fn feedlog_ok(b: &Broker, args: &[&str]) -> String {
-    let out = feedlog_kafka(b, "gg", None, args).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "feedlog {args:?}: {text}{err}");
-    text
-}
-
 /// Swaps generation 1 in while readers read through generation 0's
 /// processors (every read answered; the posts of `author`, which only
 /// generation 1 lacks one of, show which generation answers), rolls back,
@@ -554,6 +494,59 @@ fn a_kafka_backfill_rebuilds_and_swaps_in_one_command() {
         "generation 1 is built with the new cap"
     );
     drop(dir);
+    let reader = final_reader(&[&g1], &s);
+    check_all(&reader, &oracle, max_user, 7).unwrap();
+}
+
+// Proves a new generation starts from a cut of the live one while it runs: `checkpoint` of generation 0 writes one cut's checkpoints; `--generation 1 reset --to-checkpoint DIR --dry-run` changes nothing, and without --dry-run seeds generation 1 from them; generation 1's processor, run with --checkpoints DIR, seeds every partition from the cut (replaying only the events after it) while events keep arriving; every view of generation 1 equals the oracle of the whole log.
+#[test]
+fn a_new_generation_seeded_from_a_cut_of_the_live_one() {
+    let b = Broker::mock(4);
+    b.add_generation(1, 4);
+    let tmp = tempfile::tempdir().unwrap();
+    let addr = free_addr();
+    let mut live = processor(&b, 0, &tmp.path().join("p0"), "p0", addr);
+    let log = generated_log(40, 1500);
+    let lines: Vec<&str> = log.lines().collect();
+    let (first, second) = lines.split_at(lines.len() / 2);
+    let kafka = b.config("gg", "x").kafka;
+    produce(&b.brokers, &b.topic("events"), 4, &first.join("\n"));
+    wait_idle(&kafka, Duration::from_secs(120));
+    let c = common::http::Client { addr };
+    common::wait_until("the live API", Duration::from_secs(30), || {
+        c.get("/v1/users/1/counters").status == 200
+    });
+    let out = feedlog_ok(&b, &["checkpoint"]);
+    assert!(out.contains("\ncut "), "the cut's id: {out}");
+    let cps = tmp.path().join("checkpoints-g0");
+    let cps = cps.to_str().unwrap();
+    let seed = ["--generation", "1", "reset", "--to-checkpoint", cps];
+    let out = feedlog_ok(&b, &[&seed[..], &["--dry-run"]].concat());
+    assert!(out.contains("dry run: nothing was written"), "{out}");
+    assert!(feedlog::ops::seed::never_ran(&kafka.generation(1)).unwrap());
+    let out = feedlog_ok(&b, &seed);
+    assert!(out.contains("seeded generation 1"), "{out}");
+    produce(&b.brokers, &b.topic("events"), 4, &second.join("\n"));
+    let g1 = tmp.path().join("g1");
+    let mut shadow = KillOnDrop(
+        common::kafka::run_process(&b, "gg", &g1, "s0", &["--checkpoints", cps])
+            .arg("--generation")
+            .arg("1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(tmp.path().join("g1.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let s = wait_idle(&kafka.generation(1), Duration::from_secs(120));
+    shadow.stop();
+    live.stop();
+    let said = std::fs::read_to_string(tmp.path().join("g1.log")).unwrap();
+    assert_eq!(
+        said.matches("seeded from a checkpoint").count(),
+        4,
+        "every partition of generation 1 seeded from the cut:\n{said}"
+    );
+    let (oracle, max_user) = oracle_of(&log);
     let reader = final_reader(&[&g1], &s);
     check_all(&reader, &oracle, max_user, 7).unwrap();
 }

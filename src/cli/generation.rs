@@ -398,10 +398,20 @@ pub fn checkpoint(settings: &Settings, cut: &CutArgs) -> Result<i32> {
             c.path.display()
         );
     }
+    let id = taken.generations[0]
+        .1
+        .first()
+        .and_then(|c| c.checkpoint.cut);
     println!(
         "checkpointed generation {g} at one cut (events {:?}); processing was held {:.1}s",
         taken.events,
         taken.held.as_secs_f64()
     );
+    if let Some(id) = id {
+        println!(
+            "cut {id}: a new generation N can start from it with `feedlog --generation N reset \
+             --to-checkpoint DIR` (DIR: the processors' --checkpoints)"
+        );
+    }
     Ok(0)
 }

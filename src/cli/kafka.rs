@@ -5,7 +5,7 @@ use super::api_args::ApiArgs;
 use super::shell::{per_sec, shutdown_on_signal, BoundApi, RunMode};
 use crate::cli::say::say;
 use anyhow::{bail, Context, Result};
-use feedlog::log::kafka::apply_topics;
+use feedlog::log::kafka::{apply_topics, KafkaConfig};
 use feedlog::log::Topic;
 use feedlog::ops::serve::{generation_api, GenerationFront};
 use feedlog::ops::{reset, status};
@@ -310,6 +310,13 @@ pub fn status(settings: &Settings) -> Result<i32> {
 /// [`reset::reset_group`]).
 pub fn reset(settings: &Settings, to_checkpoint: Option<PathBuf>, dry_run: bool) -> Result<i32> {
     let kafka = settings.require_kafka("reset")?;
+    // A generation that never ran, reset to a checkpoint directory: seeded
+    // from another generation's cut (the deployment keeps running).
+    if let Some(dir) = to_checkpoint.as_ref().filter(|_| settings.generation > 0) {
+        if feedlog::ops::seed::never_ran(kafka)? {
+            return seed(settings, kafka, dir, dry_run);
+        }
+    }
     let to = match to_checkpoint {
         Some(c) => reset::GroupResetTo::Checkpoints(c),
         None => reset::GroupResetTo::Start,
@@ -355,6 +362,47 @@ pub fn reset(settings: &Settings, to_checkpoint: Option<PathBuf>, dry_run: bool)
                 c.display()
             ),
         }
+    );
+    Ok(0)
+}
+
+/// `--generation N reset --to-checkpoint DIR` of a generation that never
+/// ran: seeds it from the newest consistent cut in DIR of another
+/// generation (docs/kafka.md, "Generations").
+fn seed(settings: &Settings, kafka: &KafkaConfig, dir: &Path, dry_run: bool) -> Result<i32> {
+    let r = feedlog::ops::seed::seed_generation(kafka, dir, !dry_run)?;
+    let cut = r.positions.first().and_then(|(_, c)| c.as_ref()?.cut);
+    for (p, (at, from)) in r.positions.iter().enumerate() {
+        let from = from.as_ref().map_or(String::new(), |c| {
+            format!(
+                " (from the checkpoint at events {}, effects {})",
+                c.positions.events, c.positions.effects
+            )
+        });
+        println!(
+            "partition {p}: events {} effects {}{from}",
+            at.events, at.effects
+        );
+    }
+    let g = settings.generation;
+    if !r.executed {
+        println!(
+            "dry run: nothing was written. Without --dry-run, generation {g} is seeded from cut {} in {}",
+            cut.unwrap_or_default(),
+            dir.display()
+        );
+        return Ok(0);
+    }
+    println!(
+        "seeded generation {g} (group {}, epoch {}) from cut {} in {}: run its processors with \
+         `feedlog --generation {g} run --checkpoints {}` and the copies' inbox cap; they replay \
+         `events` from the cut (a processor that cannot use the copies rebuilds from the start \
+         of the log), then verify and swap as for a rebuild",
+        kafka.group,
+        r.epoch,
+        cut.unwrap_or_default(),
+        dir.display(),
+        dir.display()
     );
     Ok(0)
 }

@@ -84,7 +84,11 @@ impl Cuts for ClusterCuts {
             .map_err(|e| NodeError::new(Disposition::Stop, e))
     }
 
-    fn checkpoint(&self, p: Partition) -> Result<Option<serde_json::Value>, NodeError> {
+    fn checkpoint(
+        &self,
+        p: Partition,
+        cut: Option<u64>,
+    ) -> Result<Option<serde_json::Value>, NodeError> {
         let Some(dir) = &self.checkpoints else {
             return Err(NodeError::new(
                 Disposition::Stop,
@@ -97,7 +101,7 @@ impl Cuts for ClusterCuts {
             return Ok(None);
         };
         let checkpoint = dir
-            .write(p, &store, epoch, false)
+            .write_at(p, &store, epoch, false, cut)
             .map_err(|e| NodeError::new(e.disposition(), e))?;
         let written = WrittenCheckpoint {
             path: dir.path_of(&checkpoint),
@@ -392,7 +396,10 @@ pub fn at_cut<T: serde::de::DeserializeOwned>(
         started.elapsed().as_secs_f64(),
         read.noun
     ));
-    let answers = read_at(&held, generations, &settled, s, read)?;
+    // The cut's id, in what each partition answers (a checkpoint records
+    // it): the time it was reached, in ms.
+    let id = crate::log::now_ms();
+    let answers = read_at(&held, generations, &settled, (s, id), read)?;
     drop(releases);
     Ok(Taken {
         events: cut,
@@ -442,12 +449,12 @@ fn read_at<T: serde::de::DeserializeOwned>(
     held: &[Held],
     generations: &[u32],
     settled: &Answers,
-    s: &CutSettings,
+    (s, id): (&CutSettings, u64),
     read: &CutRead<T>,
 ) -> Result<Vec<(u32, Vec<T>)>, CutError> {
     let mut answers: Vec<(u32, Vec<T>)> = generations.iter().map(|&g| (g, Vec::new())).collect();
     for h in held {
-        let path = format!("{}?partition={}", read.route, h.partition.0);
+        let path = format!("{}?partition={}&cut={id}", read.route, h.partition.0);
         let r = call(h, read.method, &path, s)?;
         let failed = |reason: String| CutError::Processor {
             generation: h.generation,

@@ -2,7 +2,7 @@
 //! time, rebuild a state from the
 //! log beside the live one, digest and verify states, swap a rebuilt state
 //! in, reset to a checkpoint or the start; in Kafka mode, generations
-//! rebuilt beside the live group.
+//! rebuilt beside the live group, and a new generation seeded from a cut.
 
 pub mod asof;
 pub mod cut;
@@ -11,6 +11,7 @@ pub mod generation;
 pub mod rebuild;
 pub mod requests;
 pub mod reset;
+pub mod seed;
 pub mod serve;
 pub mod status;
 pub mod swap;

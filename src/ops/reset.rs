@@ -321,20 +321,28 @@ pub fn reset_group(
         .enumerate()
         .map(|(p, (at, _))| (Partition(p as u32), *at, epoch))
         .collect();
-    // A commit from outside the group, as Kafka's own offset-reset tools do:
-    // brokers accept it only while the group has no members. One that
-    // stopped a moment ago stays a member until its session times out.
+    commit_from_outside(&client, cfg, &commit)?;
+    Ok(GroupReset {
+        executed: true,
+        members,
+        epoch,
+        positions,
+    })
+}
+
+/// Commits `commit` from outside the group, as Kafka's own offset-reset
+/// tools do: brokers accept it only while the group has no members, and
+/// one that stopped a moment ago stays a member until its session times
+/// out, so this waits up to 60 s for that.
+pub(super) fn commit_from_outside(
+    client: &GroupClient,
+    cfg: &KafkaConfig,
+    commit: &[(Partition, Positions, Epoch)],
+) -> Result<(), ClusterError> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        match client.commit(&commit) {
-            Ok(()) => {
-                return Ok(GroupReset {
-                    executed: true,
-                    members,
-                    epoch,
-                    positions,
-                })
-            }
+        match client.commit(commit) {
+            Ok(()) => return Ok(()),
             Err(OutsideCommit::Busy(e)) if Instant::now() < deadline => {
                 tracing::info!(error = %e, "the broker still lists members of the group: waiting for their sessions to end");
                 std::thread::sleep(Duration::from_secs(1));

@@ -68,13 +68,13 @@ pub fn status(cfg: &KafkaConfig) -> Result<Status, LogError> {
     let client = GroupClient::new(cfg, "a status client")?;
     let (events, effects) = (cfg.name(Topic::Events), cfg.name(Topic::Effects));
     let n = client.partitions()?;
-    let committed = Partition::all(n)
-        .map(|p| client.committed(p).map(|(at, _)| at))
-        .collect::<Result<Vec<Positions>, LogError>>()?;
+    let all: Vec<Partition> = Partition::all(n).collect();
+    let committed: Vec<Positions> = (client.committed_all(&all)?.into_iter())
+        .map(|(at, _)| at)
+        .collect();
     let owners = read_owners(cfg)?;
     // The ends, read after the committed positions (never ahead of them
     // in time, so `idle` is never claimed early).
-    let all: Vec<Partition> = Partition::all(n).collect();
     let mut ends: BTreeMap<(String, Partition), u64> = BTreeMap::new();
     for topic in [&events, &effects] {
         let found = high_watermarks(cfg, topic, &all)?;

@@ -67,6 +67,11 @@ pub struct PartitionCheckpoint {
     pub handed_over: bool,
     /// When it was written, ms since the epoch.
     pub created_ms: u64,
+    /// Written at a consistent cut of the group (`checkpoint` in Kafka
+    /// mode): the cut's id, the same in every partition's checkpoint of it.
+    /// Such a set can seed a new generation (docs/kafka.md, "Generations").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut: Option<u64>,
 }
 
 /// Reads `epoch` of a `checkpoint.json`: a number, or the text an earlier
@@ -180,6 +185,18 @@ impl CheckpointDir {
         epoch: Epoch,
         handed_over: bool,
     ) -> Result<PartitionCheckpoint, StoreError> {
+        self.write_at(p, store, epoch, handed_over, None)
+    }
+
+    /// [`CheckpointDir::write`], naming the consistent cut it is part of.
+    pub fn write_at(
+        &self,
+        p: Partition,
+        store: &Store,
+        epoch: Epoch,
+        handed_over: bool,
+        cut: Option<u64>,
+    ) -> Result<PartitionCheckpoint, StoreError> {
         let dir = self.partition_dir(p);
         std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
         let created_ms = now_ms();
@@ -188,7 +205,7 @@ impl CheckpointDir {
             std::process::id(),
             self.written.fetch_add(1, Ordering::SeqCst)
         ));
-        let result = self.write_into(&tmp, p, store, epoch, handed_over, created_ms);
+        let result = self.write_into(&tmp, p, store, (epoch, handed_over, cut), created_ms);
         if result.is_err() {
             let _ = std::fs::remove_dir_all(&tmp);
         }
@@ -205,8 +222,7 @@ impl CheckpointDir {
         tmp: &Path,
         p: Partition,
         store: &Store,
-        epoch: Epoch,
-        handed_over: bool,
+        (epoch, handed_over, cut): (Epoch, bool, Option<u64>),
         created_ms: u64,
     ) -> Result<PartitionCheckpoint, StoreError> {
         std::fs::create_dir(tmp).map_err(io(format!("creating {}", tmp.display())))?;
@@ -221,6 +237,7 @@ impl CheckpointDir {
             epoch: Some(epoch),
             handed_over,
             created_ms,
+            cut,
         };
         let file = tmp.join("checkpoint.json");
         let bytes = serde_json::to_vec_pretty(&info).map_err(|e| StoreError::Refused {
@@ -242,10 +259,16 @@ impl CheckpointDir {
         list_in(&self.root, p)
     }
 
-    /// Removes all but the newest [`KEEP`] checkpoints of `p`, and temporary
-    /// directories of writers that died over an hour ago.
+    /// Removes all but the newest [`KEEP`] checkpoints of `p` of this
+    /// directory's log (another generation's, in a directory they share,
+    /// are its own to prune), and temporary directories of writers that
+    /// died over an hour ago.
     fn prune(&self, p: Partition) {
-        let all = self.list(p);
+        let mine = |c: &PartitionCheckpoint| {
+            c.identity.events_topic == self.identity.events_topic
+                && c.identity.effects_topic == self.identity.effects_topic
+        };
+        let all: Vec<_> = self.list(p).into_iter().filter(|(_, c)| mine(c)).collect();
         for (path, _) in &all[..all.len().saturating_sub(KEEP)] {
             if let Err(e) = std::fs::remove_dir_all(path) {
                 tracing::warn!(path = %path.display(), error = %e, "removing an old checkpoint");

@@ -121,6 +121,7 @@ mod tests {
             epoch: Some(Epoch(1)),
             handed_over: false,
             created_ms,
+            cut: None,
         }
     }
 
@@ -276,5 +277,28 @@ mod tests {
         drop(s);
         // Nothing within the committed positions: no candidate.
         assert!(best(&dir, P1, P(0, 0), at((1, 1)), P(0, 0)).is_none());
+
+        // Another generation writing into the same directory prunes only
+        // its own checkpoints.
+        let other = Identity {
+            effects_topic: Some("g1.effects".into()),
+            ..id()
+        };
+        let g1 = CheckpointDir::new(&tmp.path().join("cps"), other.clone());
+        for _ in 0..3 {
+            g1.write(Partition(1), &store, Epoch(2), false).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let of = |i: &Identity| {
+            dir.list(Partition(1))
+                .iter()
+                .filter(|(_, c)| c.identity == *i)
+                .count()
+        };
+        assert_eq!(
+            (of(&id()), of(&other)),
+            (KEEP, KEEP),
+            "each generation keeps its newest {KEEP}"
+        );
     }
 }

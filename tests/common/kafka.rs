@@ -452,3 +452,63 @@ pub fn records_of(reader: &Reader, diff: &str) -> String {
     }
     out
 }
+
+/// A child process killed (SIGKILL) when dropped: a failed check never
+/// leaves processors running.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl KillOnDrop {
+    /// SIGTERM, and the process must exit 0.
+    pub fn stop(&mut self) {
+        let ok = std::process::Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -TERM");
+        assert!(self.0.wait().unwrap().success(), "stops cleanly on SIGTERM");
+    }
+}
+
+/// A loopback address nothing listens on now.
+pub fn free_addr() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// `feedlog run --kafka` of `generation` on `dir`, serving its API at `addr`.
+pub fn processor(
+    b: &Broker,
+    generation: u32,
+    dir: &Path,
+    member: &str,
+    addr: std::net::SocketAddr,
+) -> KillOnDrop {
+    let listen = addr.to_string();
+    let g = generation.to_string();
+    // The generation's checkpoint directory, shared by its processors.
+    let cps = dir.parent().unwrap().join(format!("checkpoints-g{g}"));
+    let cps = cps.to_str().unwrap();
+    let args = ["--listen", &listen, "--checkpoints", cps];
+    let mut c = run_process(b, "gg", dir, member, &args);
+    c.arg("--generation").arg(&g);
+    KillOnDrop(c.stdout(std::process::Stdio::null()).spawn().unwrap())
+}
+
+/// Runs `feedlog ARGS` for the deployment of group `gg`; its stdout.
+pub fn feedlog_ok(b: &Broker, args: &[&str]) -> String {
+    let out = feedlog_kafka(b, "gg", None, args).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "feedlog {args:?}: {text}{err}");
+    text
+}

@@ -50,16 +50,25 @@ pub trait Cuts: Send + Sync {
     /// Writes a checkpoint of partition `p` into the group's checkpoint
     /// directory: `{"path", "checkpoint"}` (`checkpoint.json`'s contents);
     /// `None` when it is not served here.
-    fn checkpoint(&self, p: Partition) -> Result<Option<serde_json::Value>, NodeError>;
+    fn checkpoint(
+        &self,
+        p: Partition,
+        cut: Option<u64>,
+    ) -> Result<Option<serde_json::Value>, NodeError>;
 }
 
 /// The longest hold a request may ask for.
 const MAX_HOLD: Duration = Duration::from_secs(600);
 
-/// `partition`, and the hold's `events` and `ttl_ms` when `hold` is set.
+/// `partition`, and the hold's `events` and `ttl_ms` when `hold` is set;
+/// a checkpoint's optional `cut` (the id of the cut it is part of).
 fn parse(q: Params, hold: bool) -> Result<(Partition, u64, Duration), ApiError> {
+    parse_cut(q, hold).map(|(p, e, t, _)| (p, e, t))
+}
+
+fn parse_cut(q: Params, hold: bool) -> Result<(Partition, u64, Duration, Option<u64>), ApiError> {
     let Query(pairs) = q?;
-    let (mut partition, mut events, mut ttl) = (None, None, None);
+    let (mut partition, mut events, mut ttl, mut cut) = (None, None, None, None);
     for (k, v) in pairs {
         let n = v.parse::<u64>().map_err(|_| {
             ApiError::bad(
@@ -71,6 +80,7 @@ fn parse(q: Params, hold: bool) -> Result<(Partition, u64, Duration), ApiError> 
             "partition" => partition = Some(Partition(n as u32)),
             "events" if hold => events = Some(n),
             "ttl_ms" if hold => ttl = Some(Duration::from_millis(n).min(MAX_HOLD)),
+            "cut" if !hold => cut = Some(n),
             _ => {
                 return Err(ApiError::bad(
                     "bad_query",
@@ -80,8 +90,8 @@ fn parse(q: Params, hold: bool) -> Result<(Partition, u64, Duration), ApiError> 
         }
     }
     match (partition, hold, events, ttl) {
-        (Some(p), false, _, _) => Ok((p, 0, Duration::ZERO)),
-        (Some(p), true, Some(e), Some(t)) => Ok((p, e, t)),
+        (Some(p), false, _, _) => Ok((p, 0, Duration::ZERO, cut)),
+        (Some(p), true, Some(e), Some(t)) => Ok((p, e, t, None)),
         _ => Err(ApiError::bad(
             "bad_query",
             match hold {
@@ -136,9 +146,9 @@ pub(super) async fn cut_checkpoint(
     State(api): State<Arc<Api>>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    let (p, _, _) = parse(q, false)?;
+    let (p, _, _, cut) = parse_cut(q, false)?;
     let c = cuts(&api)?;
-    let d = tokio::task::spawn_blocking(move || c.checkpoint(p))
+    let d = tokio::task::spawn_blocking(move || c.checkpoint(p, cut))
         .await
         .map_err(ApiError::internal)?
         .map_err(|e| match e.disposition {

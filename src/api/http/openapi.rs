@@ -355,7 +355,8 @@ fn internal_cut_release() {}
 
 #[utoipa::path(get, path = "/v1/internal/digest", operation_id = "getInternalDigest",
     summary = "Internal, Kafka mode: SHA-256 digests of every view of a partition this processor serves, as readers see them, with the state's positions (what verify compares between generations at a consistent cut).",
-    params(("partition" = u32, Query, description = "The partition.")),
+    params(("partition" = u32, Query, description = "The partition."),
+        ("cut" = Option<u64>, Query, description = "The id of the consistent cut asking (ignored).")),
     responses(
         (status = 200, description = "partition, position [events, effects], users, views [[view, hex]]", body = Object),
         (status = 400, description = "Bad parameter", body = ErrorBody),
@@ -366,7 +367,8 @@ fn internal_digest() {}
 
 #[utoipa::path(post, path = "/v1/internal/checkpoint", operation_id = "postInternalCheckpoint",
     summary = "Internal, Kafka mode: write a RocksDB checkpoint of a partition this processor serves into the group's checkpoint directory (--checkpoints), as at a consistent cut.",
-    params(("partition" = u32, Query, description = "The partition.")),
+    params(("partition" = u32, Query, description = "The partition."),
+        ("cut" = Option<u64>, Query, description = "The id of the consistent cut it is part of, recorded in checkpoint.json (a set of one cut's checkpoints can seed a new generation).")),
     responses(
         (status = 200, description = "path (the checkpoint's directory) and checkpoint (its checkpoint.json)", body = Object),
         (status = 400, description = "Bad parameter", body = ErrorBody),

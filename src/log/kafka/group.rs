@@ -291,24 +291,44 @@ fn committed_of<C: ConsumerContext>(
     effects: &str,
     p: Partition,
 ) -> Result<(Positions, Option<Epoch>), LogError> {
+    Ok(committed_of_all(consumer, events, effects, &[p])?[0])
+}
+
+/// The group's committed positions and epochs of `partitions`, in one
+/// request, in their order.
+fn committed_of_all<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    events: &str,
+    effects: &str,
+    partitions: &[Partition],
+) -> Result<Vec<(Positions, Option<Epoch>)>, LogError> {
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition(events, p.0 as i32);
-    tpl.add_partition(effects, p.0 as i32);
+    for p in partitions {
+        tpl.add_partition(events, p.0 as i32);
+        tpl.add_partition(effects, p.0 as i32);
+    }
+    let what = match partitions {
+        [p] => format!("reading the group's committed positions of partition {p}"),
+        _ => "reading the group's committed positions".to_string(),
+    };
     let got = consumer
         .committed_offsets(tpl, REQUEST_TIMEOUT)
-        .map_err(kafka_err(format!(
-            "reading the group's committed positions of partition {p}"
-        )))?;
-    let at = |topic: &str| {
+        .map_err(kafka_err(what))?;
+    let at = |topic: &str, p: Partition| {
         got.find_partition(topic, p.0 as i32)
             .and_then(|e| e.offset().to_raw())
             .filter(|o| *o >= 0)
             .unwrap_or(0) as u64
     };
-    let epoch = got
-        .find_partition(events, p.0 as i32)
-        .and_then(|e| Epoch::parse(e.metadata()));
-    Ok((Positions::new(at(events), at(effects)), epoch))
+    Ok(partitions
+        .iter()
+        .map(|&p| {
+            let epoch = got
+                .find_partition(events, p.0 as i32)
+                .and_then(|e| Epoch::parse(e.metadata()));
+            (Positions::new(at(events, p), at(effects, p)), epoch)
+        })
+        .collect())
 }
 
 /// A client of the group that never joins it: reads and commits positions
@@ -371,6 +391,19 @@ impl GroupClient {
             self.cfg.name(crate::log::Topic::Effects),
         );
         committed_of(&self.consumer, &events, &effects, p)
+    }
+
+    /// The group's committed positions and epochs of `partitions`, in one
+    /// request, in their order.
+    pub fn committed_all(
+        &self,
+        partitions: &[Partition],
+    ) -> Result<Vec<(Positions, Option<Epoch>)>, LogError> {
+        let (events, effects) = (
+            self.cfg.name(crate::log::Topic::Events),
+            self.cfg.name(crate::log::Topic::Effects),
+        );
+        committed_of_all(&self.consumer, &events, &effects, partitions)
     }
 
     /// The client ids of the group's members, as the broker describes the

@@ -244,14 +244,17 @@ impl Cluster {
                 let want = placement(&by, &live, &self.cfg.member, self.cfg.standbys);
                 self.place_standbys(&client, &want, done);
             }
-            for p in self.standbys.running() {
-                if done.load(Ordering::SeqCst) || self.stopping.is_requested() {
-                    break;
-                }
-                match client.committed(p) {
-                    Ok((committed, _)) => self.standbys.follow(p, committed),
+            // Every standby's target, in one request.
+            let running = self.standbys.running();
+            if !running.is_empty() {
+                match client.committed_all(&running) {
+                    Ok(all) => {
+                        for (&p, (committed, _)) in running.iter().zip(all) {
+                            self.standbys.follow(p, committed);
+                        }
+                    }
                     Err(e) => {
-                        tracing::debug!(partition = p.0, error = %e, "reading the group's positions for a standby")
+                        tracing::debug!(error = %e, "reading the group's positions for the standbys")
                     }
                 }
             }
