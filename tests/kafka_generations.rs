@@ -415,7 +415,18 @@ fn swap_rollback_confirm(
 // Proves `backfill --view timeline --inbox-cap 2` in Kafka mode is one command: it rebuilds generation 1 beside the live processor with the new cap, swaps it in once caught up (the live-generation record names 1, with 0 kept for a rollback) and goes on serving it; the live processor answers every timeline read meanwhile; generation 1's state is built with the new cap and every one of its views equals the oracle (trimming never changes an answer).
 #[test]
 fn a_kafka_backfill_rebuilds_and_swaps_in_one_command() {
-    let b = Broker::mock(4);
+    backfill_in_one_command(Broker::mock(4));
+}
+
+// Proves the same as a_kafka_backfill_rebuilds_and_swaps_in_one_command against a real Kafka-compatible broker (FEEDLOG_TEST_KAFKA).
+#[test]
+#[ignore = "needs a Kafka broker: FEEDLOG_TEST_KAFKA=host:port"]
+fn real_broker_a_kafka_backfill_rebuilds_and_swaps_in_one_command() {
+    backfill_in_one_command(Broker::real(4));
+}
+
+/// The backfill test on broker `b`.
+fn backfill_in_one_command(b: Broker) {
     // On the mock (no admin API) the generation's topics are made here; on
     // a real broker, `add_generation` makes them as the backfill would.
     b.add_generation(1, 4);
@@ -501,7 +512,18 @@ fn a_kafka_backfill_rebuilds_and_swaps_in_one_command() {
 // Proves a new generation starts from a cut of the live one while it runs: `checkpoint` of generation 0 writes one cut's checkpoints; `--generation 1 reset --to-checkpoint DIR --dry-run` changes nothing, and without --dry-run seeds generation 1 from them; generation 1's processor, run with --checkpoints DIR, seeds every partition from the cut (replaying only the events after it) while events keep arriving; every view of generation 1 equals the oracle of the whole log.
 #[test]
 fn a_new_generation_seeded_from_a_cut_of_the_live_one() {
-    let b = Broker::mock(4);
+    seeded_from_a_cut(Broker::mock(4));
+}
+
+// Proves the same as a_new_generation_seeded_from_a_cut_of_the_live_one against a real Kafka-compatible broker (FEEDLOG_TEST_KAFKA).
+#[test]
+#[ignore = "needs a Kafka broker: FEEDLOG_TEST_KAFKA=host:port"]
+fn real_broker_a_new_generation_seeded_from_a_cut_of_the_live_one() {
+    seeded_from_a_cut(Broker::real(4));
+}
+
+/// The seed test on broker `b`.
+fn seeded_from_a_cut(b: Broker) {
     b.add_generation(1, 4);
     let tmp = tempfile::tempdir().unwrap();
     let addr = free_addr();

@@ -333,7 +333,18 @@ fn crashed_owner_succeeded_from_periodic_checkpoints() {
 // Proves warm standbys through the binary: two `feedlog run --kafka --standbys 1` processes each keep a copy of the other's partitions, following the group's committed positions; at idle, the survivor's copies equal the oracle; after a SIGKILL of one, the survivor takes its partitions over from its copies, replays none of what the group had processed (no checkpoints: without the standbys it would replay them from the start), and every view equals the oracle.
 #[test]
 fn a_standby_takes_over_after_its_owner_is_killed() {
-    let b = Broker::mock(4);
+    standby_takes_over(Broker::mock(4));
+}
+
+// Proves the same as a_standby_takes_over_after_its_owner_is_killed against a real Kafka-compatible broker (FEEDLOG_TEST_KAFKA).
+#[test]
+#[ignore = "needs a Kafka broker: FEEDLOG_TEST_KAFKA=host:port"]
+fn real_broker_a_standby_takes_over_after_its_owner_is_killed() {
+    standby_takes_over(Broker::real(4));
+}
+
+/// The standby test on broker `b`.
+fn standby_takes_over(b: Broker) {
     let tmp = tempfile::tempdir().unwrap();
     let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("p{i}"))).collect();
     let spawn = |i: usize| {
