@@ -308,13 +308,9 @@ fn swap_rollback_confirm(
     let start = Instant::now();
     loop {
         let s = cli_status(b, "gg");
-        let owners: Vec<&str> = s["partitions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|p| p["owner"].as_str())
-            .collect();
-        if s["idle"] == true && owners.contains(&"p0") && owners.contains(&"p1") {
+        let owners = common::kafka::owners_in(&s);
+        let has = |m: &str| owners.iter().any(|o| o == m);
+        if s["idle"] == true && has("p0") && has("p1") {
             break;
         }
         assert!(

@@ -11,8 +11,8 @@
 mod common;
 
 use common::kafka::{
-    cli_status, final_reader, kcat_produce, max_user, produce, run_process, wait_idle, Broker,
-    Member,
+    cli_status, final_reader, kcat_produce, max_user, owners_in, produce, run_process, wait_idle,
+    Broker, Member,
 };
 use common::{check_all, generated_log, wait_until};
 use feedlog::core::codec::{self, Format};
@@ -363,14 +363,9 @@ fn standby_takes_over(b: Broker) {
         "both processors own partitions",
         Duration::from_secs(60),
         || {
-            let s = cli_status(&b, "gs");
-            let owners: Vec<&str> = s["partitions"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|p| p["owner"].as_str())
-                .collect();
-            owners.len() == 4 && owners.contains(&"p0") && owners.contains(&"p1")
+            let owners = owners_in(&cli_status(&b, "gs"));
+            let has = |m: &str| owners.iter().any(|o| o == m);
+            owners.len() == 4 && has("p0") && has("p1")
         },
     );
     produce(&b.brokers, &b.topic("events"), 4, &first.join("\n"));

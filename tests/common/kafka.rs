@@ -408,6 +408,17 @@ pub fn cli_status(b: &Broker, group: &str) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// The owners `feedlog status` (as [`cli_status`] parses it) names, one
+/// per owned partition.
+pub fn owners_in(status: &serde_json::Value) -> Vec<String> {
+    status["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["owner"].as_str().map(str::to_string))
+        .collect()
+}
+
 /// Writes `lines` to `events` with kcat, each keyed by its actor; with
 /// `partitioner` None, kcat's own default (CRC32 of the key, not the Java
 /// client's murmur2), so most events land in a partition that does not own
