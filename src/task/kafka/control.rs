@@ -10,6 +10,9 @@ use crate::task::Shutdown;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
+
+/// Partitions started side by side (see [`Cluster::start_assigned`]).
+const START_TOGETHER: usize = 8;
 use std::time::{Duration, Instant};
 
 impl Cluster {
@@ -200,8 +203,9 @@ impl Cluster {
         }
     }
 
-    /// Starts what was assigned and is due (a start that failed is retried
-    /// after a pause); a failure that needs an operator is returned.
+    /// Starts what was assigned and is due, up to [`START_TOGETHER`] at
+    /// once (a start that failed is retried after a pause); a failure that
+    /// needs an operator is returned.
     pub(super) fn start_assigned(
         &self,
         group: &GroupMember,
@@ -212,17 +216,36 @@ impl Cluster {
             .copied()
             .filter(|p| retry_at.get(p).is_none_or(|t| Instant::now() >= *t))
             .collect();
-        for p in due {
-            lock(&self.shared.to_start).remove(&p);
-            match self.start(group, p) {
+        for p in &due {
+            lock(&self.shared.to_start).remove(p);
+        }
+        // Partitions start side by side, a few at a time: each start waits
+        // on the coordinator (the committed positions, the ownership
+        // commit), on a standby's last step, or on opening its store.
+        let mut started = Vec::with_capacity(due.len());
+        for wave in due.chunks(START_TOGETHER) {
+            std::thread::scope(|s| {
+                let starts: Vec<_> = (wave.iter())
+                    .map(|&p| (p, s.spawn(move || self.start(group, p))))
+                    .collect();
+                for (p, h) in starts {
+                    // A panic goes on up, as it did when starts ran here.
+                    let r = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+                    started.push((p, r));
+                }
+            });
+        }
+        let mut stop = None;
+        for (p, r) in started {
+            match r {
                 Ok(()) => {
                     retry_at.remove(&p);
                 }
                 Err(e) if e.disposition() == Disposition::Stop => {
-                    return Some(ClusterError::Start {
+                    stop.get_or_insert(ClusterError::Start {
                         partition: p,
                         source: Box::new(e),
-                    })
+                    });
                 }
                 Err(e) => {
                     // Expected while the group forms or rebalances (a commit
@@ -233,7 +256,7 @@ impl Cluster {
                 }
             }
         }
-        None
+        stop
     }
 
     /// Renews the lease (see [`Lease`]) with a synchronous commit of the
