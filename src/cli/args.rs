@@ -410,13 +410,13 @@ pub enum Command {
         /// Partitions.
         #[arg(long, default_value_t = 8)]
         partitions: u32,
-        /// http, redis, mixed: server threads, load-generator threads and raw reader threads.
+        /// http, redis, mixed, kafka-swap: server threads, load-generator threads and raw reader threads.
         #[arg(long, default_value_t = 2)]
         threads: usize,
-        /// http, redis, mixed: open connections of the load generator.
+        /// http, redis, mixed, kafka-swap: open connections of the load generator.
         #[arg(long, default_value_t = 16)]
         connections: usize,
-        /// http, redis: seconds each page run is measured.
+        /// http, redis, kafka-swap: seconds each page run is measured.
         #[arg(long, default_value_t = 20)]
         seconds: u64,
         /// fanout, redis, mixed: the processor's pull threshold (0: every author

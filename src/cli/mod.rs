@@ -334,6 +334,14 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 BenchKind::Failover => {
                     bench::failover(settings.kafka.clone(), data, session_timeout_ms)?
                 }
+                BenchKind::KafkaSwap => {
+                    let load = bench::SwapLoad {
+                        threads,
+                        connections,
+                        secs: seconds,
+                    };
+                    bench::kafka_swap(settings.kafka.clone(), data, &load)?
+                }
             }
             Ok(0)
         }

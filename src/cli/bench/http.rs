@@ -185,6 +185,27 @@ pub(super) fn with_wrk(
             let _ = rx.await;
         }))
     });
+    let text = wrk_at(wrk, addr, script, threads, connections, secs);
+    let _ = tx.send(());
+    let _ = server.join();
+    let text = text?;
+    anyhow::ensure!(
+        !text.contains("Non-2xx"),
+        "some requests did not answer 200:\n{text}"
+    );
+    parse_wrk(&text).with_context(|| format!("reading wrk's report:\n{text}"))
+}
+
+/// Runs `wrk` with the Lua `script` against `http://ADDR` for `secs`
+/// seconds; its report.
+pub(super) fn wrk_at(
+    wrk: &std::path::Path,
+    addr: std::net::SocketAddr,
+    script: &str,
+    threads: usize,
+    connections: usize,
+    secs: u64,
+) -> Result<String> {
     let tmp = std::env::temp_dir().join(format!(
         "feedlog-bench-http-{}-{}",
         std::process::id(),
@@ -207,19 +228,13 @@ pub(super) fn with_wrk(
         ])
         .output()
         .context("running wrk")?;
-    let _ = tx.send(());
-    let _ = server.join();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     anyhow::ensure!(
         out.status.success(),
         "wrk failed:\n{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    anyhow::ensure!(
-        !text.contains("Non-2xx"),
-        "some requests did not answer 200:\n{text}"
-    );
-    parse_wrk(&text).with_context(|| format!("reading wrk's report:\n{text}"))
+    Ok(text)
 }
 
 pub(super) fn which(cmd: &str) -> Option<std::path::PathBuf> {
@@ -231,29 +246,35 @@ pub(super) fn which(cmd: &str) -> Option<std::path::PathBuf> {
 }
 
 /// Requests/s and the 50% and 99% latencies of `wrk --latency`.
-fn parse_wrk(text: &str) -> Option<Load> {
-    let ms = |v: &str| -> Option<f64> {
-        let (num, unit) = v.split_at(v.find(|c: char| c.is_ascii_alphabetic())?);
-        let n: f64 = num.parse().ok()?;
-        Some(match unit {
-            "us" => n / 1000.0,
-            "ms" => n,
-            "s" => n * 1000.0,
-            "m" => n * 60_000.0,
-            _ => return None,
-        })
-    };
-    let field = |prefix: &str| {
-        text.lines()
-            .map(str::trim)
-            .find_map(|l| l.strip_prefix(prefix))
-            .map(str::trim)
-    };
+pub(super) fn parse_wrk(text: &str) -> Option<Load> {
+    let ms = wrk_ms;
+    let field = |prefix: &str| wrk_field(text, prefix);
     Some(Load {
         p50_ms: ms(field("50%")?)?,
         p99_ms: ms(field("99%")?)?,
         per_sec: field("Requests/sec:")?.parse().ok()?,
     })
+}
+
+/// A duration of a `wrk` report (`812.00us`, `1.20ms`, `2.01s`) in ms.
+pub(super) fn wrk_ms(v: &str) -> Option<f64> {
+    let (num, unit) = v.split_at(v.find(|c: char| c.is_ascii_alphabetic())?);
+    let n: f64 = num.parse().ok()?;
+    Some(match unit {
+        "us" => n / 1000.0,
+        "ms" => n,
+        "s" => n * 1000.0,
+        "m" => n * 60_000.0,
+        _ => return None,
+    })
+}
+
+/// The rest of the first line of a `wrk` report that starts with `prefix`.
+pub(super) fn wrk_field<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    text.lines()
+        .map(str::trim)
+        .find_map(|l| l.strip_prefix(prefix))
+        .map(str::trim)
 }
 
 /// `threads` threads, each for `secs` seconds, seek to a user's inbox and

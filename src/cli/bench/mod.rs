@@ -8,7 +8,9 @@ mod fanout;
 mod filters;
 mod http;
 mod kafka;
+mod kafka_swap;
 mod mixed;
+mod procs;
 mod pulled;
 mod rebuild;
 mod redis;
@@ -22,6 +24,7 @@ pub use fanout::fanout;
 pub use filters::filters;
 pub use http::http;
 pub use kafka::kafka;
+pub use kafka_swap::{kafka_swap, SwapLoad};
 pub use mixed::mixed;
 pub use pulled::pulled;
 pub use rebuild::rebuild;
@@ -77,6 +80,12 @@ pub enum BenchKind {
     /// `--standbys 1`, on the log in --data (the demo's; --kafka BROKERS,
     /// else an in-process mock broker).
     Failover,
+    /// A swap of generations in Kafka mode under read load: timeline pages
+    /// through a generation-0 processor (wrk) before, during and after
+    /// `--generation 1 swap`, and from generation 1 directly, on the log
+    /// in --data (the demo's; --kafka BROKERS, else an in-process mock
+    /// broker).
+    KafkaSwap,
     /// Rebuild of the state in --data from its log vs raw reads of the log
     /// and raw RocksDB puts of the rebuilt records.
     Rebuild,

@@ -23,16 +23,17 @@ impl MockBroker {
         self.0.bootstrap_servers()
     }
 
-    /// Creates `cfg`'s topics (with its prefix): `events` and `effects`
-    /// with `partitions` partitions, `dead-letter` and `members` with one.
+    /// Creates `cfg`'s topics (with its prefix): `events` (unless `cfg`
+    /// names an existing input topic) and `effects` with `partitions`
+    /// partitions, `dead-letter` and `members` with one.
     /// (The mock broker has no admin API.)
     pub fn create_topics(&self, cfg: &KafkaConfig, partitions: u32) -> Result<(), LogError> {
-        for (name, n) in [
-            (cfg.name(Topic::Events), partitions),
+        let events = (cfg.events_topic.is_none()).then(|| (cfg.name(Topic::Events), partitions));
+        for (name, n) in events.into_iter().chain([
             (cfg.name(Topic::Effects), partitions),
             (cfg.name(Topic::DeadLetter), 1),
             (cfg.members_topic(), 1),
-        ] {
+        ]) {
             self.0
                 .create_topic(&name, n as i32, 1)
                 .map_err(super::kafka_err(format!("creating {name}")))?;
