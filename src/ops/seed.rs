@@ -126,6 +126,22 @@ pub fn seed_generation(
             positions,
         });
     }
+    let commit: Vec<(Partition, Positions, Epoch)> = Partition::all(n)
+        .map(|p| (p, Positions::START, epoch))
+        .collect();
+    // The epoch travels as the commit's metadata, which some brokers drop:
+    // committed first and read back, so that such a broker is refused with
+    // the group still as it was (at the start, without an epoch).
+    commit_from_outside(&client, cfg, &commit)?;
+    let all: Vec<Partition> = Partition::all(n).collect();
+    if (client.committed_all(&all)?.iter()).any(|(_, e)| *e != Some(epoch)) {
+        return Err(ClusterError::Refused(format!(
+            "the brokers did not keep the epoch committed with group {}'s positions (offset-commit \
+             metadata), which processors need to trust a seeded copy: this cluster cannot seed a \
+             generation; rebuild the generation from the log instead. Nothing was copied",
+            cfg.group
+        )));
+    }
     let into = CheckpointDir::new(
         dir,
         Identity {
@@ -138,10 +154,6 @@ pub fn seed_generation(
     for (p, (path, c)) in Partition::all(n).zip(&chosen) {
         transplant(&into, path, c, p, epoch, &cache)?;
     }
-    let commit: Vec<(Partition, Positions, Epoch)> = Partition::all(n)
-        .map(|p| (p, Positions::START, epoch))
-        .collect();
-    commit_from_outside(&client, cfg, &commit)?;
     Ok(GroupReset {
         executed: true,
         members,

@@ -523,3 +523,27 @@ pub fn feedlog_ok(b: &Broker, args: &[&str]) -> String {
     assert!(out.status.success(), "feedlog {args:?}: {text}{err}");
     text
 }
+
+/// Whether broker `b` keeps the metadata of committed offsets (feedlog's
+/// epochs travel there): a scratch group commits offset 0 of `events`[0]
+/// with metadata and reads it back.
+pub fn keeps_commit_metadata(b: &Broker) -> bool {
+    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+    use rdkafka::{Offset, TopicPartitionList};
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &b.brokers)
+        .set("group.id", b.group("metadata-probe"))
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let topic = b.topic("events");
+    let mut tpl = TopicPartitionList::new();
+    let mut e = tpl.add_partition(&topic, 0);
+    e.set_offset(Offset::Offset(0)).unwrap();
+    e.set_metadata("probe");
+    consumer.commit(&tpl, CommitMode::Sync).unwrap();
+    let back = consumer
+        .committed_offsets(tpl, std::time::Duration::from_secs(30))
+        .unwrap();
+    back.elements().first().map(|e| e.metadata().to_string()) == Some("probe".into())
+}
