@@ -27,10 +27,10 @@ fn sigkill_one_of_two_processes() {
     sigkill_one_of_two(&Broker::mock(4), 4);
 }
 
-// Proves the same as sigkill_one_of_two_processes against a real Kafka-compatible broker (FEEDLOG_TEST_KAFKA).
+// Proves the same as sigkill_one_of_two_processes against a real Kafka-compatible broker (FEEDLOG_TEST_KAFKA) whose coordinator expels a dead member after its session.
 #[test]
 #[ignore = "needs a Kafka broker: FEEDLOG_TEST_KAFKA=host:port"]
-fn real_broker_sigkill_one_of_two_processes() {
+fn real_broker_expiry_sigkill_one_of_two_processes() {
     sigkill_one_of_two(&Broker::real(4), 4);
 }
 
@@ -100,10 +100,10 @@ fn a_paused_owner_that_comes_back_is_fenced() {
     paused_owner_comes_back(&Broker::mock(4), 4);
 }
 
-// Proves the same as a_paused_owner_that_comes_back_is_fenced against a real Kafka-compatible broker (FEEDLOG_TEST_KAFKA).
+// Proves the same as a_paused_owner_that_comes_back_is_fenced against a real Kafka-compatible broker (FEEDLOG_TEST_KAFKA) whose coordinator expels a dead member after its session.
 #[test]
 #[ignore = "needs a Kafka broker: FEEDLOG_TEST_KAFKA=host:port"]
-fn real_broker_a_paused_owner_that_comes_back_is_fenced() {
+fn real_broker_expiry_a_paused_owner_that_comes_back_is_fenced() {
     paused_owner_comes_back(&Broker::real(4), 4);
 }
 
@@ -336,10 +336,10 @@ fn a_standby_takes_over_after_its_owner_is_killed() {
     standby_takes_over(Broker::mock(4));
 }
 
-// Proves the same as a_standby_takes_over_after_its_owner_is_killed against a real Kafka-compatible broker (FEEDLOG_TEST_KAFKA).
+// Proves the same as a_standby_takes_over_after_its_owner_is_killed against a real Kafka-compatible broker (FEEDLOG_TEST_KAFKA) whose coordinator expels a dead member after its session.
 #[test]
 #[ignore = "needs a Kafka broker: FEEDLOG_TEST_KAFKA=host:port"]
-fn real_broker_a_standby_takes_over_after_its_owner_is_killed() {
+fn real_broker_expiry_a_standby_takes_over_after_its_owner_is_killed() {
     standby_takes_over(Broker::real(4));
 }
 
