@@ -12,7 +12,7 @@ mod common;
 
 use common::kafka::{
     cli_status, final_reader, kcat_produce, max_user, owners_in, produce, run_process, wait_idle,
-    Broker, Member,
+    Broker, KillOnDrop, Member,
 };
 use common::{check_all, generated_log, wait_until};
 use feedlog::core::codec::{self, Format};
@@ -40,10 +40,12 @@ fn sigkill_one_of_two(b: &Broker, partitions: u32) {
     let tmp = tempfile::tempdir().unwrap();
     let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("p{i}"))).collect();
     let spawn = |i: usize| {
-        run_process(b, "gk", &dirs[i], &format!("p{i}"), &[])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap()
+        KillOnDrop(
+            run_process(b, "gk", &dirs[i], &format!("p{i}"), &[])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
     };
     let mut p0 = spawn(0);
     let mut p1 = spawn(1);
@@ -68,8 +70,8 @@ fn sigkill_one_of_two(b: &Broker, partitions: u32) {
     }
     let mut oracle = produce(brokers, &events, partitions, &first.join("\n"));
     std::thread::sleep(Duration::from_millis(100));
-    p0.kill().unwrap(); // SIGKILL
-    p0.wait().unwrap();
+    p0.0.kill().unwrap(); // SIGKILL
+    p0.0.wait().unwrap();
     produce(brokers, &events, partitions, &second.join("\n"));
     let mut p0 = spawn(0);
     produce(brokers, &events, partitions, &last.join("\n"));
@@ -81,14 +83,7 @@ fn sigkill_one_of_two(b: &Broker, partitions: u32) {
     let s = wait_idle(&b.config("gk", "x").kafka, Duration::from_secs(180));
     assert_eq!(cli_status(b, "gk")["idle"], true);
     for p in [&mut p0, &mut p1] {
-        std::process::Command::new("kill")
-            .args(["-TERM", &p.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(
-            p.wait().unwrap().success(),
-            "a processor stops cleanly on SIGTERM"
-        );
+        p.stop(); // SIGTERM, and it exits 0
     }
     let reader = final_reader(&[&dirs[0], &dirs[1]], &s);
     check_all(&reader, &oracle, max_user(&log), 7).unwrap();
@@ -125,17 +120,6 @@ fn signal(pid: u32, sig: &str) {
         .unwrap()
         .success();
     assert!(ok, "kill {sig} {pid}");
-}
-
-/// A child process killed (SIGKILL, also when stopped) when dropped: a
-/// failed check never leaves processors running.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn paused_owner_comes_back(b: &Broker, partitions: u32) {
@@ -280,13 +264,15 @@ fn crashed_owner_succeeded_from_periodic_checkpoints() {
     let spawn = |i: usize| {
         let cps = checkpoints.to_str().unwrap();
         let args = ["--checkpoints", cps, "--checkpoint-every", "1"];
-        run_process(&b, "gp", &dirs[i], &format!("p{i}"), &args)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
+        KillOnDrop(
+            run_process(&b, "gp", &dirs[i], &format!("p{i}"), &args)
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        )
     };
     let mut p0 = spawn(0);
-    let p1 = spawn(1);
+    let mut p1 = spawn(1);
     let kafka = b.config("gp", "x").kafka;
     let log = generated_log(60, 3000);
     let lines: Vec<&str> = log.lines().collect();
@@ -321,10 +307,10 @@ fn crashed_owner_succeeded_from_periodic_checkpoints() {
                 .all(checkpointed)
         },
     );
-    p0.kill().unwrap(); // SIGKILL
-    p0.wait().unwrap();
+    p0.0.kill().unwrap(); // SIGKILL
+    p0.0.wait().unwrap();
     produce(&b.brokers, &b.topic("events"), 4, &second.join("\n"));
-    let s = survivor_replayed_nothing(&kafka, p1);
+    let s = survivor_replayed_nothing(&kafka, &mut p1);
     let (oracle, max_user) = common::oracle_of(&log);
     let reader = final_reader(&[&dirs[0], &dirs[1]], &s);
     check_all(&reader, &oracle, max_user, 7).unwrap();
@@ -348,13 +334,15 @@ fn standby_takes_over(b: Broker) {
     let tmp = tempfile::tempdir().unwrap();
     let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("p{i}"))).collect();
     let spawn = |i: usize| {
-        run_process(&b, "gs", &dirs[i], &format!("p{i}"), &["--standbys", "1"])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
+        KillOnDrop(
+            run_process(&b, "gs", &dirs[i], &format!("p{i}"), &["--standbys", "1"])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        )
     };
     let mut p0 = spawn(0);
-    let p1 = spawn(1);
+    let mut p1 = spawn(1);
     let kafka = b.config("gs", "x").kafka;
     let log = generated_log(60, 3000);
     let lines: Vec<&str> = log.lines().collect();
@@ -392,10 +380,10 @@ fn standby_takes_over(b: Broker) {
     check_all(&copies, &first_oracle, max_user, 7)
         .expect("p1's own stores and its standbys hold the views of the log so far");
     drop(copies);
-    p0.kill().unwrap(); // SIGKILL
-    p0.wait().unwrap();
+    p0.0.kill().unwrap(); // SIGKILL
+    p0.0.wait().unwrap();
     produce(&b.brokers, &b.topic("events"), 4, &second.join("\n"));
-    let s = survivor_replayed_nothing(&kafka, p1);
+    let s = survivor_replayed_nothing(&kafka, &mut p1);
     let (oracle, max_user) = common::oracle_of(&log);
     let reader = final_reader(&[&dirs[0], &dirs[1]], &s);
     check_all(&reader, &oracle, max_user, 7).unwrap();
@@ -438,7 +426,7 @@ fn kcat_json_events_are_processed_like_feedlogs_own() {
 /// had processed. The group's status at the end.
 fn survivor_replayed_nothing(
     kafka: &feedlog::log::kafka::KafkaConfig,
-    p1: std::process::Child,
+    p1: &mut KillOnDrop,
 ) -> feedlog::ops::status::Status {
     let start = Instant::now();
     let s = loop {
@@ -455,13 +443,13 @@ fn survivor_replayed_nothing(
         );
         std::thread::sleep(Duration::from_millis(500));
     };
-    std::process::Command::new("kill")
-        .args(["-TERM", &p1.id().to_string()])
-        .status()
-        .unwrap();
-    let out = p1.wait_with_output().unwrap();
-    assert!(out.status.success(), "p1 stops cleanly on SIGTERM");
-    let summary = String::from_utf8_lossy(&out.stdout);
+    let mut stdout = p1.0.stdout.take().unwrap();
+    let reading = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut text).map(|_| text)
+    });
+    p1.stop(); // SIGTERM, and it exits 0
+    let summary = reading.join().unwrap().unwrap();
     assert!(
         summary.contains(" 0 replayed after handovers"),
         "the survivor replayed nothing the group had processed: {summary}"
