@@ -27,8 +27,13 @@ struct Phase {
     p50_ms: f64,
     p99_ms: f64,
     max_ms: f64,
-    /// Non-2xx answers, socket errors and timeouts.
+    /// Non-2xx answers, and reads, writes and timeouts that failed on an
+    /// open connection.
     unanswered: u64,
+    /// Connections `wrk` could not open (it retries them).
+    connect_errors: u64,
+    /// Requests completed.
+    requests: u64,
 }
 
 impl Phase {
@@ -37,24 +42,31 @@ impl Phase {
         // "Latency  avg  stdev  max  +/- stdev" (the thread stats).
         let max_ms = wrk_field(text, "Latency")?.split_whitespace().nth(2)?;
         let non_2xx = wrk_field(text, "Non-2xx or 3xx responses:").map_or(Ok(0), str::parse);
-        let socket: u64 = wrk_field(text, "Socket errors:").map_or(0, |errs| {
-            errs.split(',')
-                .filter_map(|e| e.split_whitespace().last()?.parse::<u64>().ok())
-                .sum()
-        });
+        // "Socket errors: connect 0, read 0, write 0, timeout 0".
+        let socket = |kind: &str| -> u64 {
+            wrk_field(text, "Socket errors:").map_or(0, |errs| {
+                (errs.split(','))
+                    .filter_map(|e| e.trim().strip_prefix(kind)?.trim().parse::<u64>().ok())
+                    .sum()
+            })
+        };
         Some(Phase {
             per_sec: load.per_sec,
             p50_ms: load.p50_ms,
             p99_ms: load.p99_ms,
             max_ms: wrk_ms(max_ms)?,
-            unanswered: non_2xx.ok()? + socket,
+            unanswered: non_2xx.ok()? + socket("read") + socket("write") + socket("timeout"),
+            connect_errors: socket("connect"),
+            // "  12345 requests in 20.00s, 18.33MB read"
+            requests: (text.lines())
+                .find_map(|l| l.trim().split_once(" requests in ")?.0.parse().ok())?,
         })
     }
 
     fn line(&self, what: &str) -> String {
         format!(
-            "  {what:<46} {:>7.0} pages/s  p50 {:>6.2} ms  p99 {:>6.2} ms  max {:>7.2} ms  unanswered {}",
-            self.per_sec, self.p50_ms, self.p99_ms, self.max_ms, self.unanswered
+            "  {what:<46} {:>7.0} pages/s  p50 {:>6.2} ms  p99 {:>6.2} ms  max {:>7.2} ms  unanswered {}  (wrk connect errors {})",
+            self.per_sec, self.p50_ms, self.p99_ms, self.max_ms, self.unanswered, self.connect_errors
         )
     }
 }
@@ -114,7 +126,9 @@ pub fn kafka_swap(
         "both generations processed the log in {:.1}s",
         start.elapsed().as_secs_f64()
     );
-    let script = paths_script(&timeline_paths(&w.events));
+    let paths = timeline_paths(&w.events);
+    let script = paths_script(&paths);
+    let probe = paths.first().context("the workload has no readers")?;
     let run = |addr| -> Result<Phase> {
         let text = wrk_at(
             &wrk,
@@ -125,11 +139,11 @@ pub fn kafka_swap(
             load.secs,
         )?;
         let phase = Phase::of(&text).with_context(|| format!("reading wrk's report:\n{text}"))?;
-        if phase.unanswered > 0 {
+        if phase.unanswered + phase.connect_errors > 0 {
             let lines = text
                 .lines()
                 .filter(|l| l.contains("errors") || l.contains("Non-2xx"));
-            say!("unanswered reads: {}", lines.collect::<Vec<_>>().join("; "));
+            say!("wrk: {}", lines.collect::<Vec<_>>().join("; "));
         }
         Ok(phase)
     };
@@ -140,22 +154,28 @@ pub fn kafka_swap(
     let swap_cmd = feedlog(&g0, &["--generation", "1", "swap", "--timeout", "120"])?;
     let (during, swap) = std::thread::scope(|s| {
         let reads = s.spawn(|| run(addrs[0]));
-        let swap = swap_while_read(swap_cmd, addrs[2], load.secs);
+        let swap = swap_while_read(swap_cmd, (addrs[0], addrs[2]), probe, load.secs);
         (reads.join().expect("the reads' thread"), swap)
     });
     let (during, swap) = (during?, swap?);
+    let by_g1 = answered(addrs[2])?;
     let after = run(addrs[0])?;
+    let by_g1 = answered(addrs[2])? - by_g1;
     let direct = run(addrs[2])?;
     println!(
         "timeline pages of 20 through generation 0's processor p0 (wrk -t{} -c{}, {} s each; {} readers):",
         load.threads,
         load.connections,
         load.secs,
-        script.matches("/timeline").count()
+        paths.len()
     );
     println!("{}", before.line("before the swap (generation 0 answers)"));
     println!("{}", during.line("the swap in the middle, posts arriving"));
     println!("{}", after.line("after (p0 forwards to generation 1)"));
+    println!(
+        "    of those, generation 1's processor answered {by_g1} of {} (its metrics)",
+        after.requests
+    );
     println!("{}", direct.line("generation 1's processor asked directly"));
     println!(
         "swap: the command returned in {:.0} ms; the first read through p0 answered by generation 1 {:.0} ms after it returned",
@@ -251,10 +271,16 @@ struct Swapped {
     reached_ms: f64,
 }
 
-/// A third of the way into a `secs`-second read phase, runs `swap` and
-/// waits for the first read that generation 1's processor (at `g1`)
-/// answers.
-fn swap_while_read(mut swap: std::process::Command, g1: SocketAddr, secs: u64) -> Result<Swapped> {
+/// A third of the way into a `secs`-second read phase, runs `swap`, then
+/// reads `probe` through generation 0's processor at `g0` until generation
+/// 1's processor (at `g1`) has answered one.
+fn swap_while_read(
+    mut swap: std::process::Command,
+    (g0, g1): (SocketAddr, SocketAddr),
+    probe: &str,
+    secs: u64,
+) -> Result<Swapped> {
+    let phase = Instant::now();
     std::thread::sleep(Duration::from_secs(secs) / 3);
     let answered_before = answered(g1)?;
     let start = Instant::now();
@@ -267,12 +293,19 @@ fn swap_while_read(mut swap: std::process::Command, g1: SocketAddr, secs: u64) -
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    if phase.elapsed() > Duration::from_secs(secs) {
+        say!(
+            "the swap outlasted the read phase ({:.1}s of {secs}s): give more --seconds for reads during the switch",
+            phase.elapsed().as_secs_f64()
+        );
+    }
     let returned = Instant::now();
     while answered(g1)? <= answered_before {
         if returned.elapsed() > Duration::from_secs(30) {
             bail!("no read reached generation 1 within 30 s of the swap");
         }
-        std::thread::sleep(Duration::from_millis(5));
+        let base = format!("http://{g0}");
+        feedlog::api::http::client::get(&base, probe, &[], Duration::from_secs(5))?;
     }
     Ok(Swapped {
         command_ms,
