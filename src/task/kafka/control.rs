@@ -216,43 +216,45 @@ impl Cluster {
             .copied()
             .filter(|p| retry_at.get(p).is_none_or(|t| Instant::now() >= *t))
             .collect();
-        for p in &due {
-            lock(&self.shared.to_start).remove(p);
-        }
         // Partitions start side by side, a few at a time: each start waits
         // on the coordinator (the committed positions, the ownership
-        // commit), on a standby's last step, or on opening its store.
-        let mut started = Vec::with_capacity(due.len());
+        // commit), on a standby's last step, or on opening its store. Each
+        // stays in `to_start` (readers are told it is moving) until its
+        // task is owned.
+        let mut stop = None;
         for wave in due.chunks(START_TOGETHER) {
-            std::thread::scope(|s| {
+            if stop.is_some() {
+                // The run ends: the rest are not started.
+                break;
+            }
+            let started: Vec<_> = std::thread::scope(|s| {
                 let starts: Vec<_> = (wave.iter())
                     .map(|&p| (p, s.spawn(move || self.start(group, p))))
                     .collect();
-                for (p, h) in starts {
-                    // A panic goes on up, as it did when starts ran here.
-                    let r = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-                    started.push((p, r));
-                }
+                // A panic goes on up, as it did when starts ran one by one.
+                (starts.into_iter())
+                    .map(|(p, h)| (p, h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))))
+                    .collect()
             });
-        }
-        let mut stop = None;
-        for (p, r) in started {
-            match r {
-                Ok(()) => {
-                    retry_at.remove(&p);
-                }
-                Err(e) if e.disposition() == Disposition::Stop => {
-                    stop.get_or_insert(ClusterError::Start {
-                        partition: p,
-                        source: Box::new(e),
-                    });
-                }
-                Err(e) => {
-                    // Expected while the group forms or rebalances (a commit
-                    // refused, a broker hiccup).
-                    tracing::warn!(partition = p.0, error = %e, "could not start yet; retrying in 1s");
-                    retry_at.insert(p, Instant::now() + Duration::from_secs(1));
-                    lock(&self.shared.to_start).insert(p);
+            for (p, r) in started {
+                match r {
+                    Ok(()) => {
+                        retry_at.remove(&p);
+                        lock(&self.shared.to_start).remove(&p);
+                    }
+                    Err(e) if e.disposition() == Disposition::Stop => {
+                        tracing::error!(partition = p.0, error = %e, "could not start: this needs an operator");
+                        stop.get_or_insert(ClusterError::Start {
+                            partition: p,
+                            source: Box::new(e),
+                        });
+                    }
+                    Err(e) => {
+                        // Expected while the group forms or rebalances (a
+                        // commit refused, a broker hiccup).
+                        tracing::warn!(partition = p.0, error = %e, "could not start yet; retrying in 1s");
+                        retry_at.insert(p, Instant::now() + Duration::from_secs(1));
+                    }
                 }
             }
         }
