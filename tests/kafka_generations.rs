@@ -14,6 +14,8 @@ use common::kafka::{
 };
 use common::{check_all, generated_log, oracle_of};
 use feedlog::core::kv::Kv;
+use feedlog::core::Partition;
+use feedlog::state::checkpoint::list_in;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -546,6 +548,10 @@ fn seeded_from_a_cut(b: Broker) {
     // gets a refusal, the group left at the start: then generation 1
     // rebuilds from the log, and its views are checked all the same.
     let keeps = common::kafka::keeps_commit_metadata(&b);
+    assert!(
+        keeps || !b.is_mock(),
+        "the mock broker keeps commit metadata"
+    );
     if keeps {
         let out = feedlog_ok(&b, &seed);
         assert!(out.contains("seeded generation 1"), "{out}");
@@ -558,6 +564,12 @@ fn seeded_from_a_cut(b: Broker) {
         );
         assert!(err.contains("cannot seed a generation"), "{err}");
         assert!(feedlog::ops::seed::never_ran(&kafka.generation(1)).unwrap());
+        let effects = kafka.generation(1).name(feedlog::log::Topic::Effects);
+        let mut copies = (0..4).flat_map(|p| list_in(Path::new(cps), Partition(p)));
+        assert!(
+            !copies.any(|(_, c)| c.identity.effects_topic.as_deref() == Some(&effects[..])),
+            "the refused seed removed its copies"
+        );
     }
     produce(&b.brokers, &b.topic("events"), 4, &second.join("\n"));
     let g1 = tmp.path().join("g1");

@@ -126,22 +126,6 @@ pub fn seed_generation(
             positions,
         });
     }
-    let commit: Vec<(Partition, Positions, Epoch)> = Partition::all(n)
-        .map(|p| (p, Positions::START, epoch))
-        .collect();
-    // The epoch travels as the commit's metadata, which some brokers drop:
-    // committed first and read back, so that such a broker is refused with
-    // the group still as it was (at the start, without an epoch).
-    commit_from_outside(&client, cfg, &commit)?;
-    let all: Vec<Partition> = Partition::all(n).collect();
-    if (client.committed_all(&all)?.iter()).any(|(_, e)| *e != Some(epoch)) {
-        return Err(ClusterError::Refused(format!(
-            "the brokers did not keep the epoch committed with group {}'s positions (offset-commit \
-             metadata), which processors need to trust a seeded copy: this cluster cannot seed a \
-             generation; rebuild the generation from the log instead. Nothing was copied",
-            cfg.group
-        )));
-    }
     let into = CheckpointDir::new(
         dir,
         Identity {
@@ -151,8 +135,28 @@ pub fn seed_generation(
             inbox_cap: chosen[0].1.identity.inbox_cap,
         },
     );
+    // The copies first, the group last: a seed stopped halfway leaves a
+    // generation that never ran, to seed again.
     for (p, (path, c)) in Partition::all(n).zip(&chosen) {
         transplant(&into, path, c, p, epoch, &cache)?;
+    }
+    let commit: Vec<(Partition, Positions, Epoch)> = Partition::all(n)
+        .map(|p| (p, Positions::START, epoch))
+        .collect();
+    commit_from_outside(&client, cfg, &commit)?;
+    // The epoch travels as the commit's metadata, which some brokers drop:
+    // read back, and on such a broker the copies go again and the group is
+    // as it was (at the start, without an epoch).
+    let all: Vec<Partition> = Partition::all(n).collect();
+    if (client.committed_all(&all)?.iter()).any(|(_, e)| *e != Some(epoch)) {
+        remove_copies(dir, effects, n, epoch)?;
+        return Err(ClusterError::Refused(format!(
+            "the brokers did not keep the epoch committed with group {}'s positions (offset-commit \
+             metadata), which processors need to trust a seeded copy: this cluster cannot seed a \
+             generation; rebuild the generation from the log instead. The copies were removed \
+             again; the group is at the start of the log, as before",
+            cfg.group
+        )));
     }
     Ok(GroupReset {
         executed: true,
@@ -160,6 +164,24 @@ pub fn seed_generation(
         epoch,
         positions,
     })
+}
+
+/// Removes the copies a seed under `epoch` wrote into `dir` for the
+/// generation whose `effects` topic is `effects`.
+fn remove_copies(dir: &Path, effects: &str, n: u32, epoch: Epoch) -> Result<(), ClusterError> {
+    for p in Partition::all(n) {
+        let ours = (list_in(dir, p).into_iter())
+            .filter(|(_, c)| c.epoch == Some(epoch))
+            .filter(|(_, c)| c.identity.effects_topic.as_deref() == Some(effects));
+        for (path, _) in ours {
+            std::fs::remove_dir_all(&path).map_err(|source| ClusterError::Io {
+                action: "removing",
+                path: path.clone(),
+                source,
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// A checkpoint of another generation of `events` (not of `effects`'s).

@@ -338,6 +338,11 @@ impl Broker {
         }
     }
 
+    /// Whether this is librdkafka's in-process mock broker.
+    pub fn is_mock(&self) -> bool {
+        self._mock.is_some()
+    }
+
     pub fn group(&self, g: &str) -> String {
         format!("{}{g}", self.prefix)
     }
