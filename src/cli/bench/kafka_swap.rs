@@ -158,9 +158,9 @@ pub fn kafka_swap(
         (reads.join().expect("the reads' thread"), swap)
     });
     let (during, swap) = (during?, swap?);
-    let by_g1 = answered(addrs[2])?;
+    let by_g1 = timeline_requests(addrs[2])?;
     let after = run(addrs[0])?;
-    let by_g1 = answered(addrs[2])? - by_g1;
+    let by_g1 = timeline_requests(addrs[2])? - by_g1;
     let direct = run(addrs[2])?;
     println!(
         "timeline pages of 20 through generation 0's processor p0 (wrk -t{} -c{}, {} s each; {} readers):",
@@ -173,12 +173,12 @@ pub fn kafka_swap(
     println!("{}", during.line("the swap in the middle, posts arriving"));
     println!("{}", after.line("after (p0 forwards to generation 1)"));
     println!(
-        "    of those, generation 1's processor answered {by_g1} of {} (its metrics)",
+        "    of those, {by_g1} reached generation 1's processor (its metrics), of {} wrk counted",
         after.requests
     );
     println!("{}", direct.line("generation 1's processor asked directly"));
     println!(
-        "swap: the command returned in {:.0} ms; the first read through p0 answered by generation 1 {:.0} ms after it returned",
+        "swap: the command returned in {:.0} ms; the first read through p0 reached generation 1 {:.0} ms after it returned",
         swap.command_ms, swap.reached_ms
     );
     say!("the processors' logs: {}", logs.display());
@@ -267,13 +267,14 @@ impl Posts {
 struct Swapped {
     /// The `swap` command, start to return.
     command_ms: f64,
-    /// From its return to the first read generation 1's processor answered.
+    /// From its return to the first read that reached generation 1's
+    /// processor.
     reached_ms: f64,
 }
 
 /// A third of the way into a `secs`-second read phase, runs `swap`, then
-/// reads `probe` through generation 0's processor at `g0` until generation
-/// 1's processor (at `g1`) has answered one.
+/// reads `probe` through generation 0's processor at `g0` until one has
+/// reached generation 1's processor (at `g1`).
 fn swap_while_read(
     mut swap: std::process::Command,
     (g0, g1): (SocketAddr, SocketAddr),
@@ -282,7 +283,7 @@ fn swap_while_read(
 ) -> Result<Swapped> {
     let phase = Instant::now();
     std::thread::sleep(Duration::from_secs(secs) / 3);
-    let answered_before = answered(g1)?;
+    let reached_before = timeline_requests(g1)?;
     let start = Instant::now();
     let out = swap.output().context("running swap")?;
     let command_ms = start.elapsed().as_secs_f64() * 1000.0;
@@ -300,7 +301,7 @@ fn swap_while_read(
         );
     }
     let returned = Instant::now();
-    while answered(g1)? <= answered_before {
+    while timeline_requests(g1)? <= reached_before {
         if returned.elapsed() > Duration::from_secs(30) {
             bail!("no read reached generation 1 within 30 s of the swap");
         }
@@ -313,8 +314,9 @@ fn swap_while_read(
     })
 }
 
-/// The timeline pages the processor at `addr` answered (its `/metrics`).
-fn answered(addr: SocketAddr) -> Result<u64> {
+/// The timeline requests the processor at `addr` has had (its `/metrics`,
+/// whatever their status).
+fn timeline_requests(addr: SocketAddr) -> Result<u64> {
     let r = feedlog::api::http::client::get(
         &format!("http://{addr}"),
         "/metrics",

@@ -73,6 +73,8 @@ pub(super) fn workload(base: Option<KafkaConfig>, data: &Path, bench: &str) -> R
     };
     let tag = format!("bench-{bench}-{}", std::process::id());
     let mut shared = base.clone();
+    // Its own `events` topic, never a configured input topic.
+    shared.events_topic = None;
     shared.topic_prefix = format!("{tag}-");
     shared.group = format!("{tag}-load");
     make_topics(mock.as_ref(), &shared, partitions)?;
