@@ -84,12 +84,17 @@ pub(super) fn readers(reader: &Reader) -> Result<Vec<u64>> {
             }
         }
     }
+    Ok(readers_sample(users))
+}
+
+/// Up to 20,000 of `users`, in a fixed shuffled order (the same every run).
+pub(super) fn readers_sample(mut users: Vec<u64>) -> Vec<u64> {
     let mut rng = Rng(7);
     for i in (1..users.len()).rev() {
         users.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
     }
     users.truncate(20_000);
-    Ok(users)
+    users
 }
 
 /// Serves `reader` on loopback and loads it with `wrk`: first pages of 20

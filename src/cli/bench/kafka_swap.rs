@@ -5,7 +5,7 @@
 //! while `--generation 1 swap` runs (with posts arriving), after it (every
 //! read forwarded to generation 1) and from generation 1 directly.
 
-use super::http::{paths_script, which, wrk_at, wrk_field, wrk_ms};
+use super::http::{paths_script, readers_sample, which, wrk_at, wrk_field, wrk_ms};
 use super::procs::{feedlog, workload, Procs, Workload};
 use super::Cleanup;
 use crate::cli::say::say;
@@ -197,12 +197,7 @@ fn timeline_paths(events: &[Event]) -> Vec<String> {
         .collect();
     users.sort_unstable();
     users.dedup();
-    let mut rng = Rng(7);
-    for i in (1..users.len()).rev() {
-        users.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
-    }
-    users.truncate(20_000);
-    (users.iter())
+    (readers_sample(users).iter())
         .map(|u| format!("/v1/users/{u}/timeline?limit=20"))
         .collect()
 }
