@@ -1,7 +1,9 @@
 //! `bench failover`: the time from a SIGKILL of one of two Kafka-mode
 //! processors to every partition served fresh again by the other, without
 //! standbys (the survivor rebuilds the dead one's partitions from the log)
-//! and with them, on the log of a processed data directory (the demo's).
+//! and with them, on the log of a processed data directory (the demo's);
+//! the baseline is the same failover on an empty log, the group
+//! coordinator's share alone.
 
 use super::procs::{workload, Procs};
 use super::Cleanup;
@@ -24,7 +26,7 @@ struct Failover {
     served_secs: f64,
 }
 
-/// Runs the failover without and with standbys on the events of the
+/// Runs the failover on an empty log (the baseline), then without and with standbys on the events of the
 /// processed directory `data`; `base`: brokers, else an in-process mock.
 pub fn failover(base: Option<KafkaConfig>, data: &Path, session_timeout_ms: u64) -> Result<()> {
     let w = workload(base, data, "failover")?;
@@ -34,18 +36,25 @@ pub fn failover(base: Option<KafkaConfig>, data: &Path, session_timeout_ms: u64)
     let _cleanup = Cleanup(tmp.clone());
     // The processors' logs are kept, to look at what a failover did.
     let logs = std::env::temp_dir().join(format!("{tag}-logs"));
+    // The baseline: the same processors on an empty log, where a failover
+    // is the group coordinator's alone (nothing to replay, nothing to open
+    // but empty stores).
     let mut rows = Vec::new();
-    for standbys in [0usize, 1] {
-        let cfg = w.deployment(&format!("s{standbys}"))?;
+    for (name, standbys) in [("empty", 0usize), ("s0", 0), ("s1", 1)] {
+        let cfg = match name {
+            "empty" => w.empty_deployment(name)?,
+            _ => w.deployment(name)?,
+        };
         let dirs = Dirs {
-            data: tmp.join(format!("s{standbys}")),
-            logs: logs.join(format!("s{standbys}")),
+            data: tmp.join(name),
+            logs: logs.join(name),
         };
         let f = one(&cfg, &dirs, standbys, session_timeout_ms)?;
         println!(
             "{:<22} load {:>6.1}s   kill → first partition claimed {:>5.2}s   kill → every partition served fresh {:>6.2}s",
-            match standbys {
-                0 => "without standbys",
+            match (name, standbys) {
+                ("empty", _) => "empty log (baseline)",
+                (_, 0) => "without standbys",
                 _ => "with --standbys 1",
             },
             f.load_secs,
@@ -55,10 +64,13 @@ pub fn failover(base: Option<KafkaConfig>, data: &Path, session_timeout_ms: u64)
         rows.push(f);
     }
     println!(
-        "failover with standbys: {:.2}s against {:.2}s without ({:.1}x faster); the session timeout is {:.1}s of it",
+        "failover with standbys: {:.2}s against {:.2}s without ({:.1}x faster) and {:.2}s on an empty log \
+         ({:.2}x the baseline); the session timeout is {:.1}s",
+        rows[2].served_secs,
         rows[1].served_secs,
+        rows[1].served_secs / rows[2].served_secs,
         rows[0].served_secs,
-        rows[0].served_secs / rows[1].served_secs,
+        rows[2].served_secs / rows[0].served_secs,
         session_timeout_ms as f64 / 1000.0
     );
     say!("the processors' logs: {}", logs.display());

@@ -108,6 +108,17 @@ impl Workload {
         Ok(cfg)
     }
 
+    /// A deployment named `name` with an `events` topic of its own, left
+    /// empty: a baseline with no state to recover.
+    pub fn empty_deployment(&self, name: &str) -> Result<KafkaConfig> {
+        let mut cfg = self.base.clone();
+        cfg.events_topic = None;
+        cfg.topic_prefix = format!("{}-{name}-", self.tag);
+        cfg.group = format!("{}-{name}", self.tag);
+        self.make_topics(&cfg)?;
+        Ok(cfg)
+    }
+
     /// Creates `cfg`'s topics (not its `events` when it names an existing one).
     pub fn make_topics(&self, cfg: &KafkaConfig) -> Result<()> {
         make_topics(self.mock.as_ref(), cfg, self.partitions)
