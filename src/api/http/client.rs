@@ -1,11 +1,15 @@
 //! The blocking HTTP/1.1 client of processor-to-processor reads in Kafka
 //! mode (forwarded requests, remote outboxes), on `ureq`: one agent for the
 //! process, whose pool keeps connections to each processor alive between
-//! requests. It runs on the API's blocking pool, like the RocksDB reads it
+//! requests, and a resolver that keeps each processor's address for a few
+//! seconds. It runs on the API's blocking pool, like the RocksDB reads it
 //! stands in for.
 
-use std::sync::LazyLock;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
+use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
 
 /// A response.
 #[derive(Debug)]
@@ -55,17 +59,55 @@ const MAX_BODY: u64 = 64 << 20;
 /// forwards at the same moment, within reason.
 const IDLE_PER_HOST: usize = 32;
 
+/// How long a processor's resolved address is used before it is resolved
+/// again (a processor that moves is reached again within this).
+const RESOLVED_FOR: Duration = Duration::from_secs(10);
+
 /// The process's agent: its pool is shared by every forwarded request.
 static AGENT: LazyLock<ureq::Agent> = LazyLock::new(|| {
-    ureq::Agent::config_builder()
+    let config = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(0)
         .max_idle_connections(4 * IDLE_PER_HOST)
         .max_idle_connections_per_host(IDLE_PER_HOST)
         .user_agent(concat!("feedlog/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .into()
+        .build();
+    ureq::Agent::with_parts(config, DefaultConnector::default(), KeptResolver::default())
 });
+
+/// Resolves each processor's `host:port` once per [`RESOLVED_FOR`]. The
+/// agent resolves before every request, pooled connection or not, and with
+/// a timeout set its default resolver does so on a new thread: per request,
+/// that thread cost more than the forwarded request itself.
+#[derive(Debug, Default)]
+struct KeptResolver {
+    inner: DefaultResolver,
+    kept: Mutex<HashMap<String, (Instant, ResolvedSocketAddrs)>>,
+}
+
+impl Resolver for KeptResolver {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        config: &ureq::config::Config,
+        timeout: NextTimeout,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        let key = uri.authority().map_or("", |a| a.as_str()).to_string();
+        let kept = |k: &HashMap<_, (Instant, ResolvedSocketAddrs)>| {
+            k.get(&key)
+                .filter(|(at, _)| at.elapsed() < RESOLVED_FOR)
+                .map(|(_, addrs)| addrs.clone())
+        };
+        if let Some(addrs) = kept(&self.kept.lock().unwrap_or_else(|e| e.into_inner())) {
+            return Ok(addrs);
+        }
+        let addrs = self.inner.resolve(uri, config, timeout)?;
+        let mut k = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        k.retain(|_, (at, _)| at.elapsed() < RESOLVED_FOR);
+        k.insert(key, (Instant::now(), addrs.clone()));
+        Ok(addrs)
+    }
+}
 
 /// `GET base + path_and_query` with extra headers, within `timeout`.
 pub fn get(
@@ -205,6 +247,26 @@ mod tests {
             get("ftp://x", "/", &[], t),
             Err(ClientError::BadUrl(_))
         ));
+    }
+
+    // Proves a resolved address is kept for RESOLVED_FOR (a name that cannot resolve is answered from what was kept) and resolved again after.
+    #[test]
+    fn resolved_addresses_are_kept_then_resolved_again() {
+        let r = KeptResolver::default();
+        let uri: ureq::http::Uri = "http://processor.invalid:8080/v1/x".parse().unwrap();
+        let config = ureq::Agent::config_builder().build();
+        let addr: std::net::SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let mut addrs = r.inner.empty();
+        addrs.push(addr);
+        let put = |at: Instant| {
+            let mut k = r.kept.lock().unwrap();
+            k.insert("processor.invalid:8080".to_string(), (at, addrs.clone()));
+        };
+        let resolve = || r.resolve(&uri, &config, NextTimeout::default());
+        put(Instant::now());
+        assert_eq!(&resolve().unwrap()[..], &[addr]);
+        put(Instant::now() - RESOLVED_FOR - Duration::from_secs(1));
+        assert!(resolve().is_err(), "an expired address is resolved again");
     }
 
     // Proves an answer that is not HTTP is an error naming the URL, not a hang or a panic.

@@ -221,7 +221,7 @@ pub(super) fn wrk_at(
     let script_path = tmp.join("timeline.lua");
     std::fs::write(&script_path, script)?;
     say!("HTTP: wrk -t{threads} -c{connections} -d{secs}s against http://{addr}");
-    let out = std::process::Command::new(wrk)
+    let out = without_inherited_fds(wrk)
         .args([
             format!("-t{threads}"),
             format!("-c{connections}"),
@@ -240,6 +240,24 @@ pub(super) fn wrk_at(
         String::from_utf8_lossy(&out.stderr)
     );
     Ok(text)
+}
+
+/// Runs `program` with every descriptor above stderr closed first, when
+/// bash is there to do it. librdkafka's mock broker (the Kafka benches run
+/// it in this process) accepts its connections without close-on-exec, so
+/// children inherit hundreds of sockets; wrk sizes its event loop by its
+/// connection count and fails every connection whose descriptor lands
+/// past it, counting each as a connect error.
+fn without_inherited_fds(program: &std::path::Path) -> std::process::Command {
+    const CLOSE_THEN_EXEC: &str = r#"for fd in $(ls /proc/$$/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done; exec "$0" "$@""#;
+    match which("bash") {
+        Some(bash) => {
+            let mut c = std::process::Command::new(bash);
+            c.args(["-c", CLOSE_THEN_EXEC]).arg(program);
+            c
+        }
+        None => std::process::Command::new(program),
+    }
 }
 
 pub(super) fn which(cmd: &str) -> Option<std::path::PathBuf> {
