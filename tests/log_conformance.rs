@@ -308,7 +308,7 @@ fn positions_past_the_end_are_errors(e: &dyn Engine) {
     assert!(
         matches!(
             past,
-            LogError::OffsetOutOfRange { .. } | LogError::KafkaOutOfRange { .. }
+            LogError::OffsetOutOfRange { .. } | LogError::KafkaPastEnd { .. }
         ),
         "past the end: {past}"
     );

@@ -242,6 +242,23 @@ pub enum LogError {
         /// The client's error.
         reason: String,
     },
+    /// A Kafka partition ends before the position a reader asked for: the
+    /// position was never written there (a store of another topic or
+    /// cluster, or records the brokers lost). Never waited on.
+    #[error(
+        "kafka: {topic}[{partition}] ends at offset {end}, so it never held offset {offset} \
+         (a state of another topic or cluster, or records the brokers lost?)"
+    )]
+    KafkaPastEnd {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: Partition,
+        /// The position asked for.
+        offset: u64,
+        /// The offset the partition's next record will get.
+        end: u64,
+    },
     /// Waiting for acknowledgements was interrupted by a shutdown; what was
     /// not acknowledged is re-shipped from the outbox on the next start.
     #[error("interrupted while waiting for the log to acknowledge")]
@@ -297,7 +314,8 @@ impl LogError {
             | LogError::WriterLost(_)
             | LogError::ReadOnly(_)
             | LogError::NoTopic { .. }
-            | LogError::KafkaOutOfRange { .. } => Disposition::Stop,
+            | LogError::KafkaOutOfRange { .. }
+            | LogError::KafkaPastEnd { .. } => Disposition::Stop,
         }
     }
 }

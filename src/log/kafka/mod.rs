@@ -372,6 +372,31 @@ impl Log for KafkaLog {
             .map_err(kafka_err(format!(
                 "creating a reader of {name}[{partition}]"
             )))?;
+        // Checked here, on every broker: Kafka answers a fetch outside the
+        // partition with an error, but not every broker does (one answers
+        // a fetch past the end with nothing, for ever).
+        let (low, high) = consumer
+            .fetch_watermarks(&name, partition.0 as i32, REQUEST_TIMEOUT)
+            .map_err(kafka_err(format!(
+                "reading the offsets {name}[{partition}] holds"
+            )))?;
+        let (low, high) = (low.max(0) as u64, high.max(0) as u64);
+        if from > high {
+            return Err(LogError::KafkaPastEnd {
+                topic: name,
+                partition,
+                offset: from,
+                end: high,
+            });
+        }
+        if from < low {
+            return Err(LogError::KafkaOutOfRange {
+                topic: name,
+                partition,
+                offset: from,
+                reason: format!("it holds offsets {low} to {high}"),
+            });
+        }
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(&name, partition.0 as i32, Offset::Offset(from as i64))
             .map_err(kafka_err(format!("assigning {name}[{partition}]")))?;
