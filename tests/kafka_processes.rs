@@ -1,8 +1,9 @@
 //! Kafka mode through the binary: `feedlog run --kafka` processes killed
 //! with SIGKILL and restarted, a successor seeded from periodic checkpoints,
 //! a processor paused past its session timeout that comes back and ships
-//! stale records (fenced), a standby that takes a killed owner's partitions
-//! over, events written by an independent client (kcat).
+//! stale records (fenced), a standby that answers a killed owner's readers
+//! and takes its partitions over, events written by an independent client
+//! (kcat).
 //! Every view equals the oracle at quiescence.
 
 // Test code: a failed unwrap is a failed test.
@@ -11,10 +12,11 @@
 mod common;
 
 use common::kafka::{
-    cli_status, final_reader, kcat_produce, max_user, owners_in, produce, run_process, wait_idle,
-    Broker, KillOnDrop, Member,
+    cli_status, final_reader, free_addr, kcat_produce, max_user, owners_in, produce, run_process,
+    wait_idle, Broker, KillOnDrop, Member,
 };
 use common::{check_all, generated_log, wait_until};
+use feedlog::api::http::routing::STANDBY;
 use feedlog::core::codec::{self, Format};
 use feedlog::ops::status::PartitionStatus;
 use feedlog::state::checkpoint::list_in;
@@ -316,7 +318,7 @@ fn crashed_owner_succeeded_from_periodic_checkpoints() {
     check_all(&reader, &oracle, max_user, 7).unwrap();
 }
 
-// Proves warm standbys through the binary: two `feedlog run --kafka --standbys 1` processes each keep a copy of the other's partitions, following the group's committed positions; at idle, the survivor's copies equal the oracle; after a SIGKILL of one, the survivor takes its partitions over from its copies, replays none of what the group had processed (no checkpoints: without the standbys it would replay them from the start), and every view equals the oracle.
+// Proves warm standbys through the binary: two `feedlog run --kafka --standbys 1` processes each keep a copy of the other's partitions, following the group's committed positions; at idle, the survivor's copies equal the oracle; right after a SIGKILL of one, before the group reassigns anything, the survivor answers the dead owner's readers from its copies (every view as the owner answered it, marked as a standby's); then it takes its partitions over from its copies, replays none of what the group had processed (no checkpoints: without the standbys it would replay them from the start), and every view equals the oracle.
 #[test]
 fn a_standby_takes_over_after_its_owner_is_killed() {
     standby_takes_over(Broker::mock(4));
@@ -333,9 +335,11 @@ fn real_broker_expiry_a_standby_takes_over_after_its_owner_is_killed() {
 fn standby_takes_over(b: Broker) {
     let tmp = tempfile::tempdir().unwrap();
     let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("p{i}"))).collect();
+    let addrs: Vec<String> = (0..2).map(|_| free_addr().to_string()).collect();
     let spawn = |i: usize| {
+        let args = ["--standbys", "1", "--listen", &addrs[i]];
         KillOnDrop(
-            run_process(&b, "gs", &dirs[i], &format!("p{i}"), &["--standbys", "1"])
+            run_process(&b, "gs", &dirs[i], &format!("p{i}"), &args)
                 .stdout(std::process::Stdio::piped())
                 .spawn()
                 .unwrap(),
@@ -380,8 +384,60 @@ fn standby_takes_over(b: Broker) {
     check_all(&copies, &first_oracle, max_user, 7)
         .expect("p1's own stores and its standbys hold the views of the log so far");
     drop(copies);
+    // Every user's views as read through p1 from their owners.
+    let c1 = common::http::Client {
+        addr: addrs[1].parse().unwrap(),
+    };
+    let views = |u: u64| {
+        [
+            format!("/v1/users/{u}/timeline?limit=50"),
+            format!("/v1/users/{u}/counters"),
+            format!("/v1/users/{u}/followers/recent"),
+        ]
+    };
+    let read = |path: &str| {
+        let r = c1.get(path);
+        let body = String::from_utf8_lossy(&r.body).into_owned();
+        assert_eq!(r.status, 200, "{path}: {body}");
+        (body, r.header(STANDBY).map(str::to_string))
+    };
+    let before: Vec<(u64, String, String)> = (1..=max_user)
+        .flat_map(|u| views(u).map(|path| (u, path)))
+        .map(|(u, path)| {
+            let (body, standby) = read(&path);
+            assert_eq!(standby, None, "{path}: the owners answer while they run");
+            (u, path, body)
+        })
+        .collect();
+    let dead: Vec<u32> = (s.partitions.iter())
+        .filter(|p| p.owner.as_deref() == Some("p0"))
+        .map(|p| p.partition.0)
+        .collect();
     p0.0.kill().unwrap(); // SIGKILL
     p0.0.wait().unwrap();
+    // Long before the group gives p1 the dead owner's partitions (a
+    // session and a rebalance), p1 answers them from its standbys: the
+    // same views, saying so.
+    let killed = Instant::now();
+    for (u, path, want) in &before {
+        let (body, standby) = read(path);
+        assert_eq!(&body, want, "{path} from p1 after p0's kill");
+        let p = feedlog::core::partition::partition_for(feedlog::core::event::UserId(*u), 4);
+        if dead.contains(&p.0) {
+            assert!(standby.is_some(), "{path}: answered by p1's standby");
+        }
+    }
+    assert!(
+        killed.elapsed() < Duration::from_secs(5),
+        "the reads took {:?}: they may have outlived the session",
+        killed.elapsed()
+    );
+    assert!(
+        (cli_status(&b, "gs")["partitions"].as_array().unwrap())
+            .iter()
+            .any(|p| p["owner"].as_str() == Some("p0")),
+        "p0 still owns partitions to the group: the standbys answered, not a takeover"
+    );
     produce(&b.brokers, &b.topic("events"), 4, &second.join("\n"));
     let s = survivor_replayed_nothing(&kafka, &mut p1);
     let (oracle, max_user) = common::oracle_of(&log);

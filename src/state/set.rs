@@ -4,6 +4,7 @@
 use super::cache::BlockCache;
 use super::datadir::DataDir;
 use super::store::{Store, StoreError, StoreOptions};
+use crate::core::position::Positions;
 use crate::core::Partition;
 use std::path::Path;
 use std::sync::Arc;
@@ -39,6 +40,19 @@ pub trait Partitions: Send + Sync {
     /// For a set that can be replaced while it is read: the set as it is
     /// now, to read one request from. `None`: this set never changes.
     fn pinned(&self) -> Option<Arc<dyn Partitions>> {
+        None
+    }
+    /// Kafka mode, partition `p` owned by a processor that cannot be
+    /// reached: from now until `span` has passed, [`Partitions::store`]
+    /// answers `p` with this processor's warm standby of it, if it keeps
+    /// one caught up with the group's committed positions. Those
+    /// positions, or `None` (no such standby: `p` stays elsewhere).
+    fn read_standby(&self, _p: Partition, _span: std::time::Duration) -> Option<Positions> {
+        None
+    }
+    /// Whether [`Partitions::store`] answers `p` with a warm standby now
+    /// (see [`Partitions::read_standby`]): its positions, or `None`.
+    fn standby_reading(&self, _p: Partition) -> Option<Positions> {
         None
     }
 }

@@ -8,6 +8,7 @@ use super::errors::ApiError;
 use super::{ids, routing, Api, PUBLIC_ROUTES, ROUTES};
 use crate::api::query::QueryError;
 use crate::core::event::UserId;
+use crate::core::Partition;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
@@ -44,29 +45,41 @@ async fn forward(api: &Arc<Api>, req: Request, next: Next) -> Response {
         None => api.reader.partition_state(p),
     };
     match here {
-        Ok(()) => next.run(req).await,
+        Ok(()) => match api.reader.standby_reading(p) {
+            Some(at) => standby_marked(next.run(req).await, at),
+            None => next.run(req).await,
+        },
         Err(QueryError::Elsewhere { .. }) if !forwarded => {
+            let this_generation = live.is_none();
             let owner = match live {
                 Some(Some(api)) => Ok(api),
                 Some(None) => Err(QueryError::Moving { partition: p }),
                 None => routing.owner(p),
             };
+            let stream = path.ends_with("/timeline/stream");
             let owner = match owner {
                 Ok(o) => o,
+                // Nobody serves it, or its owner does not answer: a standby
+                // here may (this generation's readers only; never a stream,
+                // which would stay on a copy that no longer moves).
+                Err(e) if this_generation && !stream => {
+                    return from_standby(api, &routing, p, req, next, e).await
+                }
                 Err(e) => return ApiError::from(e).into_response(),
             };
             let pq = req
                 .uri()
                 .path_and_query()
                 .map_or(path.clone(), |x| x.as_str().to_string());
-            if path.ends_with("/timeline/stream") {
+            if stream {
                 return (
                     StatusCode::TEMPORARY_REDIRECT,
                     [(header::LOCATION, format!("{owner}{pq}"))],
                 )
                     .into_response();
             }
-            let answer = tokio::task::spawn_blocking(move || routing.get_at(&owner, p, &pq)).await;
+            let r = routing.clone();
+            let answer = tokio::task::spawn_blocking(move || r.get_at(&owner, p, &pq)).await;
             match answer {
                 Ok(Ok(r)) => {
                     let mut resp = (
@@ -86,12 +99,47 @@ async fn forward(api: &Arc<Api>, req: Request, next: Next) -> Response {
                     }
                     resp
                 }
+                Ok(Err(e)) if this_generation => from_standby(api, &routing, p, req, next, e).await,
                 Ok(Err(e)) => ApiError::from(e).into_response(),
                 Err(e) => ApiError::internal(e).into_response(),
             }
         }
         Err(e) => ApiError::from(e).into_response(),
     }
+}
+
+/// Answers a request for partition `p`, whose owner cannot be reached (or
+/// which nobody serves), from this processor's warm standby of it, when it
+/// keeps one caught up with the group's committed positions; the answer
+/// says so in [`routing::STANDBY`], with those positions. The standbys of
+/// the other partitions of unreachable owners are read too, for a page's
+/// pull path. Without such a standby: `err`.
+async fn from_standby(
+    api: &Arc<Api>,
+    routing: &routing::Routing,
+    p: Partition,
+    req: Request,
+    next: Next,
+    err: QueryError,
+) -> Response {
+    for q in routing.unreachable_partitions() {
+        if q != p {
+            api.reader.read_standby(q, routing::UNREACHABLE_FOR);
+        }
+    }
+    let Some(at) = api.reader.read_standby(p, routing::UNREACHABLE_FOR) else {
+        return ApiError::from(err).into_response();
+    };
+    standby_marked(next.run(req).await, at)
+}
+
+/// `resp`, read from a warm standby at positions `at`, saying so.
+fn standby_marked(mut resp: Response, at: crate::core::position::Positions) -> Response {
+    let value = format!("events={},effects={}", at.events.0, at.effects.0);
+    if let Ok(v) = HeaderValue::from_str(&value) {
+        resp.headers_mut().insert(routing::STANDBY, v);
+    }
+    resp
 }
 
 /// The one middleware: [`ROUTES`]' latency histograms and status counts

@@ -20,15 +20,25 @@ use crate::core::event::{PostId, Ts, UserId};
 use crate::core::keys::{PostRef, PostVal};
 use crate::core::partition::partition_for;
 use crate::core::Partition;
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Header marking a request one processor forwarded to another.
 pub const FORWARDED: &str = "x-feedlog-forwarded";
 
+/// Header of an answer read from this processor's warm standby of the
+/// partition, its owner unreachable: the group's committed positions it
+/// reflects, `events=N,effects=M`.
+pub const STANDBY: &str = "x-feedlog-standby";
+
 /// How long a forwarded request may take.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a processor that did not answer (refused the connection,
+/// timed out) is not asked again: its partitions' readers are answered
+/// by standbys here meanwhile, or told the partition is moving.
+pub const UNREACHABLE_FOR: Duration = Duration::from_secs(2);
 
 /// Who serves which partition (in Kafka mode, from the `members` topic).
 pub struct Routing {
@@ -36,6 +46,9 @@ pub struct Routing {
     partitions: u32,
     /// `Bearer <token>` for the other processors' APIs, when they need one.
     authorization: Option<String>,
+    /// Processors (API addresses) that did not answer lately, and until
+    /// when they are not asked.
+    unreachable: Mutex<HashMap<String, Instant>>,
 }
 
 impl Routing {
@@ -46,15 +59,48 @@ impl Routing {
             owners,
             partitions,
             authorization: token.map(|t| format!("Bearer {t}")),
+            unreachable: Mutex::default(),
         }
     }
 
     /// The API address of the processor serving partition `p`;
-    /// [`QueryError::Moving`] while nobody serves it.
+    /// [`QueryError::Moving`] while nobody serves it, or while the one
+    /// that does cannot be reached.
     pub fn owner(&self, p: Partition) -> Result<String, QueryError> {
         self.owners
             .serving(p)
+            .filter(|api| !self.is_unreachable(api))
             .ok_or(QueryError::Moving { partition: p })
+    }
+
+    /// Whether processor `api` did not answer within the last
+    /// [`UNREACHABLE_FOR`].
+    pub fn is_unreachable(&self, api: &str) -> bool {
+        let mut u = self.unreachable.lock().unwrap_or_else(|e| e.into_inner());
+        match u.get(api) {
+            Some(until) if Instant::now() < *until => true,
+            Some(_) => {
+                u.remove(api);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// The partitions announced as served by a processor that cannot be
+    /// reached now.
+    pub fn unreachable_partitions(&self) -> Vec<Partition> {
+        if self.unreachable.lock().map_or(true, |u| u.is_empty()) {
+            return Vec::new();
+        }
+        (0..self.partitions)
+            .map(Partition)
+            .filter(|&p| {
+                self.owners
+                    .serving(p)
+                    .is_some_and(|api| self.is_unreachable(&api))
+            })
+            .collect()
     }
 
     /// `GET` at the owner of partition `p`, marked as forwarded.
@@ -75,9 +121,16 @@ impl Routing {
         if let Some(auth) = &self.authorization {
             headers.push(("Authorization", auth.as_str()));
         }
-        client::get(api, path_and_query, &headers, TIMEOUT).map_err(|e| QueryError::Remote {
-            partition: p,
-            reason: e.to_string(),
+        client::get(api, path_and_query, &headers, TIMEOUT).map_err(|e| {
+            // It did not answer at all (an answer, even an error, is HTTP).
+            self.unreachable
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(api.to_string(), Instant::now() + UNREACHABLE_FOR);
+            QueryError::Remote {
+                partition: p,
+                reason: e.to_string(),
+            }
         })
     }
 

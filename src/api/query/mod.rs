@@ -176,6 +176,24 @@ impl Reader {
         self.parts.local()
     }
 
+    /// Kafka mode: reads of partition `p`, whose owner cannot be reached,
+    /// go to this processor's warm standby of it for `span`, if it keeps
+    /// one caught up with the group's committed positions; those
+    /// positions, or `None`.
+    pub fn read_standby(
+        &self,
+        p: Partition,
+        span: std::time::Duration,
+    ) -> Option<crate::core::position::Positions> {
+        self.parts.read_standby(p, span)
+    }
+
+    /// The positions of the warm standby that answers partition `p` here
+    /// now (see [`Reader::read_standby`]), if one does.
+    pub fn standby_reading(&self, p: Partition) -> Option<crate::core::position::Positions> {
+        self.parts.standby_reading(p)
+    }
+
     /// `Ok` when partition `p` is here and serving; why not otherwise.
     pub fn partition_state(&self, p: Partition) -> Result<(), QueryError> {
         self.parts.store(p).map(|_| ()).map_err(QueryError::from)

@@ -228,8 +228,9 @@ pub struct Cluster {
     /// Ownership by every task of the process (see
     /// [`ClusterConfig::stop_after_commit`]).
     stop_after_commit: Option<crate::task::faults::StopAfterCommit>,
-    /// This processor's warm standbys.
-    standbys: standby::Standbys,
+    /// This processor's warm standbys (also read from while their owner
+    /// cannot be reached).
+    standbys: Arc<standby::Standbys>,
 }
 
 /// Whether the whole group is idle (every partition consumed to its end
@@ -262,6 +263,7 @@ impl Cluster {
         // record (every processor of a group should be configured alike).
         dir.starting_threshold(cfg.processor.pull_threshold)?;
         dir.settle_inbox_cap(cfg.processor.inbox_cap)?;
+        let standbys = Arc::new(standby::Standbys::default());
         let shared = Arc::new(Ownership {
             owned: Mutex::default(),
             to_start: Mutex::default(),
@@ -271,6 +273,8 @@ impl Cluster {
             // member a session after its last heartbeat, and librdkafka
             // heartbeats every quarter of it.
             lease: Lease::new(cfg.session_timeout * 3 / 4),
+            standbys: standbys.clone(),
+            standby_reads: Mutex::default(),
         });
         let checkpoints = cfg.checkpoints.as_ref().map(|root| {
             Arc::new(CheckpointDir::new(
@@ -295,7 +299,7 @@ impl Cluster {
             shared,
             progress: Arc::default(),
             stopping,
-            standbys: standby::Standbys::default(),
+            standbys,
         })
     }
 

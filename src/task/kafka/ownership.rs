@@ -1,6 +1,7 @@
 //! What the control loop and the partition tasks share: the partitions owned, their
 //! stores and positions, and how a task is stopped.
 
+use super::standby::Standbys;
 use super::TaskError;
 use crate::core::fence::Epoch;
 use crate::core::position::Positions;
@@ -175,6 +176,11 @@ pub struct Ownership {
     pub(super) count: u32,
     /// Whether this processor may act as the owner of its partitions now.
     pub(super) lease: Lease,
+    /// This processor's warm standbys.
+    pub(super) standbys: Arc<Standbys>,
+    /// Partitions whose owner cannot be reached, read from their standby
+    /// here until then ([`Partitions::read_standby`]).
+    pub(super) standby_reads: Mutex<BTreeMap<Partition, Instant>>,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -194,8 +200,26 @@ impl Partitions for Ownership {
             Some(o) if o.serving.load(Ordering::SeqCst) => Ok(o.store.clone()),
             Some(_) => Err(Unavailable::Moving { partition: p }),
             None if lock(&self.to_start).contains(&p) => Err(Unavailable::Moving { partition: p }),
-            None => Err(Unavailable::Elsewhere { partition: p }),
+            None => self
+                .standby_store(p)
+                .ok_or(Unavailable::Elsewhere { partition: p }),
         }
+    }
+
+    fn standby_reading(&self, p: Partition) -> Option<Positions> {
+        if lock(&self.owned).contains_key(&p) {
+            return None;
+        }
+        let until = lock(&self.standby_reads).get(&p).copied()?;
+        (Instant::now() < until)
+            .then(|| self.standbys.caught_up(p).map(|(_, at)| at))
+            .flatten()
+    }
+
+    fn read_standby(&self, p: Partition, span: Duration) -> Option<Positions> {
+        let (_, at) = self.standbys.caught_up(p)?;
+        lock(&self.standby_reads).insert(p, Instant::now() + span);
+        Some(at)
     }
 
     fn local(&self) -> Vec<(Partition, Arc<Store>)> {
@@ -211,6 +235,17 @@ impl Partitions for Ownership {
 }
 
 impl Ownership {
+    /// `p`'s standby store while reads of `p` go to it: caught up with
+    /// the group's committed positions, within the span asked for.
+    fn standby_store(&self, p: Partition) -> Option<Arc<Store>> {
+        let until = lock(&self.standby_reads).get(&p).copied()?;
+        if Instant::now() >= until {
+            lock(&self.standby_reads).remove(&p);
+            return None;
+        }
+        self.standbys.caught_up(p).map(|(store, _)| store)
+    }
+
     /// The stores of owned partitions and their state.
     pub fn partitions(&self) -> BTreeMap<Partition, (Arc<Store>, PartitionState)> {
         lock(&self.owned)

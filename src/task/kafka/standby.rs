@@ -158,6 +158,15 @@ impl Standbys {
             .collect()
     }
 
+    /// `p`'s standby store and its positions, when it has applied every
+    /// record up to the group's committed positions as last read.
+    pub(super) fn caught_up(&self, p: Partition) -> Option<(Arc<Store>, Positions)> {
+        let r = lock(&self.inner);
+        let s = r.running.get(&p)?;
+        let at = s.applied.get();
+        (at == s.target.get()).then(|| (s.store.clone(), at))
+    }
+
     fn running(&self) -> Vec<Partition> {
         lock(&self.inner).running.keys().copied().collect()
     }
