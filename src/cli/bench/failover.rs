@@ -5,10 +5,13 @@
 //! the baseline is the same failover on an empty log, the group
 //! coordinator's share alone.
 
-use super::procs::{workload, Procs};
+use super::procs::{free_addr, workload, Procs};
 use super::Cleanup;
 use crate::cli::say::say;
 use anyhow::Result;
+use feedlog::api::http::client;
+use feedlog::core::event::UserId;
+use feedlog::core::partition::partition_for;
 use feedlog::log::kafka::{KafkaConfig, PartitionState};
 use feedlog::ops::status::status;
 use std::path::Path;
@@ -24,6 +27,9 @@ struct Failover {
     /// From the kill until every partition is served by the survivor and
     /// consumed to the end of both topics.
     served_secs: f64,
+    /// From the kill until a reader of each of the dead processor's
+    /// partitions is answered (200) through the survivor's API.
+    answered_secs: f64,
 }
 
 /// Runs the failover on an empty log (the baseline), then without and with standbys on the events of the
@@ -51,13 +57,14 @@ pub fn failover(base: Option<KafkaConfig>, data: &Path, session_timeout_ms: u64)
         };
         let f = one(&cfg, &dirs, standbys, session_timeout_ms)?;
         println!(
-            "{:<22} load {:>6.1}s   kill → first partition claimed {:>5.2}s   kill → every partition served fresh {:>6.2}s",
+            "{:<22} load {:>6.1}s   kill → readers answered {:>5.2}s   first partition claimed {:>5.2}s   every partition served fresh {:>6.2}s",
             match (name, standbys) {
                 ("empty", _) => "empty log (baseline)",
                 (_, 0) => "without standbys",
                 _ => "with --standbys 1",
             },
             f.load_secs,
+            f.answered_secs,
             f.claimed_secs,
             f.served_secs
         );
@@ -97,7 +104,13 @@ fn one(cfg: &KafkaConfig, dirs: &Dirs, standbys: usize, session_ms: u64) -> Resu
         "--cooperative",
     ];
     let mut procs = Procs::new(dirs.logs.clone());
+    let survivor_api = free_addr()?;
     for p in ["p0", "p1"] {
+        let listen = match p {
+            "p1" => survivor_api.to_string(),
+            _ => free_addr()?.to_string(),
+        };
+        let args: Vec<&str> = args.iter().copied().chain(["--listen", &listen]).collect();
         procs.run(cfg, &dirs.data.join(p), 0, p, &args)?;
     }
     let start = Instant::now();
@@ -119,12 +132,29 @@ fn one(cfg: &KafkaConfig, dirs: &Dirs, standbys: usize, session_ms: u64) -> Resu
                 })
         })?;
     }
-    let dead: Vec<_> = (status(cfg)?.partitions.into_iter())
+    let now = status(cfg)?;
+    let count = now.partitions.len() as u32;
+    let dead: Vec<_> = (now.partitions.into_iter())
         .filter(|p| p.owner.as_deref() == Some("p0"))
         .map(|p| p.partition)
         .collect();
+    // A reader of each of them, asked through the survivor.
+    let paths: Vec<String> = (dead.iter())
+        .filter_map(|&p| (1..100_000u64).find(|&u| partition_for(UserId(u), count) == p))
+        .map(|u| format!("/v1/users/{u}/timeline?limit=20"))
+        .collect();
     let killed = Instant::now();
     procs.kill("p0")?;
+    let base = format!("http://{survivor_api}");
+    let mut waiting = paths.clone();
+    while !waiting.is_empty() && killed.elapsed() < std::time::Duration::from_secs(120) {
+        waiting.retain(|path| {
+            client::get(&base, path, &[], std::time::Duration::from_secs(5))
+                .map_or(true, |r| r.status != 200)
+        });
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let answered_secs = killed.elapsed().as_secs_f64();
     let mut claimed_secs = None;
     procs.wait(cfg, "every partition served by the survivor", |s| {
         let by_p1 = |p: &&feedlog::ops::status::PartitionStatus| p.owner.as_deref() == Some("p1");
@@ -146,5 +176,6 @@ fn one(cfg: &KafkaConfig, dirs: &Dirs, standbys: usize, session_ms: u64) -> Resu
         load_secs,
         claimed_secs: claimed_secs.unwrap_or(served_secs),
         served_secs,
+        answered_secs,
     })
 }

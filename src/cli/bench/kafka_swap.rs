@@ -6,7 +6,7 @@
 //! read forwarded to generation 1) and from generation 1 directly.
 
 use super::http::{paths_script, readers_sample, which, wrk_at, wrk_field, wrk_ms};
-use super::procs::{feedlog, workload, Procs, Workload};
+use super::procs::{feedlog, free_addr, workload, Procs, Workload};
 use super::Cleanup;
 use crate::cli::say::say;
 use anyhow::{bail, Context, Result};
@@ -326,9 +326,4 @@ fn timeline_requests(addr: SocketAddr) -> Result<u64> {
         })
         .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
         .sum::<f64>() as u64)
-}
-
-/// A free loopback address.
-fn free_addr() -> Result<SocketAddr> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
 }

@@ -254,3 +254,8 @@ impl Drop for Procs {
         }
     }
 }
+
+/// A free loopback address.
+pub(super) fn free_addr() -> Result<std::net::SocketAddr> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+}
