@@ -318,6 +318,64 @@ fn crashed_owner_succeeded_from_periodic_checkpoints() {
     check_all(&reader, &oracle, max_user, 7).unwrap();
 }
 
+// Proves a processor stopped (SIGTERM) while its broker is down, with records the broker never acknowledged, exits within a bounded time saying so, and loses nothing: restarted once the broker is back, it reaches idle and every view equals the oracle.
+#[test]
+fn stopped_while_its_broker_is_down() {
+    let b = Broker::mock(4);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p0");
+    let stderr_path = tmp.path().join("p0.stderr");
+    let spawn = || {
+        let stderr = std::fs::File::create(&stderr_path).unwrap();
+        KillOnDrop(
+            run_process(&b, "gd", &dir, "p0", &[])
+                .stdout(std::process::Stdio::null())
+                .stderr(stderr)
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let kafka = b.config("gd", "x").kafka;
+    let mut p0 = spawn();
+    wait_until("p0 owns every partition", Duration::from_secs(60), || {
+        owners_in(&cli_status(&b, "gd")).len() == 4
+    });
+    let log = generated_log(80, 16_000);
+    let oracle = produce(&b.brokers, &b.topic("events"), 4, &log);
+    // Down mid-stream: once some positions are committed, many events
+    // remain, so records are in flight.
+    wait_until("p0 commits some positions", Duration::from_secs(60), || {
+        feedlog::ops::status::status(&kafka)
+            .is_ok_and(|s| (s.partitions.iter()).any(|p| p.events.committed > 0))
+    });
+    b.set_down(true);
+    std::thread::sleep(Duration::from_millis(500));
+    let stop = Instant::now();
+    common::http::unsafe_kill(p0.0.id()); // SIGTERM
+    let status = loop {
+        if let Some(st) = p0.0.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            stop.elapsed() < Duration::from_secs(90),
+            "p0 still running 90 s after SIGTERM with its broker down"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let said = std::fs::read_to_string(&stderr_path).unwrap();
+    assert!(
+        status.success() && said.contains("not waiting any longer"),
+        "p0 exited {status} after {:?}, saying: {said}",
+        stop.elapsed()
+    );
+    b.set_down(false);
+    let mut p0 = spawn();
+    let s = wait_idle(&kafka, Duration::from_secs(180));
+    p0.stop();
+    let reader = final_reader(&[&dir], &s);
+    check_all(&reader, &oracle, max_user(&log), 7).unwrap();
+}
+
 // Proves warm standbys through the binary: two `feedlog run --kafka --standbys 1` processes each keep a copy of the other's partitions, following the group's committed positions; at idle, the survivor's copies equal the oracle; right after a SIGKILL of one, before the group reassigns anything, the survivor answers the dead owner's readers from its copies (every view as the owner answered it, marked as a standby's); then it takes its partitions over from its copies, replays none of what the group had processed (no checkpoints: without the standbys it would replay them from the start), and every view equals the oracle.
 #[test]
 fn a_standby_takes_over_after_its_owner_is_killed() {

@@ -270,6 +270,18 @@ impl Broker {
         }
     }
 
+    /// Takes the mock broker down (every connection refused) or back up.
+    pub fn set_down(&self, down: bool) {
+        let mock = self
+            ._mock
+            .as_ref()
+            .expect("only the mock broker goes down on request");
+        match down {
+            true => mock.broker_down(1).unwrap(),
+            false => mock.broker_up(1).unwrap(),
+        }
+    }
+
     /// The real broker named by `FEEDLOG_TEST_KAFKA`; tests that use it are
     /// `#[ignore]`d and fail here, loudly, when run without one.
     pub fn real(partitions: u32) -> Broker {

@@ -23,7 +23,7 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What the group did to this member.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -266,8 +266,29 @@ impl GroupMember {
             }
         }
         self.consumer.unsubscribe();
+        // Closing waits for the coordinator to hear of the departure, for
+        // ever if it cannot be reached (a consumer's drop waits until it
+        // closed): give it a while, then leave it to expire this member
+        // after its session, and do not wait on the client any more.
+        if let Err(e) = self.consumer.close_queue() {
+            tracing::warn!(error = %e, "leaving the group");
+        }
+        let deadline = Instant::now() + LEAVE_WITHIN;
+        while !self.consumer.closed() && Instant::now() < deadline {
+            let _ = self.consumer.poll(Duration::from_millis(100));
+        }
+        if !self.consumer.closed() {
+            tracing::warn!(
+                "leaving the group: the coordinator did not answer within {LEAVE_WITHIN:?}; \
+                 it expires this member after its session timeout"
+            );
+            std::mem::forget(self);
+        }
     }
 }
+
+/// How long leaving the group waits for the coordinator.
+const LEAVE_WITHIN: Duration = Duration::from_secs(10);
 
 fn positions_tpl(
     events: &str,

@@ -1,6 +1,6 @@
 //! The control loop: group membership, handover on rebalance, restarts of failed tasks.
 
-use super::ownership::{checkpoint_all, lock, Ownership};
+use super::ownership::{checkpoint_all, lock, Owned, Ownership};
 use super::{Cluster, ClusterError, IdleCheck};
 use crate::core::metrics::StepStats;
 use crate::core::Disposition;
@@ -13,6 +13,10 @@ use std::thread::JoinHandle;
 
 /// Partitions started side by side (see [`Cluster::start_assigned`]).
 const START_TOGETHER: usize = 8;
+
+/// How long a stopping processor waits for its brokers to acknowledge
+/// its last records before it gives up on them.
+const STOP_GRACE: Duration = Duration::from_secs(10);
 use std::time::{Duration, Instant};
 
 impl Cluster {
@@ -134,12 +138,16 @@ impl Cluster {
         if let Some(t) = checkpointing.take() {
             let _ = t.join();
         }
-        let stopped = self.shared.stop_all();
+        let (stopped, interrupted) = self.stop_all_within(STOP_GRACE);
         if !stopped.is_empty() && !group.assignment_lost() {
             if let Err(e) = group.commit(&Ownership::commit_positions(&stopped), true) {
                 tracing::warn!(error = %e, "committing positions on the way out");
             }
-            checkpoint_all(self.checkpoints.as_deref(), &stopped);
+            // An interrupted store holds records its brokers never took:
+            // no handover checkpoint of it.
+            if !interrupted {
+                checkpoint_all(self.checkpoints.as_deref(), &stopped);
+            }
         }
         if let Err(e) = members.leave() {
             tracing::warn!(error = %e, "announcing departure");
@@ -149,6 +157,34 @@ impl Cluster {
             Some(e) => Err(e),
             None => Ok(self.progress.totals().since(&before)),
         }
+    }
+
+    /// Stops every task, each after its batch; when the brokers have not
+    /// acknowledged their records `grace` later (unreachable), gives up
+    /// waiting for them: those records stay in the stores' outboxes and
+    /// their inputs uncommitted, so nothing is lost (whoever owns the
+    /// partitions next processes those inputs again). Whether it gave up.
+    fn stop_all_within(&self, grace: Duration) -> (BTreeMap<Partition, Owned>, bool) {
+        let (finished, waiting) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|scope| {
+            let watchdog = scope.spawn(move || {
+                let late = waiting.recv_timeout(grace).is_err_and(|e| {
+                    matches!(e, std::sync::mpsc::RecvTimeoutError::Timeout)
+                });
+                if late {
+                    tracing::error!(
+                        "the brokers have not acknowledged this processor's last records {grace:?} after \
+                         the stop: not waiting any longer; they stay in the stores' outboxes and their \
+                         inputs uncommitted, so whoever owns the partitions next processes them again"
+                    );
+                    self.stopping.request();
+                }
+                late
+            });
+            let stopped = self.shared.stop_all();
+            drop(finished);
+            (stopped, watchdog.join().unwrap_or(true))
+        })
     }
 
     /// Handles one rebalance, then completes it: a revoke stops the tasks
