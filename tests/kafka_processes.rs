@@ -325,33 +325,38 @@ fn stopped_while_its_broker_is_down() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("p0");
     let stderr_path = tmp.path().join("p0.stderr");
-    let spawn = || {
+    let spawn = |pause: bool| {
         let stderr = std::fs::File::create(&stderr_path).unwrap();
+        let mut c = run_process(&b, "gd", &dir, "p0", &[]);
+        if pause {
+            // The test hook: p0 stops itself (SIGSTOP) after its third
+            // commit of a step, before shipping the step's records.
+            c.env("FEEDLOG_TEST_STOP_AFTER_COMMIT", "3");
+        }
         KillOnDrop(
-            run_process(&b, "gd", &dir, "p0", &[])
-                .stdout(std::process::Stdio::null())
+            c.stdout(std::process::Stdio::null())
                 .stderr(stderr)
                 .spawn()
                 .unwrap(),
         )
     };
     let kafka = b.config("gd", "x").kafka;
-    let mut p0 = spawn();
+    let mut p0 = spawn(true);
     wait_until("p0 owns every partition", Duration::from_secs(60), || {
         owners_in(&cli_status(&b, "gd")).len() == 4
     });
     let log = generated_log(80, 16_000);
     let oracle = produce(&b.brokers, &b.topic("events"), 4, &log);
-    // Down mid-stream: once some positions are committed, many events
-    // remain, so records are in flight.
-    wait_until("p0 commits some positions", Duration::from_secs(60), || {
-        feedlog::ops::status::status(&kafka)
-            .is_ok_and(|s| (s.partitions.iter()).any(|p| p.events.committed > 0))
+    let pid = p0.0.id();
+    wait_until("p0 pauses mid-stream", Duration::from_secs(60), || {
+        stopped(pid)
     });
+    // Down while p0 holds records it has not shipped yet; stopped, then
+    // let go, it ships them to a broker that never answers.
     b.set_down(true);
-    std::thread::sleep(Duration::from_millis(500));
     let stop = Instant::now();
-    common::http::unsafe_kill(p0.0.id()); // SIGTERM
+    signal(pid, "-TERM");
+    signal(pid, "-CONT");
     let status = loop {
         if let Some(st) = p0.0.try_wait().unwrap() {
             break st;
@@ -369,7 +374,7 @@ fn stopped_while_its_broker_is_down() {
         stop.elapsed()
     );
     b.set_down(false);
-    let mut p0 = spawn();
+    let mut p0 = spawn(false);
     let s = wait_idle(&kafka, Duration::from_secs(180));
     p0.stop();
     let reader = final_reader(&[&dir], &s);

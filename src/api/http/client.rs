@@ -59,6 +59,9 @@ const MAX_BODY: u64 = 64 << 20;
 /// forwards at the same moment, within reason.
 const IDLE_PER_HOST: usize = 32;
 
+/// How long connecting to another processor may take.
+const CONNECT_WITHIN: Duration = Duration::from_secs(1);
+
 /// How long a processor's resolved address is used before it is resolved
 /// again (a processor that moves is reached again within this).
 const RESOLVED_FOR: Duration = Duration::from_secs(10);
@@ -70,6 +73,8 @@ static AGENT: LazyLock<ureq::Agent> = LazyLock::new(|| {
         .max_redirects(0)
         .max_idle_connections(4 * IDLE_PER_HOST)
         .max_idle_connections_per_host(IDLE_PER_HOST)
+        // A processor whose host is gone does not refuse: it never answers.
+        .timeout_connect(Some(CONNECT_WITHIN))
         .user_agent(concat!("feedlog/", env!("CARGO_PKG_VERSION")))
         .build();
     ureq::Agent::with_parts(config, DefaultConnector::default(), KeptResolver::default())

@@ -44,11 +44,23 @@ async fn forward(api: &Arc<Api>, req: Request, next: Next) -> Response {
         Some(_) => Err(QueryError::Elsewhere { partition: p }),
         None => api.reader.partition_state(p),
     };
+    let stream = path.ends_with("/timeline/stream");
     match here {
-        Ok(()) => match api.reader.standby_reading(p) {
-            Some(at) => standby_marked(next.run(req).await, at),
-            None => next.run(req).await,
-        },
+        Ok(()) => {
+            // A page may pull from the partitions of an owner that does not
+            // answer: their standbys here, if any, answer for them.
+            for q in routing.unreachable_partitions() {
+                api.reader.read_standby(q, routing::UNREACHABLE_FOR);
+            }
+            match api.reader.standby_reading(p) {
+                // A stream would stay on a copy that no longer moves.
+                Some(_) if stream => {
+                    ApiError::from(QueryError::Moving { partition: p }).into_response()
+                }
+                Some(at) => standby_marked(next.run(req).await, at),
+                None => next.run(req).await,
+            }
+        }
         Err(QueryError::Elsewhere { .. }) if !forwarded => {
             let this_generation = live.is_none();
             let owner = match live {
@@ -56,7 +68,6 @@ async fn forward(api: &Arc<Api>, req: Request, next: Next) -> Response {
                 Some(None) => Err(QueryError::Moving { partition: p }),
                 None => routing.owner(p),
             };
-            let stream = path.ends_with("/timeline/stream");
             let owner = match owner {
                 Ok(o) => o,
                 // Nobody serves it, or its owner does not answer: a standby

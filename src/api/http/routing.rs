@@ -21,6 +21,7 @@ use crate::core::keys::{PostRef, PostVal};
 use crate::core::partition::partition_for;
 use crate::core::Partition;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -49,6 +50,15 @@ pub struct Routing {
     /// Processors (API addresses) that did not answer lately, and until
     /// when they are not asked.
     unreachable: Mutex<HashMap<String, Instant>>,
+    /// The latest of those times, in ms since the Unix epoch: before it
+    /// passes, no request need look at them (every read asks).
+    unreachable_until_ms: AtomicU64,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Routing {
@@ -60,6 +70,7 @@ impl Routing {
             partitions,
             authorization: token.map(|t| format!("Bearer {t}")),
             unreachable: Mutex::default(),
+            unreachable_until_ms: AtomicU64::new(0),
         }
     }
 
@@ -90,7 +101,7 @@ impl Routing {
     /// The partitions announced as served by a processor that cannot be
     /// reached now.
     pub fn unreachable_partitions(&self) -> Vec<Partition> {
-        if self.unreachable.lock().map_or(true, |u| u.is_empty()) {
+        if now_ms() >= self.unreachable_until_ms.load(Ordering::Relaxed) {
             return Vec::new();
         }
         (0..self.partitions)
@@ -127,6 +138,10 @@ impl Routing {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(api.to_string(), Instant::now() + UNREACHABLE_FOR);
+            self.unreachable_until_ms.fetch_max(
+                now_ms() + UNREACHABLE_FOR.as_millis() as u64,
+                Ordering::Relaxed,
+            );
             QueryError::Remote {
                 partition: p,
                 reason: e.to_string(),

@@ -8,7 +8,7 @@
 use super::procs::{free_addr, workload, Procs};
 use super::Cleanup;
 use crate::cli::say::say;
-use anyhow::Result;
+use anyhow::{anyhow, bail, Result};
 use feedlog::api::http::client;
 use feedlog::core::event::UserId;
 use feedlog::core::partition::partition_for;
@@ -146,31 +146,31 @@ fn one(cfg: &KafkaConfig, dirs: &Dirs, standbys: usize, session_ms: u64) -> Resu
     let killed = Instant::now();
     procs.kill("p0")?;
     let base = format!("http://{survivor_api}");
-    let mut waiting = paths.clone();
-    while !waiting.is_empty() && killed.elapsed() < std::time::Duration::from_secs(120) {
-        waiting.retain(|path| {
-            client::get(&base, path, &[], std::time::Duration::from_secs(5))
-                .map_or(true, |r| r.status != 200)
+    // The readers on a thread of their own, so that the status below sees
+    // the claims when they happen.
+    let (answered, served) = std::thread::scope(|scope| {
+        let readers = scope.spawn(|| answered_after(&base, paths, killed));
+        let mut claimed_secs = None;
+        let served = procs.wait(cfg, "every partition served by the survivor", |s| {
+            let by_p1 =
+                |p: &&feedlog::ops::status::PartitionStatus| p.owner.as_deref() == Some("p1");
+            if claimed_secs.is_none()
+                && (s.partitions.iter())
+                    .filter(by_p1)
+                    .any(|p| dead.contains(&p.partition))
+            {
+                claimed_secs = Some(killed.elapsed().as_secs_f64());
+            }
+            s.idle
+                && (s.partitions.iter())
+                    .all(|p| by_p1(&p) && p.state == Some(PartitionState::Serving))
         });
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let answered_secs = killed.elapsed().as_secs_f64();
-    let mut claimed_secs = None;
-    procs.wait(cfg, "every partition served by the survivor", |s| {
-        let by_p1 = |p: &&feedlog::ops::status::PartitionStatus| p.owner.as_deref() == Some("p1");
-        if claimed_secs.is_none()
-            && s.partitions
-                .iter()
-                .filter(by_p1)
-                .any(|p| dead.contains(&p.partition))
-        {
-            claimed_secs = Some(killed.elapsed().as_secs_f64());
-        }
-        s.idle
-            && s.partitions
-                .iter()
-                .all(|p| by_p1(&p) && p.state == Some(PartitionState::Serving))
-    })?;
+        let answered = readers
+            .join()
+            .unwrap_or_else(|_| Err(anyhow!("the readers panicked")));
+        (answered, served.map(|()| claimed_secs))
+    });
+    let (answered_secs, claimed_secs) = (answered?, served?);
     let served_secs = killed.elapsed().as_secs_f64();
     Ok(Failover {
         load_secs,
@@ -178,4 +178,20 @@ fn one(cfg: &KafkaConfig, dirs: &Dirs, standbys: usize, session_ms: u64) -> Resu
         served_secs,
         answered_secs,
     })
+}
+
+/// Asks `base` for every path until each has answered 200 (every 10 ms);
+/// the seconds since `since` then.
+fn answered_after(base: &str, mut waiting: Vec<String>, since: Instant) -> Result<f64> {
+    while !waiting.is_empty() {
+        if since.elapsed() > std::time::Duration::from_secs(120) {
+            bail!("readers of {waiting:?} not answered 120 s after the kill");
+        }
+        waiting.retain(|path| {
+            client::get(base, path, &[], std::time::Duration::from_secs(5))
+                .map_or(true, |r| r.status != 200)
+        });
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Ok(since.elapsed().as_secs_f64())
 }

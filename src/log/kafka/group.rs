@@ -271,7 +271,9 @@ impl GroupMember {
         // closed): give it a while, then leave it to expire this member
         // after its session, and do not wait on the client any more.
         if let Err(e) = self.consumer.close_queue() {
+            // Not closing (a fatal error, say): its drop does not wait.
             tracing::warn!(error = %e, "leaving the group");
+            return;
         }
         let deadline = Instant::now() + LEAVE_WITHIN;
         while !self.consumer.closed() && Instant::now() < deadline {

@@ -88,6 +88,12 @@ impl Sink for KafkaSink {
             loop {
                 match self.producer.send(record) {
                     Ok(()) => break,
+                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _))
+                        if self.stop.load(Ordering::SeqCst) =>
+                    {
+                        self.acks.lock().outstanding -= 1;
+                        return Err(LogError::Interrupted);
+                    }
                     Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                         record = back;
                         std::thread::sleep(Duration::from_millis(5));

@@ -207,10 +207,12 @@ impl Partitions for Ownership {
     }
 
     fn standby_reading(&self, p: Partition) -> Option<Positions> {
+        // Asked for every read: the map, empty but for an owner's death,
+        // first.
+        let until = lock(&self.standby_reads).get(&p).copied()?;
         if lock(&self.owned).contains_key(&p) {
             return None;
         }
-        let until = lock(&self.standby_reads).get(&p).copied()?;
         (Instant::now() < until)
             .then(|| self.standbys.caught_up(p).map(|(_, at)| at))
             .flatten()

@@ -33,6 +33,10 @@ use std::time::{Duration, Instant};
 
 /// How often the standbys follow the group's committed positions.
 const FOLLOW_EVERY: Duration = Duration::from_millis(250);
+
+/// How recently a standby's target must have been read from the group for
+/// readers to be answered from it (targets are read four times a second).
+const FRESH_FOR: Duration = Duration::from_secs(2);
 /// How often the placement is worked out again.
 const PLACE_EVERY: Duration = Duration::from_secs(1);
 /// How often, at most, moving standbys are announced in `members`.
@@ -92,6 +96,8 @@ struct Standby {
     thread: Option<JoinHandle<Result<(), TaskError>>>,
     /// How far it may apply: the group's committed positions, as last read.
     target: Arc<AppliedPositions>,
+    /// When `target` was last read from the group.
+    followed: Instant,
     /// How far it has applied.
     applied: Arc<AppliedPositions>,
     /// Its store, handed to the owner's task on a takeover (reopening it
@@ -159,12 +165,14 @@ impl Standbys {
     }
 
     /// `p`'s standby store and its positions, when it has applied every
-    /// record up to the group's committed positions as last read.
+    /// record up to the group's committed positions, read from the group
+    /// within [`FRESH_FOR`] (a processor cut off from the brokers has no
+    /// standby to read from).
     pub(super) fn caught_up(&self, p: Partition) -> Option<(Arc<Store>, Positions)> {
         let r = lock(&self.inner);
         let s = r.running.get(&p)?;
         let at = s.applied.get();
-        (at == s.target.get()).then(|| (s.store.clone(), at))
+        (at == s.target.get() && s.followed.elapsed() < FRESH_FOR).then(|| (s.store.clone(), at))
     }
 
     fn running(&self) -> Vec<Partition> {
@@ -172,8 +180,9 @@ impl Standbys {
     }
 
     fn follow(&self, p: Partition, committed: Positions) {
-        if let Some(s) = lock(&self.inner).running.get(&p) {
+        if let Some(s) = lock(&self.inner).running.get_mut(&p) {
             s.target.set(committed);
+            s.followed = Instant::now();
         }
     }
 
@@ -388,6 +397,7 @@ impl Cluster {
             stop,
             thread: Some(thread),
             target,
+            followed: Instant::now(),
             applied,
             store,
         })
