@@ -108,6 +108,10 @@ pub type Entry = (Vec<u8>, Vec<u8>);
 /// A scan: ascending entries of one column family in `[lo, hi)`.
 pub type Scan<'a> = Box<dyn Iterator<Item = Result<Entry, KvError>> + 'a>;
 
+/// What [`Kv::for_each_in_ranges`] calls with each entry: the range's
+/// index, the key and the value, lent; `false` ends the range.
+pub type InRange<'a> = dyn FnMut(usize, &[u8], &[u8]) -> bool + 'a;
+
 /// Read access to one partition's state.
 pub trait Kv {
     /// The value at `key`, if any.
@@ -139,6 +143,32 @@ pub trait Kv {
         f: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<(), KvError> {
         lend_keys(self.scan(cf, lo, hi), f)
+    }
+
+    /// Calls `f(i, key, value)` with the entries of each range of `ranges`
+    /// in turn — range `i` holds the keys that start with `ranges[i].1`,
+    /// from `ranges[i].0` (which starts with it) on, ascending — until `f`
+    /// returns `false`, which ends range `i`: the next one starts. The
+    /// ranges must be disjoint and ascending (a reader's followees, each
+    /// an author's prefix). A store reads them all through one positioned
+    /// iterator and seeks only when it stands before a range, so a read of
+    /// many small ranges pays one iterator, not one per range, and a range
+    /// the iterator has passed already costs a comparison.
+    fn for_each_in_ranges(
+        &self,
+        cf: Cf,
+        ranges: &[(Vec<u8>, Vec<u8>)],
+        f: &mut InRange<'_>,
+    ) -> Result<(), KvError> {
+        for (i, (lo, prefix)) in ranges.iter().enumerate() {
+            for r in self.scan_prefix_from(cf, lo, prefix) {
+                let (k, v) = r?;
+                if !f(i, &k, &v) {
+                    break;
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -111,7 +111,12 @@ pub fn outbox<'a>(
         None => keys::key([author.0]),
     };
     kv.scan_prefix_from(Cf::Outbox, &lo, &keys::key([author.0]))
-        .map(|r| r.map(|(k, _)| (Ts(!keys::be(&k, 8)), PostId(!keys::be(&k, 16)))))
+        .map(|r| r.map(|(k, _)| outbox_entry(&k)))
+}
+
+/// The time and id of an `outbox` key (`author | !ts | !post_id`).
+pub fn outbox_entry(k: &[u8]) -> (Ts, PostId) {
+    (Ts(!keys::be(k, 8)), PostId(!keys::be(k, 16)))
 }
 
 /// One entry of an author's outbox: an original post, or a live repost

@@ -8,7 +8,7 @@ pub use super::options::StoreOptions;
 use super::pages::PageCache;
 use crate::core::gauges::{self, Gauges};
 use crate::core::keys;
-use crate::core::kv::{Cf, Kv, KvError, Scan, Writes};
+use crate::core::kv::{Cf, InRange, Kv, KvError, Scan, Writes};
 use crate::core::position::Positions;
 use crate::core::Partition;
 use rocksdb::{
@@ -371,39 +371,6 @@ impl Store {
         }
     }
 
-    /// Calls `f` with each key of `cf` in `[lo, hi)` (`hi = None`: to the
-    /// end), ascending, until it returns `false`. One iterator, so one
-    /// consistent view, without a snapshot and without copying the keys:
-    /// for short reads that need nothing else.
-    pub fn for_each_key(
-        &self,
-        cf: Cf,
-        lo: &[u8],
-        hi: Option<&[u8]>,
-        mut f: impl FnMut(&[u8]) -> bool,
-    ) -> Result<(), StoreError> {
-        if crate::core::kv::empty_range(lo, hi) {
-            return Ok(());
-        }
-        let _frozen = self
-            .follow
-            .as_ref()
-            .map(|lock| lock.read().unwrap_or_else(PoisonError::into_inner));
-        let mut ro = ReadOptions::default();
-        if let Some(hi) = hi {
-            ro.set_iterate_upper_bound(hi.to_vec());
-        }
-        let mut it = self.db.raw_iterator_cf_opt(self.cf(cf), ro);
-        it.seek(lo);
-        while let Some(k) = it.key() {
-            if !f(k) {
-                break;
-            }
-            it.next();
-        }
-        it.status().map_err(|e| self.rocks(e))
-    }
-
     /// RocksDB's own statistics property (for `inspect` and metrics).
     pub fn property(&self, name: &str) -> Option<String> {
         self.db.property_value(name).ok().flatten()
@@ -475,6 +442,19 @@ impl Kv for Store {
     ) -> Result<(), KvError> {
         Ok(Store::for_each_key(self, cf, lo, hi, f)?)
     }
+
+    fn for_each_in_ranges(
+        &self,
+        cf: Cf,
+        ranges: &[(Vec<u8>, Vec<u8>)],
+        f: &mut InRange<'_>,
+    ) -> Result<(), KvError> {
+        let _frozen = self
+            .follow
+            .as_ref()
+            .map(|lock| lock.read().unwrap_or_else(PoisonError::into_inner));
+        Ok(self.ranges_with(cf, ranges, f, None)?)
+    }
 }
 
 /// Raw operations added to a commit beside the batch's writes.
@@ -526,9 +506,19 @@ impl Kv for Snapshot<'_> {
     fn scan<'b>(&'b self, cf: Cf, lo: &[u8], hi: Option<&[u8]>) -> Scan<'b> {
         self.store.scan_with(cf, lo, hi, self.snap.as_ref())
     }
+
+    fn for_each_in_ranges(
+        &self,
+        cf: Cf,
+        ranges: &[(Vec<u8>, Vec<u8>)],
+        f: &mut InRange<'_>,
+    ) -> Result<(), KvError> {
+        Ok(self.store.ranges_with(cf, ranges, f, self.snap.as_ref())?)
+    }
 }
 
 mod error;
+mod iter;
 mod upgrade;
 
 pub use error::StoreError;

@@ -4,16 +4,16 @@
 use super::cursor::{decode_cursor, encode_cursor, CursorView};
 use super::{check_limit, check_user, Page, PostItem, QueryError, Reader, RepostMode};
 use crate::core::event::UserId;
+use crate::core::kv::Kv;
 use crate::core::views::{self, live_edges};
 use crate::core::Partition;
 use crate::state::{Cf, Snapshot, Store, Unavailable};
 use std::sync::Arc;
 
 use crate::core::filter::{self, ReadFilter};
-use crate::core::keys::TimelineKey;
+use crate::core::keys::{self, TimelineKey};
 use crate::core::repost::{self, Entry};
 use crate::core::timeline::held_timeline;
-use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashSet};
 
 impl Reader {
@@ -279,53 +279,57 @@ impl Reader {
             .values()
             .map(|(store, authors)| (store.as_ref().map(|s| s.snapshot()), authors))
             .collect();
-        type Head<'a> = Box<dyn Iterator<Item = Result<TimelineKey, QueryError>> + 'a>;
-        let mut heads: Vec<Head<'_>> = Vec::new();
-        let keep = move |r: &Result<TimelineKey, QueryError>| !matches!(r, Ok(k) if *k < from || Some(*k) == after);
+        // The `need` first entries from `from` on (but `after`) among every
+        // followee's outbox: a max-heap of the best so far, and each
+        // outbox read only while its entries can still enter it.
+        let need = want.saturating_sub(keys.len());
+        if need == 0 {
+            return Ok(());
+        }
+        let mut best: BinaryHeap<TimelineKey> = BinaryHeap::with_capacity(need + 1);
+        let mut offer = |k: TimelineKey| {
+            if k < from || Some(k) == after {
+                return true;
+            }
+            if best.len() == need && best.peek().is_some_and(|worst| k >= *worst) {
+                // The rest of this outbox sorts after `k`: none enters.
+                return false;
+            }
+            best.push(k);
+            if best.len() > need {
+                best.pop();
+            }
+            true
+        };
         for (other, authors) in &snaps {
             let s = other.as_ref().unwrap_or(snap);
-            for &author in authors.iter() {
-                let it = views::outbox(s, author, Some((from.ts, from.post_id)))
-                    .map(move |r| {
-                        r.map(|(ts, post_id)| TimelineKey {
-                            ts,
-                            post_id,
-                            author,
-                        })
-                        .map_err(QueryError::from)
-                    })
-                    .filter(keep);
-                heads.push(Box::new(it));
-            }
+            // One positioned read over the partition's followees' outboxes
+            // (ascending ids: disjoint, ascending ranges).
+            let ranges: Vec<(Vec<u8>, Vec<u8>)> = authors
+                .iter()
+                .map(|&a| (keys::outbox(a, from.ts, from.post_id), keys::key([a.0])))
+                .collect();
+            s.for_each_in_ranges(Cf::Outbox, &ranges, &mut |i, k, _| {
+                let (ts, post_id) = views::outbox_entry(k);
+                offer(TimelineKey {
+                    ts,
+                    post_id,
+                    author: authors[i],
+                })
+            })?;
         }
         for (author, posts) in fetched {
-            let it = posts
-                .into_iter()
-                .map(move |(ts, post_id)| {
-                    Ok(TimelineKey {
-                        ts,
-                        post_id,
-                        author,
-                    })
-                })
-                .filter(keep);
-            heads.push(Box::new(it));
-        }
-        let mut heap = BinaryHeap::new();
-        for (i, it) in heads.iter_mut().enumerate() {
-            if let Some(k) = it.next().transpose()? {
-                heap.push(Reverse((k, i)));
+            for (ts, post_id) in posts {
+                if !offer(TimelineKey {
+                    ts,
+                    post_id,
+                    author,
+                }) {
+                    break;
+                }
             }
         }
-        while keys.len() < want {
-            let Some(Reverse((k, i))) = heap.pop() else {
-                break;
-            };
-            keys.push(k);
-            if let Some(next) = heads[i].next().transpose()? {
-                heap.push(Reverse((next, i)));
-            }
-        }
+        keys.extend(best.into_sorted_vec());
         Ok(())
     }
 }

@@ -152,19 +152,67 @@ fn scan_reposts(
     prefix: &[u8],
     out: &mut Vec<TimelineKey>,
 ) -> Result<(), KvError> {
-    for r in kv.scan_prefix(Cf::RepostDir, prefix) {
-        let (k, v) = r?;
-        if k.len() != 33 || v.len() != 16 {
-            return Err(KvError::corrupt(Cf::RepostDir, &k, "bad repost entry"));
-        }
-        out.push(TimelineKey {
-            ts: Ts(keys::be(&v, 0)),
-            post_id: PostId(keys::be(&k, 25)),
-            author: UserId(keys::be(&k, 17)),
-        });
-    }
-    Ok(())
+    dir_entries(kv, &[(prefix.to_vec(), prefix.to_vec())], out)
 }
+
+/// The directory's reposts in `ranges` (disjoint, ascending), as
+/// appearance keys, onto `out`: read in place, one iterator for them all.
+fn dir_entries(
+    kv: &(impl Kv + ?Sized),
+    ranges: &[(Vec<u8>, Vec<u8>)],
+    out: &mut Vec<TimelineKey>,
+) -> Result<(), KvError> {
+    let mut bad = None;
+    kv.for_each_in_ranges(Cf::RepostDir, ranges, &mut |_, k, v| {
+        match repost_app(k, v) {
+            Ok(app) => out.push(app),
+            Err(e) => bad = Some(e),
+        }
+        bad.is_none()
+    })?;
+    bad.map_or(Ok(()), Err)
+}
+
+/// A `0 | root | reposter | repost` entry of the directory as the
+/// appearance key of its repost.
+fn repost_app(k: &[u8], v: &[u8]) -> Result<TimelineKey, KvError> {
+    if k.len() != 33 || v.len() != 16 {
+        return Err(KvError::corrupt(Cf::RepostDir, k, "bad repost entry"));
+    }
+    Ok(TimelineKey {
+        ts: Ts(keys::be(v, 0)),
+        post_id: PostId(keys::be(k, 25)),
+        author: UserId(keys::be(k, 17)),
+    })
+}
+
+/// The live reposts of `original` by `reposters` (ascending ids), as
+/// appearance keys, onto `out`: one merge of the sorted list with the
+/// directory's entries of the post, which are in reposter order too — a
+/// store seeks only to a reposter it has not passed yet, so the read costs
+/// about as many steps as the shorter of the two lists.
+fn reposts_by(
+    kv: &(impl Kv + ?Sized),
+    original: PostRef,
+    reposters: &[UserId],
+    out: &mut Vec<TimelineKey>,
+) -> Result<(), KvError> {
+    let ranges: Vec<(Vec<u8>, Vec<u8>)> = reposters
+        .iter()
+        .map(|&r| {
+            let prefix = keys::dir_original_reposter_prefix(original, r);
+            (prefix.clone(), prefix)
+        })
+        .collect();
+    dir_entries(kv, &ranges, out)
+}
+
+/// About how many entries a store's iterator steps over in the time it
+/// seeks once (a seek searches every level of the tree; a step reads the
+/// next entry of a block in hand): a merge of a reader's followees with a
+/// post's reposters, a seek per followee, pays only when the post has this
+/// many times more reposters than the reader followees.
+const STEPS_PER_SEEK: u64 = 32;
 
 /// Followees a read loads whole, so that "does the reader follow them" is
 /// answered from memory and a popular post's reposts are looked up per
@@ -231,9 +279,11 @@ impl Memo {
     }
 
     /// The live reposts of `original` that count for `user`'s timeline
-    /// (and maybe others, which [`Memo::apps`] leaves out): a popular post's
-    /// reposts are looked up per followee when the reader follows fewer
-    /// users than reposted it.
+    /// (and maybe others, which [`Memo::apps`] leaves out): when the
+    /// reader follows far fewer users than reposted it
+    /// ([`STEPS_PER_SEEK`]), a merge of their followees with the post's
+    /// reposters (a popular post's thousands of reposters cost what the
+    /// reader's followees do); else every repost of the post, in one pass.
     fn reposts(
         &mut self,
         kv: &(impl Kv + ?Sized),
@@ -246,11 +296,8 @@ impl Memo {
         }
         let mut out = Vec::new();
         match self.followees(kv, user)? {
-            Some(followees) if (followees.len() as u64) < n => {
-                for &f in followees {
-                    let prefix = keys::dir_original_reposter_prefix(original, f);
-                    scan_reposts(kv, &prefix, &mut out)?;
-                }
+            Some(followees) if (followees.len() as u64).saturating_mul(STEPS_PER_SEEK) < n => {
+                reposts_by(kv, original, followees, &mut out)?
             }
             _ => scan_reposts(kv, &keys::dir_original_prefix(original), &mut out)?,
         }
@@ -430,5 +477,84 @@ impl Entries {
     pub fn flush(&mut self, out: &mut Vec<Entry>) {
         self.group.sort_by_key(|e| e.key);
         out.append(&mut self.group);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::keys::{EdgeVal, UserVal};
+    use crate::core::kv::{MemKv, Txn};
+    use crate::core::position::Version;
+
+    /// A partition whose directory lists 400 reposts of post (1, 1), one
+    /// by each of users 2..=401 at their id's time (and a second one by
+    /// user 77), and `reader` following `followees`.
+    fn partition(reader: UserId, followees: &[u64]) -> MemKv {
+        let mut kv = MemKv::default();
+        let mut t = Txn::new(&kv);
+        let root = ((UserId(1), PostId(1)), Ts(1));
+        for u in 2..=401u64 {
+            super::super::directory(&mut t, (UserId(u), PostId(u)), Ts(u), root, true).unwrap();
+        }
+        super::super::directory(&mut t, (UserId(77), PostId(9_000)), Ts(9_000), root, true)
+            .unwrap();
+        for &f in followees {
+            let e = EdgeVal::followed(Version(f), Ts(f));
+            t.set_edge(Cf::Followees, reader, UserId(f), &e);
+        }
+        let u = UserVal {
+            followees: followees.len() as u64,
+            ..UserVal::default()
+        };
+        t.set_user(reader, &u);
+        kv.apply(t.into_writes());
+        kv
+    }
+
+    // Proves a popular post's entry lists the same reposting followees, placed at the same appearance, whether its reposts are merged with a few followees or read whole for a reader who follows many.
+    #[test]
+    fn reposters_merged_with_followees_equal_a_whole_read() {
+        let reader = UserId(500);
+        let few = [3, 77, 200, 401, 999];
+        let many: Vec<u64> = (2..=401).step_by(3).chain([999]).collect();
+        for followees in [&few[..], &many[..]] {
+            let kv = partition(reader, followees);
+            let followed: Vec<u64> = followees.iter().copied().filter(|&f| f <= 401).collect();
+            // The newest appearance: user 77's second repost, else the
+            // newest followee's.
+            let newest = match followed.contains(&77) {
+                true => (9_000, 77),
+                false => (
+                    *followed.iter().max().unwrap(),
+                    *followed.iter().max().unwrap(),
+                ),
+            };
+            let app = TimelineKey {
+                ts: Ts(newest.0),
+                post_id: PostId(newest.0),
+                author: UserId(newest.1),
+            };
+            let mut memo = Memo::default();
+            let e = aggregate(&kv, reader, Mode::Newest, app, &mut memo)
+                .unwrap()
+                .expect("the newest appearance places the entry");
+            assert_eq!(e.reposters, followed.len() as u64, "{followees:?}");
+            let mut want: Vec<Reposter> = followed
+                .iter()
+                .map(|&u| {
+                    let (id, ts) = if u == 77 { (9_000, 9_000) } else { (u, u) };
+                    Reposter {
+                        user: UserId(u),
+                        post_id: PostId(id),
+                        ts: Ts(ts),
+                    }
+                })
+                .collect();
+            want.sort_by_key(|r| std::cmp::Reverse(r.ts));
+            want.truncate(REPOSTED_BY_MOST);
+            assert_eq!(e.reposted_by, want, "{followees:?}");
+            assert_eq!(e.key.post_id, PostId(1));
+        }
     }
 }

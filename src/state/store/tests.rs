@@ -194,3 +194,72 @@ fn an_upgrade_cut_before_the_drop_finishes_at_the_next_open() {
     let cfs = DB::list_cf(&Options::default(), tmp.path()).unwrap();
     assert!(!cfs.iter().any(|c| c == LAYOUT_3_INDEX), "{cfs:?}");
 }
+
+/// The store seen through the `Kv` trait's default range reads only: one
+/// scan per range, the reference the store's one-iterator read must equal.
+struct OneScanPerRange<'a>(&'a Store);
+
+impl Kv for OneScanPerRange<'_> {
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
+        self.0.get(cf, key)
+    }
+
+    fn scan<'b>(&'b self, cf: Cf, lo: &[u8], hi: Option<&[u8]>) -> Scan<'b> {
+        self.0.scan(cf, lo, hi)
+    }
+}
+
+// Proves the one-iterator range read (store and snapshot) gives what a scan per range gives: ranges the iterator has passed, empty ones, ranges cut short by the caller, deleted keys, a last prefix with no end.
+#[test]
+fn ranges_through_one_iterator_match_a_scan_per_range() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = scratch(tmp.path());
+    let mut txn = crate::core::kv::Txn::new(&s);
+    for a in (0u8..30).chain([0xff]) {
+        if a % 4 == 1 {
+            continue; // prefixes with no keys
+        }
+        for b in 0u8..8 {
+            txn.put(Cf::Outbox, vec![a, b], vec![a ^ b]);
+        }
+    }
+    s.commit(&txn.into_writes(), |_| {}).unwrap();
+    let mut txn = crate::core::kv::Txn::new(&s);
+    for a in (0u8..30).step_by(3) {
+        txn.delete(Cf::Outbox, vec![a, 0]);
+        txn.delete(Cf::Outbox, vec![a, 5]);
+    }
+    s.commit(&txn.into_writes(), |_| {}).unwrap();
+    let ranges = |prefixes: &[u8], from: u8| -> Vec<(Vec<u8>, Vec<u8>)> {
+        prefixes.iter().map(|&a| (vec![a, from], vec![a])).collect()
+    };
+    // Every range read whole, and every odd one cut after three entries.
+    let read = |kv: &dyn Kv, ranges: &[(Vec<u8>, Vec<u8>)], cut: bool| {
+        let mut got: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut taken = vec![0; ranges.len()];
+        kv.for_each_in_ranges(Cf::Outbox, ranges, &mut |i, k, v| {
+            got.push((i, k.to_vec(), v.to_vec()));
+            taken[i] += 1;
+            !(cut && i % 2 == 1 && taken[i] == 3)
+        })
+        .unwrap();
+        got
+    };
+    let cases = [
+        ranges(&[0, 1, 2, 3, 7, 8, 9, 20, 29], 0),
+        ranges(&[1, 5, 9, 13], 0),
+        ranges(&[2, 3, 4, 6, 0xff], 3),
+        ranges(&[0xff], 0),
+        ranges(&[40, 50], 0),
+        Vec::new(),
+    ];
+    let snap = s.snapshot();
+    for r in &cases {
+        for cut in [false, true] {
+            let want = read(&OneScanPerRange(&s), r, cut);
+            assert_eq!(read(&s, r, cut), want, "store, {r:?}, cut {cut}");
+            assert_eq!(read(&snap, r, cut), want, "snapshot, {r:?}, cut {cut}");
+        }
+    }
+    assert!(!read(&s, &cases[0], false).is_empty());
+}
