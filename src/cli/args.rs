@@ -333,8 +333,10 @@ pub enum Command {
     },
     /// Import real network data (SNAP formats) into the `events` log.
     Import {
-        /// `snap-edges` (SRC DST: every edge a follow) or `snap-temporal`
-        /// (SRC DST UNIXTS: first contact a follow, every line a post by SRC).
+        /// `snap-edges` (SRC DST: every edge a follow), `snap-temporal`
+        /// (SRC DST UNIXTS: first contact a follow, every line a post by SRC)
+        /// or `snap-activity` (SRC DST UNIXTS KIND: as snap-temporal, but a
+        /// `RT` line is a repost of DST's newest post).
         #[arg(value_enum)]
         format: ImportFormat,
         /// The file (gzip is detected).
@@ -497,12 +499,16 @@ pub enum TopicsAction {
     },
 }
 
+// The variants' names are the command line's values (`snap-edges`, ...).
+#[allow(clippy::enum_variant_names)]
 #[derive(Clone, Copy, ValueEnum)]
 pub enum ImportFormat {
     /// Directed edge list `SRC DST`.
     SnapEdges,
     /// Temporal edges `SRC DST UNIXTS`.
     SnapTemporal,
+    /// Interactions `SRC DST UNIXTS RT|MT|RE` (SNAP's Higgs Twitter activity).
+    SnapActivity,
 }
 
 #[cfg(test)]

@@ -65,6 +65,7 @@ pub fn import(
     let format = match format {
         ImportFormat::SnapEdges => SnapFormat::Edges,
         ImportFormat::SnapTemporal => SnapFormat::Temporal,
+        ImportFormat::SnapActivity => SnapFormat::Activity,
     };
     let s = import_file(
         &mut producer,

@@ -11,12 +11,21 @@
 //! - `snap-temporal`: `SRC DST UNIXTS` (seconds). A user's first line to
 //!   another is a follow at that time; every line is a post by SRC, with the
 //!   line's data-line number as post id.
+//! - `snap-activity`: `SRC DST UNIXTS KIND`, SNAP's interaction logs
+//!   (Higgs Twitter: `RT` a retweet of DST by SRC, `MT` a mention, `RE` a
+//!   reply). A user's first line to another is a follow, as in
+//!   `snap-temporal`. `RT` is a repost by SRC of DST's newest post so far
+//!   (when DST has posted nothing yet, a post by DST at the same time comes
+//!   first: the data names the retweeted user, not the tweet); every other
+//!   kind is a post by SRC (so is a self-retweet before one's first post).
+//!   Each line's posts and reposts take its
+//!   data-line number as id, in their author's id space.
 
 use crate::core::codec::Format;
 use crate::core::event::{Event, PostId, Ts, UserId};
 use crate::core::Disposition;
 use crate::ingest::produce::{ProduceError, Producer};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,6 +38,8 @@ pub enum SnapFormat {
     Edges,
     /// `SRC DST UNIXTS`: messages over time.
     Temporal,
+    /// `SRC DST UNIXTS KIND`: interactions over time, `RT` a repost.
+    Activity,
 }
 
 /// What an import did.
@@ -152,6 +163,9 @@ pub enum BadLine {
     /// A time too far from now to be one.
     #[error("{0:?} is not a plausible unix time in seconds")]
     ImplausibleTime(String),
+    /// An interaction kind the activity format does not have.
+    #[error("{0:?} is not an interaction kind (RT, MT or RE)")]
+    Kind(String),
 }
 
 /// One data line's fields, or why it is not one.
@@ -194,6 +208,7 @@ pub fn import(
 ) -> Result<ImportSummary, ImportError> {
     let mut s = ImportSummary::default();
     let mut seen: HashSet<(u64, u64)> = HashSet::new();
+    let mut newest: HashMap<UserId, PostId> = HashMap::new();
     let mut data_lines = 0u64;
     for line in input.split(b'\n') {
         let line = line.map_err(|source| ImportError::Input {
@@ -222,6 +237,7 @@ pub fn import(
         let parsed = match format {
             SnapFormat::Edges => edge(text, Ts(start_ms + data_lines)).map(|e| vec![e]),
             SnapFormat::Temporal => temporal(text, data_lines, &mut seen),
+            SnapFormat::Activity => activity(text, data_lines, &mut seen, &mut newest),
         };
         match parsed {
             Ok(events) => {
@@ -274,6 +290,62 @@ fn temporal(text: &str, n: u64, seen: &mut HashSet<(u64, u64)>) -> Result<Vec<Ev
     Ok(out)
 }
 
+/// One interaction line: the first contact's follow, then a post by SRC or,
+/// for `RT`, a repost by SRC of DST's newest post (made first when DST has
+/// none). `newest` holds each user's newest post made so far.
+fn activity(
+    text: &str,
+    n: u64,
+    seen: &mut HashSet<(u64, u64)>,
+    newest: &mut HashMap<UserId, PostId>,
+) -> Result<Vec<Event>, BadLine> {
+    let f = fields(text, 4)?;
+    let (src, dst, ts) = (snap_id(f[0])?, snap_id(f[1])?, unix_ms(f[2])?);
+    let repost = match f[3] {
+        "RT" => true,
+        "MT" | "RE" => false,
+        other => return Err(BadLine::Kind(other.to_string())),
+    };
+    let mut out = Vec::with_capacity(3);
+    if src != dst && seen.insert((src.0, dst.0)) {
+        out.push(Event::Follow {
+            follower: src,
+            followee: dst,
+            ts,
+        });
+    }
+    // A self-retweet before any post of one's own has nothing to repost.
+    if !repost || (src == dst && !newest.contains_key(&src)) {
+        newest.insert(src, PostId(n));
+        out.push(Event::Post {
+            author: src,
+            post_id: PostId(n),
+            ts,
+        });
+        return Ok(out);
+    }
+    let of = match newest.get(&dst) {
+        Some(&p) => p,
+        None => {
+            newest.insert(dst, PostId(n));
+            out.push(Event::Post {
+                author: dst,
+                post_id: PostId(n),
+                ts,
+            });
+            PostId(n)
+        }
+    };
+    out.push(Event::Repost {
+        author: src,
+        post_id: PostId(n),
+        of_author: dst,
+        of_post_id: of,
+        ts,
+    });
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,6 +372,55 @@ mod tests {
             ]
         );
         assert_eq!(b.len(), 1, "second contact is only a post");
+    }
+
+    /// A retweet reposts the retweeted user's newest post, made first when
+    /// there is none; mentions and replies are posts; first contacts follow.
+    #[test]
+    fn activity_lines_become_follows_posts_and_reposts() {
+        let (mut seen, mut newest) = (HashSet::new(), HashMap::new());
+        let mut line = |text: &str, n| activity(text, n, &mut seen, &mut newest).unwrap();
+        let (u, p, t) = (UserId, PostId, |s: u64| Ts(s * 1000));
+        let follow = |a, b, s| Event::Follow {
+            follower: u(a),
+            followee: u(b),
+            ts: t(s),
+        };
+        let post = |a, n, s| Event::Post {
+            author: u(a),
+            post_id: p(n),
+            ts: t(s),
+        };
+        let repost = |a, n, of: (u64, u64), s| Event::Repost {
+            author: u(a),
+            post_id: p(n),
+            of_author: u(of.0),
+            of_post_id: p(of.1),
+            ts: t(s),
+        };
+        // 0 retweets 1, who has not posted: 1's post first, then the repost.
+        assert_eq!(
+            line("0 1 10 RT", 1),
+            vec![follow(1, 2, 10), post(2, 1, 10), repost(1, 1, (2, 1), 10)]
+        );
+        // 1 replies to 0: a post of 1's, its newest.
+        assert_eq!(line("1 0 11 RE", 2), vec![follow(2, 1, 11), post(2, 2, 11)]);
+        // 2 retweets 1: the newest post of 1's, no new post; 0 again: no follow.
+        assert_eq!(
+            line("2\t1\t12\tRT", 3),
+            vec![follow(3, 2, 12), repost(3, 3, (2, 2), 12)]
+        );
+        assert_eq!(line("0 1 13 MT", 4), vec![post(1, 4, 13)]);
+        assert_eq!(
+            activity("0 1 14 XX", 5, &mut seen, &mut newest),
+            Err(BadLine::Kind("XX".into()))
+        );
+        assert!(activity("0 1 14", 5, &mut seen, &mut newest).is_err());
+        // A self-retweet with nothing to repost is a post.
+        assert_eq!(
+            activity("7 7 15 RT", 6, &mut seen, &mut newest),
+            Ok(vec![post(8, 6, 15)])
+        );
     }
 
     /// Malformed fields are reported, not guessed at.
