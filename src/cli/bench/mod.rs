@@ -14,6 +14,7 @@ mod procs;
 mod pulled;
 mod rebuild;
 mod redis;
+mod redis_server;
 mod redis_worker;
 mod resp;
 mod rewind;
@@ -102,7 +103,8 @@ pub enum BenchKind {
     /// log in --data when it exists, else the generated workload): inbox
     /// entries/s end to end, timeline pages/s and p50/p99 with the page
     /// cache and without (wrk against redis-benchmark ZREVRANGE at the
-    /// same concurrency).
+    /// same concurrency; with reposts in the log, a script reading each
+    /// row's sources too).
     Redis,
 }
 

@@ -9,17 +9,23 @@
 //! the followee's followers and one multi-member `ZADD` of the followee's
 //! newest posts (the backfill); an unfollow is an `SREM` and a `ZREM` of the
 //! followee's posts; a delete is a `ZREM` from the outbox and from every
-//! follower's inbox. The worker keeps who follows whom and the outboxes in
-//! its own memory, so no command waits for a reply: the design at its
-//! fastest. Redis keeps everything in memory with persistence off; feedlog
-//! commits every batch durably.
+//! follower's inbox; a repost is a `ZADD` of the original into every
+//! follower's inbox and of the reposter into that row's sources. The worker
+//! keeps who follows whom and the outboxes in its own memory, so no command
+//! waits for a reply: the design at its fastest. Redis keeps everything in
+//! memory with persistence off; feedlog commits every batch durably.
+//!
+//! Pages are read on both sides at the same concurrency: feedlog's through
+//! its HTTP API (`wrk`), with its page cache and without; Redis's with
+//! `ZREVRANGE`, or, when the log has reposts, with the design's page script
+//! (each row with its 10 newest sources and their count; the Redis side is
+//! `redis_server.rs`).
 
 use super::http::{paths_script, readers, second_pages, through_http, which, with_wrk, Load};
-use super::redis_worker::Worker;
-use super::resp::{number, Conn, Resp};
+pub(super) use super::redis_server::RedisServer;
 use super::{Cleanup, Generated};
 use crate::cli::say::say;
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use feedlog::api::query::Reader;
 use feedlog::core::codec::{decode_event, Format};
 use feedlog::core::event::{Event, UserId};
@@ -31,10 +37,8 @@ use feedlog::log::{Log, Topic};
 use feedlog::state::datadir::DataDir;
 use feedlog::task::embedded::{Processor, ProcessorConfig};
 use feedlog::task::Shutdown;
-use std::io::Write;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// What `bench redis` compares, and on what.
 pub struct RedisBench<'a> {
@@ -101,8 +105,14 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     drop(processor);
 
     // Redis: the design's worker replays the same events in time order.
-    let server = RedisServer::start(&server_bin, &tmp)?;
+    let mut server = RedisServer::start(&server_bin, &tmp)?;
     let mut events: Vec<&Event> = by_partition.iter().flatten().collect();
+    // With reposts the design's page is a row per original with its
+    // sources (the script); without, a plain `ZREVRANGE`.
+    let reposts = events.iter().any(|e| matches!(e, Event::Repost { .. }));
+    if reposts {
+        server.load_page_script()?;
+    }
     events.sort_by_key(|e| e.ts());
     say!("redis: mass insertion of the same {total} events");
     let cpu_before = server.cpu_secs();
@@ -197,7 +207,11 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     );
     println!("  feedlog HTTP (wrk):               {}", http.line());
     println!("  feedlog HTTP, no page cache:      {}", cold.line());
-    println!("  redis ZREVRANGE (redis-benchmark): {}", zrev.line());
+    let design = match reposts {
+        true => "redis page script (rows + sources)",
+        false => "redis ZREVRANGE (redis-benchmark)",
+    };
+    println!("  {design:<33}: {}", zrev.line());
     let ratio = |what: &str, l: &Load, r: &Load| {
         println!(
             "ratio feedlog/redis {what}: {:.2}; p50 {:.2}; p99 {:.2} (latency ratios: redis/feedlog)",
@@ -212,11 +226,11 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
         None => println!("second pages: no reader has one"),
         Some((same, ours, theirs)) => {
             println!(
-                "second pages of 20 (through the first page's cursor; redis ZREVRANGE 20 39), {} readers, equal in both for {same}:",
+                "second pages of 20 (through the first page's cursor; redis rows 20 to 39), {} readers, equal in both for {same}:",
                 deep_users.len()
             );
             println!("  feedlog HTTP (wrk):               {}", ours.line());
-            println!("  redis ZREVRANGE (redis-benchmark): {}", theirs.line());
+            println!("  {design:<33}: {}", theirs.line());
             ratio("second pages/s", &ours, &theirs);
         }
     }
@@ -301,269 +315,4 @@ pub(super) fn logged_events(dir: &DataDir) -> Result<Vec<Vec<Event>>> {
         say!("{undecodable} records of the log are not events (both sides skip them)");
     }
     Ok(out)
-}
-
-/// A `redis-server` on a free loopback port, stopped on drop.
-pub(super) struct RedisServer {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl RedisServer {
-    pub(super) fn start(bin: &Path, dir: &Path) -> Result<RedisServer> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let child = std::process::Command::new(bin)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .arg("--dir")
-            .arg(dir)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        let mut server = RedisServer { child, port };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Ok(mut c) = server.connect() {
-                if c.integer_or_status(&[b"PING"]).is_ok() {
-                    return Ok(server);
-                }
-            }
-            if let Some(status) = server.child.try_wait()? {
-                bail!("redis-server exited at start-up ({status})");
-            }
-            if Instant::now() > deadline {
-                bail!("redis-server did not answer on port {port} within 10 s");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    pub(super) fn connect(&self) -> Result<Conn> {
-        Conn::connect(self.port)
-    }
-
-    /// Replays `events` as the design's worker; inbox entries written,
-    /// commands sent, and seconds until Redis acknowledged the last one.
-    pub(super) fn replay(&self, events: &[&Event], cap: u64) -> Result<(u64, u64, f64)> {
-        let mut conn = self.connect()?;
-        let mut writer = conn.writer.get_ref().try_clone()?;
-        let sent = AtomicU64::new(u64::MAX);
-        let start = Instant::now();
-        let (entries, commands) = std::thread::scope(|s| -> Result<(u64, u64)> {
-            let worker = s.spawn(|| -> Result<(u64, u64)> {
-                let mut w = Worker::new(cap);
-                let mut out = Resp::default();
-                for e in events {
-                    w.apply(e, &mut out);
-                    if out.buf.len() >= 1 << 16 {
-                        writer.write_all(&out.buf)?;
-                        out.buf.clear();
-                    }
-                }
-                writer.write_all(&out.buf)?;
-                sent.store(out.commands, Ordering::SeqCst);
-                Ok((w.entries, out.commands))
-            });
-            let mut acknowledged = 0u64;
-            let mut first_error = None;
-            while acknowledged != sent.load(Ordering::SeqCst) {
-                if worker.is_finished() && sent.load(Ordering::SeqCst) == u64::MAX {
-                    break; // the worker failed; its error is below
-                }
-                if let Err(e) = conn.reply_line() {
-                    first_error.get_or_insert(e);
-                    if conn.line.is_empty() {
-                        break; // the connection is gone
-                    }
-                }
-                acknowledged += 1;
-            }
-            let done = worker
-                .join()
-                .map_err(|_| anyhow::anyhow!("the replay worker panicked"))??;
-            if let Some(e) = first_error {
-                return Err(e.context("redis refused a command of the replay"));
-            }
-            Ok(done)
-        })?;
-        Ok((entries, commands, start.elapsed().as_secs_f64()))
-    }
-
-    /// CPU seconds the server has used (Linux: /proc), if known.
-    fn cpu_secs(&self) -> Option<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
-        // Fields after the command name in parentheses; utime and stime are
-        // the 14th and 15th fields, in clock ticks (100 per second on Linux).
-        let rest = stat.rsplit_once(')')?.1;
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let ticks: u64 =
-            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-        Some(ticks as f64 / 100.0)
-    }
-
-    fn used_memory(&self) -> Result<String> {
-        let mut c = self.connect()?;
-        c.send(&[b"INFO", b"memory"])?;
-        let info = c.bulk()?;
-        let text = String::from_utf8_lossy(&info);
-        let human = text
-            .lines()
-            .find_map(|l| l.strip_prefix("used_memory_human:"))
-            .unwrap_or("?");
-        Ok(format!("{} in memory", human.trim()))
-    }
-
-    /// For how many readers the first page (20 entries, newest first) is
-    /// the same in both: a check that both did the same work.
-    fn first_pages_agree(&self, reader: &Reader, users: &[u64]) -> Result<usize> {
-        self.pages_agree(users, 0, |u| Ok(reader.timeline(UserId(u), 20, None)?))
-    }
-
-    /// For how many readers the page of 20 from entry `from` on is the same
-    /// in Redis as `ours` says it is in feedlog.
-    fn pages_agree(
-        &self,
-        users: &[u64],
-        from: usize,
-        ours: impl Fn(u64) -> Result<feedlog::api::query::Page<feedlog::api::query::PostItem>>,
-    ) -> Result<usize> {
-        let mut c = self.connect()?;
-        let mut same = 0;
-        let (start, stop) = (from.to_string(), (from + 19).to_string());
-        for chunk in users.chunks(1000) {
-            for u in chunk {
-                let key = format!("i:{u:012}");
-                c.queue(&[
-                    b"ZREVRANGE",
-                    key.as_bytes(),
-                    start.as_bytes(),
-                    stop.as_bytes(),
-                    b"WITHSCORES",
-                ]);
-            }
-            c.flush()?;
-            for &u in chunk {
-                let items = c.array()?;
-                let mut theirs: Vec<(u64, u64)> = items
-                    .chunks(2)
-                    .map(|m| Ok((number(&m[1])?, number(&m[0])?)))
-                    .collect::<Result<_>>()?;
-                let mut ours: Vec<(u64, u64)> =
-                    ours(u)?.items.iter().map(|i| (i.ts, i.post_id)).collect();
-                theirs.sort_unstable();
-                ours.sort_unstable();
-                same += usize::from(theirs == ours);
-            }
-        }
-        Ok(same)
-    }
-
-    /// Copies reader `i`'s inbox to `p:{i:012}`, the key redis-benchmark's
-    /// `__rand_int__` names.
-    fn name_pages(&self, users: &[u64]) -> Result<()> {
-        let mut c = self.connect()?;
-        for (i, u) in users.iter().enumerate() {
-            let (from, to) = (format!("i:{u:012}"), format!("p:{i:012}"));
-            c.queue(&[b"COPY", from.as_bytes(), to.as_bytes(), b"REPLACE"]);
-        }
-        c.flush()?;
-        for _ in users {
-            c.reply_line()?;
-        }
-        Ok(())
-    }
-
-    /// `ZREVRANGE p:<random reader> FROM FROM+19 WITHSCORES` from
-    /// redis-benchmark for about `secs` seconds (a short run first sizes
-    /// the long one).
-    fn pages_under_load(
-        &self,
-        bin: &Path,
-        (readers, from): (usize, usize),
-        threads: usize,
-        connections: usize,
-        secs: u64,
-    ) -> Result<Load> {
-        let run = |n| self.pages(bin, ("p", readers, from), threads, connections, n);
-        let probe = run(20_000)?;
-        run(((probe.per_sec * secs as f64) as u64).max(20_000))
-    }
-
-    /// `n` × `ZREVRANGE {prefix}:<random id below range> FROM FROM+19
-    /// WITHSCORES` from redis-benchmark.
-    pub(super) fn pages(
-        &self,
-        bin: &Path,
-        (prefix, range, from): (&str, usize, usize),
-        threads: usize,
-        connections: usize,
-        n: u64,
-    ) -> Result<Load> {
-        let key = format!("{prefix}:__rand_int__");
-        let run = |n: u64| -> Result<Load> {
-            let out = std::process::Command::new(bin)
-                .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
-                .args([
-                    "-c",
-                    &connections.to_string(),
-                    "--threads",
-                    &threads.to_string(),
-                ])
-                .args(["-n", &n.to_string(), "-r", &range.to_string(), "--csv"])
-                .args([
-                    "ZREVRANGE",
-                    &key,
-                    &from.to_string(),
-                    &(from + 19).to_string(),
-                ])
-                .arg("WITHSCORES")
-                .output()
-                .context("running redis-benchmark")?;
-            let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            anyhow::ensure!(
-                out.status.success(),
-                "redis-benchmark failed:\n{text}{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            parse_benchmark_csv(&text)
-                .with_context(|| format!("reading redis-benchmark's report:\n{text}"))
-        };
-        run(n)
-    }
-
-    /// Removes every key.
-    pub(super) fn flush_all(&self) -> Result<()> {
-        self.connect()?.integer_or_status(&[b"FLUSHALL"])
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `rps`, `p50_latency_ms` and `p99_latency_ms` of `redis-benchmark --csv`.
-fn parse_benchmark_csv(text: &str) -> Option<Load> {
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let split = |l: &str| -> Vec<String> {
-        l.split(',')
-            .map(|f| f.trim().trim_matches('"').to_string())
-            .collect()
-    };
-    let header = split(lines.next()?);
-    let row = split(lines.next()?);
-    let field = |name: &str| -> Option<f64> {
-        let i = header.iter().position(|h| h == name)?;
-        row.get(i)?.parse().ok()
-    };
-    Some(Load {
-        per_sec: field("rps")?,
-        p50_ms: field("p50_latency_ms")?,
-        p99_ms: field("p99_latency_ms")?,
-    })
 }

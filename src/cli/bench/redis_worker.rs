@@ -24,6 +24,27 @@ pub(super) struct Worker {
     bounds: HashMap<u64, u64>,
 }
 
+/// The key of the sources of `original` in `reader`'s timeline.
+pub(super) fn sources_key(reader: u64, original: u64) -> String {
+    format!("s:{reader:012}:{original}")
+}
+
+/// The design's first page with reposts, server-side in one script (as a
+/// feed service would run it): the newest 20 rows of the reader's inbox
+/// (`KEYS[1]`, a copy named by `name_pages`, whose reader the hash
+/// `readers` names), each with its 10 newest sources and their count.
+pub(super) const PAGE_SCRIPT: &str = "\
+local reader = redis.call('HGET', 'readers', KEYS[1])
+local rows = redis.call('ZREVRANGE', KEYS[1], ARGV[1], ARGV[2], 'WITHSCORES')
+local page = {}
+for i = 1, #rows, 2 do
+  local sources = 's:' .. reader .. ':' .. rows[i]
+  page[#page + 1] = {rows[i], rows[i + 1], redis.call('ZREVRANGE', sources, 0, 9),
+    redis.call('ZCARD', sources)}
+end
+return page
+";
+
 impl Worker {
     pub(super) fn new(cap: u64) -> Worker {
         Worker {
@@ -143,11 +164,13 @@ impl Worker {
                     out.zrem('i', f, &[post]);
                 }
             }
-            // The design's repost: the original's id goes into each
-            // follower's inbox (sorted set) at the repost's time, and the
-            // reposter into the inbox's hash of sources beside it (no check
-            // that the original is live, no removal when it goes: the
-            // design filters when it reads).
+            // The design's repost (one timeline row per reader and
+            // original, with its sources): the original's id goes into
+            // each follower's inbox (sorted set) at the repost's time,
+            // which moves it up, and the reposter into the row's sorted
+            // set of sources `s:{reader}:{original}` by time (no check that
+            // the original is live, no removal when it goes: the design
+            // filters when it reads). A page reads both (`PAGE_SCRIPT`).
             Event::Repost {
                 author,
                 of_post_id,
@@ -162,9 +185,9 @@ impl Worker {
                     out.number(ts.0);
                     out.number(of_post_id.0);
                     out.command(4);
-                    out.bytes(b"HSET");
-                    out.key('s', f);
-                    out.number(of_post_id.0);
+                    out.bytes(b"ZADD");
+                    out.bytes(sources_key(f, of_post_id.0).as_bytes());
+                    out.number(ts.0);
                     out.number(author.0);
                     self.grown(f, 1, out);
                 }
