@@ -34,10 +34,14 @@ pub(super) fn cf_options(cf: Cf, cache: &BlockCache, opts: &StoreOptions) -> Opt
     table.set_block_cache(cache.rocks());
     // Point-read column families get a whole-key bloom filter and small
     // blocks (a read decompresses one 4 KB block). The others are read in
-    // ranges (inbox pages, outboxes, recent followers): 16 KB blocks
-    // compress better (30 % fewer bytes for the inbox than 4 KB), and a
-    // filter would cost 1.25 B a key for the inbox's only point read (is a
-    // deleted post there?).
+    // ranges, where a filter would cost 1.25 B a key for the inbox's only
+    // point read (is a deleted post there?). The inbox and the outboxes
+    // keep 4 KB blocks too: a timeline page seeks into them once per
+    // reader or followee and reads a few hundred bytes, and a cold seek
+    // decompresses the whole block (16 KB blocks made Zstandard half of an
+    // uncached page's instructions; 4 KB cut those pages' instructions by
+    // a fifth for 4 % more state, BENCHMARKS.md "Reposts' read path").
+    // Recent followers and the rest, read in longer runs, keep 16 KB.
     if matches!(
         cf,
         Cf::Users
@@ -53,7 +57,7 @@ pub(super) fn cf_options(cf: Cf, cache: &BlockCache, opts: &StoreOptions) -> Opt
             | Cf::Filters
     ) {
         table.set_bloom_filter(10.0, false);
-    } else {
+    } else if !matches!(cf, Cf::Inbox | Cf::Outbox) {
         table.set_block_size(16 << 10);
     }
     o.set_block_based_table_factory(&table);
