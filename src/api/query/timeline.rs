@@ -228,10 +228,12 @@ impl Reader {
         Ok(Some(body))
     }
 
-    /// Completes a timeline page past the inbox's horizon: merges the current
-    /// followees' outboxes from `from` on, lazily (a heap holds each
-    /// followee's next entry), until `keys` holds `want` entries — reading
-    /// about `want + followees` entries whatever the timeline's length.
+    /// Completes a timeline page past the inbox's horizon: the first
+    /// entries of the current followees' outboxes from `from` on, until
+    /// `keys` holds `want` — one positioned read per partition, a seek per
+    /// followee, each outbox left as soon as its next entry cannot enter
+    /// the page (a heap holds the best so far), so about `want +
+    /// followees` entries are read whatever the timeline's length.
     fn pull(
         &self,
         snap: &Snapshot<'_>,
