@@ -18,17 +18,28 @@ use std::time::Instant;
 pub(super) struct Load {
     pub(super) p50_ms: f64,
     pub(super) p99_ms: f64,
+    /// The 99.9th percentile, where the load generator reports it.
+    pub(super) p999_ms: Option<f64>,
     pub(super) per_sec: f64,
 }
 
 impl Load {
     pub(super) fn line(&self) -> String {
+        let p999 = match self.p999_ms {
+            Some(ms) => format!(", p99.9 {ms:.3} ms"),
+            None => String::new(),
+        };
         format!(
-            "{:.0} pages/s, p50 {:.3} ms, p99 {:.3} ms",
+            "{:.0} pages/s, p50 {:.3} ms, p99 {:.3} ms{p999}",
             self.per_sec, self.p50_ms, self.p99_ms
         )
     }
 }
+
+/// What every `wrk` script here ends with: its `done` prints the 99.9th
+/// percentile of the latencies (`wrk --latency` stops at the 99th).
+const WRK_DONE: &str = "done = function(summary, latency, requests)\n  \
+    io.write(string.format(\"p99.9: %dus\\n\", latency:percentile(99.9)))\nend\n";
 
 /// Timeline pages through the HTTP API (`wrk` as the load generator) vs raw
 /// RocksDB seek + 20 reads of the same users' inbox keys, in one run.
@@ -160,7 +171,7 @@ pub(super) fn paths_script(paths: &[String]) -> String {
         "local paths = {{{list}}}\nlocal i = 0\n\
          init = function(args) i = math.random(#paths) end\n\
          request = function()\n  i = i % #paths + 1\n  \
-         return wrk.format(\"GET\", paths[i])\nend\n"
+         return wrk.format(\"GET\", paths[i])\nend\n{WRK_DONE}"
     )
 }
 
@@ -175,6 +186,24 @@ pub(super) fn with_wrk(
     connections: usize,
     secs: u64,
 ) -> Result<Load> {
+    let text = serving(dir, reader, threads, |addr| {
+        wrk_at(wrk, addr, script, threads, connections, secs)
+    })?;
+    anyhow::ensure!(
+        !text.contains("Non-2xx"),
+        "some requests did not answer 200:\n{text}"
+    );
+    parse_wrk(&text).with_context(|| format!("reading wrk's report:\n{text}"))
+}
+
+/// Serves `reader` on loopback (`threads` server threads) while `client`
+/// runs against its address.
+fn serving<T>(
+    dir: &DataDir,
+    reader: Reader,
+    threads: usize,
+    client: impl FnOnce(std::net::SocketAddr) -> Result<T>,
+) -> Result<T> {
     use feedlog::api::http::{Api, ApiConfig};
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
@@ -190,15 +219,103 @@ pub(super) fn with_wrk(
             let _ = rx.await;
         }))
     });
-    let text = wrk_at(wrk, addr, script, threads, connections, secs);
+    let out = client(addr);
     let _ = tx.send(());
     let _ = server.join();
-    let text = text?;
+    out
+}
+
+/// Each of `paths` requested once through HTTP from `reader` served on
+/// loopback, over `connections` keep-alive connections (connection `c`
+/// asks for paths `c`, `c + connections`, …): the pages every reader's
+/// first read costs, with no page read twice. Throughput over the whole
+/// pass, latencies of every request.
+pub(super) fn once_each(
+    dir: &DataDir,
+    reader: Reader,
+    paths: &[String],
+    threads: usize,
+    connections: usize,
+) -> Result<Load> {
+    serving(dir, reader, threads, |addr| {
+        let start = Instant::now();
+        let lat: Vec<Vec<u64>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..connections)
+                .map(|c| {
+                    s.spawn(move || -> Result<Vec<u64>> {
+                        let mut conn = std::net::TcpStream::connect(addr)?;
+                        conn.set_nodelay(true)?;
+                        let mut buf = Vec::new();
+                        let mut lat = Vec::new();
+                        for path in paths.iter().skip(c).step_by(connections) {
+                            let t = Instant::now();
+                            get(&mut conn, addr, path, &mut buf)?;
+                            lat.push(t.elapsed().as_nanos() as u64);
+                        }
+                        Ok(lat)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .map_err(|_| anyhow::anyhow!("a client thread panicked"))?
+                })
+                .collect::<Result<_>>()
+        })?;
+        let secs = start.elapsed().as_secs_f64();
+        let mut lat: Vec<u64> = lat.into_iter().flatten().collect();
+        anyhow::ensure!(!lat.is_empty(), "no page was requested");
+        lat.sort_unstable();
+        let pct = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)] as f64 / 1e6;
+        Ok(Load {
+            p50_ms: pct(0.50),
+            p99_ms: pct(0.99),
+            p999_ms: Some(pct(0.999)),
+            per_sec: lat.len() as f64 / secs,
+        })
+    })
+}
+
+/// One `GET path` on the keep-alive connection `conn`, its body read
+/// into `buf` (by its `content-length`); an error unless it answers 200.
+fn get(
+    conn: &mut std::net::TcpStream,
+    addr: std::net::SocketAddr,
+    path: &str,
+    buf: &mut Vec<u8>,
+) -> Result<()> {
+    use std::io::{Read, Write};
+    write!(conn, "GET {path} HTTP/1.1\r\nhost: {addr}\r\n\r\n")?;
+    buf.clear();
+    let mut chunk = [0u8; 16 << 10];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = conn.read(&mut chunk)?;
+        anyhow::ensure!(n > 0, "the server closed the connection on {path}");
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = std::str::from_utf8(&buf[..head_end])?.to_ascii_lowercase();
     anyhow::ensure!(
-        !text.contains("Non-2xx"),
-        "some requests did not answer 200:\n{text}"
+        head.starts_with("http/1.1 200"),
+        "{path} answered {}",
+        head.lines().next().unwrap_or_default()
     );
-    parse_wrk(&text).with_context(|| format!("reading wrk's report:\n{text}"))
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .context("an answer without content-length")?
+        .trim()
+        .parse()?;
+    while buf.len() < head_end + length {
+        let n = conn.read(&mut chunk)?;
+        anyhow::ensure!(n > 0, "the server closed the connection on {path}");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    Ok(())
 }
 
 /// Runs `wrk` with the Lua `script` against `http://ADDR` for `secs`
@@ -275,6 +392,7 @@ pub(super) fn parse_wrk(text: &str) -> Option<Load> {
     Some(Load {
         p50_ms: ms(field("50%")?)?,
         p99_ms: ms(field("99%")?)?,
+        p999_ms: field("p99.9:").and_then(ms),
         per_sec: field("Requests/sec:")?.parse().ok()?,
     })
 }
@@ -360,6 +478,7 @@ fn raw_seeks(dir: &DataDir, users: &[u64], threads: usize, secs: u64) -> Result<
     Ok(Load {
         p50_ms: pct(0.50),
         p99_ms: pct(0.99),
+        p999_ms: Some(pct(0.999)),
         per_sec: lat.len() as f64 / secs as f64,
     })
 }

@@ -21,7 +21,9 @@
 //! (each row with its 10 newest sources and their count; the Redis side is
 //! `redis_server.rs`).
 
-use super::http::{paths_script, readers, second_pages, through_http, which, with_wrk, Load};
+use super::http::{
+    once_each, paths_script, readers, second_pages, through_http, which, with_wrk, Load,
+};
 pub(super) use super::redis_server::RedisServer;
 use super::{Cleanup, Generated};
 use crate::cli::say::say;
@@ -164,6 +166,19 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     anyhow::ensure!(!users.is_empty(), "the workload has no readers");
     let (threads, connections, secs) = (b.threads, b.connections, b.secs);
     let load = |reader| through_http(&wrk, &dir, reader, &users, threads, connections, secs);
+    // Cold first: each reader's first page once, from a reader opened now
+    // (page cache and block cache empty; the files in the OS's cache).
+    let first_paths: Vec<String> = users
+        .iter()
+        .map(|u| format!("/v1/users/{u}/timeline?limit=20"))
+        .collect();
+    let first = once_each(
+        &dir,
+        Reader::open(&dir)?,
+        &first_paths,
+        threads,
+        connections,
+    )?;
     let http = load(reader)?;
     let cold = load(Reader::open_with_page_cache(&dir, 0)?)?;
     server.name_pages(&users)?;
@@ -205,6 +220,7 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
         "timeline pages of 20, {} readers, {connections} connections, {threads} threads, {secs}s:",
         users.len()
     );
+    println!("  feedlog HTTP, cold (each once):   {}", first.line());
     println!("  feedlog HTTP (wrk):               {}", http.line());
     println!("  feedlog HTTP, no page cache:      {}", cold.line());
     let design = match reposts {
@@ -213,13 +229,18 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     };
     println!("  {design:<33}: {}", zrev.line());
     let ratio = |what: &str, l: &Load, r: &Load| {
+        let p999 = match (l.p999_ms, r.p999_ms) {
+            (Some(l), Some(r)) => format!("; p99.9 {:.2}", r / l),
+            _ => String::new(),
+        };
         println!(
-            "ratio feedlog/redis {what}: {:.2}; p50 {:.2}; p99 {:.2} (latency ratios: redis/feedlog)",
+            "ratio feedlog/redis {what}: {:.2}; p50 {:.2}; p99 {:.2}{p999} (latency ratios: redis/feedlog)",
             l.per_sec / r.per_sec,
             r.p50_ms / l.p50_ms,
             r.p99_ms / l.p99_ms
         )
     };
+    ratio("first pages/s cold (each reader once)", &first, &zrev);
     ratio("pages/s", &http, &zrev);
     ratio("pages/s without the page cache", &cold, &zrev);
     match second {

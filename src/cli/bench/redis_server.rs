@@ -236,7 +236,7 @@ impl RedisServer {
                     "--threads",
                     &threads.to_string(),
                 ])
-                .args(["-n", &n.to_string(), "-r", &range.to_string(), "--csv"])
+                .args(["-n", &n.to_string(), "-r", &range.to_string()])
                 .args(match &self.page_script {
                     Some(sha) => vec!["EVALSHA", sha, "1", &key],
                     None => vec!["ZREVRANGE", &key],
@@ -251,7 +251,7 @@ impl RedisServer {
                 "redis-benchmark failed:\n{text}{}",
                 String::from_utf8_lossy(&out.stderr)
             );
-            parse_benchmark_csv(&text)
+            parse_benchmark(&text)
                 .with_context(|| format!("reading redis-benchmark's report:\n{text}"))
         };
         run(n)
@@ -279,23 +279,40 @@ impl Drop for RedisServer {
     }
 }
 
-/// `rps`, `p50_latency_ms` and `p99_latency_ms` of `redis-benchmark --csv`.
-fn parse_benchmark_csv(text: &str) -> Option<Load> {
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let split = |l: &str| -> Vec<String> {
-        l.split(',')
-            .map(|f| f.trim().trim_matches('"').to_string())
-            .collect()
-    };
-    let header = split(lines.next()?);
-    let row = split(lines.next()?);
+/// The throughput, p50 and p99 of a redis-benchmark report (its summary)
+/// and its p99.9 (the first step of its percentile distribution at or
+/// past 99.9 %: an upper bound within one step).
+fn parse_benchmark(text: &str) -> Option<Load> {
+    let lines: Vec<&str> = text.split(['\n', '\r']).map(str::trim).collect();
+    let per_sec = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("throughput summary:"))?
+        .trim()
+        .strip_suffix("requests per second")?
+        .trim()
+        .parse()
+        .ok()?;
+    let header = lines
+        .iter()
+        .position(|l| l.starts_with("avg") && l.contains("p99"))?;
+    let names: Vec<&str> = lines[header].split_whitespace().collect();
+    let values: Vec<&str> = lines.get(header + 1)?.split_whitespace().collect();
     let field = |name: &str| -> Option<f64> {
-        let i = header.iter().position(|h| h == name)?;
-        row.get(i)?.parse().ok()
+        values
+            .get(names.iter().position(|n| *n == name)?)?
+            .parse()
+            .ok()
     };
+    let p999_ms = lines.iter().find_map(|l| {
+        let (pct, rest) = l.split_once("% <= ")?;
+        (pct.parse::<f64>().ok()? >= 99.9)
+            .then(|| rest.split_whitespace().next()?.parse().ok())
+            .flatten()
+    });
     Some(Load {
-        per_sec: field("rps")?,
-        p50_ms: field("p50_latency_ms")?,
-        p99_ms: field("p99_latency_ms")?,
+        per_sec,
+        p50_ms: field("p50")?,
+        p99_ms: field("p99")?,
+        p999_ms,
     })
 }
