@@ -36,13 +36,49 @@ fn main() {
             logs.with_ansi(std::io::stderr().is_terminal()).init()
         }
     }
+    quiet_on_closed_stdout();
     match cli::dispatch(cli) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             cli::say::error(error_text(&e));
-            std::process::exit(disposition(&e).exit_code());
+            std::process::exit(exit_code(&e));
         }
     }
+}
+
+/// A reader that stops reading what a command prints (`feedlog demo |
+/// head`) ends the command quietly with exit 0, as it ends `head`'s
+/// other writers, instead of a panic's backtrace: every print to stdout
+/// that meets the closed pipe ends here.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let text = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if text.starts_with("failed printing to stdout") && text.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info)
+    }));
+}
+
+/// The exit code of a command that failed with `e` (docs/cli.md, "Exit
+/// codes"): 2 for the command line's own mistakes, 75 for a lock another
+/// process holds, else what the library's error answers.
+fn exit_code(e: &anyhow::Error) -> i32 {
+    for cause in e.chain() {
+        if cause.is::<cli::Usage>() {
+            return 2;
+        }
+        if cause.is::<cli::Busy>() {
+            return feedlog::core::Disposition::Retry.exit_code();
+        }
+    }
+    disposition(e).exit_code()
 }
 
 /// What the first of the library's errors in `e`'s chain answers; an error

@@ -444,19 +444,28 @@ fn dead_letters_into_a_closed_pipe_ends_quietly() {
     let bad: String = (0..3000).map(|i| format!("not json {i}\n")).collect();
     let (code, _, err) = feedlog(&data, &["produce"], Some(bad.as_bytes()));
     assert_eq!(code, 0, "{err}");
+    let (code, err) = into_closed_pipe(&data, &["dead-letters"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("error"), "{err}");
+}
+
+/// Runs `feedlog --data DATA ARGS` with its stdout a pipe nobody reads
+/// (closed at once); (exit code, stderr).
+fn into_closed_pipe(data: &Path, args: &[&str]) -> (Option<i32>, String) {
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_feedlog"))
         .arg("--data")
-        .arg(&data)
-        .arg("dead-letters")
+        .arg(data)
+        .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     drop(child.stdout.take());
     let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    assert!(!err.contains("error"), "{err}");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 // Proves `produce` keeps every event it accepts (stored compactly, not as the line's bytes) and `log dump` gives them back as JSON lines that `produce` turns into the same log.
@@ -508,4 +517,95 @@ fn log_dump_gives_back_every_produced_event() {
         again, dumped,
         "the same log, partition by partition in offset order"
     );
+}
+
+// Proves the exit codes docs/cli.md "Exit codes" lists: 0 done; 1 a setting that contradicts the state; 2 the command line's own mistakes, a bad --config file and a query that cannot be answered (history no longer kept); 75 a data directory another process holds; 0 and no panic when the reader of stdout has gone.
+#[test]
+fn exit_codes_are_the_documented_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("d");
+    let events = [
+        r#"{"type":"follow","follower":1,"followee":2,"ts":1700000000000}"#,
+        // 40 days later.
+        r#"{"type":"post","author":2,"post_id":10,"ts":1703456000000}"#,
+    ]
+    .join("\n");
+    let (code, _, err) = feedlog(&data, &["produce"], Some(events.as_bytes()));
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = feedlog(&data, &["run", "--until-idle", "--quiet"], None);
+    assert_eq!(code, 0, "{err}");
+    let code_of = |args: &[&str]| {
+        let (code, _, err) = feedlog(&data, args, None);
+        (code, err)
+    };
+    // 1: a setting that contradicts the state.
+    let (code, err) = code_of(&["run", "--until-idle", "--quiet", "--inbox-cap", "7"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("inbox cap"), "{err}");
+    // 2: the command line's own mistakes.
+    let d = data.to_str().unwrap();
+    for args in [
+        &["query", "timeline"][..],
+        &["query", "why", "1", "2"],
+        &["query", "timeline", "1", "2"],
+        &[
+            "query",
+            "timeline",
+            "1",
+            "--explain",
+            "--as-of",
+            "1700000001000",
+        ],
+        &["verify", d],
+        &["checkpoint"],
+        &["rebuild"],
+        &["--generation", "3", "status"],
+        &["run", "--no-such-flag"],
+    ] {
+        let (code, err) = code_of(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    let bad = tmp.path().join("bad.toml");
+    std::fs::write(&bad, "inbox_cap = [").unwrap();
+    let (code, err) = code_of(&["--config", bad.to_str().unwrap(), "run", "--until-idle"]);
+    assert_eq!(code, 2, "{err}");
+    // 2: a query that cannot be answered: a time older than the history
+    // kept (30 days before the newest event by default), as HTTP's 410.
+    let (code, err) = code_of(&["query", "timeline", "1", "--as-of", "1700000001000"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("history"), "{err}");
+    let (code, err) = code_of(&[
+        "query",
+        "timeline",
+        "1",
+        "--as-of",
+        "1700000001000",
+        "--history-retention",
+        "forever",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // 75: another process holds the data directory (its first status
+    // line comes after it took the lock).
+    let mut held = std::process::Command::new(env!("CARGO_BIN_EXE_feedlog"))
+        .arg("--data")
+        .arg(&data)
+        .args(["run", "--progress", "3600"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    let stderr = held.stderr.take().unwrap();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stderr), &mut first).unwrap();
+    assert!(first.contains("partitions"), "{first}");
+    let (code, err) = code_of(&["run", "--until-idle", "--quiet"]);
+    held.kill().unwrap();
+    held.wait().unwrap();
+    assert_eq!(code, 75, "{err}");
+    assert!(err.contains("another process is running"), "{err}");
+    // A reader of stdout that has gone ends the command quietly.
+    let (code, err) = into_closed_pipe(&data, &["query", "timeline", "1"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
 }

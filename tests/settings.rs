@@ -55,7 +55,8 @@ checkpoints = "/var/lib/feedlog/checkpoints"
     ] {
         let path = write(name, text);
         let (code, out, err) = feedlog(tmp.path(), &["config", "check", &path], None);
-        assert_eq!(code, 1, "{name}: {out}{err}");
+        // A bad --config file is a command line mistake, as for `run`.
+        assert_eq!(code, 2, "{name}: {out}{err}");
         assert!(err.contains(reason), "{name}: {err}");
     }
 }

@@ -387,6 +387,11 @@ pub enum Command {
         /// The view as it was at log time T (ms): docs/http-api.md, "Earlier states".
         #[arg(long, value_name = "T")]
         as_of: Option<u64>,
+        /// How far back --as-of reaches before the newest event's log time,
+        /// as a processor's `--history-retention` answers the API (older:
+        /// `history_gone`, exit 2): `30d`, `12h`, `0` (none) or `forever`.
+        #[arg(long, env = "FEEDLOG_HISTORY_RETENTION", default_value = "30d", value_parser = feedlog::ops::asof::Retention::parse)]
+        history_retention: feedlog::ops::asof::Retention,
     },
     /// Measure throughput against a raw RocksDB baseline in the same run.
     Bench {

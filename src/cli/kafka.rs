@@ -53,7 +53,7 @@ pub fn config_check(args: &KafkaArgs, file: &Path) -> Result<i32> {
         Ok(s) => s,
         Err(e) => {
             say!("{}: {e:#}", file.display());
-            return Ok(1);
+            return Ok(2);
         }
     };
     let mut args = args.clone();
@@ -77,7 +77,7 @@ pub fn config_check(args: &KafkaArgs, file: &Path) -> Result<i32> {
         Ok(c) => c,
         Err(e) => {
             say!("{}: {e:#}", file.display());
-            return Ok(1);
+            return Ok(2);
         }
     };
     println!("{}: ok", file.display());

@@ -1,7 +1,7 @@
 //! The Kafka-mode settings every command shares: global flags, `run`'s
 //! Kafka flags, environment variables and the config file, merged.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use feedlog::log::kafka::KafkaConfig;
 use feedlog::task::embedded::ProcessorConfig;
 use feedlog::task::kafka::ClusterConfig;
@@ -208,7 +208,9 @@ pub(super) fn cluster_config(
         cfg.member = id.clone();
     }
     if cfg.member.starts_with('~') {
-        bail!("member names may not start with `~` (the deployment's own records use such keys)");
+        crate::cli::usage!(
+            "member names may not start with `~` (the deployment's own records use such keys)"
+        );
     }
     if let Some(ms) = args.session_timeout_ms.or(f.session_timeout_ms) {
         cfg.session_timeout = Duration::from_millis(ms);
@@ -219,10 +221,10 @@ pub(super) fn cluster_config(
         .or(f.checkpoint_every)
         .map(Duration::from_secs);
     if cfg.checkpoint_every.is_some() && cfg.checkpoints.is_none() {
-        bail!("--checkpoint-every needs a checkpoint directory: give --checkpoints DIR (or FEEDLOG_CHECKPOINTS, or `checkpoints` in --config)");
+        crate::cli::usage!("--checkpoint-every needs a checkpoint directory: give --checkpoints DIR (or FEEDLOG_CHECKPOINTS, or `checkpoints` in --config)");
     }
     if cfg.checkpoint_every == Some(Duration::ZERO) {
-        bail!("--checkpoint-every must be at least 1 second");
+        crate::cli::usage!("--checkpoint-every must be at least 1 second");
     }
     cfg.standbys = args.standbys.or(f.standbys).unwrap_or(0);
     // A test hook, not a setting: the Kafka process tests pause a processor

@@ -19,7 +19,7 @@ pub mod shell;
 pub mod state;
 pub mod values;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use args::{Cli, Command, ConfigAction, LogAction, TopicsAction};
 use bench::BenchKind;
 use feedlog::core::DEFAULT_INBOX_CAP;
@@ -27,6 +27,41 @@ use feedlog::state::datadir::DataDir;
 use feedlog::task::embedded::ProcessorConfig;
 use feedlog::task::BatchLimits;
 use std::path::Path;
+
+/// An error in the command line itself (a missing argument, flags that do
+/// not go together, a bad setting): exit code 2, as for clap's own
+/// (docs/cli.md, "Exit codes").
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+/// Another process holds what the command needs (a data directory's
+/// lock): exit code 75, run the same command again later.
+#[derive(Debug)]
+pub struct Busy(pub String);
+
+impl std::fmt::Display for Busy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Busy {}
+
+/// Returns a [`Usage`] error: `bail!` for the command line's own mistakes.
+macro_rules! usage {
+    ($($t:tt)*) => {
+        return Err($crate::cli::Usage(format!($($t)*)).into())
+    };
+}
+pub(crate) use usage;
 
 // Long: the table of commands, one short arm each; splitting it would
 // scatter the one place that maps the grammar onto the library.
@@ -41,7 +76,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
     }
     let settings = kafka::Settings::load(&cli.kafka)?;
     if settings.kafka.is_none() && settings.generation != 0 {
-        bail!(
+        usage!(
             "--generation names a generation of a Kafka deployment (give --kafka BROKERS); \
              a data directory's own state generations are made by rebuild and swap"
         );
@@ -115,12 +150,13 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             limit,
             cursor,
             as_of,
+            history_retention,
         } => match view.as_str() {
             "why" if as_of.is_some() => {
-                anyhow::bail!("query why answers now; --as-of is for views")
+                usage!("query why answers now; --as-of is for views")
             }
             "why" => query::why(data, user, &post),
-            _ if !post.is_empty() => anyhow::bail!(
+            _ if !post.is_empty() => usage!(
                 "query {view} takes one USER (AUTHOR and POST_ID belong to `query why`)"
             ),
             _ => query::query(
@@ -128,7 +164,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 &view,
                 user,
                 (limit, cursor.as_deref()),
-                (explain, as_of),
+                (explain, as_of, history_retention),
             ),
         },
         Command::Status => kafka::status(&settings),
@@ -168,29 +204,29 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 };
                 generation::rebuild(data, &settings, &kafka_run, cfg, (listen, &api), watch)
             }
-            (Some(_), _) => bail!(
+            (Some(_), _) => usage!(
                 "in Kafka mode a rebuild goes into a new generation, with its state in --data: \
                  --into and --from-checkpoint are for the embedded log"
             ),
             (None, Some(into)) => {
                 if until_caught_up || listen.is_some() {
-                    bail!("--until-caught-up and --listen are for a rebuild in Kafka mode (give --kafka BROKERS)");
+                    usage!("--until-caught-up and --listen are for a rebuild in Kafka mode (give --kafka BROKERS)");
                 }
                 let cfg = replay_config(data, inbox_cap, inactive_after, no_sync)?;
                 state::rebuild(data, &into, from_checkpoint.as_deref(), cfg, progress)
             }
             (None, None) => {
-                bail!("rebuild needs --into NEWDIR (or Kafka mode: --kafka BROKERS --generation N)")
+                usage!("rebuild needs --into NEWDIR (or Kafka mode: --kafka BROKERS --generation N)")
             }
         },
         Command::Checkpoint { into, cut } => match (&settings.kafka, into) {
             (Some(_), None) => generation::checkpoint(&settings, &cut),
-            (Some(_), Some(_)) => bail!(
+            (Some(_), Some(_)) => usage!(
                 "in Kafka mode each processor writes its partitions' checkpoints into the group's \
                  --checkpoints directory: give no --into"
             ),
             (None, Some(into)) => state::checkpoint(data, &into),
-            (None, None) => bail!("checkpoint needs --into C"),
+            (None, None) => usage!("checkpoint needs --into C"),
         },
         Command::Swap {
             newdir,
@@ -202,11 +238,11 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 let wait = std::time::Duration::from_secs(timeout);
                 generation::swap(&settings, rollback, confirm, wait)
             }
-            (Some(_), Some(_)) => bail!(
+            (Some(_), Some(_)) => usage!(
                 "in Kafka mode swap moves readers to a generation (--generation N), not to a directory"
             ),
             (None, Some(newdir)) if !rollback && !confirm => state::swap_to(data, &newdir),
-            (None, _) => bail!("swap needs NEWDIR (--rollback and --confirm are for Kafka mode)"),
+            (None, _) => usage!("swap needs NEWDIR (--rollback and --confirm are for Kafka mode)"),
         },
         Command::Backfill {
             view,
@@ -221,7 +257,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         } => {
             if settings.kafka.is_some() {
                 let Some(inbox_cap) = inbox_cap else {
-                    bail!(
+                    usage!(
                         "in Kafka mode a backfill builds a new generation of every view: give its \
                          --inbox-cap N (the live processors' --inbox-cap to keep theirs, {DEFAULT_INBOX_CAP} \
                          unless they set one)"
@@ -238,7 +274,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 return generation::backfill(data, &settings, &kafka_run, cfg, api, progress, timeout);
             }
             if listen.is_some() {
-                bail!("--listen is for a backfill in Kafka mode (give --kafka BROKERS)");
+                usage!("--listen is for a backfill in Kafka mode (give --kafka BROKERS)");
             }
             let cfg = replay_config(data, inbox_cap, inactive_after, no_sync)?;
             state::backfill(data, view, cfg)
@@ -256,11 +292,11 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         Command::DropState { name } => state::drop_state(data, &name),
         Command::Verify { a, b, against, cut } => match (&settings.kafka, a, b) {
             (Some(_), None, None) => generation::verify(&settings, against, &cut),
-            (Some(_), _, _) => bail!(
+            (Some(_), _, _) => usage!(
                 "in Kafka mode verify compares two generations (--generation N --against G), not data directories"
             ),
             (None, Some(a), Some(b)) => state::verify(&a, &b),
-            (None, _, _) => bail!("verify needs two data directories: feedlog verify DIR_A DIR_B"),
+            (None, _, _) => usage!("verify needs two data directories: feedlog verify DIR_A DIR_B"),
         },
         Command::Log { action } => {
             embedded("log")?;

@@ -18,16 +18,16 @@ pub fn query(
     view: &str,
     user: Option<u64>,
     (limit, cursor): (Option<usize>, Option<&str>),
-    (explain, as_of): (bool, Option<u64>),
+    (explain, as_of, retention): (bool, Option<u64>, Retention),
 ) -> Result<i32> {
     if explain && as_of.is_some() {
-        anyhow::bail!("--explain answers the current state; it does not go with --as-of");
+        crate::cli::usage!("--explain answers the current state; it does not go with --as-of");
     }
     let dir = feedlog::state::datadir::DataDir::open(data)?;
     let reader = match as_of {
         None => Reader::open(&dir)?,
         Some(t) => {
-            let rewind = LogRewind::of(&dir, Retention::Forever);
+            let rewind = LogRewind::of(&dir, retention);
             match rewind.at(feedlog::core::event::Ts(t)) {
                 Ok(reader) => reader,
                 Err(e) => return print_answer(Err(e)),
@@ -37,7 +37,9 @@ pub fn query(
     if view == "-" {
         return query_stdin(&reader);
     }
-    let user = user.context("query needs a USER (or `-` to read queries from stdin)")?;
+    let Some(user) = user else {
+        crate::cli::usage!("query needs a USER (or `-` to read queries from stdin)");
+    };
     let answered = match View::parse(view) {
         Some(View::Timeline) if explain => explained(&reader, UserId(user), limit, cursor),
         Some(_) if explain => Err(QueryError::BadView(format!(
@@ -54,7 +56,7 @@ pub fn query(
 /// yet is `not_applied_yet`.
 pub fn why(data: &Path, user: Option<u64>, post: &[u64]) -> Result<i32> {
     let (Some(user), &[author, post_id]) = (user, post) else {
-        anyhow::bail!("query why needs USER AUTHOR POST_ID");
+        crate::cli::usage!("query why needs USER AUTHOR POST_ID");
     };
     let dir = feedlog::state::datadir::DataDir::open(data)?;
     let reader = Reader::open(&dir)?;

@@ -4,7 +4,7 @@
 use super::api_args::ApiArgs;
 use super::shell::{per_sec, shutdown_on_signal, tempfile_dir, ApiServer, RunMode};
 use crate::cli::say::say;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use feedlog::api::http::Api;
 use feedlog::api::query::Reader;
 use feedlog::core::metrics::{PartitionLag, StepStats};
@@ -32,11 +32,12 @@ pub fn run_embedded(
 ) -> Result<i32> {
     let dir = DataDir::open(data)?;
     let Some(_lock) = dir.try_lock()? else {
-        bail!(
+        return Err(crate::cli::Busy(format!(
             "another process is running on {} (it holds {}): one processor per data directory",
             data.display(),
             data.join("run.lock").display()
-        );
+        ))
+        .into());
     };
     let cfg = ProcessorConfig {
         inbox_cap: dir.inbox_cap_or_built(inbox_cap),

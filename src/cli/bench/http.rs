@@ -24,6 +24,24 @@ pub(super) struct Load {
 }
 
 impl Load {
+    /// The figures of `lat`, each request's latency in ns, made in `secs`
+    /// seconds; `None` without any.
+    fn of(mut lat: Vec<u64>, secs: f64) -> Option<Load> {
+        lat.sort_unstable();
+        let pct = |q: f64| {
+            Some(
+                *lat.get(((lat.len() as f64 * q) as usize).min(lat.len().checked_sub(1)?))? as f64
+                    / 1e6,
+            )
+        };
+        Some(Load {
+            p50_ms: pct(0.50)?,
+            p99_ms: pct(0.99)?,
+            p999_ms: pct(0.999),
+            per_sec: lat.len() as f64 / secs,
+        })
+    }
+
     pub(super) fn line(&self) -> String {
         let p999 = match self.p999_ms {
             Some(ms) => format!(", p99.9 {ms:.3} ms"),
@@ -265,16 +283,7 @@ pub(super) fn once_each(
                 .collect::<Result<_>>()
         })?;
         let secs = start.elapsed().as_secs_f64();
-        let mut lat: Vec<u64> = lat.into_iter().flatten().collect();
-        anyhow::ensure!(!lat.is_empty(), "no page was requested");
-        lat.sort_unstable();
-        let pct = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)] as f64 / 1e6;
-        Ok(Load {
-            p50_ms: pct(0.50),
-            p99_ms: pct(0.99),
-            p999_ms: Some(pct(0.999)),
-            per_sec: lat.len() as f64 / secs,
-        })
+        Load::of(lat.into_iter().flatten().collect(), secs).context("no page was requested")
     })
 }
 
@@ -468,17 +477,9 @@ fn raw_seeks(dir: &DataDir, users: &[u64], threads: usize, secs: u64) -> Result<
             .map(|h| h.join().expect("reader thread"))
             .collect()
     });
-    let mut lat: Vec<u64> = results
+    let lat: Vec<u64> = results
         .iter()
         .flat_map(|(l, _)| l.iter().copied())
         .collect();
-    anyhow::ensure!(!lat.is_empty(), "no raw reads were made");
-    lat.sort_unstable();
-    let pct = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)] as f64 / 1e6;
-    Ok(Load {
-        p50_ms: pct(0.50),
-        p99_ms: pct(0.99),
-        p999_ms: Some(pct(0.999)),
-        per_sec: lat.len() as f64 / secs as f64,
-    })
+    Load::of(lat, secs as f64).context("no raw reads were made")
 }
