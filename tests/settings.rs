@@ -9,7 +9,7 @@ mod common;
 
 use common::{feedlog, generated_log};
 
-// Proves `config check` passes a valid TLS + SCRAM file with its effective settings (secrets masked) and exits 1 with the reason for an unknown key, a mechanism librdkafka refuses, and inconsistent settings.
+// Proves `config check` passes a valid TLS + SCRAM file with its effective settings (secrets masked) and exits 2 with the reason for an unknown key, a mechanism librdkafka refuses, and inconsistent settings.
 #[test]
 fn config_check_reports_effective_settings_and_refuses_bad_files() {
     let tmp = tempfile::tempdir().unwrap();
@@ -219,4 +219,62 @@ fn json_log_lines() {
         .as_str()
         .unwrap()
         .contains("torn tail"));
+}
+
+// Proves a flag only Kafka mode reads is refused in embedded mode (exit 2, the flag named) instead of ignored, from the command line or the --config file, and that `run --help` lists those flags under their own heading.
+#[test]
+fn kafka_only_flags_are_refused_in_embedded_mode() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, _, err) = feedlog(tmp.path(), &["produce"], Some(b""));
+    assert_eq!(code, 0, "{err}");
+    for (args, named) in [
+        (
+            &["run", "--until-idle", "--standbys", "1"][..],
+            "--standbys",
+        ),
+        (
+            &["run", "--until-idle", "--instance-id", "a"],
+            "--instance-id",
+        ),
+        (&["run", "--until-idle", "--cooperative"], "--cooperative"),
+        (
+            &["run", "--until-idle", "--checkpoints", "c"],
+            "--checkpoints",
+        ),
+        (&["--group", "g", "run", "--until-idle"], "--group"),
+        (&["--topic-prefix", "p", "states"], "--topic-prefix"),
+        (&["rebuild", "--into", "x", "--member", "m"], "--member"),
+    ] {
+        let (code, _, err) = feedlog(tmp.path(), args, None);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.contains(named) && err.contains("Kafka mode"),
+            "{args:?}: {err}"
+        );
+    }
+    let file = tmp.path().join("f.toml");
+    std::fs::write(&file, "standbys = 2\n").unwrap();
+    let config = file.to_str().unwrap();
+    let (code, _, err) = feedlog(
+        tmp.path(),
+        &["--config", config, "run", "--until-idle"],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--standbys"), "{err}");
+    let (code, help, err) = feedlog(tmp.path(), &["run", "--help"], None);
+    assert_eq!(code, 0, "{err}");
+    let kafka = help.find("Kafka mode:").expect("a Kafka mode heading");
+    for flag in [
+        "--standbys",
+        "--instance-id",
+        "--group",
+        "--kafka <BROKERS>",
+    ] {
+        let at = help
+            .find(flag)
+            .unwrap_or_else(|| panic!("{flag} in {help}"));
+        assert!(at > kafka, "{flag} is not under the Kafka heading: {help}");
+    }
+    assert!(help.find("--inbox-cap").unwrap() < kafka, "{help}");
 }

@@ -14,28 +14,57 @@ use std::time::Duration;
 #[derive(clap::Args, Clone, Default)]
 pub struct KafkaArgs {
     /// Kafka brokers, `host:port[,host:port]`: run in Kafka mode.
-    #[arg(long, global = true, env = "FEEDLOG_KAFKA", value_name = "BROKERS")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Kafka mode",
+        env = "FEEDLOG_KAFKA",
+        value_name = "BROKERS"
+    )]
     pub kafka: Option<String>,
     /// The processors' consumer group [default: feedlog].
-    #[arg(long, global = true, env = "FEEDLOG_GROUP")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Kafka mode",
+        env = "FEEDLOG_GROUP"
+    )]
     pub group: Option<String>,
     /// Prefix of every topic name (several deployments on one cluster).
-    #[arg(long, global = true, env = "FEEDLOG_TOPIC_PREFIX")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Kafka mode",
+        env = "FEEDLOG_TOPIC_PREFIX"
+    )]
     pub topic_prefix: Option<String>,
     /// The input topic's full name, when upstream apps already write to
     /// one [default: the prefix and `events`].
-    #[arg(long, global = true, env = "FEEDLOG_EVENTS_TOPIC", value_name = "NAME")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Kafka mode",
+        env = "FEEDLOG_EVENTS_TOPIC",
+        value_name = "NAME"
+    )]
     pub events_topic: Option<String>,
     /// The state generation to act on: 0 is the deployment itself; N ≥ 1
     /// is one rebuilt beside it, with its own group and internal topics
     /// over the same `events` (docs/kafka.md, "Generations") [default: 0].
-    #[arg(long, global = true, env = "FEEDLOG_GENERATION", value_name = "N")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Kafka mode",
+        env = "FEEDLOG_GENERATION",
+        value_name = "N"
+    )]
     pub generation: Option<u32>,
     /// An extra librdkafka setting for every client, `KEY=VALUE`
     /// (`security.protocol=SSL`, ...); repeatable.
     #[arg(
         long = "kafka-option",
         global = true,
+        help_heading = "Kafka mode",
         env = "FEEDLOG_KAFKA_OPTIONS",
         value_name = "KEY=VALUE",
         value_delimiter = ';'
@@ -50,6 +79,7 @@ pub struct KafkaArgs {
 
 /// Flags of `run` that only Kafka mode uses.
 #[derive(clap::Args, Clone, Default)]
+#[command(next_help_heading = "Kafka mode")]
 pub struct KafkaRunArgs {
     /// `group.instance.id`: static membership (a restarted process gets its
     /// partitions back within the session timeout, without a rebalance).
@@ -86,6 +116,42 @@ pub struct KafkaRunArgs {
     /// Give every processor of the group the same value [default: 0].
     #[arg(long, env = "FEEDLOG_STANDBYS", value_name = "N")]
     pub standbys: Option<usize>,
+}
+
+impl KafkaArgs {
+    /// The flags set here that only Kafka mode reads (`--kafka` and
+    /// `--generation` aside: the first chooses the mode, the second is
+    /// refused apart).
+    pub fn kafka_only(&self) -> Vec<&'static str> {
+        [
+            ("--group", self.group.is_some()),
+            ("--topic-prefix", self.topic_prefix.is_some()),
+            ("--events-topic", self.events_topic.is_some()),
+            ("--kafka-option", !self.kafka_options.is_empty()),
+        ]
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .collect()
+    }
+}
+
+impl KafkaRunArgs {
+    /// The flags set here (all of them only Kafka mode reads).
+    pub fn set(&self) -> Vec<&'static str> {
+        [
+            ("--instance-id", self.instance_id.is_some()),
+            ("--cooperative", self.cooperative),
+            ("--member", self.member.is_some()),
+            ("--advertise", self.advertise.is_some()),
+            ("--session-timeout-ms", self.session_timeout_ms.is_some()),
+            ("--checkpoints", self.checkpoints.is_some()),
+            ("--checkpoint-every", self.checkpoint_every.is_some()),
+            ("--standbys", self.standbys.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .collect()
+    }
 }
 
 /// The config file's Kafka settings, by their flag names (with `_`). Its

@@ -81,6 +81,25 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
              a data directory's own state generations are made by rebuild and swap"
         );
     }
+    if settings.kafka.is_none() {
+        // Flags only Kafka mode reads are refused rather than ignored.
+        let mut set = cli.kafka.kafka_only();
+        if let Command::Run { kafka_run, .. }
+        | Command::Rebuild { kafka_run, .. }
+        | Command::Backfill { kafka_run, .. } = &cli.command
+        {
+            set.extend(kafka_run.set());
+        }
+        if !set.is_empty() {
+            usage!(
+                "{} {} for Kafka mode (give --kafka BROKERS); the embedded log has no \
+                 consumer group, topics or shared checkpoints (from a flag, a FEEDLOG_ \
+                 variable or the --config file)",
+                set.join(", "),
+                if set.len() == 1 { "is" } else { "are" }
+            );
+        }
+    }
     let data = cli.data.as_path();
     let embedded = |what: &str| kafka::embedded_only(&settings, what);
     match cli.command {
