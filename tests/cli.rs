@@ -10,7 +10,7 @@ use feedlog::core::Partition;
 use feedlog::state::datadir::DataDir;
 use std::path::Path;
 
-// Proves produce counts and dead-letters bad lines, run --until-idle finishes, and query answers equal the oracle.
+// Proves produce counts and dead-letters bad lines (produce and run say how many the dead-letter log holds and the command that lists them), run --until-idle finishes, and query answers equal the oracle.
 #[test]
 fn produce_run_query_small_log() {
     let tmp = tempfile::tempdir().unwrap();
@@ -39,9 +39,14 @@ fn produce_run_query_small_log() {
         out.contains("accepted 8 events into 3 partitions; 2 records went to the dead-letter log"),
         "{out}"
     );
+    // Where a user looks after produce and run: the dead letters so far
+    // and the command that lists them.
+    let hint = "the dead-letter log holds 2, with their reasons: feedlog --data";
+    assert!(out.contains(hint) && out.contains("dead-letters)"), "{out}");
     let (code, out, err) = feedlog(&data, &["run", "--until-idle"], None);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("processed 8 events"), "{out}");
+    assert!(out.contains(hint), "{out}");
 
     let (code, out, _) = feedlog(&data, &["query", "timeline", "1", "--limit", "1"], None);
     assert_eq!(code, 0);

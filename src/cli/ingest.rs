@@ -43,10 +43,11 @@ pub fn produce(
     producer.json_lines(input, &name)?;
     let s = producer.finish()?;
     println!(
-        "accepted {} events into {} partitions; {} records went to the dead-letter log",
+        "accepted {} events into {} partitions; {} records went to the dead-letter log{}",
         s.accepted,
         dir.partitions(),
-        s.dead_lettered
+        s.dead_lettered,
+        super::run::dead_letter_hint(&dir, data)
     );
     Ok(0)
 }
@@ -77,8 +78,9 @@ pub fn import(
     producer.finish()?;
     println!(
         "imported {}: {} lines, {} comment or blank, {} events into {} partitions, {} lines to the dead-letter log \
-         (SNAP ids start at 0, feedlog's at 1: every id was shifted by +1)",
-        file.display(), s.lines, s.comments, s.events, dir.partitions(), s.dead_lettered
+         (SNAP ids start at 0, feedlog's at 1: every id was shifted by +1){}",
+        file.display(), s.lines, s.comments, s.events, dir.partitions(), s.dead_lettered,
+        super::run::dead_letter_hint(&dir, data)
     );
     Ok(0)
 }

@@ -86,6 +86,25 @@ pub fn serve(data: &Path, listen: &str, api: &ApiArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// After a command that may have added to the dead-letter log: how many
+/// records it holds and the command that lists them (`""` when it holds
+/// none or cannot be read).
+pub(crate) fn dead_letter_hint(dir: &DataDir, data: &Path) -> String {
+    use feedlog::core::Partition;
+    use feedlog::log::Topic;
+    let logs = dir.logs();
+    let held: u64 = Partition::all(logs.partitions(Topic::DeadLetter))
+        .filter_map(|p| logs.end_offset(Topic::DeadLetter, p).ok())
+        .sum();
+    match held {
+        0 => String::new(),
+        n => format!(
+            " (the dead-letter log holds {n}, with their reasons: feedlog --data {} dead-letters)",
+            data.display()
+        ),
+    }
+}
+
 /// Runs the processor with a live progress line as `mode` says (events/s,
 /// deliveries/s, lag, ETA) and prints a summary.
 pub fn process(
@@ -131,13 +150,14 @@ pub fn process(
     let events: u64 = totals.events.total();
     println!(
         "processed {events} events ({}) and {} effects in {secs:.1}s \
-         ({:.0} events/s); {} inbox deliveries ({:.0}/s); {} dead letters",
+         ({:.0} events/s); {} inbox deliveries ({:.0}/s); {} dead letters{}",
         totals.events_by_kind(),
         totals.effects,
         events as f64 / secs.max(1e-9),
         totals.delivered,
         totals.delivered as f64 / secs.max(1e-9),
-        totals.dead_letters
+        totals.dead_letters,
+        dead_letter_hint(dir, dir.root())
     );
     Ok(totals)
 }
