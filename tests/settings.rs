@@ -278,3 +278,54 @@ fn kafka_only_flags_are_refused_in_embedded_mode() {
     }
     assert!(help.find("--inbox-cap").unwrap() < kafka, "{help}");
 }
+
+// Proves an idle `run` says once that it caught up and then prints no more progress lines (it used to print one every interval for ever), and that it prints progress again when events arrive.
+#[test]
+fn an_idle_run_says_it_caught_up_once_then_stays_quiet() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = generated_log(50, 500);
+    let (code, _, err) = feedlog(tmp.path(), &["produce", "-"], Some(log.as_bytes()));
+    assert_eq!(code, 0, "{err}");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_feedlog"))
+        .arg("--data")
+        .arg(tmp.path())
+        .args(["run", "--no-sync", "--progress", "0.05"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Thirty intervals of idling, then one more event, then idling again.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let one = br#"{"type":"post","author":1,"post_id":987654321,"ts":1700000000000}"#;
+    let (code, _, err) = feedlog(tmp.path(), &["produce"], Some(one));
+    assert_eq!(code, 0, "{err}");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let stopped = std::process::Command::new("kill")
+        .args(["-TERM", &run.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    let out = run.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("s  events ") || l.contains("caught up"))
+        .collect();
+    let caught_up: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].contains("caught up"))
+        .collect();
+    // Once after the log, once after the one event; nothing else while idle.
+    assert_eq!(caught_up.len(), 2, "{err}");
+    assert_eq!(*caught_up.last().unwrap(), lines.len() - 1, "{err}");
+    assert!(
+        lines.len() <= 12,
+        "progress lines while idle: {}\n{err}",
+        lines.len()
+    );
+    assert!(
+        lines[caught_up[0] + 1..caught_up[1]]
+            .iter()
+            .any(|l| l.contains("s  events ")),
+        "no progress line for the new event: {err}"
+    );
+}

@@ -125,17 +125,38 @@ pub fn process(
     );
     let progress = processor.progress().clone();
     let start = Instant::now();
+    // What the last line said (events read, effects, deliveries) and
+    // whether it said that everything was caught up: an idle processor
+    // says so once, then stays quiet until more arrives.
+    let said = std::sync::Mutex::new(((0u64, 0u64, 0u64), false));
     let totals = mode.with_progress(
         || {
             let t = progress.totals();
             let read = t.events.total() + t.dead_letters;
+            let lag = lag_now().ok();
+            let now = (read, t.effects, t.delivered);
+            let mut said = said.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if lag == Some(0) && said.0 == now {
+                if !said.1 {
+                    said.1 = true;
+                    say!(
+                        "{:>6.1}s  caught up: events {read}, deliveries {}, lag 0, dead letters {}; \
+                         quiet until more arrives",
+                        start.elapsed().as_secs_f64(),
+                        t.delivered,
+                        t.dead_letters
+                    );
+                }
+                return;
+            }
+            *said = (now, false);
             let rate = per_sec(read, start);
             let eta = match backlog.saturating_sub(read) {
                 0 => "input read; settling internal messages".to_string(),
                 left if rate > 0.0 => format!("ETA {:.0}s", left as f64 / rate),
                 _ => "ETA ?".to_string(),
             };
-            let lag = lag_now().map_or("?".into(), |l| l.to_string());
+            let lag = lag.map_or("?".into(), |l| l.to_string());
             say!(
             "{:>6.1}s  events {read}/{backlog} ({rate:.0}/s, {eta})  deliveries {} ({:.0}/s)  lag {lag}  dead letters {}",
             start.elapsed().as_secs_f64(),
