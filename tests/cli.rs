@@ -614,3 +614,75 @@ fn exit_codes_are_the_documented_ones() {
     assert_eq!(code, Some(0), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+// Proves `query timeline --reposts MODE` answers as the reader does for each mode (newest, first, none: three different pages on this log), that --reposts and --explain refuse other views with exit 2, and that the unknown-view error lists every view as `--help` spells them.
+#[test]
+fn query_timeline_takes_the_repost_modes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("d");
+    let t = 1_700_000_000_000u64;
+    let events = [
+        format!(r#"{{"type":"follow","follower":1,"followee":2,"ts":{t}}}"#),
+        format!(
+            r#"{{"type":"follow","follower":1,"followee":3,"ts":{}}}"#,
+            t + 1
+        ),
+        format!(
+            r#"{{"type":"post","author":2,"post_id":10,"ts":{}}}"#,
+            t + 2
+        ),
+        format!(
+            r#"{{"type":"post","author":2,"post_id":11,"ts":{}}}"#,
+            t + 3
+        ),
+        format!(
+            r#"{{"type":"repost","author":3,"post_id":90,"of_author":2,"of_post_id":10,"ts":{}}}"#,
+            t + 4
+        ),
+    ]
+    .join("\n");
+    let (code, _, err) = feedlog(&data, &["produce"], Some(events.as_bytes()));
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = feedlog(&data, &["run", "--until-idle", "--quiet"], None);
+    assert_eq!(code, 0, "{err}");
+    let reader = feedlog::api::query::Reader::open(&DataDir::open(&data).unwrap()).unwrap();
+    let mut pages = Vec::new();
+    for mode in ["newest", "first", "none"] {
+        let (code, out, err) = feedlog(&data, &["query", "timeline", "1", "--reposts", mode], None);
+        assert_eq!(code, 0, "{mode}: {err}");
+        let m = feedlog::api::query::RepostMode::parse(mode).unwrap();
+        let page = reader.timeline_in(feedlog::UserId(1), m, 20, None).unwrap();
+        assert_eq!(out.trim(), serde_json::to_string(&page).unwrap(), "{mode}");
+        pages.push(out);
+    }
+    assert!(
+        pages[0] != pages[1] && pages[1] != pages[2] && pages[0] != pages[2],
+        "{pages:?}"
+    );
+    for args in [
+        &["query", "posts", "2", "--reposts", "none"][..],
+        &["query", "posts", "2", "--explain"],
+        &["query", "timeline", "1", "--reposts", "sideways"],
+    ] {
+        let (code, _, err) = feedlog(&data, args, None);
+        assert_eq!(code, 2, "{args:?}: {err}");
+    }
+    let (code, _, err) = feedlog(&data, &["query", "nope", "1"], None);
+    assert_eq!(code, 2, "{err}");
+    let (_, help, _) = feedlog(&data, &["query", "--help"], None);
+    for view in [
+        "timeline",
+        "posts",
+        "counters",
+        "recent-followers",
+        "followers",
+        "followees",
+        "mutes",
+        "blocks",
+    ] {
+        assert!(
+            err.contains(view) && help.contains(view),
+            "{view}: {err}\n{help}"
+        );
+    }
+}

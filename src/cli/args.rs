@@ -378,6 +378,10 @@ pub enum Command {
         /// that decided them.
         #[arg(long)]
         explain: bool,
+        /// timeline: how reposts are placed, `newest`, `first` or `none`, as
+        /// the API's `?reposts=` [default: newest].
+        #[arg(long, value_name = "MODE", value_parser = repost_mode)]
+        reposts: Option<feedlog::api::query::RepostMode>,
         /// Page size (recent-followers: K).
         #[arg(long)]
         limit: Option<usize>,
@@ -514,6 +518,12 @@ pub enum ImportFormat {
     SnapTemporal,
     /// Interactions `SRC DST UNIXTS RT|MT|RE` (SNAP's Higgs Twitter activity).
     SnapActivity,
+}
+
+/// A `--reposts` value: newest, first or none.
+fn repost_mode(v: &str) -> Result<feedlog::api::query::RepostMode, String> {
+    feedlog::api::query::RepostMode::parse(v)
+        .ok_or_else(|| format!("reposts must be newest, first or none, got {v:?}"))
 }
 
 #[cfg(test)]

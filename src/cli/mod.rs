@@ -170,10 +170,12 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             cursor,
             as_of,
             history_retention,
+            reposts,
         } => match view.as_str() {
             "why" if as_of.is_some() => {
                 usage!("query why answers now; --as-of is for views")
             }
+            "why" if reposts.is_some() => usage!("query why answers the timeline as it reads; --reposts is for `query timeline`"),
             "why" => query::why(data, user, &post),
             _ if !post.is_empty() => usage!(
                 "query {view} takes one USER (AUTHOR and POST_ID belong to `query why`)"
@@ -182,7 +184,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                 data,
                 &view,
                 user,
-                (limit, cursor.as_deref()),
+                (limit, cursor.as_deref(), reposts),
                 (explain, as_of, history_retention),
             ),
         },

@@ -17,12 +17,20 @@ pub fn query(
     data: &Path,
     view: &str,
     user: Option<u64>,
-    (limit, cursor): (Option<usize>, Option<&str>),
+    (limit, cursor, reposts): (Option<usize>, Option<&str>, Option<query::RepostMode>),
     (explain, as_of, retention): (bool, Option<u64>, Retention),
 ) -> Result<i32> {
     if explain && as_of.is_some() {
         crate::cli::usage!("--explain answers the current state; it does not go with --as-of");
     }
+    let timeline = View::parse(view) == Some(View::Timeline);
+    if explain && !timeline {
+        crate::cli::usage!("{view}: --explain is for the timeline");
+    }
+    if reposts.is_some() && !timeline {
+        crate::cli::usage!("{view}: --reposts is for the timeline");
+    }
+    let mode = reposts.unwrap_or_default();
     let dir = feedlog::state::datadir::DataDir::open(data)?;
     let reader = match as_of {
         None => Reader::open(&dir)?,
@@ -41,10 +49,13 @@ pub fn query(
         crate::cli::usage!("query needs a USER (or `-` to read queries from stdin)");
     };
     let answered = match View::parse(view) {
-        Some(View::Timeline) if explain => explained(&reader, UserId(user), limit, cursor),
-        Some(_) if explain => Err(QueryError::BadView(format!(
-            "{view}: --explain is for the timeline"
-        ))),
+        Some(View::Timeline) if explain => explained(&reader, UserId(user), mode, limit, cursor),
+        Some(View::Timeline) => {
+            let page = limit.unwrap_or(query::DEFAULT_LIMIT);
+            reader
+                .timeline_in(UserId(user), mode, page, cursor)
+                .and_then(|p| encoded(&p))
+        }
         Some(v) => answer(&reader, v, user, limit, cursor),
         None => Err(QueryError::BadView(view.to_string())),
     };
@@ -80,13 +91,18 @@ pub fn why(data: &Path, user: Option<u64>, post: &[u64]) -> Result<i32> {
 fn explained(
     reader: &Reader,
     user: UserId,
+    mode: query::RepostMode,
     limit: Option<usize>,
     cursor: Option<&str>,
 ) -> Result<String, QueryError> {
-    let mode = query::RepostMode::Newest;
     let mut page = reader.timeline_in(user, mode, limit.unwrap_or(query::DEFAULT_LIMIT), cursor)?;
     reader.explain_page(user, mode, &mut page)?;
-    serde_json::to_string(&page).map_err(|e| QueryError::BadView(format!("unencodable: {e}")))
+    encoded(&page)
+}
+
+/// A page as JSON.
+fn encoded<T: serde::Serialize>(page: &T) -> Result<String, QueryError> {
+    serde_json::to_string(page).map_err(|e| QueryError::BadView(format!("unencodable: {e}")))
 }
 
 /// Prints an answer on stdout (exit 0), or its error on stderr (exit 2).

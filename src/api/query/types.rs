@@ -23,7 +23,7 @@ pub enum QueryError {
     #[error("user ids start at 1, got {0}")]
     BadUser(u64),
     /// The view name is not one of the views.
-    #[error("unknown view {0:?} (expected timeline, posts, counters, recent_followers, followers or followees)")]
+    #[error("unknown view {0:?} (expected timeline, posts, counters, recent-followers, followers, followees, mutes or blocks)")]
     BadView(String),
     /// The partition that owns the user is moving between processors
     /// (revoked, or replaying before it serves): retry shortly.
