@@ -686,3 +686,38 @@ fn query_timeline_takes_the_repost_modes() {
         );
     }
 }
+
+// Proves `log show` reads the event at each position `query timeline --explain` names (the post and the follow it cites, byte for byte as produced), and that a position past a partition's end or a partition that does not exist exits 2.
+#[test]
+fn log_show_reads_the_events_explain_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("d");
+    let follow = r#"{"type":"follow","follower":1,"followee":2,"ts":1700000000000}"#;
+    let post = r#"{"type":"post","author":2,"post_id":10,"ts":1700000000001}"#;
+    let input = format!("{follow}\n{post}\n");
+    let (code, _, err) = feedlog(&data, &["produce"], Some(input.as_bytes()));
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = feedlog(&data, &["run", "--until-idle", "--quiet"], None);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = feedlog(&data, &["query", "timeline", "1", "--explain"], None);
+    assert_eq!(code, 0, "{err}");
+    let page: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let why = &page["items"][0]["why"][0];
+    for (position, event) in [(&why["event"], post), (&why["follow_event"], follow)] {
+        let (p, o) = (
+            position["partition"].to_string(),
+            position["offset"].to_string(),
+        );
+        let args = ["log", "show", "--partition", &p, "--offset", &o];
+        let (code, out, err) = feedlog(&data, &args, None);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert_eq!(out.trim(), event, "{args:?}");
+    }
+    for args in [
+        &["log", "show", "--partition", "0", "--offset", "1000"][..],
+        &["log", "show", "--partition", "99", "--offset", "0"],
+    ] {
+        let (code, _, err) = feedlog(&data, args, None);
+        assert_eq!(code, 2, "{args:?}: {err}");
+    }
+}

@@ -478,6 +478,17 @@ pub enum LogAction {
     /// by partition in offset order (so `produce` of the output rebuilds the
     /// same log); records that are not events are counted on stderr.
     Dump,
+    /// Print the event at one position of the `events` log — the
+    /// `{partition, offset}` that `explain` and `timeline/why` name — as the
+    /// JSON line `produce` accepts.
+    Show {
+        /// The partition.
+        #[arg(long)]
+        partition: Partition,
+        /// The record's offset in it.
+        #[arg(long)]
+        offset: u64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -486,7 +497,7 @@ pub enum ConfigAction {
     /// and checks it without a broker: TOML, that every key names a flag,
     /// that `run` accepts every value, consistent settings, and that
     /// librdkafka accepts the client settings. Prints the effective
-    /// settings, secrets masked; exits 1 on a problem.
+    /// settings, secrets masked; exits 2 on a problem.
     Check {
         /// The TOML settings file.
         file: PathBuf,

@@ -100,6 +100,51 @@ pub fn dump(data: &Path) -> Result<i32> {
     Ok(0)
 }
 
+/// `log show --partition P --offset O`: the event at that position of the
+/// `events` log as a JSON line; a position the log does not hold is a
+/// command line mistake (exit 2), a record there that is not an event is
+/// said with the reason it would be dead-lettered (exit 1).
+pub fn show(data: &Path, partition: Partition, offset: u64) -> Result<i32> {
+    let dir = DataDir::open(data)?;
+    let logs = dir.logs();
+    let partitions = logs.partitions(Topic::Events);
+    if partition.0 >= partitions {
+        crate::cli::usage!(
+            "the events log has partitions 0 to {}, not {partition}",
+            partitions - 1
+        );
+    }
+    let end = logs.end_offset(Topic::Events, partition)?;
+    let pdir = logs.dir(Topic::Events, partition);
+    if offset >= end {
+        crate::cli::usage!(
+            "partition {partition} of the events log ends before offset {offset} (its next record gets {end})"
+        );
+    }
+    let mut reader = match embedded::PartitionReader::open(&pdir, offset) {
+        Ok(r) => r,
+        Err(feedlog::log::LogError::OffsetOutOfRange { .. }) => crate::cli::usage!(
+            "partition {partition} of the events log no longer holds offset {offset} (the log's retention removed it)"
+        ),
+        Err(e) => return Err(e.into()),
+    };
+    let record = reader
+        .read(1, 16 << 20)?
+        .into_iter()
+        .next()
+        .with_context(|| format!("partition {partition} holds no record at offset {offset}"))?;
+    match feedlog::core::codec::decode_event(record.format, &record.value) {
+        Ok(e) => {
+            println!("{}", feedlog::core::codec::event_to_json(&e));
+            Ok(0)
+        }
+        Err(e) => bail!(
+            "the record at partition {partition}, offset {offset} is not an event ({e}); \
+             `run` sent it to the dead-letter log"
+        ),
+    }
+}
+
 /// `log check`: reads every record of every partition of every topic and
 /// reports damage, and state positions past a log's end. Exit 1 on any
 /// problem (a torn tail alone is not one: the next writer cuts it).

@@ -330,6 +330,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                     force,
                 } => log::repair(data, topic, partition, truncate_at, force),
                 LogAction::Dump => log::dump(data),
+                LogAction::Show { partition, offset } => log::show(data, partition, offset),
             }
         }
         Command::DeadLetters { follow, json, from } => {
