@@ -329,3 +329,26 @@ fn an_idle_run_says_it_caught_up_once_then_stays_quiet() {
         "no progress line for the new event: {err}"
     );
 }
+
+// Proves a --config key is the flag's long name with `_` (`cors_origin` for --cors-origin, which used to be refused as unknown), that its variable's name (`cors_origins`) is taken too, and that a misspelt key is still refused.
+#[test]
+fn config_keys_are_long_flag_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (text, code) in [
+        (
+            "cors_origin = [\"https://a.example\", \"https://b.example\"]\n",
+            0,
+        ),
+        ("cors_origins = [\"https://a.example\"]\n", 0),
+        ("cors_orign = [\"https://a.example\"]\n", 2),
+    ] {
+        let path = tmp.path().join("c.toml");
+        std::fs::write(&path, text).unwrap();
+        let (got, out, err) = feedlog(
+            tmp.path(),
+            &["config", "check", path.to_str().unwrap()],
+            None,
+        );
+        assert_eq!(got, code, "{text}: {out}{err}");
+    }
+}

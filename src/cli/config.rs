@@ -65,7 +65,13 @@ pub fn settings_of(cli: &clap::Command, file: &Path) -> Result<Vec<(String, Stri
         if TABLE_KEYS.contains(&key.as_str()) {
             continue;
         }
-        let var = format!("FEEDLOG_{}", key.to_ascii_uppercase());
+        // By the flag's long name with `_` (`cors_origin` for
+        // --cors-origin), or by its variable's name (`cors_origins`).
+        let by_long = vars
+            .iter()
+            .find(|(_, (long, _))| long.replace('-', "_") == key)
+            .map(|(var, _)| var.clone());
+        let var = by_long.unwrap_or_else(|| format!("FEEDLOG_{}", key.to_ascii_uppercase()));
         let Some((long, delimiter)) = vars.get(&var).filter(|_| !key.contains('-')) else {
             bail!(
                 "{}: unknown setting `{key}`: keys are the long flag names with `_` \
