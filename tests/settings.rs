@@ -330,7 +330,7 @@ fn an_idle_run_says_it_caught_up_once_then_stays_quiet() {
     );
 }
 
-// Proves a --config key is the flag's long name with `_` (`cors_origin` for --cors-origin, which used to be refused as unknown), that its variable's name (`cors_origins`) is taken too, and that a misspelt key is still refused.
+// Proves a --config key is the flag's long name with `_` (`cors_origin` for --cors-origin, which used to be refused as unknown), that its variable's name (`cors_origins`) is taken too, that a misspelt key is still refused, and that every problem of a file is named at once (only the first was).
 #[test]
 fn config_keys_are_long_flag_names() {
     let tmp = tempfile::tempdir().unwrap();
@@ -350,5 +350,16 @@ fn config_keys_are_long_flag_names() {
             None,
         );
         assert_eq!(got, code, "{text}: {out}{err}");
+    }
+    // Every problem of a file at once, for `config check` and for `run`.
+    let path = tmp.path().join("bad.toml");
+    std::fs::write(&path, "cors_orign = \"x\"\ninbox_cap = [1, 2]\nbogus = 1\n").unwrap();
+    let file = path.to_str().unwrap();
+    for args in [&["config", "check", file][..], &["--config", file, "run"]] {
+        let (code, _, err) = feedlog(tmp.path(), args, None);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        for named in ["`cors_orign`", "`inbox_cap`", "`bogus`"] {
+            assert!(err.contains(named), "{args:?}: {named} not named: {err}");
+        }
     }
 }

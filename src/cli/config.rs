@@ -60,11 +60,8 @@ pub fn settings_of(cli: &clap::Command, file: &Path) -> Result<Vec<(String, Stri
         toml::from_str(&text).with_context(|| format!("{} is not valid TOML", file.display()))?;
     let mut vars = BTreeMap::new();
     variables(cli, &mut vars);
-    let mut out = Vec::new();
-    for (key, value) in table {
-        if TABLE_KEYS.contains(&key.as_str()) {
-            continue;
-        }
+    // Every problem of the file at once, one a line.
+    let one = |key: String, value: toml::Value| -> Result<(String, String, String)> {
         // By the flag's long name with `_` (`cors_origin` for
         // --cors-origin), or by its variable's name (`cors_origins`).
         let by_long = vars
@@ -107,7 +104,20 @@ pub fn settings_of(cli: &clap::Command, file: &Path) -> Result<Vec<(String, Stri
             }
             v => scalar(v)?,
         };
-        out.push((key, var, text));
+        Ok((key, var, text))
+    };
+    let (mut out, mut problems) = (Vec::new(), Vec::new());
+    for (key, value) in table {
+        if TABLE_KEYS.contains(&key.as_str()) {
+            continue;
+        }
+        match one(key, value) {
+            Ok(setting) => out.push(setting),
+            Err(e) => problems.push(format!("{e:#}")),
+        }
+    }
+    if !problems.is_empty() {
+        bail!("{}", problems.join("\n"));
     }
     Ok(out)
 }
