@@ -531,10 +531,14 @@ pub enum ImportFormat {
     SnapActivity,
 }
 
+/// A `--reposts` value that is not a placement.
+#[derive(Debug, thiserror::Error)]
+#[error("reposts must be newest, first or none, got {0:?}")]
+pub struct BadRepostMode(String);
+
 /// A `--reposts` value: newest, first or none.
-fn repost_mode(v: &str) -> Result<feedlog::api::query::RepostMode, String> {
-    feedlog::api::query::RepostMode::parse(v)
-        .ok_or_else(|| format!("reposts must be newest, first or none, got {v:?}"))
+fn repost_mode(v: &str) -> Result<feedlog::api::query::RepostMode, BadRepostMode> {
+    feedlog::api::query::RepostMode::parse(v).ok_or_else(|| BadRepostMode(v.to_string()))
 }
 
 #[cfg(test)]
