@@ -31,29 +31,15 @@ use std::path::Path;
 /// An error in the command line itself (a missing argument, flags that do
 /// not go together, a bad setting): exit code 2, as for clap's own
 /// (docs/cli.md, "Exit codes").
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct Usage(pub String);
-
-impl std::fmt::Display for Usage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Usage {}
 
 /// Another process holds what the command needs (a data directory's
 /// lock): exit code 75, run the same command again later.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct Busy(pub String);
-
-impl std::fmt::Display for Busy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Busy {}
 
 /// Returns a [`Usage`] error: `bail!` for the command line's own mistakes.
 macro_rules! usage {
