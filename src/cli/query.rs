@@ -82,7 +82,7 @@ pub fn why(data: &Path, user: Option<u64>, post: &[u64]) -> Result<i32> {
                 w.not_applied_yet(p, l.at.events.records_to(l.end.events));
             }
         }
-        serde_json::to_string(&w).map_err(|e| QueryError::BadView(format!("unencodable: {e}")))
+        encoded(&w)
     });
     print_answer(answered)
 }

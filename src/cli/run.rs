@@ -90,13 +90,10 @@ pub fn serve(data: &Path, listen: &str, api: &ApiArgs) -> Result<i32> {
 /// records it holds and the command that lists them (`""` when it holds
 /// none or cannot be read).
 pub(crate) fn dead_letter_hint(dir: &DataDir, data: &Path) -> String {
-    use feedlog::core::Partition;
-    use feedlog::log::Topic;
-    let logs = dir.logs();
-    let held: u64 = Partition::all(logs.partitions(Topic::DeadLetter))
-        .filter_map(|p| logs.end_offset(Topic::DeadLetter, p).ok())
-        .sum();
-    match held {
+    use feedlog::api::http::Node;
+    // The count `/metrics` gives as feedlog_dead_letter_log_records.
+    let held = LogNode::new(Arc::new(dir.logs()), None).dead_letters();
+    match held.unwrap_or(0) {
         0 => String::new(),
         n => format!(
             " (the dead-letter log holds {n}, with their reasons: feedlog --data {} dead-letters)",
