@@ -202,7 +202,13 @@ pub(super) fn follower_removed<K: Kv + ?Sized>(
 }
 
 /// `follower` followed `author` (owned here) again at `last`, within the
-/// follow `version` started. Stale or duplicate: nothing.
+/// follow `version` started. Stale: nothing. Again (the same follow came
+/// again) while the edge counts: the author's newest posts once more, as
+/// for an unblock that comes again (`filter::blocked_by`): the first
+/// answer names only the follow that started the edge, and a successor of
+/// the follower's partition that started from a commit before this follow
+/// drops it while its end is still void, then applies this follow again
+/// and sends it again — this answer reaches it after.
 pub(super) fn refollowed<K: Kv + ?Sized>(
     s: &mut Step<'_, '_, K>,
     edge @ Edge { follower, author }: Edge,
@@ -210,9 +216,15 @@ pub(super) fn refollowed<K: Kv + ?Sized>(
     last: Ts,
 ) -> Result<(), KvError> {
     let old = views::edge(s.t, Cf::Followers, author, follower)?;
-    let Some(e) = old.filter(|e| e.followed_raw() && e.version == version && last > e.last) else {
+    let Some(e) = old.filter(|e| e.followed_raw() && e.version == version && last >= e.last) else {
         return Ok(());
     };
+    if last == e.last {
+        if e.live {
+            send_newest(s.t, s.ctx, edge, e.version, s.out)?;
+        }
+        return Ok(());
+    }
     let blocked = filter::blocked_author_end(s.t, author, follower)?;
     let new = judged(EdgeVal { last, ..e }, blocked);
     set_follower(s, edge, old, new, false)

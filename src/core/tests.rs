@@ -371,17 +371,22 @@ fn seen_changes_nothing_but_activity() {
     }
 }
 
+/// A's filter change of B at `ts`.
+fn a_filters_b(change: crate::core::event::FilterChange, ts: u64) -> Event {
+    Event::Filter {
+        user: A,
+        target: B,
+        change,
+        ts: Ts(ts),
+    }
+}
+
 // Proves an unblock that comes again sends a counting follower the author's newest posts again (a successor of the blocker's partition may have dropped the first answer), and a repeated block sends nothing.
 #[test]
 fn a_repeated_unblock_sends_the_newest_posts_again() {
     use crate::core::event::FilterChange;
     let mut kv = MemKv::default();
-    let filter = |change, ts| Event::Filter {
-        user: A,
-        target: B,
-        change,
-        ts: Ts(ts),
-    };
+    let filter = a_filters_b;
     // The follow comes in log order while the block is on, made after it ended.
     settle(&mut kv, filter(FilterChange::Block, 3), 1);
     settle(&mut kv, follow(A, B, 5), 2);
@@ -411,4 +416,50 @@ fn a_repeated_unblock_sends_the_newest_posts_again() {
     effect(&mut kv, &block);
     let (_, again) = effect(&mut kv, &block);
     assert!(again.is_empty(), "{again:?}");
+}
+
+// Proves a follow that revives a voided edge and comes again sends the follower the author's newest posts again (a successor of the follower's partition may have dropped the first answer while its end was still void), and a stale one sends nothing.
+#[test]
+fn a_repeated_revival_sends_the_newest_posts_again() {
+    use crate::core::event::FilterChange;
+    let mut kv = MemKv::default();
+    let filter = a_filters_b;
+    // The first follow falls in a block period; the second, after it,
+    // revives the edge.
+    settle(&mut kv, follow(A, B, 2), 1);
+    settle(&mut kv, filter(FilterChange::Block, 3), 2);
+    settle(&mut kv, filter(FilterChange::Unblock, 4), 3);
+    settle(&mut kv, post(B, 7, 1), 4);
+    let (_, outs) = event(&mut kv, follow(A, B, 5), 5);
+    let again = outs
+        .iter()
+        .find(|o| matches!(o.effect, Effect::Refollowed { .. }));
+    let again = again.expect("the revival is sent").effect.clone();
+    for o in outs {
+        effect(&mut kv, &o.effect);
+    }
+    let backfills = |outs: &[Out]| {
+        outs.iter()
+            .filter(|o| matches!(o.effect, Effect::Backfill { author, follower, .. } if author == B && follower == A))
+            .count()
+    };
+    let (_, outs) = effect(&mut kv, &again);
+    assert_eq!(backfills(&outs), 1, "{outs:?}");
+    let Effect::Refollowed {
+        author,
+        follower,
+        version,
+        ..
+    } = again
+    else {
+        unreachable!()
+    };
+    let stale = Effect::Refollowed {
+        author,
+        follower,
+        version,
+        last: Ts(4),
+    };
+    let (_, outs) = effect(&mut kv, &stale);
+    assert!(outs.is_empty(), "{outs:?}");
 }

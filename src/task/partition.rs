@@ -434,7 +434,7 @@ impl PartitionTask {
             let effect_ready = self
                 .waiting
                 .front()
-                .map(|(_, _, required)| *required <= self.events_applied);
+                .map(|(rec, _, required)| self.effect_ready(rec.offset, *required));
             // Past the batch's write budget, the events read are applied
             // and the effects wait (they stay in `waiting`).
             let full = txn.staged() >= self.limits.max_writes.max(1);
@@ -508,6 +508,28 @@ impl PartitionTask {
         stats.emitted = out.len() as u64;
         pending.extend(Pending::effects(out, self.stamp()));
         Ok(())
+    }
+
+    /// Whether the waiting effects record at `offset`, which requires
+    /// `events` applied up to `required`, may be applied now. Below the
+    /// quiet marks it also waits for every quiet `events` record: the
+    /// previous owners applied those effects with at most those events
+    /// applied (the marks are one owner's positions at one time), so every
+    /// event that caused one of them lies below the `events` mark. A
+    /// message can depend on more of its receiver's own events than the
+    /// follow it names — a backfill or a pull sent when an unblock or a
+    /// later follow revived a voided edge needs that event too, or the
+    /// receiver drops it as sent for an edge that does not count — and a
+    /// replay that applied it before them would lose it for good (the
+    /// sender answers each revival once). A hold of `events` below the mark
+    /// caps the wait, so effects still go on while it lasts.
+    fn effect_ready(&self, offset: Offset, required: Offset) -> bool {
+        let mut required = required;
+        if offset < self.quiet_below.effects {
+            let held = self.events_held_at.unwrap_or(self.quiet_below.events);
+            required = required.max(self.quiet_below.events.min(held));
+        }
+        required <= self.events_applied
     }
 
     /// Commits the batch's writes, both positions and the outgoing records

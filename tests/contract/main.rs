@@ -19,7 +19,7 @@ mod ops;
 
 use common::oracle::Oracle;
 use feedlog::core::codec::{self, Format};
-use feedlog::core::event::{Event, PostId, Ts, UserId};
+use feedlog::core::event::{Event, FilterChange, PostId, Ts, UserId};
 use feedlog::core::partition::partition_for;
 use feedlog::core::position::Positions;
 use feedlog::core::Partition;
@@ -411,4 +411,55 @@ fn a_woken_reader_is_refilled_after_a_crash_and_a_redelivery() {
         Action::Commit(0),
     ]);
     run_case(1, USERS, ops, actions, (1, (0, 3))).unwrap();
+}
+
+// Proves a new owner's quiet replay applies a pull answer only after the unblock that revived the follow it answers (the CI failure of views_equal_oracle_races_2_partitions: the answer came first, was dropped, and the timeline lost the author).
+#[test]
+fn a_quiet_replay_applies_an_answer_after_the_unblock_it_answers() {
+    let json = |event| Op::Event(event, false);
+    let binary = |event| Op::Event(event, true);
+    let invalid = || Op::Invalid(0, 0);
+    let (two, three) = (UserId(2), UserId(3));
+    let block = |change, ts| Event::Filter {
+        user: three,
+        target: two,
+        change,
+        ts: Ts(ts),
+    };
+    // In four chunks (each produced before its actions): 3 follows 2 at
+    // 35, blocks them from 9, unblocks them at 34 (so the follow counts),
+    // and 2 posts at 23; the invalid records only place them in the log.
+    let mut ops = vec![json(Event::Follow {
+        follower: three,
+        followee: two,
+        ts: Ts(35),
+    })];
+    ops.extend(std::iter::repeat_with(invalid).take(6));
+    ops.push(json(block(FilterChange::Block, 9)));
+    ops.extend(std::iter::repeat_with(invalid).take(9));
+    ops.push(binary(block(FilterChange::Unblock, 34)));
+    ops.extend([invalid(), invalid()]);
+    ops.push(binary(Event::Post {
+        author: two,
+        post_id: PostId(17),
+        ts: Ts(23),
+    }));
+    use Action::{Commit, Crash, Handover, Step};
+    let actions = vec![
+        Step(0, 1),
+        Handover(0),
+        Handover(1),
+        Commit(0),
+        Commit(1),
+        Commit(0),
+        Step(0, 4),
+        Step(1, 4),
+        Step(0, 4),
+        Step(1, 1),
+        Step(0, 4),
+        Crash(1, 1),
+        Commit(1),
+        Handover(1),
+    ];
+    run_case(2, 3, ops, actions, (3, (2, 2))).unwrap();
 }
