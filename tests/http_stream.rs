@@ -8,7 +8,7 @@
 mod common;
 
 use common::api::{append, append_and_process, processed, Server};
-use common::http::{EventStream, Sse};
+use common::http::{EventStream, Sse, StreamCopy};
 use feedlog::api::http::ApiConfig;
 use feedlog::Processor;
 use std::path::Path;
@@ -46,7 +46,42 @@ fn nothing_before_a_marker(
     }
 }
 
-// Proves a timeline stream sends each post made after subscription, once, and nothing from before it.
+/// Reads a fresh stream's opening: the `subscribed` comment, then the
+/// page the client's copy starts from; returns the page.
+fn opened(stream: &mut EventStream) -> serde_json::Value {
+    let comment = stream.next(Duration::from_secs(10)).map(|e| e.event);
+    assert_eq!(
+        comment,
+        Some("comment".into()),
+        "the stream opens with a comment"
+    );
+    let page = stream
+        .next(Duration::from_secs(10))
+        .expect("the opening page");
+    assert_eq!(page.event, "page", "then the page: {}", page.data);
+    serde_json::from_str(&page.data).unwrap()
+}
+
+/// A server over `processor` whose streams poll only once an hour: what
+/// they send comes from the processor's commits.
+fn pushed_only(processor: &Processor) -> Server {
+    let cfg = ApiConfig {
+        stream_poll: Duration::from_secs(3600),
+        ..ApiConfig::default()
+    };
+    Server::start(processor, cfg)
+}
+
+/// The posts of a page's items, newest first.
+fn posts(page: &serde_json::Value) -> Vec<u64> {
+    let items = page["items"].as_array().unwrap();
+    items
+        .iter()
+        .map(|i| i["post_id"].as_u64().unwrap())
+        .collect()
+}
+
+// Proves a timeline stream opens with the first page, then sends each post made after subscription, once, and nothing from before it.
 #[test]
 fn timeline_stream_delivers_posts_made_after_subscription() {
     let tmp = tempfile::tempdir().unwrap();
@@ -65,16 +100,11 @@ fn timeline_stream_delivers_posts_made_after_subscription() {
         .headers
         .iter()
         .any(|(k, v)| k == "content-type" && v.starts_with("text/event-stream")));
-    assert_eq!(
-        stream.next(Duration::from_secs(10)).map(|e| e.event),
-        Some("comment".into()),
-        "the stream opens with a comment"
-    );
+    assert_eq!(posts(&opened(&mut stream)), vec![11, 10]);
     // Nothing old arrives.
     nothing_before_a_marker(&mut stream, tmp.path(), &processor, 2, 1500);
-    // One post processed before the next, so that they materialize in
-    // their time order (a later entry older than one already sent is not
-    // streamed: docs/http-api.md, "The timeline stream"), whichever partition is faster.
+    // One post processed before the next, so that they arrive in their
+    // time order whichever partition is faster.
     for lines in [
         vec![r#"{"type":"post","author":3,"post_id":12,"ts":2000}"#],
         vec![
@@ -106,7 +136,7 @@ fn timeline_stream_delivers_posts_made_after_subscription() {
     nothing_before_a_marker(&mut stream, tmp.path(), &processor, 3, 3000);
 }
 
-// Proves the stream is woken by the processor's commits (its poll interval is an hour) and announces retracted entries, a deleted post and an unfollowed author's, as delete events without an id.
+// Proves the stream is woken by the processor's commits (its poll interval is an hour) and announces retracted entries, a deleted post and an unfollowed author's (also one from its opening page), as delete events without an id.
 #[test]
 fn timeline_stream_is_pushed_by_commits_and_announces_deletes() {
     let tmp = tempfile::tempdir().unwrap();
@@ -117,15 +147,10 @@ fn timeline_stream_is_pushed_by_commits_and_announces_deletes() {
     ]
     .join("\n");
     let processor = processed(tmp.path(), &log, 2);
-    let cfg = ApiConfig {
-        stream_poll: Duration::from_secs(3600),
-        ..ApiConfig::default()
-    };
-    let server = Server::start(&processor, cfg);
+    let server = pushed_only(&processor);
     let mut stream = server.client.events("/v1/users/1/timeline/stream");
     assert_eq!(stream.status, 200);
-    let comment = stream.next(Duration::from_secs(10)).map(|e| e.event);
-    assert_eq!(comment, Some("comment".into()));
+    assert_eq!(posts(&opened(&mut stream)), vec![10]);
     let step = |lines: &[&str]| append_and_process(tmp.path(), &processor, lines);
     // Collects `n` events (no comments), as (event, data, id).
     let mut take = |n: usize| {
@@ -152,19 +177,22 @@ fn timeline_stream_is_pushed_by_commits_and_announces_deletes() {
         take(3),
         vec![entry(11, 2000, 2), entry(12, 2001, 3), entry(13, 2002, 3)]
     );
-    // Post 12 deleted; author 2 unfollowed (post 11 leaves; post 10, from
-    // before the stream opened, leaves unannounced); a new post by 3.
+    // Post 12 deleted; author 2 unfollowed (posts 10 and 11 leave); a new
+    // post by 3.
     step(&[
         r#"{"type":"delete_post","author":3,"post_id":12,"ts":3000}"#,
         r#"{"type":"unfollow","follower":1,"followee":2,"ts":3001}"#,
         r#"{"type":"post","author":3,"post_id":14,"ts":3002}"#,
     ]);
     let delete = |p: u64| ("delete".to_string(), p, None);
-    assert_eq!(take(3), vec![delete(11), delete(12), entry(14, 3002, 3)]);
+    assert_eq!(
+        take(4),
+        vec![delete(10), delete(11), delete(12), entry(14, 3002, 3)]
+    );
     nothing_before_a_marker(&mut stream, tmp.path(), &processor, 3, 4000);
 }
 
-// Proves stream entries carry ids and a reconnect with Last-Event-ID gets every entry it missed, oldest first, before the live ones; an id it cannot read starts the stream fresh.
+// Proves stream entries carry ids and a reconnect with Last-Event-ID gets every entry it missed, oldest first, then the page, before the live ones; an id it cannot read starts the stream fresh.
 #[test]
 fn timeline_stream_resumes_from_last_event_id() {
     let tmp = tempfile::tempdir().unwrap();
@@ -211,6 +239,9 @@ fn timeline_stream_resumes_from_last_event_id() {
         entries(&mut again, 2),
         vec![("2001:13:2".to_string(), 13), ("2002:14:3".to_string(), 14)]
     );
+    // Then the page (no id: its newest entry was sent with one).
+    let page = again.next(Duration::from_secs(10)).expect("the page");
+    assert_eq!((page.event.as_str(), page.id), ("page", None));
     // Then live.
     run(&[post(2, 15, 2004)]);
     assert_eq!(entries(&mut again, 1), vec![("2004:15:2".to_string(), 15)]);
@@ -219,10 +250,7 @@ fn timeline_stream_resumes_from_last_event_id() {
         &[("Last-Event-ID", "yesterday")],
     );
     assert_eq!(fresh.status, 200);
-    assert_eq!(
-        fresh.next(Duration::from_secs(10)).unwrap().event,
-        "comment"
-    );
+    assert_eq!(posts(&opened(&mut fresh)), vec![15, 14, 13, 12, 10]);
     // Nothing old.
     nothing_before_a_marker(&mut fresh, tmp.path(), &processor, 2, 3000);
 }
@@ -343,14 +371,9 @@ fn timeline_stream_moves_entries_with_reposts() {
     ]
     .join("\n");
     let processor = processed(tmp.path(), &log, 2);
-    let cfg = ApiConfig {
-        stream_poll: Duration::from_secs(3600),
-        ..ApiConfig::default()
-    };
-    let server = Server::start(&processor, cfg);
+    let server = pushed_only(&processor);
     let mut stream = server.client.events("/v1/users/1/timeline/stream");
-    let comment = stream.next(Duration::from_secs(10)).map(|e| e.event);
-    assert_eq!(comment, Some("comment".into()));
+    assert_eq!(posts(&opened(&mut stream)), vec![10]);
     let step = |lines: &[&str]| append_and_process(tmp.path(), &processor, lines);
     let mut next = || loop {
         let Some(Sse { event, data, id }) = stream.next(Duration::from_secs(10)) else {
@@ -413,15 +436,10 @@ fn timeline_stream_announces_a_mute_and_its_undo() {
     ]
     .join("\n");
     let processor = processed(tmp.path(), &log, 2);
-    let cfg = ApiConfig {
-        stream_poll: Duration::from_secs(3600),
-        ..ApiConfig::default()
-    };
-    let server = Server::start(&processor, cfg);
+    let server = pushed_only(&processor);
     let mut stream = server.client.events("/v1/users/1/timeline/stream");
     assert_eq!(stream.status, 200);
-    let comment = stream.next(Duration::from_secs(10)).map(|e| e.event);
-    assert_eq!(comment, Some("comment".into()));
+    assert!(posts(&opened(&mut stream)).is_empty());
     let step = |lines: &[&str]| append_and_process(tmp.path(), &processor, lines);
     let mut take = |n: usize| {
         let mut got = Vec::new();
@@ -446,4 +464,108 @@ fn timeline_stream_announces_a_mute_and_its_undo() {
     step(&[r#"{"type":"unmute","user":1,"target":2,"ts":2003}"#]);
     assert_eq!(take(1), vec![("entry".to_string(), 11, false)]);
     nothing_before_a_marker(&mut stream, tmp.path(), &processor, 3, 3000);
+}
+
+// Proves a client that applies the stream's events holds the timeline's first page after every commit, on a log with mutes and unmutes, a timed mute that ends, hidden and shown reposts, reposts taken back, deletions, entries that arrive below the newest (late posts, a new followee's older posts) and entries that fall below the window.
+#[test]
+fn the_stream_keeps_a_client_copy_equal_to_the_first_page() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = [
+        r#"{"type":"follow","follower":1,"followee":2,"ts":1000}"#,
+        r#"{"type":"follow","follower":1,"followee":3,"ts":1001}"#,
+        r#"{"type":"follow","follower":1,"followee":4,"ts":1002}"#,
+        r#"{"type":"post","author":2,"post_id":10,"ts":1100}"#,
+        r#"{"type":"post","author":3,"post_id":11,"ts":1200}"#,
+        r#"{"type":"post","author":5,"post_id":12,"ts":1300}"#,
+        r#"{"type":"post","author":5,"post_id":13,"ts":1400}"#,
+    ]
+    .join("\n");
+    let processor = processed(tmp.path(), &log, 2);
+    let server = pushed_only(&processor);
+    let limit = 4;
+    let mut stream = server
+        .client
+        .events(&format!("/v1/users/1/timeline/stream?limit={limit}"));
+    assert_eq!(stream.status, 200);
+    let mut client = StreamCopy {
+        limit,
+        items: Vec::new(),
+    };
+    let steps: Vec<Vec<&str>> = vec![
+        vec![
+            r#"{"type":"post","author":2,"post_id":20,"ts":2000}"#,
+            r#"{"type":"post","author":3,"post_id":21,"ts":2001}"#,
+            r#"{"type":"post","author":2,"post_id":22,"ts":2002}"#,
+        ],
+        // Posts arriving below the newest, one of them below the window.
+        vec![
+            r#"{"type":"post","author":3,"post_id":23,"ts":1999}"#,
+            r#"{"type":"post","author":3,"post_id":24,"ts":1050}"#,
+        ],
+        vec![r#"{"type":"mute","user":1,"target":2,"ts":2100}"#],
+        vec![r#"{"type":"unmute","user":1,"target":2,"ts":2101}"#],
+        // A repost moves a post up; hidden, it goes back; shown, up again.
+        vec![
+            r#"{"type":"repost","author":3,"post_id":30,"of_author":2,"of_post_id":10,"ts":2200}"#,
+        ],
+        vec![r#"{"type":"hide_reposts","user":1,"target":3,"ts":2201}"#],
+        vec![r#"{"type":"show_reposts","user":1,"target":3,"ts":2202}"#],
+        vec![r#"{"type":"delete_post","author":3,"post_id":30,"ts":2203}"#],
+        vec![r#"{"type":"delete_post","author":2,"post_id":22,"ts":2204}"#],
+        // A new followee's older posts come in below the newest.
+        vec![r#"{"type":"follow","follower":1,"followee":5,"ts":2300}"#],
+        // A timed mute, then log time passes its end (the reader's own
+        // events move its partition's clock).
+        vec![r#"{"type":"mute","user":1,"target":3,"ts":2400,"until":2500}"#],
+        vec![r#"{"type":"seen","user":1,"ts":2600}"#],
+        vec![r#"{"type":"unfollow","follower":1,"followee":2,"ts":2700}"#],
+    ];
+    let mut marker = None;
+    for (n, lines) in steps.iter().enumerate() {
+        // Each step ends with a new marker post by 4, newer than every
+        // other entry and older than the timed mute (the previous marker
+        // deleted, so markers do not fill the window): once its entry has
+        // come, the stream has read past every commit of the step.
+        let ts = 2210 + n as u64;
+        let post = 9_000 + n as u64;
+        let mut all: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+        if let Some((p, t)) = marker {
+            all.push(format!(
+                r#"{{"type":"delete_post","author":4,"post_id":{p},"ts":{t}}}"#
+            ));
+        }
+        all.push(format!(
+            r#"{{"type":"post","author":4,"post_id":{post},"ts":{ts}}}"#
+        ));
+        marker = Some((post, ts));
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        append_and_process(tmp.path(), &processor, &all);
+        loop {
+            let e = stream
+                .next(Duration::from_secs(10))
+                .unwrap_or_else(|| panic!("step {n}: no marker within 10 s of its commit"));
+            if e.event == "comment" {
+                continue;
+            }
+            client.apply(&e);
+            let data: serde_json::Value = serde_json::from_str(&e.data).unwrap();
+            if e.event == "entry" && data["post_id"].as_u64() == Some(post) {
+                break;
+            }
+        }
+        let page = server
+            .client
+            .json(&format!("/v1/users/1/timeline?limit={limit}"))
+            .unwrap();
+        let items = page["items"].as_array().unwrap().clone();
+        assert_eq!(client.items, items, "after step {n} ({lines:?})");
+        // The timed mute hides author 3 until the reader's log time passes
+        // its end.
+        let by_3 = items.iter().any(|i| i["author"] == 3);
+        match lines[0] {
+            l if l.contains(r#""until":2500"#) => assert!(!by_3, "muted: {items:?}"),
+            l if l.contains(r#""type":"seen""#) => assert!(by_3, "mute over: {items:?}"),
+            _ => {}
+        }
+    }
 }

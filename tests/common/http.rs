@@ -404,3 +404,33 @@ pub fn unsafe_kill(pid: u32) {
         .status()
         .unwrap();
 }
+
+/// A client of the stream as docs/http-api.md describes one: its copy
+/// starts as the `page`, an `entry` replaces its post's entry or joins, a
+/// `delete` removes it, and it keeps its `limit` newest entries.
+pub struct StreamCopy {
+    pub limit: usize,
+    pub items: Vec<serde_json::Value>,
+}
+
+impl StreamCopy {
+    pub fn apply(&mut self, e: &Sse) {
+        let data: serde_json::Value = serde_json::from_str(&e.data).unwrap();
+        let post = |i: &serde_json::Value| (i["post_id"].as_u64(), i["author"].as_u64());
+        match e.event.as_str() {
+            "page" => self.items = data["items"].as_array().unwrap().clone(),
+            "entry" => {
+                self.items.retain(|i| post(i) != post(&data));
+                self.items.push(data);
+            }
+            "delete" => self.items.retain(|i| post(i) != post(&data)),
+            other => panic!("unexpected event {other}: {data}"),
+        }
+        let key = |i: &serde_json::Value| {
+            let n = |f: &str| std::cmp::Reverse(i[f].as_u64().unwrap());
+            (n("ts"), n("post_id"), n("author"))
+        };
+        self.items.sort_by_key(key);
+        self.items.truncate(self.limit);
+    }
+}

@@ -27,6 +27,7 @@ pub fn default_limit(route: &str) -> Option<usize> {
     match route {
         "/v1/users/{id}/followers/recent" => Some(DEFAULT_RECENT),
         "/v1/users/{id}/timeline"
+        | "/v1/users/{id}/timeline/stream"
         | "/v1/users/{id}/posts"
         | "/v1/users/{id}/followers"
         | "/v1/users/{id}/followees"
@@ -76,6 +77,15 @@ struct Paging {
     limit: Option<u64>,
     /// The next_cursor of the previous page. Opaque, bound to its view and user.
     cursor: Option<String>,
+}
+
+/// The window of the timeline stream.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+struct StreamWindow {
+    /// How many of the timeline's newest entries the client's copy holds, 1 to the server's maximum page size. The default and the maximum are filled in by the server (`--max-limit`).
+    #[param(minimum = 1)]
+    limit: Option<u64>,
 }
 
 /// A view as of an earlier time.
@@ -151,10 +161,11 @@ fn why() {}
 fn changes() {}
 
 #[utoipa::path(get, path = "/v1/users/{id}/timeline/stream", operation_id = "streamTimeline",
-    summary = "Server-sent events: every timeline entry newer than the newest one already sent (at first: than those present when the stream opened, or than the entry Last-Event-ID names), oldest first, as it is materialized (event `entry`, id `ts:post_id:author`, data a Post). Opens with a `subscribed` comment. When one of the last 200 entries sent leaves the timeline (deleted, or its author unfollowed), event `delete` with the same data and no id. An entry that materializes later with an older (ts, post_id, author) than one already sent is not streamed; it is on the timeline.",
+    summary = "Server-sent events that keep a client's copy of the timeline's first page of `limit` equal to the timeline. Opens with a `subscribed` comment, then event `page` (data `{items, next_cursor}`, the first page as getTimeline lists it: the copy starts as its items), then after each read the changes: event `delete` (data `{post_id, author, ts}`) for each entry that left the first page, then event `entry` (data a Post) for each entry new on it, moved or changed, oldest first. A client replaces the entry of the same post (post_id, author) with an `entry` or adds it, removes it on a `delete`, and keeps its `limit` newest: its copy is then the first page after every read (mutes, unmutes, timed mutes, hidden reposts, moves and entries applied late included). An entry or page newer than every one sent with an id carries id `ts:post_id:author`.",
     params(
         User,
-        ("Last-Event-ID" = Option<String>, Header, pattern = "^[0-9]+:[0-9]+:[0-9]+$", description = "Resume after this entry (an `id` the stream sent): every newer entry, up to the newest 10,000, comes first. An id the stream cannot read is ignored: the stream starts fresh."),
+        StreamWindow,
+        ("Last-Event-ID" = Option<String>, Header, pattern = "^[0-9]+:[0-9]+:[0-9]+$", description = "Resume after this entry (an `id` the stream sent): every newer entry, up to the newest 10,000, oldest first, comes before the page. An id the stream cannot read is ignored: the stream starts fresh."),
     ),
     responses(
         (status = 200, description = "An event stream", content_type = "text/event-stream", body = String),

@@ -2,7 +2,7 @@
 
 use super::errors::ApiError;
 use super::handlers::read;
-use super::params::{params, user_id, Params};
+use super::params::{limit, params, user_id, Params};
 use super::Api;
 use crate::api::query::PostItem;
 use crate::core::event::{PostId, Ts, UserId};
@@ -11,7 +11,7 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,16 +31,11 @@ fn parse_event_id(id: &str) -> Option<TimelineKey> {
     parts.next().is_none().then_some(key)
 }
 
-/// Entries a stream remembers having sent, newest last: a retraction of
-/// one of them is announced (`event: delete`). About a page: each wake
-/// reads the timeline down to the oldest of them.
-const TRACKED: usize = 200;
-
 /// The shortest time between two reads of one stream while commits come
 /// faster: a stream reads at most this often, however busy the processor.
 /// It is the old poll interval: a busy processor costs as many reads as
-/// polling did (each walking down to the oldest tracked entry, up to one
-/// page more), a quiet one none, and a commit after a pause is read at once.
+/// polling did (each one first page), a quiet one none, and a commit after
+/// a pause is read at once.
 const MIN_GAP: Duration = Duration::from_millis(100);
 
 /// The longest a stream waits for a commit signal before it reads anyway.
@@ -50,18 +45,15 @@ const MAX_WAIT: Duration = Duration::from_secs(5);
 struct Stream {
     api: Arc<Api>,
     user: UserId,
-    /// The newest entry sent (or on the timeline when it opened; else
-    /// [`BOTTOM`]).
+    /// The window: how many of the timeline's newest entries the client's
+    /// copy holds.
+    limit: usize,
+    /// The newest entry sent with an `id` (else [`BOTTOM`]): only a newer
+    /// one carries an id, so a reconnect resumes after the newest.
     newest: TimelineKey,
-    /// The newest entry on the timeline when the stream opened (or the one
-    /// it resumed after): only entries above it are sent.
-    opened: TimelineKey,
-    /// Entries sent, oldest first, at most [`TRACKED`].
-    sent: VecDeque<Tracked>,
-    /// Entries announced as deleted, oldest first, at most [`TRACKED`]: one
-    /// may come back (an unmute, an unblock) below the entries still sent,
-    /// so reads go down to them too.
-    gone: VecDeque<TimelineKey>,
+    /// The client's copy as of the last read: the timeline's first page of
+    /// `limit`, newest first.
+    window: Vec<PostItem>,
     /// Events ready to go, in order.
     queue: VecDeque<SseEvent>,
     /// Commits of the processor in this process, if it runs here.
@@ -89,149 +81,125 @@ impl Stream {
         }
     }
 
-    /// Reads the timeline above the oldest entry sent (or the newest known)
-    /// and queues what is new, what moved and what was retracted.
-    async fn read(&mut self) -> Result<(), ApiError> {
+    /// The first read: the entries newer than `resume`, oldest first, when
+    /// the client resumes, then the window as a page.
+    async fn open(&mut self, resume: Option<TimelineKey>) -> Result<(), ApiError> {
         self.last_read = Some(Instant::now());
-        let newest = self.newest;
-        // The oldest place sent: a moved entry can sit below the first sent,
-        // and an entry announced as deleted may come back.
-        let floor = self
-            .sent
-            .iter()
-            .map(|s| s.0)
-            .chain(self.gone.iter().copied())
-            .max();
-        let (mut items, complete) = self.walk(floor).await?;
+        let (user, limit) = (self.user, self.limit);
         let json = self.api.cfg.string_ids;
-        // Retractions and moves first: a tracked entry the walk did not meet
-        // where it was sent. Only when the walk reached its floor, so a cut
-        // walk announces nothing.
-        if complete && floor.is_some() {
-            let (_, missing) = placed(&self.sent, &items);
-            // An entry that moved down sits at or above its post's own
-            // time (the original is an appearance of it), unless its
-            // author is no longer followed: walk down to the oldest such
-            // time once, only when something is missing.
-            let deep = missing.iter().map(|&(_, post_ts)| TimelineKey {
-                ts: post_ts,
-                post_id: PostId(0),
-                author: UserId(0),
-            });
-            if let Some(deep) = deep.max().filter(|d| Some(*d) > floor) {
-                if let (more, true) = self.walk(Some(deep)).await? {
-                    items = more;
-                }
-            }
-            let (at, _) = placed(&self.sent, &items);
-            let present: HashSet<TimelineKey> = items.iter().map(key_of).collect();
-            let mut moved = Vec::new();
-            let gone = &mut self.gone;
-            self.sent.retain(|&(k, _)| {
-                if present.contains(&k) {
-                    return true;
-                }
-                match at.get(&(k.post_id, k.author)) {
-                    // Moved up (a new repost): sent below as a new entry.
-                    Some(i) if key_of(i) < newest => {}
-                    // Moved down (a repost taken back, a reposter
-                    // unfollowed): sent now at its new place, without an id
-                    // (resuming goes by the newest entry sent).
-                    Some(i) => moved.push((*i).clone()),
-                    None => {
-                        self.queue.push_back(
-                            SseEvent::default()
-                                .event("delete")
-                                .data(entry_json(&k, json)),
-                        );
-                        gone.push_back(k);
-                    }
-                }
-                false
-            });
-            for i in moved {
-                self.queue
-                    .push_back(SseEvent::default().event("entry").data(item_json(&i, json)));
-                self.sent.push_back(tracked(&i));
+        if let Some(k) = resume {
+            let (missed, _) = read(&self.api, move |r| r.timeline_above(user, k, MOST)).await?;
+            for i in missed.iter().rev() {
+                let event = self.entry(i, json);
+                self.queue.push_back(event);
             }
         }
-        // New entries: above where the stream opened and not sent yet,
-        // oldest first. One newer than every entry sent carries its id; one
-        // that became visible after a newer one was sent (its partition
-        // applied it later) is sent without (resuming goes by the newest).
-        let sent: HashSet<(PostId, UserId)> = self
-            .sent
-            .iter()
-            .map(|(k, _)| (k.post_id, k.author))
-            .collect();
-        let opened = self.opened;
-        let fresh = items.iter().rev().filter(|i| {
-            key_of(i) < opened && !sent.contains(&(PostId(i.post_id), UserId(i.author)))
-        });
-        for i in fresh {
-            let k = key_of(i);
-            self.gone.retain(|g| *g != k);
-            let mut event = SseEvent::default().event("entry");
-            if k < self.newest {
-                self.newest = k;
-                event = event.id(event_id(&k));
-            }
-            self.queue.push_back(event.data(item_json(i, json)));
-            self.sent.push_back(tracked(i));
-        }
-        while self.sent.len() > TRACKED {
-            self.sent.pop_front();
-        }
-        while self.gone.len() > TRACKED {
-            self.gone.pop_front();
-        }
+        let page = read(&self.api, move |r| r.timeline(user, limit, None)).await?;
+        self.window = page.items;
+        let event = self.page(page.next_cursor, json);
+        self.queue.push_back(event);
         Ok(())
     }
 
-    /// The timeline down to `floor` (with it) or above the newest known,
-    /// and whether the walk got there.
-    async fn walk(&self, floor: Option<TimelineKey>) -> Result<(Vec<PostItem>, bool), ApiError> {
-        let (user, newest) = (self.user, self.newest);
-        read(&self.api, move |r| match floor {
-            Some(f) => r.timeline_down_to(user, f, MOST),
-            None => r.timeline_above(user, newest, MOST),
-        })
-        .await
+    /// Reads the timeline's first page of the window's size and queues
+    /// what turns the client's copy into it.
+    async fn read(&mut self) -> Result<(), ApiError> {
+        self.last_read = Some(Instant::now());
+        let (user, limit) = (self.user, self.limit);
+        let page = read(&self.api, move |r| r.timeline(user, limit, None)).await?;
+        let json = self.api.cfg.string_ids;
+        for change in changes(&self.window, &page.items, limit) {
+            let event = match change {
+                Change::Delete(k) => SseEvent::default()
+                    .event("delete")
+                    .data(entry_json(&k, json)),
+                Change::Entry(i) => self.entry(i, json),
+            };
+            self.queue.push_back(event);
+        }
+        self.window = page.items;
+        Ok(())
+    }
+
+    /// `event: entry` for `i`, with its id when it is newer than every
+    /// entry sent with one.
+    fn entry(&mut self, i: &PostItem, string_ids: bool) -> SseEvent {
+        let k = key_of(i);
+        let mut event = SseEvent::default().event("entry");
+        if k < self.newest {
+            self.newest = k;
+            event = event.id(event_id(&k));
+        }
+        event.data(item_json(i, string_ids))
+    }
+
+    /// `event: page` with the window as a timeline page lists it (items and
+    /// `next_cursor`, where older pages go on), the copy a client starts
+    /// from: its id is its newest entry's when that is newer than every
+    /// entry sent with one.
+    fn page(&mut self, next_cursor: Option<String>, string_ids: bool) -> SseEvent {
+        let body = serde_json::json!({ "items": self.window, "next_cursor": next_cursor });
+        let body = serde_json::to_vec(&body).unwrap_or_default();
+        let body = match string_ids {
+            true => super::ids::stringify(&body).unwrap_or(body),
+            false => body,
+        };
+        let mut event = SseEvent::default().event("page");
+        if let Some(k) = self.window.first().map(key_of).filter(|k| *k < self.newest) {
+            self.newest = k;
+            event = event.id(event_id(&k));
+        }
+        event.data(String::from_utf8(body).unwrap_or_default())
     }
 }
 
-/// A sent entry as the stream tracks it: its place and its post's own time.
-type Tracked = (TimelineKey, Ts);
-
-/// Walked entries by their post.
-type ByPost<'a> = HashMap<(PostId, UserId), &'a PostItem>;
-
-/// A sent entry as the stream tracks it.
-fn tracked(i: &PostItem) -> Tracked {
-    (key_of(i), Ts(i.post_ts.unwrap_or(i.ts)))
+/// One step of a client's copy towards the timeline's first page.
+#[derive(Debug, Clone, PartialEq)]
+enum Change<'a> {
+    /// The entry of this post is this one now: replaces the copy's entry of
+    /// the same post (`post_id`, `author`), wherever it was, or joins it.
+    Entry(&'a PostItem),
+    /// The entry of this post leaves the copy.
+    Delete(TimelineKey),
 }
 
-/// The walked entries by post, and the tracked entries found neither at
-/// their place nor elsewhere in `items`.
-fn placed<'a>(sent: &VecDeque<Tracked>, items: &'a [PostItem]) -> (ByPost<'a>, Vec<Tracked>) {
-    let at: ByPost<'_> = items
+/// What turns `old` into `new`, both the timeline's first page of `limit`
+/// (newest first) at two reads, for a client that applies each change and
+/// then keeps its `limit` newest entries: the entries of `old` that are
+/// not in `new` and would not fall below `new`'s last by themselves leave
+/// (deletes first), then every entry of `new` that `old` does not hold as
+/// it is, oldest first.
+fn changes<'a>(old: &[PostItem], new: &'a [PostItem], limit: usize) -> Vec<Change<'a>> {
+    let post = |i: &PostItem| (PostId(i.post_id), UserId(i.author));
+    let now: HashMap<_, _> = new.iter().map(|i| (post(i), i)).collect();
+    // Below the new window's last entry when it is full, the client's
+    // trim takes an entry out.
+    let floor = (new.len() >= limit)
+        .then(|| new.last().map(key_of))
+        .flatten();
+    let mut out: Vec<Change<'a>> = old
         .iter()
-        .map(|i| ((PostId(i.post_id), UserId(i.author)), i))
+        .filter(|i| !now.contains_key(&post(i)))
+        .map(key_of)
+        .filter(|k| floor.is_none_or(|f| *k < f))
+        .map(Change::Delete)
         .collect();
-    let missing = sent
-        .iter()
-        .filter(|(k, _)| !at.contains_key(&(k.post_id, k.author)))
-        .copied()
-        .collect();
-    (at, missing)
+    let was: HashMap<_, _> = old.iter().map(|i| (post(i), i)).collect();
+    out.extend(
+        new.iter()
+            .rev()
+            .filter(|i| was.get(&post(i)).is_none_or(|o| *o != *i))
+            .map(Change::Entry),
+    );
+    out
 }
 
-/// The most entries one read of the stream walks
+/// The most entries a resumed stream sends before its page
 /// ([`crate::api::query::Reader::timeline_above`]).
 const MOST: usize = 10_000;
 
-/// Below every entry (ids start at 1): what a stream opened on an empty
-/// timeline has seen.
+/// Below every entry (ids start at 1): the newest entry a fresh stream
+/// has sent.
 const BOTTOM: TimelineKey = TimelineKey {
     ts: Ts(0),
     post_id: PostId(0),
@@ -269,20 +237,22 @@ fn entry_json(k: &TimelineKey, string_ids: bool) -> String {
     }
 }
 
-/// Server-sent events: each timeline entry newer than every entry already
-/// on the timeline when the stream opened, oldest first, as it becomes
-/// visible (`event: entry`, `id: ts:post_id:author`, data the entry as a
-/// timeline page lists it), and `event: delete` (data
-/// `{"post_id","author","ts"}`, no id) when one of the last [`TRACKED`]
-/// entries it sent leaves the timeline (a deleted post, an unfollow). An
-/// entry that moves (a new repost moves it up, a repost taken back down) is
-/// sent again at its new place, without a `delete`: a move down carries no
-/// id. A client that reconnects with
-/// `Last-Event-ID` (browsers do it themselves) first gets every entry newer
-/// than that one, up to the newest 10,000, then the live ones; an id it
-/// cannot read is ignored. The stream opens with a `subscribed` comment.
-/// It reads when the processor in this process commits (at most every
-/// [`MIN_GAP`]), or every `stream_poll` when the processor runs elsewhere.
+/// Server-sent events that keep a client's copy of the timeline's first
+/// page of `limit` (default 20) equal to the timeline: `event: page` first
+/// (the page, as `GET .../timeline?limit=` gives its items), then after
+/// each read the changes, deletes first (`event: delete`, data
+/// `{"post_id","author","ts"}`), then entries oldest first (`event: entry`,
+/// data the entry as a timeline page lists it). A client replaces the entry
+/// of the same post (`post_id`, `author`) with an `entry` or adds it,
+/// removes it on a `delete`, and keeps its `limit` newest entries: its copy
+/// is then the timeline's first page after every read. An entry or page
+/// newer than every one sent with an id carries `id: ts:post_id:author`; a
+/// client that reconnects with `Last-Event-ID` (browsers do it themselves)
+/// first gets every entry newer than that one, up to the newest 10,000,
+/// oldest first, then a page again; an id it cannot read is ignored. The
+/// stream opens with a `subscribed` comment. It reads when the processor in
+/// this process commits (at most every [`MIN_GAP`]), or every
+/// `stream_poll` when the processor runs elsewhere.
 pub(super) async fn timeline_stream(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
@@ -290,7 +260,8 @@ pub(super) async fn timeline_stream(
     q: Params,
 ) -> Result<Response, ApiError> {
     let user = user_id(&id)?;
-    params(q, &[])?;
+    let p = params(q, &["limit"])?;
+    let limit = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
     // An id it cannot read starts the stream fresh: an error status would
     // make a browser's EventSource stop reconnecting for good.
     let resume = headers
@@ -299,44 +270,114 @@ pub(super) async fn timeline_stream(
         .and_then(parse_event_id);
     // Subscribed before the first read, so no commit after it is missed.
     let commits = api.node.commits();
-    // A fresh stream starts above the newest entry; a resumed one catches
-    // up at its first read.
-    let newest = match resume {
-        Some(k) => k,
-        None => {
-            let top = read(&api, move |r| r.timeline(user, 1, None)).await?;
-            top.items.first().map(key_of).unwrap_or(BOTTOM)
-        }
-    };
     let mut s = Stream {
         api,
         user,
-        newest,
-        opened: newest,
-        sent: VecDeque::new(),
-        gone: VecDeque::new(),
+        limit,
+        newest: resume.unwrap_or(BOTTOM),
+        window: Vec::new(),
         queue: VecDeque::new(),
         commits,
         last_read: None,
     };
-    let opened = SseEvent::default().comment("subscribed");
-    s.queue.push_back(opened);
-    let mut catch_up = resume.is_some();
-    let stream = futures_util::stream::unfold(s, move |mut s| async move {
-        loop {
-            if let Some(ev) = s.queue.pop_front() {
-                return Some((Ok::<_, std::convert::Infallible>(ev), s));
+    s.queue.push_back(SseEvent::default().comment("subscribed"));
+    // The state the stream carries from one event to the next: the first
+    // read opens (it resumes after `resume`), every later one waits first.
+    let stream =
+        futures_util::stream::unfold((s, Some(resume)), |(mut s, mut opening)| async move {
+            loop {
+                if let Some(ev) = s.queue.pop_front() {
+                    return Some((Ok::<_, std::convert::Infallible>(ev), (s, opening)));
+                }
+                let read = match opening.take() {
+                    Some(resume) => s.open(resume).await,
+                    None => {
+                        s.wait().await;
+                        s.read().await
+                    }
+                };
+                if let Err(e) = read {
+                    let ev = SseEvent::default().event("error").data(e.message);
+                    return Some((Ok(ev), (s, opening)));
+                }
             }
-            if !std::mem::take(&mut catch_up) {
-                s.wait().await;
-            }
-            if let Err(e) = s.read().await {
-                let ev = SseEvent::default().event("error").data(e.message);
-                return Some((Ok(ev), s));
-            }
-        }
-    });
+        });
     Ok(Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A client's copy after `changes`: each entry replaces its post's
+    /// entry or joins, each delete removes it, then the `limit` newest stay.
+    fn apply(copy: &[PostItem], changes: &[Change<'_>], limit: usize) -> Vec<PostItem> {
+        let mut copy = copy.to_vec();
+        let same = |a: &PostItem, b: &PostItem| (a.post_id, a.author) == (b.post_id, b.author);
+        for c in changes {
+            match c {
+                Change::Entry(i) => {
+                    copy.retain(|x| !same(x, i));
+                    copy.push((*i).clone());
+                }
+                Change::Delete(k) => {
+                    copy.retain(|x| (x.post_id, x.author) != (k.post_id.0, k.author.0))
+                }
+            }
+            copy.sort_by_key(key_of);
+            copy.truncate(limit);
+        }
+        copy
+    }
+
+    /// A timeline's first page of `limit`: one entry per post (the pairs
+    /// are `(post, ts)`; a post's reposter list stands for content that
+    /// changes in place), newest first.
+    fn page(posts: &[(u8, u8, bool)], limit: usize) -> Vec<PostItem> {
+        let mut items: Vec<PostItem> = posts
+            .iter()
+            .map(|&(post, ts, reposted)| PostItem {
+                reposters: reposted.then_some(7),
+                ..PostItem::plain(
+                    u64::from(post % 12) + 1,
+                    u64::from(post % 3) + 1,
+                    u64::from(ts),
+                )
+            })
+            .collect();
+        items.sort_by_key(key_of);
+        let mut seen = std::collections::HashSet::new();
+        items.retain(|i| seen.insert((i.post_id, i.author)));
+        items.truncate(limit);
+        items
+    }
+
+    proptest! {
+        // Proves a client that holds one read's first page and applies the stream's changes (then keeps its limit newest) holds the next read's first page: posts appear, leave, move up or down, change in place, come back below the newest, and fall off the bottom.
+        #[test]
+        fn the_changes_turn_one_first_page_into_the_next(
+            before in proptest::collection::vec((any::<u8>(), 0u8..30, any::<bool>()), 0..20),
+            after in proptest::collection::vec((any::<u8>(), 0u8..30, any::<bool>()), 0..20),
+            limit in 1usize..8,
+        ) {
+            let (old, new) = (page(&before, limit), page(&after, limit));
+            let changes = changes(&old, &new, limit);
+            prop_assert_eq!(apply(&old, &changes, limit), new);
+        }
+    }
+
+    // Proves an entry that only falls below a full window is not deleted (the client's own trim takes it out), and one that leaves the timeline is.
+    #[test]
+    fn only_entries_that_leave_are_deleted() {
+        let item = |post, ts| PostItem::plain(post, 1, ts);
+        let old = vec![item(2, 20), item(1, 10)];
+        let pushed = vec![item(3, 30), item(2, 20)];
+        assert_eq!(changes(&old, &pushed, 2), vec![Change::Entry(&pushed[0])]);
+        let left = vec![item(1, 10)];
+        let k = key_of(&old[0]);
+        assert_eq!(changes(&old, &left, 2), vec![Change::Delete(k)]);
+    }
 }

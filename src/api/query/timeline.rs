@@ -445,18 +445,7 @@ impl Reader {
         anchor: TimelineKey,
         most: usize,
     ) -> Result<(Vec<PostItem>, bool), QueryError> {
-        self.timeline_walk(user, RepostMode::Newest, anchor, most, false)
-    }
-
-    /// [`Reader::timeline_above`], with the anchor's own entry when it is
-    /// still on the timeline: the stream looks for retracted entries so.
-    pub fn timeline_down_to(
-        &self,
-        user: UserId,
-        anchor: TimelineKey,
-        most: usize,
-    ) -> Result<(Vec<PostItem>, bool), QueryError> {
-        self.timeline_walk(user, RepostMode::Newest, anchor, most, true)
+        self.timeline_walk(user, RepostMode::Newest, anchor, most)
     }
 
     fn timeline_walk(
@@ -465,7 +454,6 @@ impl Reader {
         mode: RepostMode,
         anchor: TimelineKey,
         most: usize,
-        with_anchor: bool,
     ) -> Result<(Vec<PostItem>, bool), QueryError> {
         const STEP: usize = 200;
         let mut newer = Vec::new();
@@ -475,7 +463,7 @@ impl Reader {
             let mut reached = false;
             for i in page.items {
                 let k = key_of(&i);
-                if k > anchor || (k == anchor && !with_anchor) {
+                if k >= anchor {
                     reached = true;
                     break;
                 }
@@ -520,8 +508,7 @@ impl Reader {
         let Some(anchor) = timeline_after(user, mode, limit, Some(newer_than))? else {
             return Err(QueryError::BadCursor("no cursor".into()));
         };
-        let (mut newer, reached) =
-            self.timeline_walk(user, mode, anchor, NEWER_THAN_MOST, false)?;
+        let (mut newer, reached) = self.timeline_walk(user, mode, anchor, NEWER_THAN_MOST)?;
         if !reached {
             return Err(QueryError::BadCursor(format!(
                 "more than {NEWER_THAN_MOST} entries are newer than this cursor: read from the top"
