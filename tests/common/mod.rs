@@ -253,9 +253,16 @@ pub fn check_all(
             ));
         }
         let got = all_pages(views, "mutes", u, page)?;
-        let got: Vec<(u64, Option<u64>)> = got
+        let got: Vec<(u64, Option<u64>, bool)> = got
             .iter()
-            .map(|i| (i["user"].as_u64().unwrap_or(0), i["until"].as_u64()))
+            .map(|i| {
+                let in_force = i["in_force"].as_bool().unwrap_or(false);
+                (
+                    i["user"].as_u64().unwrap_or(0),
+                    i["until"].as_u64(),
+                    in_force,
+                )
+            })
             .collect();
         if got != oracle.mutes_of(u) {
             return Err(format!(

@@ -345,11 +345,12 @@ impl Oracle {
         blocked || muted
     }
 
-    /// `u`'s mutes on (whether ended by the clock or not): (user, until).
-    pub fn mutes_of(&self, u: u64) -> Vec<(u64, Option<u64>)> {
+    /// `u`'s mutes on (whether ended by the clock or not): (user, until,
+    /// whether it filters now).
+    pub fn mutes_of(&self, u: u64) -> Vec<(u64, Option<u64>, bool)> {
         self.mutes
             .range((u, 0)..=(u, u64::MAX))
-            .map(|(&(_, x), until)| (x, *until))
+            .map(|(&(_, x), until)| (x, *until, until.is_none_or(|t| self.clock(u) < t)))
             .collect()
     }
 

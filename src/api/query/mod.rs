@@ -349,8 +349,8 @@ impl Reader {
     }
 
     /// A page of the users `user` mutes, by user id: every mute on, also one
-    /// whose `until` the partition's clock has passed (it no longer
-    /// filters; `until` tells a client so).
+    /// whose `until` the partition's clock has reached (it no longer
+    /// filters: `in_force` is false).
     pub fn mutes(
         &self,
         user: UserId,
@@ -393,6 +393,7 @@ impl Reader {
         };
         let store = self.store_of(user)?;
         let snap = store.snapshot();
+        let now = views::clock(&snap)?;
         let mut items = Vec::new();
         // From the cursor's user on: a page reads only its own records.
         for r in filter::after(&snap, user, after.map(UserId)) {
@@ -402,6 +403,8 @@ impl Reader {
                     user: other.0,
                     since: since.0,
                     until: until.map(|u| u.0),
+                    // The rule the read filter applies (`core::filter`).
+                    in_force: (view == CursorView::Mutes).then(|| until.is_none_or(|u| now < u)),
                 });
                 if items.len() > limit {
                     break;

@@ -205,6 +205,10 @@ pub struct FilteredItem {
     /// Mutes only: the log time the mute ends at (absent: until unmuted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub until: Option<u64>,
+    /// Mutes only: whether the mute filters now — false once the log time
+    /// of the muting user's partition has reached `until`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_force: Option<bool>,
 }
 
 /// A user's counters.
