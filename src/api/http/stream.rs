@@ -139,17 +139,12 @@ impl Stream {
     /// entry sent with one.
     fn page(&mut self, next_cursor: Option<String>, string_ids: bool) -> SseEvent {
         let body = serde_json::json!({ "items": self.window, "next_cursor": next_cursor });
-        let body = serde_json::to_vec(&body).unwrap_or_default();
-        let body = match string_ids {
-            true => super::ids::stringify(&body).unwrap_or(body),
-            false => body,
-        };
         let mut event = SseEvent::default().event("page");
         if let Some(k) = self.window.first().map(key_of).filter(|k| *k < self.newest) {
             self.newest = k;
             event = event.id(event_id(&k));
         }
-        event.data(String::from_utf8(body).unwrap_or_default())
+        event.data(data_json(&body, string_ids))
     }
 }
 
@@ -219,7 +214,12 @@ fn key_of(i: &PostItem) -> TimelineKey {
 /// (`{"post_id","author","ts"}`, and with reposts `post_ts`, `reposted_by`,
 /// `reposters`).
 fn item_json(i: &PostItem, string_ids: bool) -> String {
-    let body = serde_json::to_vec(i).unwrap_or_default();
+    data_json(i, string_ids)
+}
+
+/// `value` as an event's data, its ids strings with `string_ids`.
+fn data_json(value: &impl serde::Serialize, string_ids: bool) -> String {
+    let body = serde_json::to_vec(value).unwrap_or_default();
     let body = match string_ids {
         true => super::ids::stringify(&body).unwrap_or(body),
         false => body,
