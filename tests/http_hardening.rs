@@ -406,7 +406,7 @@ fn strict(mut v: serde_json::Value) -> serde_json::Value {
     v
 }
 
-// Proves every JSON answer of every documented route, with ids as numbers and as strings, and every 400 they give, matches the response schema /openapi.json states for it: no field missing, none undocumented, every type right.
+// Proves every JSON answer of every documented route, with ids as numbers and as strings, and every 400 they give, matches the response schema /openapi.json states for it: no field missing, none undocumented, every type right; the internal routes, which an embedded processor answers 404, are not in its document.
 #[test]
 fn every_answer_matches_its_documented_schema() {
     let tmp = tempfile::tempdir().unwrap();
@@ -471,7 +471,6 @@ fn every_answer_matches_its_documented_schema() {
             }
             let query = match route.as_str() {
                 "/v1/counters" => "?ids=1,2,3",
-                "/v1/internal/outboxes" => "?authors=1,2&from_ts=18446744073709551615&from_post=18446744073709551615&limit=5",
                 r if r.ends_with("/timeline") || r.ends_with("/posts") => "?limit=3",
                 r if r.ends_with("/timeline/changes") => "?from=1700000003000&to=1800000000003",
                 _ => "",
@@ -501,12 +500,9 @@ fn every_answer_matches_its_documented_schema() {
             if route.ends_with("/timeline") {
                 check(route, 200, "?limit=3&explain=1");
             }
-            if route.starts_with("/v1/internal/") {
-                // Served in Kafka mode only; this is an embedded processor.
-                check(route, 404, query);
-                checked += 1;
-                continue;
-            }
+            // Served in Kafka mode only: an embedded processor's document
+            // leaves them out, and they answer 404.
+            assert!(!route.starts_with("/v1/internal/"), "{route} documented");
             check(route, 200, query);
             if !responses["400"].is_null() {
                 let bad = if route == "/v1/counters" {
@@ -519,5 +515,7 @@ fn every_answer_matches_its_documented_schema() {
             checked += 1;
         }
         assert!(checked >= 10, "{checked} routes checked");
+        let internal = c.get("/v1/internal/outboxes?authors=1&from_ts=0&from_post=0&limit=1");
+        assert_eq!(internal.status, 404);
     }
 }

@@ -338,7 +338,7 @@ fn an_idle_run_says_it_caught_up_once_then_stays_quiet() {
     }
 }
 
-// Proves a --config key is the flag's long name with `_` (`cors_origin` for --cors-origin, which used to be refused as unknown), that its variable's name (`cors_origins`) is taken too, that a misspelt key is still refused, and that every problem of a file is named at once (only the first was).
+// Proves a --config key is the flag's long name with `_` (`cors_origin` for --cors-origin, which used to be refused as unknown), that its variable's name (`cors_origins`) is taken too, that a misspelt key is still refused, and that every problem of a file is named at once, keys and (for `config check`) values (only the first was).
 #[test]
 fn config_keys_are_long_flag_names() {
     let tmp = tempfile::tempdir().unwrap();
@@ -370,4 +370,16 @@ fn config_keys_are_long_flag_names() {
             assert!(err.contains(named), "{args:?}: {named} not named: {err}");
         }
     }
+    // Every value `run` refuses, at once, for `config check`.
+    std::fs::write(
+        &path,
+        "inbox_cap = \"many\"\npull_threshold = -3\nlisten = \"127.0.0.1:0\"\n",
+    )
+    .unwrap();
+    let (code, _, err) = feedlog(tmp.path(), &["config", "check", file], None);
+    assert_eq!(code, 2, "{err}");
+    for named in ["`inbox_cap`", "`pull_threshold`"] {
+        assert!(err.contains(named), "{named} not named: {err}");
+    }
+    assert!(!err.contains("`listen`"), "{err}");
 }

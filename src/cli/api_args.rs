@@ -1,4 +1,5 @@
-//! The HTTP read API's settings on the command line (`run`, `serve`).
+//! The HTTP read API's settings on the command line (`run`, `serve`), and
+//! what `query` passes to a read.
 
 use feedlog::api::http::ApiConfig;
 use feedlog::ops::asof::Retention;
@@ -65,5 +66,68 @@ impl ApiArgs {
             },
             ..d
         }
+    }
+}
+
+/// What `query` passes to a read: each flag is the HTTP route's parameter
+/// of the same name, checked by the one table of reads.
+#[derive(clap::Args, Debug, Default)]
+#[command(next_help_heading = "Parameters of the read (as its HTTP route's)")]
+pub struct ReadArgs {
+    /// Page size (recent-followers: how many).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<String>,
+    /// The next page: a page's `next_cursor`.
+    #[arg(long, value_name = "C")]
+    pub cursor: Option<String>,
+    /// timeline: the entries newer than a page's `prev_cursor`.
+    #[arg(long, value_name = "C")]
+    pub newer_than: Option<String>,
+    /// timeline: how reposts are placed, `newest` (default), `first` or `none`.
+    #[arg(long, value_name = "MODE")]
+    pub reposts: Option<String>,
+    /// timeline: each entry with `why`, its appearances and the events
+    /// that decided them.
+    #[arg(long)]
+    pub explain: bool,
+    /// The view as it was at log time T (ms): docs/http-api.md, "Earlier states".
+    #[arg(long, value_name = "T")]
+    pub as_of: Option<String>,
+    /// why: the post's author.
+    #[arg(long, value_name = "A")]
+    pub author: Option<String>,
+    /// why: the post's id.
+    #[arg(long, value_name = "P")]
+    pub post_id: Option<String>,
+    /// changes: the earlier log time (ms).
+    #[arg(long, value_name = "T1")]
+    pub from: Option<String>,
+    /// changes: the later log time (ms).
+    #[arg(long, value_name = "T2")]
+    pub to: Option<String>,
+}
+
+impl ReadArgs {
+    /// The flags given, as the route's parameters.
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        let flags = [
+            ("limit", &self.limit),
+            ("cursor", &self.cursor),
+            ("newer_than", &self.newer_than),
+            ("reposts", &self.reposts),
+            ("as_of", &self.as_of),
+            ("author", &self.author),
+            ("post_id", &self.post_id),
+            ("from", &self.from),
+            ("to", &self.to),
+        ];
+        let explain = self
+            .explain
+            .then(|| ("explain".to_string(), "1".to_string()));
+        flags
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.to_string(), v.clone()?)))
+            .chain(explain)
+            .collect()
     }
 }

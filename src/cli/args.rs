@@ -364,33 +364,19 @@ pub enum Command {
         api: ApiArgs,
     },
     /// Read a view: `query VIEW USER`, `query why USER AUTHOR POST_ID`, or
-    /// `query -` for JSON queries on stdin.
+    /// `query -` for JSON queries on stdin. Each flag is the HTTP route's
+    /// parameter of the same name (docs/cli.md, "query").
     Query {
-        /// timeline, posts, counters, recent-followers, followers, followees,
-        /// mutes, blocks; why; or `-`.
+        /// timeline, why, changes, posts, counters, recent-followers,
+        /// followers, followees, mutes, blocks; or `-`.
         view: String,
         /// The user id.
-        user: Option<u64>,
-        /// why: the post's author and id.
+        user: Option<String>,
+        /// why: the post's author and id (or --author and --post-id).
         #[arg(num_args = 0..=2, value_names = ["AUTHOR", "POST_ID"])]
-        post: Vec<u64>,
-        /// timeline: each entry with `why`, its appearances and the events
-        /// that decided them.
-        #[arg(long)]
-        explain: bool,
-        /// timeline: how reposts are placed, `newest`, `first` or `none`, as
-        /// the API's `?reposts=` [default: newest].
-        #[arg(long, value_name = "MODE", value_parser = repost_mode)]
-        reposts: Option<feedlog::api::query::RepostMode>,
-        /// Page size (recent-followers: K).
-        #[arg(long)]
-        limit: Option<usize>,
-        /// Cursor from a previous page's `next_cursor`.
-        #[arg(long)]
-        cursor: Option<String>,
-        /// The view as it was at log time T (ms): docs/http-api.md, "Earlier states".
-        #[arg(long, value_name = "T")]
-        as_of: Option<u64>,
+        post: Vec<String>,
+        #[command(flatten)]
+        read: crate::cli::api_args::ReadArgs,
         /// How far back --as-of reaches before the newest event's log time,
         /// as a processor's `--history-retention` answers the API (older:
         /// `history_gone`, exit 2): `30d`, `12h`, `0` (none) or `forever`.
@@ -529,16 +515,6 @@ pub enum ImportFormat {
     SnapTemporal,
     /// Interactions `SRC DST UNIXTS RT|MT|RE` (SNAP's Higgs Twitter activity).
     SnapActivity,
-}
-
-/// A `--reposts` value that is not a placement.
-#[derive(Debug, thiserror::Error)]
-#[error("reposts must be newest, first or none, got {0:?}")]
-pub struct BadRepostMode(String);
-
-/// A `--reposts` value: newest, first or none.
-fn repost_mode(v: &str) -> Result<feedlog::api::query::RepostMode, BadRepostMode> {
-    feedlog::api::query::RepostMode::parse(v).ok_or_else(|| BadRepostMode(v.to_string()))
 }
 
 #[cfg(test)]

@@ -122,6 +122,39 @@ pub fn settings_of(cli: &clap::Command, file: &Path) -> Result<Vec<(String, Stri
     Ok(out)
 }
 
+/// Each setting of a file whose value `run` refuses, with clap's reason,
+/// every one at once (`config check`): each is tried alone, its variable
+/// set for one parse, unless the environment sets it (the environment
+/// wins) or the environment alone is refused (that is said by the parse
+/// of them all).
+pub fn value_problems(settings: &[(String, String, String)]) -> Vec<String> {
+    let parse = || {
+        <super::args::Cli as clap::CommandFactory>::command()
+            .try_get_matches_from(["feedlog", "run"])
+            .map_err(|e| {
+                let e = e.to_string();
+                let line = e.lines().next().unwrap_or_default();
+                line.trim_start_matches("error: ").to_string()
+            })
+    };
+    if parse().is_err() {
+        return Vec::new();
+    }
+    let mut problems = Vec::new();
+    for (key, var, value) in settings {
+        if std::env::var_os(var).is_some() {
+            continue;
+        }
+        std::env::set_var(var, value);
+        let parsed = parse();
+        std::env::remove_var(var);
+        if let Err(e) = parsed {
+            problems.push(format!("`{key}`: {e}"));
+        }
+    }
+    problems
+}
+
 /// Sets the variable of each setting in the `--config` file (if any) that
 /// the environment does not set, before `argv` is parsed: flags, then
 /// variables, then the file, then defaults.

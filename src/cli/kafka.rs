@@ -28,6 +28,10 @@ pub fn config_check(args: &KafkaArgs, file: &Path) -> Result<i32> {
     // Every key names a flag, and `run` accepts every value.
     let cli = <super::args::Cli as clap::CommandFactory>::command();
     let settings = super::config::settings_of(&cli, file).and_then(|settings| {
+        let problems = super::config::value_problems(&settings);
+        if !problems.is_empty() {
+            bail!("{}", problems.join("\n"));
+        }
         for (_, var, value) in &settings {
             if std::env::var_os(var).is_none() {
                 std::env::set_var(var, value);

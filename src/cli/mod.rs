@@ -151,29 +151,21 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             view,
             user,
             post,
-            explain,
-            limit,
-            cursor,
-            as_of,
+            read,
             history_retention,
-            reposts,
-        } => match view.as_str() {
-            "why" if as_of.is_some() => {
-                usage!("query why answers now; --as-of is for views")
+        } => {
+            let mut pairs = read.pairs();
+            match (view.as_str(), &post[..]) {
+                ("why", [author, post_id]) => pairs.extend([
+                    ("author".to_string(), author.clone()),
+                    ("post_id".to_string(), post_id.clone()),
+                ]),
+                ("why", [_]) => usage!("query why needs USER AUTHOR POST_ID"),
+                (_, []) => {}
+                _ => usage!("query {view} takes one USER (AUTHOR and POST_ID belong to `query why`)"),
             }
-            "why" if reposts.is_some() => usage!("query why answers the timeline as it reads; --reposts is for `query timeline`"),
-            "why" => query::why(data, user, &post),
-            _ if !post.is_empty() => usage!(
-                "query {view} takes one USER (AUTHOR and POST_ID belong to `query why`)"
-            ),
-            _ => query::query(
-                data,
-                &view,
-                user,
-                (limit, cursor.as_deref(), reposts),
-                (explain, as_of, history_retention),
-            ),
-        },
+            query::query(data, (&view, user.as_deref()), pairs, history_retention)
+        }
         Command::Status => kafka::status(&settings),
         Command::Config {
             action: ConfigAction::Check { file },

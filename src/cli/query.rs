@@ -1,113 +1,50 @@
-//! `query`: one view of one user, or a stream of JSON queries on stdin.
+//! `query`: one read of one user, or a stream of JSON queries on stdin.
+//! Both take what the HTTP API takes, parsed by the one table of reads
+//! (`feedlog::api::reads`): a flag `--p V` and a line's field `"p":V` are
+//! the route's `?p=V`.
 
 use crate::cli::say::say;
 use anyhow::{Context, Result};
-use feedlog::api::query::{self, QueryError, Reader};
-use feedlog::core::event::PostId;
-use feedlog::core::View;
+use feedlog::api::query::{self, QueryError, Reader, MAX_LIMIT};
+use feedlog::api::reads::{self, BadParam};
+use feedlog::core::event::{PostId, Ts};
 use feedlog::ops::asof::{LogRewind, Retention};
+use feedlog::state::datadir::DataDir;
 use feedlog::Rewind;
 use feedlog::UserId;
 use std::io::{BufRead, Write};
 use std::path::Path;
 
-/// `query VIEW USER`, or `query -`: answers on stdout; a bad query is
-/// exit code 2 with the error on stderr.
+/// `query VIEW USER [--p V]...`, or `query -`: answers on stdout; a
+/// query that cannot be answered is exit code 2 with the error on stderr.
 pub fn query(
     data: &Path,
-    view: &str,
-    user: Option<u64>,
-    (limit, cursor, reposts): (Option<usize>, Option<&str>, Option<query::RepostMode>),
-    (explain, as_of, retention): (bool, Option<u64>, Retention),
+    (view, user): (&str, Option<&str>),
+    pairs: Vec<(String, String)>,
+    retention: Retention,
 ) -> Result<i32> {
-    if explain && as_of.is_some() {
-        crate::cli::usage!("--explain answers the current state; it does not go with --as-of");
-    }
-    let timeline = View::parse(view) == Some(View::Timeline);
-    if explain && !timeline {
-        crate::cli::usage!("{view}: --explain is for the timeline");
-    }
-    if reposts.is_some() && !timeline {
-        crate::cli::usage!("{view}: --reposts is for the timeline");
-    }
-    let mode = reposts.unwrap_or_default();
-    let dir = feedlog::state::datadir::DataDir::open(data)?;
-    let reader = match as_of {
-        None => Reader::open(&dir)?,
-        Some(t) => {
-            let rewind = LogRewind::of(&dir, retention);
-            match rewind.at(feedlog::core::event::Ts(t)) {
-                Ok(reader) => reader,
-                Err(e) => return print_answer(Err(e)),
-            }
-        }
+    let dir = DataDir::open(data)?;
+    let as_of = pairs.iter().any(|(k, _)| k == "as_of");
+    let answerer = Answerer {
+        // A read of an earlier state needs no current one.
+        now: if as_of {
+            None
+        } else {
+            Some(Reader::open(&dir)?)
+        },
+        rewind: LogRewind::of(&dir, retention),
+        dir,
     };
     if view == "-" {
-        return query_stdin(&reader);
+        if !pairs.is_empty() || user.is_some() {
+            crate::cli::usage!("query - reads each query, with its parameters, from a stdin line");
+        }
+        return answerer.stdin();
     }
     let Some(user) = user else {
         crate::cli::usage!("query needs a USER (or `-` to read queries from stdin)");
     };
-    let answered = match View::parse(view) {
-        Some(View::Timeline) if explain => explained(&reader, UserId(user), mode, limit, cursor),
-        Some(View::Timeline) => {
-            let page = limit.unwrap_or(query::DEFAULT_LIMIT);
-            reader
-                .timeline_in(UserId(user), mode, page, cursor)
-                .and_then(|p| encoded(&p))
-        }
-        Some(v) => answer(&reader, v, user, limit, cursor),
-        None => Err(QueryError::BadView(view.to_string())),
-    };
-    print_answer(answered)
-}
-
-/// `query why USER AUTHOR POST_ID`: is the post in the user's timeline,
-/// and why (not); an unknown post whose partition has events not applied
-/// yet is `not_applied_yet`.
-pub fn why(data: &Path, user: Option<u64>, post: &[u64]) -> Result<i32> {
-    let (Some(user), &[author, post_id]) = (user, post) else {
-        crate::cli::usage!("query why needs USER AUTHOR POST_ID");
-    };
-    let dir = feedlog::state::datadir::DataDir::open(data)?;
-    let reader = Reader::open(&dir)?;
-    let post = (UserId(author), PostId(post_id));
-    let answered = reader.why(UserId(user), post).and_then(|mut w| {
-        if w.reason == Some("unknown_post") {
-            let p = reader.partition_of(post.0);
-            let store = reader.store_of(post.0)?;
-            let lag = feedlog::task::lag(&dir.logs(), &[(p, store)])
-                .map_err(|e| QueryError::BadView(format!("reading the log's end: {e}")))?;
-            if let Some(l) = lag.first() {
-                w.not_applied_yet(p, l.at.events.records_to(l.end.events));
-            }
-        }
-        encoded(&w)
-    });
-    print_answer(answered)
-}
-
-/// A timeline page with each entry's `why`.
-fn explained(
-    reader: &Reader,
-    user: UserId,
-    mode: query::RepostMode,
-    limit: Option<usize>,
-    cursor: Option<&str>,
-) -> Result<String, QueryError> {
-    let mut page = reader.timeline_in(user, mode, limit.unwrap_or(query::DEFAULT_LIMIT), cursor)?;
-    reader.explain_page(user, mode, &mut page)?;
-    encoded(&page)
-}
-
-/// A page as JSON.
-fn encoded<T: serde::Serialize>(page: &T) -> Result<String, QueryError> {
-    serde_json::to_string(page).map_err(|e| QueryError::BadView(format!("unencodable: {e}")))
-}
-
-/// Prints an answer on stdout (exit 0), or its error on stderr (exit 2).
-fn print_answer(answered: Result<String, QueryError>) -> Result<i32> {
-    match answered {
+    match answerer.answer(view, user, pairs) {
         Ok(json) => {
             println!("{json}");
             Ok(0)
@@ -119,63 +56,164 @@ fn print_answer(answered: Result<String, QueryError>) -> Result<i32> {
     }
 }
 
-/// Answers one query as a JSON string.
-fn answer(
-    reader: &Reader,
-    view: View,
-    user: u64,
-    limit: Option<usize>,
-    cursor: Option<&str>,
-) -> Result<String, QueryError> {
-    let u = UserId(user);
-    let page = limit.unwrap_or(query::DEFAULT_LIMIT);
-    let json = match view {
-        View::Timeline => serde_json::to_string(&reader.timeline(u, page, cursor)?),
-        View::Posts => serde_json::to_string(&reader.posts(u, page, cursor)?),
-        View::Counters => serde_json::to_string(&reader.counters(u)?),
-        View::RecentFollowers => serde_json::to_string(
-            &reader.recent_followers(u, limit.unwrap_or(query::DEFAULT_RECENT))?,
-        ),
-        View::Followers => serde_json::to_string(&reader.followers(u, page, cursor)?),
-        View::Followees => serde_json::to_string(&reader.followees(u, page, cursor)?),
-        View::Mutes => serde_json::to_string(&reader.mutes(u, page, cursor)?),
-        View::Blocks => serde_json::to_string(&reader.blocks(u, page, cursor)?),
-    };
-    // The answers are plain structs of numbers and strings.
-    json.map_err(|e| QueryError::BadView(format!("unencodable answer: {e}")))
+/// Answers reads of one data directory: now, or as of a log time.
+struct Answerer {
+    dir: DataDir,
+    now: Option<Reader>,
+    rewind: LogRewind,
 }
 
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct JsonQuery {
-    view: View,
-    user: u64,
-    limit: Option<usize>,
-    cursor: Option<String>,
-}
-
-fn query_stdin(reader: &Reader) -> Result<i32> {
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    for line in std::io::stdin().lock().lines() {
-        let line = line.context("reading queries from stdin")?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let result = match serde_json::from_str::<JsonQuery>(&line) {
-            Ok(q) => answer(reader, q.view, q.user, q.limit, q.cursor.as_deref())
-                .map_err(|e| (e.code(), e.to_string())),
-            Err(e) => Err(("bad_query", format!("invalid query: {e}"))),
-        };
-        match result {
-            Ok(json) => writeln!(out, "{json}")?,
-            Err((code, message)) => writeln!(
-                out,
-                "{}",
-                serde_json::json!({"error": {"code": code, "message": message}})
-            )?,
+impl Answerer {
+    /// The state now, or as of `as_of`.
+    fn reader(&self, as_of: Option<u64>) -> Result<Reader, QueryError> {
+        match (as_of, &self.now) {
+            (Some(t), _) => self.rewind.at(Ts(t)),
+            (None, Some(now)) => Ok(now.clone()),
+            (None, None) => Ok(Reader::open(&self.dir)?),
         }
     }
-    out.flush()?;
-    Ok(0)
+
+    /// Answers `view` of `user` given `pairs`, as JSON: what the read's
+    /// HTTP route answers, with pages of up to [`MAX_LIMIT`].
+    fn answer(
+        &self,
+        view: &str,
+        user: &str,
+        pairs: Vec<(String, String)>,
+    ) -> Result<String, QueryError> {
+        let read = reads::by_name(view).ok_or_else(|| QueryError::BadView(view.to_string()))?;
+        let user = reads::user_id(user)?;
+        let p = reads::parse(read, pairs)?;
+        let limit = || {
+            p.limit(
+                read.default_limit.unwrap_or(query::DEFAULT_LIMIT),
+                MAX_LIMIT,
+            )
+        };
+        let cursor = p.cursor.as_deref();
+        let r = self.reader(p.as_of)?;
+        match read.name {
+            "timeline" => {
+                let (l, mode) = (limit()?, p.reposts.unwrap_or_default());
+                let mut page = match p.timeline_cursor()? {
+                    Some(Err(newer)) => r.timeline_newer(user, mode, l, newer)?,
+                    Some(Ok(c)) => r.timeline_in(user, mode, l, Some(c))?,
+                    None => r.timeline_in(user, mode, l, None)?,
+                };
+                if p.explain {
+                    r.explain_page(user, mode, &mut page)?;
+                }
+                encoded(&page)
+            }
+            "why" => self.why(&r, user, p.post()?),
+            "changes" => {
+                let (from, to) = p.span()?;
+                let (before, after) = (self.rewind.at(Ts(from))?, self.rewind.at(Ts(to))?);
+                encoded(&query::changes((&before, &after), user, (from, to))?)
+            }
+            "posts" => encoded(&r.posts(user, limit()?, cursor)?),
+            "counters" => encoded(&r.counters(user)?),
+            "recent-followers" => encoded(&r.recent_followers(user, limit()?)?),
+            "followers" => encoded(&r.followers(user, limit()?, cursor)?),
+            "followees" => encoded(&r.followees(user, limit()?, cursor)?),
+            "mutes" => encoded(&r.mutes(user, limit()?, cursor)?),
+            "blocks" => encoded(&r.blocks(user, limit()?, cursor)?),
+            _ => Err(QueryError::BadView(view.to_string())),
+        }
+    }
+
+    /// Is the post in the user's timeline, and why (not); an unknown post
+    /// whose partition has events not applied yet is `not_applied_yet`.
+    fn why(
+        &self,
+        reader: &Reader,
+        user: UserId,
+        post: (UserId, PostId),
+    ) -> Result<String, QueryError> {
+        let mut w = reader.why(user, post)?;
+        if w.reason == Some("unknown_post") {
+            let p = reader.partition_of(post.0);
+            let store = reader.store_of(post.0)?;
+            let lag = feedlog::task::lag(&self.dir.logs(), &[(p, store)])
+                .map_err(|e| QueryError::BadView(format!("reading the log's end: {e}")))?;
+            if let Some(l) = lag.first() {
+                w.not_applied_yet(p, l.at.events.records_to(l.end.events));
+            }
+        }
+        encoded(&w)
+    }
+
+    /// `query -`: one JSON query per line, one answer line each, in order;
+    /// a query that cannot be answered answers `{"error":{..}}`.
+    fn stdin(&self) -> Result<i32> {
+        let stdout = std::io::stdout();
+        let mut out = std::io::BufWriter::new(stdout.lock());
+        for line in std::io::stdin().lock().lines() {
+            let line = line.context("reading queries from stdin")?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let answered = line_query(&line)
+                .map_err(QueryError::from)
+                .and_then(|q| self.answer(&q.view, &q.user, q.pairs));
+            match answered {
+                Ok(json) => writeln!(out, "{json}")?,
+                Err(e) => writeln!(
+                    out,
+                    "{}",
+                    serde_json::json!({"error": {"code": e.code(), "message": e.to_string()}})
+                )?,
+            }
+        }
+        out.flush()?;
+        Ok(0)
+    }
+}
+
+/// A `query -` line.
+struct LineQuery {
+    view: String,
+    user: String,
+    pairs: Vec<(String, String)>,
+}
+
+/// A `query -` line's view, user and parameters: each field but `view`
+/// and `user` is the route's parameter of that name, its value the text a
+/// query string would carry (`"7"` or `7`, `true` or `"1"`); `null` is
+/// absent.
+fn line_query(line: &str) -> Result<LineQuery, BadParam> {
+    let bad = |message: String| BadParam {
+        code: "bad_query",
+        message,
+    };
+    let fields: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(line).map_err(|e| bad(format!("invalid query: {e}")))?;
+    let (mut view, mut user, mut pairs) = (None, None, Vec::new());
+    for (k, v) in fields {
+        let text = match v {
+            serde_json::Value::Null => continue,
+            serde_json::Value::String(s) => s,
+            serde_json::Value::Number(n) => n.to_string(),
+            serde_json::Value::Bool(b) => b.to_string(),
+            other => {
+                return Err(bad(format!(
+                    "{k} must be a string, number or boolean, got {other}"
+                )))
+            }
+        };
+        match k.as_str() {
+            "view" => view = Some(text),
+            "user" => user = Some(text),
+            _ => pairs.push((k, text)),
+        }
+    }
+    match (view, user) {
+        (Some(view), Some(user)) => Ok(LineQuery { view, user, pairs }),
+        _ => Err(bad("a query names its \"view\" and its \"user\"".into())),
+    }
+}
+
+/// An answer as JSON.
+fn encoded<T: serde::Serialize>(answer: &T) -> Result<String, QueryError> {
+    serde_json::to_string(answer).map_err(|e| QueryError::BadView(format!("unencodable: {e}")))
 }

@@ -10,7 +10,8 @@ use super::params::{limit, page_request, params, user_id, Params};
 use super::rewound::{link_as_of, read_at};
 use super::{Api, MAX_COUNTER_IDS};
 use crate::api::query::{Page, PostItem, QueryError, Reader, RepostMode};
-use crate::core::event::{PostId, UserId};
+use crate::api::reads::{self, Read};
+use crate::core::event::UserId;
 use crate::core::Partition;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -41,9 +42,10 @@ async fn paged<T: Serialize + Send + 'static>(
     id: &str,
     q: Params,
     view: PageFn<T>,
-    route: &str,
+    read: &Read,
 ) -> Result<Response, ApiError> {
-    let (user, l, cursor, as_of) = page_request(&api, id, q)?;
+    let (user, l, cursor, as_of) = page_request(&api, id, q, read)?;
+    let route = read.route;
     let page = read_at(&api, as_of, move |r| view(r, user, l, cursor.as_deref())).await?;
     let mut resp = Json(&page).into_response();
     let next = page.next_cursor.as_deref();
@@ -68,29 +70,11 @@ pub(super) async fn timeline(
     Path(id): Path<String>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    let (user, p) = (
-        user_id(&id)?,
-        params(
-            q,
-            &[
-                "limit",
-                "cursor",
-                "newer_than",
-                "reposts",
-                "explain",
-                "as_of",
-            ],
-        )?,
-    );
+    let (user, p) = (user_id(&id)?, params(q, &reads::TIMELINE)?);
     let as_of = p.as_of;
-    if p.explain && as_of.is_some() {
-        // A state as of a time is replayed on one partition: it knows no
-        // log positions to explain with.
-        return Err(ApiError::bad(
-            "bad_query",
-            "explain answers the current state; it does not go with as_of",
-        ));
-    }
+    let cursor = p
+        .timeline_cursor()?
+        .map(|c| c.map(String::from).map_err(String::from));
     let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
     let route = super::route::TIMELINE;
     let mode = p.reposts.unwrap_or_default();
@@ -119,14 +103,8 @@ pub(super) async fn timeline(
         link_as_of(&mut resp, as_of);
         resp
     };
-    let cursor = match (p.cursor, p.newer_than) {
-        (Some(_), Some(_)) => {
-            return Err(ApiError::bad(
-                "bad_query",
-                "give cursor (older entries) or newer_than (newer entries), not both",
-            ))
-        }
-        (None, Some(newer)) => {
+    let cursor = match cursor {
+        Some(Err(newer)) => {
             let page = read_at(&api, as_of, move |r| {
                 explained(r, r.timeline_newer(user, mode, l, &newer)?)
             })
@@ -134,7 +112,8 @@ pub(super) async fn timeline(
             let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
             return Ok(linked(json_page(&page), next, prev));
         }
-        (cursor, None) => cursor,
+        Some(Ok(cursor)) => Some(cursor),
+        None => None,
     };
     // The inline reads and the page cache serve the default placement.
     let plain = mode == RepostMode::Newest && !explain && as_of.is_none();
@@ -174,14 +153,8 @@ pub(super) async fn why(
     Path(id): Path<String>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    let (user, p) = (user_id(&id)?, params(q, &["author", "post_id"])?);
-    let (Some(author), Some(post_id)) = (p.author, p.post_id) else {
-        return Err(ApiError::bad(
-            "bad_query",
-            "give the post as author=A&post_id=P",
-        ));
-    };
-    let post = (UserId(author), PostId(post_id));
+    let (user, p) = (user_id(&id)?, params(q, &reads::WHY)?);
+    let post = p.post()?;
     let mut answer = read(&api, move |r| r.why(user, post)).await?;
     if answer.reason == Some("unknown_post") {
         // Not known here: perhaps not applied yet, if its partition lags.
@@ -202,7 +175,7 @@ pub(super) async fn posts(
     Path(id): Path<String>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    paged(api, &id, q, Reader::posts, super::route::POSTS).await
+    paged(api, &id, q, Reader::posts, &reads::POSTS).await
 }
 
 pub(super) async fn followers(
@@ -210,7 +183,7 @@ pub(super) async fn followers(
     Path(id): Path<String>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    paged(api, &id, q, Reader::followers, super::route::FOLLOWERS).await
+    paged(api, &id, q, Reader::followers, &reads::FOLLOWERS).await
 }
 
 pub(super) async fn followees(
@@ -218,7 +191,7 @@ pub(super) async fn followees(
     Path(id): Path<String>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    paged(api, &id, q, Reader::followees, super::route::FOLLOWEES).await
+    paged(api, &id, q, Reader::followees, &reads::FOLLOWEES).await
 }
 
 pub(super) async fn mutes(
@@ -226,7 +199,7 @@ pub(super) async fn mutes(
     Path(id): Path<String>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    paged(api, &id, q, Reader::mutes, super::route::MUTES).await
+    paged(api, &id, q, Reader::mutes, &reads::MUTES).await
 }
 
 pub(super) async fn blocks(
@@ -234,7 +207,7 @@ pub(super) async fn blocks(
     Path(id): Path<String>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    paged(api, &id, q, Reader::blocks, super::route::BLOCKS).await
+    paged(api, &id, q, Reader::blocks, &reads::BLOCKS).await
 }
 
 pub(super) async fn recent_followers(
@@ -242,7 +215,7 @@ pub(super) async fn recent_followers(
     Path(id): Path<String>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    let (user, p) = (user_id(&id)?, params(q, &["limit", "as_of"])?);
+    let (user, p) = (user_id(&id)?, params(q, &reads::RECENT_FOLLOWERS)?);
     let l = limit(&api, &p, crate::api::query::DEFAULT_RECENT)?;
     let list = read_at(&api, p.as_of, move |r| r.recent_followers(user, l)).await?;
     Ok(Json(list).into_response())
@@ -254,7 +227,7 @@ pub(super) async fn counters(
     q: Params,
 ) -> Result<Response, ApiError> {
     let user = user_id(&id)?;
-    let p = params(q, &["as_of"])?;
+    let p = params(q, &reads::COUNTERS)?;
     let c = read_at(&api, p.as_of, move |r| r.counters(user)).await?;
     Ok(Json(c).into_response())
 }
@@ -263,7 +236,7 @@ pub(super) async fn counters_many(
     State(api): State<Arc<Api>>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    let p = params(q, &["ids"])?;
+    let p = params(q, &reads::COUNTERS_MANY)?;
     let ids = p
         .ids
         .filter(|s| !s.is_empty())

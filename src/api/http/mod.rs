@@ -49,29 +49,29 @@ pub mod openapi;
 /// their place in [`ROUTES`]).
 pub mod route {
     /// Home timeline pages.
-    pub const TIMELINE: &str = "/v1/users/{id}/timeline";
+    pub const TIMELINE: &str = crate::api::reads::TIMELINE.route;
     /// The timeline stream (server-sent events).
-    pub const TIMELINE_STREAM: &str = "/v1/users/{id}/timeline/stream";
+    pub const TIMELINE_STREAM: &str = crate::api::reads::STREAM.route;
     /// An author's posts.
-    pub const POSTS: &str = "/v1/users/{id}/posts";
+    pub const POSTS: &str = crate::api::reads::POSTS.route;
     /// One user's counters.
-    pub const COUNTERS: &str = "/v1/users/{id}/counters";
+    pub const COUNTERS: &str = crate::api::reads::COUNTERS.route;
     /// Counters of many users.
-    pub const COUNTERS_MANY: &str = "/v1/counters";
+    pub const COUNTERS_MANY: &str = crate::api::reads::COUNTERS_MANY.route;
     /// The newest followers.
-    pub const RECENT_FOLLOWERS: &str = "/v1/users/{id}/followers/recent";
+    pub const RECENT_FOLLOWERS: &str = crate::api::reads::RECENT_FOLLOWERS.route;
     /// Followers.
-    pub const FOLLOWERS: &str = "/v1/users/{id}/followers";
+    pub const FOLLOWERS: &str = crate::api::reads::FOLLOWERS.route;
     /// Followees.
-    pub const FOLLOWEES: &str = "/v1/users/{id}/followees";
+    pub const FOLLOWEES: &str = crate::api::reads::FOLLOWEES.route;
     /// Why a post is or is not in a user's timeline.
-    pub const TIMELINE_WHY: &str = "/v1/users/{id}/timeline/why";
+    pub const TIMELINE_WHY: &str = crate::api::reads::WHY.route;
     /// What entered and left a user's timeline between two log times.
-    pub const TIMELINE_CHANGES: &str = "/v1/users/{id}/timeline/changes";
+    pub const TIMELINE_CHANGES: &str = crate::api::reads::CHANGES.route;
     /// The users a user mutes.
-    pub const MUTES: &str = "/v1/users/{id}/mutes";
+    pub const MUTES: &str = crate::api::reads::MUTES.route;
     /// The users a user blocks.
-    pub const BLOCKS: &str = "/v1/users/{id}/blocks";
+    pub const BLOCKS: &str = crate::api::reads::BLOCKS.route;
     /// The OpenAPI document.
     pub const OPENAPI: &str = "/openapi.json";
     /// Liveness.
@@ -333,6 +333,7 @@ impl Api {
             Some(r) => reader.with_remote(Arc::new(routing::RemoteOutboxes(r.clone()))),
             None => reader,
         };
+        let kafka = routing.is_some();
         Arc::new(Api {
             reader,
             node,
@@ -343,7 +344,7 @@ impl Api {
                 .collect(),
             statuses: (100..600).map(|_| AtomicU64::new(0)).collect(),
             started: Instant::now(),
-            openapi: openapi::document(&cfg).into(),
+            openapi: openapi::document(&cfg, kafka).into(),
             cfg,
         })
     }

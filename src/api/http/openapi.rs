@@ -17,24 +17,20 @@ use super::routing::{OutboxesAnswer, PostsAnswer};
 use super::ApiConfig;
 use crate::api::query::{
     Change, Changes, Counters, CountersList, EventAt, FilteredItem, FollowerItem, List, Page,
-    PostItem, RepostOf, RepostedBy, WhyAnswer, WhyItem, DEFAULT_LIMIT, DEFAULT_RECENT,
+    PostItem, RepostOf, RepostedBy, WhyAnswer, WhyItem,
 };
 use utoipa::OpenApi;
+
+/// Where the routes processors of a Kafka group read each other under.
+const INTERNAL: &str = "/v1/internal/";
 
 /// The page size a route answers with when the request names no `limit`
 /// (`None`: the route takes no `limit`).
 pub fn default_limit(route: &str) -> Option<usize> {
-    match route {
-        "/v1/users/{id}/followers/recent" => Some(DEFAULT_RECENT),
-        "/v1/users/{id}/timeline"
-        | "/v1/users/{id}/timeline/stream"
-        | "/v1/users/{id}/posts"
-        | "/v1/users/{id}/followers"
-        | "/v1/users/{id}/followees"
-        | "/v1/users/{id}/mutes"
-        | "/v1/users/{id}/blocks" => Some(DEFAULT_LIMIT),
-        _ => None,
-    }
+    crate::api::reads::ALL
+        .iter()
+        .find(|r| r.route == route)
+        .and_then(|r| r.default_limit)
 }
 
 #[derive(OpenApi)]
@@ -396,9 +392,14 @@ fn ui() {}
 
 /// The description as served with `cfg`: every public route's `limit`
 /// parameter carries the handler's default and `cfg.max_limit`.
-pub fn document(cfg: &ApiConfig) -> String {
+pub fn document(cfg: &ApiConfig, kafka: bool) -> String {
     let mut doc =
         serde_json::to_value(ApiDoc::openapi()).expect("an OpenAPI document serializes to JSON");
+    if let (false, Some(paths)) = (kafka, doc["paths"].as_object_mut()) {
+        // Processors of a Kafka group read each other there; an embedded
+        // processor answers 404 (docs/http-api.md, "Exposure").
+        paths.retain(|route, _| !route.starts_with(INTERNAL));
+    }
     if let Some(paths) = doc["paths"].as_object_mut() {
         for (route, item) in paths.iter_mut() {
             let Some(default) = default_limit(route) else {
@@ -447,14 +448,14 @@ fn string_ids(v: &mut serde_json::Value) {
 mod tests {
     use super::*;
 
-    // Proves the document has exactly the router's routes, each with a unique operationId, and every paged route's limit filled in from the code.
+    // Proves the document has exactly the router's routes (an embedded processor's, all but the internal ones it answers 404), each with a unique operationId, and every paged route's limit filled in from the code.
     #[test]
     fn operations_are_named_and_limits_filled_in() {
         let cfg = ApiConfig {
             max_limit: 123,
             ..ApiConfig::default()
         };
-        let doc: serde_json::Value = serde_json::from_str(&document(&cfg)).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&document(&cfg, true)).unwrap();
         let documented: std::collections::BTreeSet<&str> = doc["paths"]
             .as_object()
             .unwrap()
@@ -467,6 +468,15 @@ mod tests {
             documented, routed,
             "the document's paths are the router's routes"
         );
+        let embedded: serde_json::Value = serde_json::from_str(&document(&cfg, false)).unwrap();
+        let embedded = embedded["paths"].as_object().unwrap();
+        let served: std::collections::BTreeSet<&str> = routed
+            .iter()
+            .copied()
+            .filter(|r| !r.starts_with(INTERNAL))
+            .collect();
+        let embedded = embedded.keys().map(String::as_str).collect();
+        assert_eq!(served, embedded, "embedded: no internal route");
         let mut ids = std::collections::BTreeSet::new();
         for route in super::super::ROUTES {
             let item = &doc["paths"][*route];
@@ -502,6 +512,24 @@ mod tests {
         }
     }
 
+    // Proves every read's route documents exactly the parameters the table of reads says it takes (the ones the handler parses with).
+    #[test]
+    fn documented_parameters_are_the_table_of_reads() {
+        let doc: serde_json::Value =
+            serde_json::from_str(&document(&ApiConfig::default(), false)).unwrap();
+        for read in crate::api::reads::ALL {
+            let params = doc["paths"][read.route]["get"]["parameters"].as_array();
+            let documented: std::collections::BTreeSet<&str> = params
+                .into_iter()
+                .flatten()
+                .filter(|p| p["in"] == "query")
+                .filter_map(|p| p["name"].as_str())
+                .collect();
+            let takes = read.takes.iter().copied().collect();
+            assert_eq!(documented, takes, "{}", read.route);
+        }
+    }
+
     // Proves --string-ids is stated in the document: the answers' id fields are strings there.
     #[test]
     fn string_ids_are_documented() {
@@ -509,7 +537,7 @@ mod tests {
             string_ids: true,
             ..ApiConfig::default()
         };
-        let doc: serde_json::Value = serde_json::from_str(&document(&cfg)).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&document(&cfg, true)).unwrap();
         let s = &doc["components"]["schemas"];
         for (schema, field) in [
             ("Post", "post_id"),

@@ -48,19 +48,8 @@ pub(super) async fn changes(
     Path(id): Path<String>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    let (user, p) = (user_id(&id)?, params(q, &["from", "to"])?);
-    let (Some(from), Some(to)) = (p.from, p.to) else {
-        return Err(ApiError::bad(
-            "bad_query",
-            "from and to are required: log times in ms, from <= to",
-        ));
-    };
-    if from > to {
-        return Err(ApiError::bad(
-            "bad_query",
-            format!("from ({from}) is after to ({to})"),
-        ));
-    }
+    let (user, p) = (user_id(&id)?, params(q, &crate::api::reads::CHANGES)?);
+    let (from, to) = p.span()?;
     let rewind = rewind_of(&api)?;
     let answer = tokio::task::spawn_blocking(move || {
         let (before, after) = (rewind.at(Ts(from))?, rewind.at(Ts(to))?);

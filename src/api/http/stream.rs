@@ -260,7 +260,7 @@ pub(super) async fn timeline_stream(
     q: Params,
 ) -> Result<Response, ApiError> {
     let user = user_id(&id)?;
-    let p = params(q, &["limit"])?;
+    let p = params(q, &crate::api::reads::STREAM)?;
     let limit = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
     // An id it cannot read starts the stream fresh: an error status would
     // make a browser's EventSource stop reconnecting for good.

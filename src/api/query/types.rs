@@ -23,8 +23,12 @@ pub enum QueryError {
     #[error("user ids start at 1, got {0}")]
     BadUser(u64),
     /// The view name is not one of the views.
-    #[error("unknown view {0:?} (expected timeline, posts, counters, recent-followers, followers, followees, mutes or blocks)")]
+    #[error("unknown view {0:?} (expected one of: {names})", names = crate::api::reads::cli_names().join(", "))]
     BadView(String),
+    /// A read was given a parameter it does not take, or a value it cannot
+    /// use (the table of reads, [`crate::api::reads`]).
+    #[error(transparent)]
+    BadParam(#[from] crate::api::reads::BadParam),
     /// The partition that owns the user is moving between processors
     /// (revoked, or replaying before it serves): retry shortly.
     #[error("partition {partition} is moving between processors; retry shortly")]
@@ -86,6 +90,7 @@ impl QueryError {
             | QueryError::BadLimit { .. }
             | QueryError::BadUser(_)
             | QueryError::BadView(_)
+            | QueryError::BadParam(_)
             | QueryError::HistoryGone { .. }
             | QueryError::NoHistory(_) => Disposition::Skip,
             QueryError::Moving { .. }
@@ -103,6 +108,7 @@ impl QueryError {
             QueryError::BadLimit { .. } => "bad_limit",
             QueryError::BadUser(_) => "bad_user",
             QueryError::BadView(_) => "bad_view",
+            QueryError::BadParam(e) => e.code,
             QueryError::Moving { .. }
             | QueryError::Elsewhere { .. }
             | QueryError::Remote { .. } => "unavailable",

@@ -1,0 +1,372 @@
+//! Every read the API serves and what each takes: the one table that the
+//! HTTP routes, `feedlog query` (its flags and its `query -` lines) and
+//! the table in docs/cli.md, "query", are held to, and the one parser of
+//! what a read is given. A parameter `p` is `?p=` over
+//! HTTP, `--p` on the command line (`_` spelled `-`) and the field `"p"`
+//! of a `query -` line; each is parsed here from the text HTTP would
+//! carry, so the three take the same values and refuse them with the same
+//! words.
+
+use crate::api::query::{RepostMode, DEFAULT_LIMIT, DEFAULT_RECENT};
+use crate::core::event::{PostId, UserId};
+
+/// One read.
+#[derive(Debug, Clone, Copy)]
+pub struct Read {
+    /// Its name: `feedlog query NAME USER`, `"view":NAME` on a `query -` line.
+    pub name: &'static str,
+    /// Its HTTP route.
+    pub route: &'static str,
+    /// The parameters it takes, besides the user.
+    pub takes: &'static [&'static str],
+    /// The page size when `limit` is not given.
+    pub default_limit: Option<usize>,
+    /// Why `query` does not answer it, when it does not.
+    pub not_in_cli: Option<&'static str>,
+}
+
+const PAGED: &[&str] = &["limit", "cursor", "as_of"];
+
+const fn paged(name: &'static str, route: &'static str) -> Read {
+    Read {
+        name,
+        route,
+        takes: PAGED,
+        default_limit: Some(DEFAULT_LIMIT),
+        not_in_cli: None,
+    }
+}
+
+const fn unpaged(name: &'static str, route: &'static str, takes: &'static [&'static str]) -> Read {
+    Read {
+        name,
+        route,
+        takes,
+        default_limit: None,
+        not_in_cli: None,
+    }
+}
+
+/// A user's home timeline.
+pub const TIMELINE: Read = Read {
+    name: "timeline",
+    route: "/v1/users/{id}/timeline",
+    takes: &[
+        "limit",
+        "cursor",
+        "newer_than",
+        "reposts",
+        "explain",
+        "as_of",
+    ],
+    default_limit: Some(DEFAULT_LIMIT),
+    not_in_cli: None,
+};
+/// Is a post in a user's timeline, and why (not).
+pub const WHY: Read = unpaged("why", "/v1/users/{id}/timeline/why", &["author", "post_id"]);
+/// What entered and left a timeline between two log times.
+pub const CHANGES: Read = unpaged(
+    "changes",
+    "/v1/users/{id}/timeline/changes",
+    &["from", "to"],
+);
+/// A timeline's first page, then its changes as they are applied.
+pub const STREAM: Read = Read {
+    name: "stream",
+    route: "/v1/users/{id}/timeline/stream",
+    takes: &["limit"],
+    default_limit: Some(DEFAULT_LIMIT),
+    not_in_cli: Some("a stream needs a connection; `query timeline` reads the page it opens with"),
+};
+/// A user's own posts.
+pub const POSTS: Read = paged("posts", "/v1/users/{id}/posts");
+/// A user's counters.
+pub const COUNTERS: Read = unpaged("counters", "/v1/users/{id}/counters", &["as_of"]);
+/// Several users' counters in one answer.
+pub const COUNTERS_MANY: Read = Read {
+    name: "counters (many)",
+    route: "/v1/counters",
+    takes: &["ids"],
+    default_limit: None,
+    not_in_cli: Some("one `counters` line per user on `query -`"),
+};
+/// A user's newest followers.
+pub const RECENT_FOLLOWERS: Read = Read {
+    name: "recent-followers",
+    route: "/v1/users/{id}/followers/recent",
+    takes: &["limit", "as_of"],
+    default_limit: Some(DEFAULT_RECENT),
+    not_in_cli: None,
+};
+/// A user's followers.
+pub const FOLLOWERS: Read = paged("followers", "/v1/users/{id}/followers");
+/// The users a user follows.
+pub const FOLLOWEES: Read = paged("followees", "/v1/users/{id}/followees");
+/// The users a user mutes.
+pub const MUTES: Read = paged("mutes", "/v1/users/{id}/mutes");
+/// The users a user blocks.
+pub const BLOCKS: Read = paged("blocks", "/v1/users/{id}/blocks");
+
+/// Every read, in the order docs/cli.md lists them.
+pub const ALL: &[Read] = &[
+    TIMELINE,
+    WHY,
+    CHANGES,
+    STREAM,
+    POSTS,
+    COUNTERS,
+    COUNTERS_MANY,
+    RECENT_FOLLOWERS,
+    FOLLOWERS,
+    FOLLOWEES,
+    MUTES,
+    BLOCKS,
+];
+
+/// The read `query NAME` answers (`recent_followers` is also taken, the
+/// spelling of the view in digests and older `query -` lines).
+pub fn by_name(name: &str) -> Option<&'static Read> {
+    let name = if name == "recent_followers" {
+        "recent-followers"
+    } else {
+        name
+    };
+    ALL.iter()
+        .find(|r| r.name == name && r.not_in_cli.is_none())
+}
+
+/// The names `query` answers, for its error messages and `--help`.
+pub fn cli_names() -> Vec<&'static str> {
+    ALL.iter()
+        .filter(|r| r.not_in_cli.is_none())
+        .map(|r| r.name)
+        .collect()
+}
+
+/// A read given what it does not take, or a value it cannot use: the
+/// error's code (`bad_query`, `bad_limit`, `bad_user`) and what was wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct BadParam {
+    /// A stable machine-readable code.
+    pub code: &'static str,
+    /// What was wrong, in the words of the parameters.
+    pub message: String,
+}
+
+fn bad(message: impl Into<String>) -> BadParam {
+    BadParam {
+        code: "bad_query",
+        message: message.into(),
+    }
+}
+
+/// What a read was given, each parsed.
+#[derive(Debug, Default)]
+pub struct Params {
+    /// `limit`.
+    pub limit: Option<usize>,
+    /// `cursor`: the next page of a `next_cursor`.
+    pub cursor: Option<String>,
+    /// `newer_than`: the entries newer than a `prev_cursor`.
+    pub newer_than: Option<String>,
+    /// `ids`: comma-separated user ids.
+    pub ids: Option<String>,
+    /// `reposts`: how a timeline places reposts.
+    pub reposts: Option<RepostMode>,
+    /// `explain`: each timeline entry with its why.
+    pub explain: bool,
+    /// `author` of the post `why` asks about.
+    pub author: Option<u64>,
+    /// `post_id` of the post `why` asks about.
+    pub post_id: Option<u64>,
+    /// `as_of`: the view at this log time.
+    pub as_of: Option<u64>,
+    /// `from`: the earlier log time of `changes`.
+    pub from: Option<u64>,
+    /// `to`: the later log time of `changes`.
+    pub to: Option<u64>,
+}
+
+/// A whole-number parameter `k`.
+pub fn number(k: &str, v: &str) -> Result<u64, BadParam> {
+    v.parse()
+        .map_err(|_| bad(format!("{k} must be a whole number, got {v:?}")))
+}
+
+/// A user id.
+pub fn user_id(s: &str) -> Result<UserId, BadParam> {
+    let bad_user = |message: String| BadParam {
+        code: "bad_user",
+        message,
+    };
+    match s.parse::<u64>() {
+        Ok(0) => Err(bad_user("user ids start at 1, got 0".into())),
+        Ok(id) => Ok(UserId(id)),
+        Err(_) => Err(bad_user(format!(
+            "a user id is a whole number from 1, got {s:?}"
+        ))),
+    }
+}
+
+/// Parses `pairs` for `read`: parameters it does not take are refused,
+/// all named, then a value that is not one of its parameter's. The order
+/// of the pairs does not change the answer, nor which error it is (a
+/// query string's order and a command line's differ); of a parameter
+/// given twice, the last counts.
+pub fn parse(read: &Read, mut pairs: Vec<(String, String)>) -> Result<Params, BadParam> {
+    pairs.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut unknown: Vec<String> = pairs
+        .iter()
+        .filter(|(k, _)| !read.takes.contains(&k.as_str()))
+        .map(|(k, _)| format!("{k:?}"))
+        .collect();
+    unknown.dedup();
+    if !unknown.is_empty() {
+        let s = if unknown.len() == 1 { "" } else { "s" };
+        return Err(bad(format!(
+            "unknown parameter{s} {} ({} takes: {})",
+            unknown.join(", "),
+            read.name,
+            read.takes.join(", ")
+        )));
+    }
+    let mut out = Params::default();
+    for (k, v) in pairs {
+        match k.as_str() {
+            "limit" => {
+                out.limit = Some(v.parse().map_err(|_| BadParam {
+                    code: "bad_limit",
+                    message: format!("limit must be a whole number, got {v:?}"),
+                })?)
+            }
+            "cursor" => out.cursor = Some(v),
+            "newer_than" => out.newer_than = Some(v),
+            "reposts" => {
+                out.reposts = Some(RepostMode::parse(&v).ok_or_else(|| {
+                    bad(format!("reposts must be newest, first or none, got {v:?}"))
+                })?)
+            }
+            "ids" => out.ids = Some(v),
+            "explain" => {
+                out.explain = match v.as_str() {
+                    "1" | "true" => true,
+                    "0" | "false" => false,
+                    _ => return Err(bad(format!("explain must be 1 or 0, got {v:?}"))),
+                }
+            }
+            "author" => out.author = Some(number(&k, &v)?),
+            "post_id" => out.post_id = Some(number(&k, &v)?),
+            "as_of" => out.as_of = Some(number(&k, &v)?),
+            "from" => out.from = Some(number(&k, &v)?),
+            "to" => out.to = Some(number(&k, &v)?),
+            other => {
+                return Err(bad(format!(
+                    "parameter {other:?} is in the table of reads but not parsed"
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl Params {
+    /// The page size: `limit`, or `default` (at most `max`); out of
+    /// 1..=`max` is refused.
+    pub fn limit(&self, default: usize, max: usize) -> Result<usize, BadParam> {
+        let l = self.limit.unwrap_or(default.min(max));
+        if l == 0 || l > max {
+            return Err(BadParam {
+                code: "bad_limit",
+                message: format!("limit must be between 1 and {max} (the maximum), got {l}"),
+            });
+        }
+        Ok(l)
+    }
+
+    /// A timeline's cursor: `cursor` (older entries) or `newer_than`
+    /// (newer ones, `Err` side), not both; and `explain` only of the
+    /// current state.
+    pub fn timeline_cursor(&self) -> Result<Option<Result<&str, &str>>, BadParam> {
+        if self.explain && self.as_of.is_some() {
+            // A state as of a time is replayed on one partition: it knows
+            // no log positions to explain with.
+            return Err(bad(
+                "explain answers the current state; it does not go with as_of",
+            ));
+        }
+        match (self.cursor.as_deref(), self.newer_than.as_deref()) {
+            (Some(_), Some(_)) => Err(bad(
+                "give cursor (older entries) or newer_than (newer entries), not both",
+            )),
+            (Some(c), None) => Ok(Some(Ok(c))),
+            (None, Some(n)) => Ok(Some(Err(n))),
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// `why`'s post: `author` and `post_id`, both required.
+    pub fn post(&self) -> Result<(UserId, PostId), BadParam> {
+        match (self.author, self.post_id) {
+            (Some(a), Some(p)) => Ok((UserId(a), PostId(p))),
+            _ => Err(bad("give the post as author=A&post_id=P")),
+        }
+    }
+
+    /// `changes`' two log times, `from <= to`, both required.
+    pub fn span(&self) -> Result<(u64, u64), BadParam> {
+        let (Some(from), Some(to)) = (self.from, self.to) else {
+            return Err(bad("from and to are required: log times in ms, from <= to"));
+        };
+        if from > to {
+            return Err(bad(format!("from ({from}) is after to ({to})")));
+        }
+        Ok((from, to))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+        p.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    // Proves a read refuses a parameter another read takes, naming what it takes.
+    #[test]
+    fn a_read_refuses_what_it_does_not_take() {
+        let e = parse(&POSTS, pairs(&[("newer_than", "x")])).unwrap_err();
+        assert_eq!(e.code, "bad_query");
+        assert!(
+            e.message.contains("posts takes: limit, cursor, as_of"),
+            "{e}"
+        );
+        assert!(parse(&TIMELINE, pairs(&[("newer_than", "x")])).is_ok());
+        let e = parse(&WHY, pairs(&[("explain", "1"), ("as_of", "1")])).unwrap_err();
+        let f = parse(&WHY, pairs(&[("as_of", "1"), ("explain", "1")])).unwrap_err();
+        assert_eq!(e, f);
+        assert!(
+            e.message
+                .starts_with(r#"unknown parameters "as_of", "explain""#),
+            "{e}"
+        );
+    }
+
+    // Proves every parameter of the table is parsed (none only listed).
+    #[test]
+    fn every_parameter_in_the_table_is_parsed() {
+        for read in ALL {
+            for &p in read.takes {
+                let v = match p {
+                    "reposts" => "first",
+                    "explain" => "1",
+                    _ => "7",
+                };
+                assert!(parse(read, pairs(&[(p, v)])).is_ok(), "{} {p}", read.name);
+            }
+        }
+    }
+}
