@@ -17,6 +17,9 @@ mod cli;
 #[path = "layout/docs.rs"]
 mod docs;
 
+#[path = "layout/modules.rs"]
+mod modules;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 

@@ -7,7 +7,7 @@
 use super::asof::{LogRewind, Retention};
 use super::cut::ClusterCuts;
 use crate::api::http::cut::Cuts;
-use crate::api::http::Front;
+use crate::api::http::{Answers, Front};
 use crate::api::http::{Api, ApiConfig, Locator, Node, NodeError};
 use crate::api::query::{Reader, Rewind};
 use crate::core::metrics::{Figures, PartitionLag};
@@ -205,20 +205,24 @@ impl GenerationFront {
 }
 
 impl Front for GenerationFront {
-    fn elsewhere(&self, p: Partition) -> Option<Option<String>> {
+    fn answers(&self, p: Partition) -> Answers {
         if !self.base.caught_up() {
             // Which generation is live is not known yet: this one answers.
-            return None;
+            return Answers::ThisGeneration;
         }
         let live = self.live().live;
         if live == self.own {
-            return None;
+            return Answers::ThisGeneration;
         }
-        match live {
-            0 => Some(self.base.serving(p)),
+        let serving = match live {
+            0 => self.base.serving(p),
             // Until the live generation's view is ready, this one answers.
-            g => self.view(g).map(|v| v.serving(p)),
-        }
+            g => match self.view(g) {
+                Some(v) => v.serving(p),
+                None => return Answers::ThisGeneration,
+            },
+        };
+        serving.map_or(Answers::LiveMoving, Answers::Live)
     }
 }
 

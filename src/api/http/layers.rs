@@ -5,7 +5,7 @@
 //! request, which measured at about 40 % of an unloaded `/healthz`.
 
 use super::errors::ApiError;
-use super::{ids, routing, Api, PUBLIC_ROUTES, ROUTES};
+use super::{ids, routing, Answers, Api, PUBLIC_ROUTES, ROUTES};
 use crate::api::query::QueryError;
 use crate::core::event::UserId;
 use crate::core::Partition;
@@ -37,12 +37,13 @@ async fn forward(api: &Arc<Api>, req: Request, next: Next) -> Response {
     let forwarded = req.headers().contains_key(routing::FORWARDED);
     // Another generation answers readers: to its owner of `p`.
     let live = match (&api.front, forwarded) {
-        (Some(front), false) => front.elsewhere(p),
-        _ => None,
+        (Some(front), false) => front.answers(p),
+        _ => Answers::ThisGeneration,
     };
-    let here = match live {
-        Some(_) => Err(QueryError::Elsewhere { partition: p }),
-        None => api.reader.partition_state(p),
+    let this_generation = live == Answers::ThisGeneration;
+    let here = match this_generation {
+        false => Err(QueryError::Elsewhere { partition: p }),
+        true => api.reader.partition_state(p),
     };
     let stream = path.ends_with("/timeline/stream");
     match here {
@@ -62,11 +63,10 @@ async fn forward(api: &Arc<Api>, req: Request, next: Next) -> Response {
             }
         }
         Err(QueryError::Elsewhere { .. }) if !forwarded => {
-            let this_generation = live.is_none();
             let owner = match live {
-                Some(Some(api)) => Ok(api),
-                Some(None) => Err(QueryError::Moving { partition: p }),
-                None => routing.owner(p),
+                Answers::Live(api) => Ok(api),
+                Answers::LiveMoving => Err(QueryError::Moving { partition: p }),
+                Answers::ThisGeneration => routing.owner(p),
             };
             let owner = match owner {
                 Ok(o) => o,

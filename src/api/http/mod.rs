@@ -273,10 +273,21 @@ pub trait Node: Send + Sync {
 
 /// Which generation answers readers (Kafka mode; docs/kafka.md, "Swap").
 pub trait Front: Send + Sync {
-    /// `None` while this processor's generation answers readers; else the
-    /// API address of the processor that serves partition `p` in the
-    /// generation that does (`Some(None)` while none serves it).
-    fn elsewhere(&self, p: Partition) -> Option<Option<String>>;
+    /// Who answers readers of partition `p`.
+    fn answers(&self, p: Partition) -> Answers;
+}
+
+/// Who answers readers of a partition, across generations (Kafka mode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answers {
+    /// This processor's generation answers readers.
+    ThisGeneration,
+    /// Another generation does: the API address of its processor that
+    /// serves the partition.
+    Live(String),
+    /// Another generation does, and none of its processors serves the
+    /// partition now (it is moving).
+    LiveMoving,
 }
 
 /// Who serves which partition, in a cluster (Kafka mode): where to forward
