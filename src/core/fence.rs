@@ -112,9 +112,12 @@ impl FenceVal {
 
     /// Inverse of [`FenceVal::encode`].
     pub fn decode(b: &[u8]) -> Option<FenceVal> {
-        (b.len() == 16).then(|| FenceVal {
-            epoch: Epoch(keys::be(b, 0)),
-            fenced: keys::be(b, 8),
+        if b.len() != 16 {
+            return None;
+        }
+        Some(FenceVal {
+            epoch: Epoch(keys::be(b, 0)?),
+            fenced: keys::be(b, 8)?,
         })
     }
 }

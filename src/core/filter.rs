@@ -21,7 +21,7 @@ use super::effect::{Applied, Ctx, Effect, Out, Step};
 use super::follow::{self, judged, set_followee, set_follower, Edge};
 use crate::core::event::{FilterChange, Ts, UserId};
 use crate::core::keys::{self, be};
-use crate::core::kv::{Cf, Kv, KvError, Txn};
+use crate::core::kv::{u64_at, Cf, Kv, KvError, Txn};
 use crate::core::position::Version;
 use crate::core::views;
 use std::collections::HashSet;
@@ -78,9 +78,9 @@ fn put_toggle(v: &mut Vec<u8>, t: &Toggle) {
 
 fn get_toggle(b: &[u8], at: &mut usize) -> Option<Toggle> {
     let t = Toggle {
-        version: Version(be(b.get(*at..*at + 8)?, 0)),
+        version: Version(be(b, *at)?),
         on: *b.get(*at + 8)? == 1,
-        ts: Ts(be(b.get(*at + 9..*at + 17)?, 0)),
+        ts: Ts(be(b, *at + 9)?),
     };
     *at += 17;
     Some(t)
@@ -92,7 +92,7 @@ fn put_opt(v: &mut Vec<u8>, t: Option<Ts>) {
 }
 
 fn get_opt(b: &[u8], at: &mut usize) -> Option<Option<Ts>> {
-    let n = be(b.get(*at..*at + 8)?, 0);
+    let n = be(b, *at)?;
     *at += 8;
     Some(n.checked_sub(1).map(Ts))
 }
@@ -277,7 +277,7 @@ pub fn after(
         let f = FilterVal::decode(&v)
             .filter(|_| k.len() == 16)
             .ok_or_else(|| KvError::corrupt(Cf::Filters, &k, "filter record does not decode"))?;
-        Ok((UserId(be(&k, 8)), f))
+        Ok((UserId(u64_at(Cf::Filters, &k, &k, 8)?), f))
     });
     records.filter(past)
 }

@@ -45,11 +45,14 @@ impl Gauges {
 
     /// Inverse of [`Gauges::encode`].
     pub fn decode(b: &[u8]) -> Option<Gauges> {
-        (b.len() == 32).then(|| Gauges {
-            pulled: keys::be(b, 0),
-            asleep: keys::be(b, 8),
-            copies: keys::be(b, 16),
-            refills: keys::be(b, 24),
+        if b.len() != 32 {
+            return None;
+        }
+        Some(Gauges {
+            pulled: keys::be(b, 0)?,
+            asleep: keys::be(b, 8)?,
+            copies: keys::be(b, 16)?,
+            refills: keys::be(b, 24)?,
         })
     }
 

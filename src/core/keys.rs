@@ -11,9 +11,12 @@ mod post;
 pub use edge::EdgeVal;
 pub use post::{PostRef, PostVal, Posted, RepostState, RepostVal};
 
-/// Reads a big-endian u64 at `at`.
-pub fn be(bytes: &[u8], at: usize) -> u64 {
-    u64::from_be_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+/// Reads a big-endian u64 at `at`; `None` when `bytes` ends before
+/// `at + 8` (a key or value shorter than its layout: corrupt, which the
+/// caller reports with where it read it).
+pub fn be(bytes: &[u8], at: usize) -> Option<u64> {
+    let b: [u8; 8] = bytes.get(at..at.checked_add(8)?)?.try_into().ok()?;
+    Some(u64::from_be_bytes(b))
 }
 
 /// Concatenates big-endian u64s into a key.
@@ -73,13 +76,14 @@ impl TimelineKey {
         k
     }
 
-    /// Inverse of [`TimelineKey::encode`].
-    pub fn decode(b: &[u8]) -> TimelineKey {
-        TimelineKey {
-            ts: Ts(!be(b, 0)),
-            post_id: PostId(!be(b, 8)),
-            author: UserId(!be(b, 16)),
-        }
+    /// Inverse of [`TimelineKey::encode`]; `None` when `b` is shorter
+    /// than a key.
+    pub fn decode(b: &[u8]) -> Option<TimelineKey> {
+        Some(TimelineKey {
+            ts: Ts(!be(b, 0)?),
+            post_id: PostId(!be(b, 8)?),
+            author: UserId(!be(b, 16)?),
+        })
     }
 }
 
@@ -127,7 +131,10 @@ pub fn outbox_repost(root: PostRef, post_ts: Ts) -> Vec<u8> {
 
 /// Inverse of [`outbox_repost`]; `None` for an original's (empty) value.
 pub fn decode_outbox_repost(v: &[u8]) -> Option<(PostRef, Ts)> {
-    (v.len() == 24).then(|| ((UserId(be(v, 0)), PostId(be(v, 8))), Ts(be(v, 16))))
+    if v.len() != 24 {
+        return None;
+    }
+    Some(((UserId(be(v, 0)?), PostId(be(v, 8)?)), Ts(be(v, 16)?)))
 }
 
 /// `reposts` (at the partition of the post a repost names): `0 | a | p |
@@ -285,23 +292,27 @@ impl UserVal {
     /// `reposts`, which read as none).
     pub fn decode(b: &[u8]) -> Option<UserVal> {
         let reposts = match b.len() {
-            Self::LEN => be(b, Self::LEN_BEFORE_REPOSTS),
+            Self::LEN => be(b, Self::LEN_BEFORE_REPOSTS)?,
             Self::LEN_BEFORE_REPOSTS => 0,
             _ => return None,
         };
+        let horizon = match b[32] {
+            1 => Some(TimelineKey::decode(&b[33..57])?),
+            _ => None,
+        };
         Some(UserVal {
-            followers: be(b, 0),
-            followees: be(b, 8),
-            posts: be(b, 16),
-            inbox_len: be(b, 24),
-            horizon: (b[32] == 1).then(|| TimelineKey::decode(&b[33..57])),
+            followers: be(b, 0)?,
+            followees: be(b, 8)?,
+            posts: be(b, 16)?,
+            inbox_len: be(b, 24)?,
+            horizon,
             pulled: b[57] == 1,
-            pulls: be(b, 58),
-            marks: be(b, 66),
-            active: Ts(be(b, 74)),
+            pulls: be(b, 58)?,
+            marks: be(b, 66)?,
+            active: Ts(be(b, 74)?),
             asleep: b[82] == 1,
-            wakes: be(b, 83),
-            refills: be(b, 91),
+            wakes: be(b, 83)?,
+            refills: be(b, 91)?,
             reposts,
         })
     }
@@ -366,9 +377,16 @@ impl CopyVal {
 
     /// Inverse of [`CopyVal::encode`].
     pub fn decode(b: &[u8]) -> Option<CopyVal> {
-        (b.len() == Self::LEN).then(|| CopyVal {
-            len: be(b, 0),
-            horizon: (b[8] == 1).then(|| TimelineKey::decode(&b[9..33])),
+        if b.len() != Self::LEN {
+            return None;
+        }
+        let horizon = match b[8] {
+            1 => Some(TimelineKey::decode(&b[9..33])?),
+            _ => None,
+        };
+        Some(CopyVal {
+            len: be(b, 0)?,
+            horizon,
         })
     }
 }
@@ -385,7 +403,7 @@ mod tests {
         fn timeline_key_order(a in any::<(u64, u64, u64)>(), b in any::<(u64, u64, u64)>()) {
             let ka = TimelineKey { ts: Ts(a.0), post_id: PostId(a.1), author: UserId(a.2) };
             let kb = TimelineKey { ts: Ts(b.0), post_id: PostId(b.1), author: UserId(b.2) };
-            prop_assert_eq!(TimelineKey::decode(&ka.encode()), ka);
+            prop_assert_eq!(TimelineKey::decode(&ka.encode()), Some(ka));
             prop_assert_eq!(ka.encode().cmp(&kb.encode()), (b.0, b.1, b.2).cmp(&(a.0, a.1, a.2)));
             prop_assert_eq!(inbox(UserId(7), &ka).cmp(&inbox(UserId(7), &kb)), ka.cmp(&kb));
         }

@@ -374,7 +374,7 @@ impl<'a, K: Kv + ?Sized> Txn<'a, K> {
         if cf != Cf::Users || key.len() != 8 || self.users.is_empty() {
             return None;
         }
-        self.users.get(&keys::be(key, 0))
+        self.users.get(&keys::be(key, 0)?)
     }
 
     /// `user`'s record as it will be after this batch (zeroes when the user
@@ -393,8 +393,8 @@ impl<'a, K: Kv + ?Sized> Txn<'a, K> {
 
     /// A raw write of `key` in `cf` supersedes a decoded user record.
     fn forget_user(&mut self, cf: Cf, key: &[u8]) {
-        if cf == Cf::Users && key.len() == 8 {
-            self.users.remove(&keys::be(key, 0));
+        if let Some(user) = keys::be(key, 0).filter(|_| cf == Cf::Users && key.len() == 8) {
+            self.users.remove(&user);
         }
     }
 
@@ -585,6 +585,32 @@ impl Iterator for Merge<'_> {
 }
 
 mod error;
+
+/// The big-endian u64 at `at` of `bytes`, read at `key` in `cf`: a
+/// corrupt-record error (the runner stops) when `bytes` ends before it.
+pub fn u64_at(cf: Cf, key: &[u8], bytes: &[u8], at: usize) -> Result<u64, KvError> {
+    keys::be(bytes, at).ok_or_else(|| {
+        KvError::corrupt(
+            cf,
+            key,
+            format!("shorter than its layout: no 8 bytes at {at}"),
+        )
+    })
+}
+
+/// The timeline key at `at` of `key` in `cf` (an inbox or a copy's key):
+/// a corrupt-record error when `key` ends before it.
+pub fn timeline_key_at(cf: Cf, key: &[u8], at: usize) -> Result<keys::TimelineKey, KvError> {
+    key.get(at..)
+        .and_then(keys::TimelineKey::decode)
+        .ok_or_else(|| {
+            KvError::corrupt(
+                cf,
+                key,
+                format!("shorter than its layout: no timeline key at {at}"),
+            )
+        })
+}
 #[cfg(test)]
 mod tests;
 

@@ -4,7 +4,7 @@
 
 use super::keys::{self, CopyVal, EdgeVal, PostVal, TimelineKey, UserVal};
 use super::kv::KvError;
-use super::kv::{Cf, Kv, Txn};
+use super::kv::{timeline_key_at, u64_at, Cf, Kv, Txn};
 use crate::core::event::{PostId, Ts, UserId};
 
 fn decode<T>(
@@ -33,7 +33,7 @@ pub fn users<'a>(
 ) -> impl Iterator<Item = Result<(UserId, UserVal), KvError>> + 'a {
     kv.scan(Cf::Users, &[], None).map(|r| {
         let (k, v) = r?;
-        let u = UserId(keys::be(&k, 0));
+        let u = UserId(u64_at(Cf::Users, &k, &k, 0)?);
         UserVal::decode(&v)
             .map(|val| (u, val))
             .ok_or_else(|| KvError::corrupt(Cf::Users, &k, "user record does not decode"))
@@ -94,7 +94,7 @@ pub fn live_edges<'a>(
         Err(e) => Some(Err(e)),
         Ok((k, v)) => match EdgeVal::decode(&v) {
             None => Some(Err(KvError::corrupt(cf, &k, "bad edge value"))),
-            Some(e) if e.live => Some(Ok((UserId(keys::be(&k, 8)), e))),
+            Some(e) if e.live => Some(u64_at(cf, &k, &k, 8).map(|u| (UserId(u), e))),
             Some(_) => None,
         },
     })
@@ -111,12 +111,13 @@ pub fn outbox<'a>(
         None => keys::key([author.0]),
     };
     kv.scan_prefix_from(Cf::Outbox, &lo, &keys::key([author.0]))
-        .map(|r| r.map(|(k, _)| outbox_entry(&k)))
+        .map(|r| r.and_then(|(k, _)| outbox_entry(&k)))
 }
 
 /// The time and id of an `outbox` key (`author | !ts | !post_id`).
-pub fn outbox_entry(k: &[u8]) -> (Ts, PostId) {
-    (Ts(!keys::be(k, 8)), PostId(!keys::be(k, 16)))
+pub fn outbox_entry(k: &[u8]) -> Result<(Ts, PostId), KvError> {
+    let at = |i| u64_at(Cf::Outbox, k, k, i);
+    Ok((Ts(!at(8)?), PostId(!at(16)?)))
 }
 
 /// One entry of an author's outbox: an original post, or a live repost
@@ -143,9 +144,11 @@ pub fn outbox_items<'a>(
     };
     kv.scan_prefix_from(Cf::Outbox, &lo, &keys::key([author.0]))
         .map(|r| {
-            r.map(|(k, v)| OutboxItem {
-                ts: Ts(!keys::be(&k, 8)),
-                post_id: PostId(!keys::be(&k, 16)),
+            let (k, v) = r?;
+            let (ts, post_id) = outbox_entry(&k)?;
+            Ok(OutboxItem {
+                ts,
+                post_id,
                 repost_of: keys::decode_outbox_repost(&v),
             })
         })
@@ -172,7 +175,7 @@ pub fn inbox_before<'a>(
     let (lo, end) = inbox_range(user, from);
     let hi = until.map_or(end, |k| Some(keys::inbox(user, k)));
     kv.scan(Cf::Inbox, &lo, hi.as_deref())
-        .map(|r| r.map(|(k, _)| TimelineKey::decode(&k[8..])))
+        .map(|r| r.and_then(|(k, _)| timeline_key_at(Cf::Inbox, &k, 8)))
 }
 
 /// Calls `f` with `user`'s inbox entries up to `until` (exclusive), newest
@@ -186,9 +189,20 @@ pub fn for_each_inbox(
 ) -> Result<(), KvError> {
     let (lo, end) = inbox_range(user, None);
     let hi = until.map_or(end, |k| Some(keys::inbox(user, k)));
-    kv.for_each_key(Cf::Inbox, &lo, hi.as_deref(), &mut |k| {
-        f(TimelineKey::decode(&k[8..]))
-    })
+    let mut bad = None;
+    kv.for_each_key(
+        Cf::Inbox,
+        &lo,
+        hi.as_deref(),
+        &mut |k| match timeline_key_at(Cf::Inbox, k, 8) {
+            Ok(entry) => f(entry),
+            Err(e) => {
+                bad = Some(e);
+                false
+            }
+        },
+    )?;
+    bad.map_or(Ok(()), Err)
 }
 
 /// The keys of `user`'s inbox from `from` (inclusive) if given, as
@@ -220,9 +234,11 @@ pub fn copy_entries<'a>(
         None => keys::key([author.0, 0, 0]),
     };
     kv.scan_prefix_from(Cf::Copies, &lo, &prefix).map(move |r| {
-        r.map(|(k, _)| TimelineKey {
-            ts: Ts(!keys::be(&k, 8)),
-            post_id: PostId(!keys::be(&k, 16)),
+        let (k, _) = r?;
+        let at = |i| u64_at(Cf::Copies, &k, &k, i);
+        Ok(TimelineKey {
+            ts: Ts(!at(8)?),
+            post_id: PostId(!at(16)?),
             author,
         })
     })
@@ -234,7 +250,7 @@ pub fn clock(kv: &(impl Kv + ?Sized)) -> Result<Ts, KvError> {
     let k = keys::CLOCK;
     let v = kv.get(Cf::Meta, k)?;
     Ok(Ts(decode(Cf::Meta, k, v, |b| {
-        (b.len() == 8).then(|| keys::be(b, 0))
+        keys::be(b, 0).filter(|_| b.len() == 8)
     })?
     .unwrap_or(0)))
 }
@@ -244,7 +260,7 @@ pub fn clock(kv: &(impl Kv + ?Sized)) -> Result<Ts, KvError> {
 pub fn pull_threshold(kv: &(impl Kv + ?Sized)) -> Result<u64, KvError> {
     let k = keys::PULL_THRESHOLD;
     let v = kv.get(Cf::Meta, k)?;
-    Ok(decode(Cf::Meta, k, v, |b| (b.len() == 8).then(|| keys::be(b, 0)))?.unwrap_or(0))
+    Ok(decode(Cf::Meta, k, v, |b| keys::be(b, 0).filter(|_| b.len() == 8))?.unwrap_or(0))
 }
 
 /// The pulled authors `user` follows (as marked in `pulls`), ascending.
@@ -253,7 +269,7 @@ pub fn pulls<'a>(
     user: UserId,
 ) -> impl Iterator<Item = Result<UserId, KvError>> + 'a {
     kv.scan_prefix(Cf::Pulls, &keys::key([user.0]))
-        .map(|r| r.map(|(k, _)| UserId(keys::be(&k, 8))))
+        .map(|r| r.and_then(|(k, _)| Ok(UserId(u64_at(Cf::Pulls, &k, &k, 8)?))))
 }
 
 /// `author`'s live followers by follow time, newest first, from `from` (inclusive).
@@ -262,7 +278,11 @@ pub fn recent_followers<'a>(
     author: UserId,
 ) -> impl Iterator<Item = Result<(UserId, Ts), KvError>> + 'a {
     kv.scan_prefix(Cf::RecentFollowers, &keys::key([author.0]))
-        .map(|r| r.map(|(k, _)| (UserId(!keys::be(&k, 16)), Ts(!keys::be(&k, 8)))))
+        .map(|r| {
+            let (k, _) = r?;
+            let at = |i| u64_at(Cf::RecentFollowers, &k, &k, i);
+            Ok((UserId(!at(16)?), Ts(!at(8)?)))
+        })
 }
 
 impl<K: Kv + ?Sized> Txn<'_, K> {

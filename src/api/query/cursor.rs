@@ -74,3 +74,8 @@ pub(super) fn decode_cursor(
     }
     Ok(body[10..].to_vec())
 }
+
+/// The big-endian u64 at `at` of a decoded cursor's bytes.
+pub(super) fn cursor_u64(b: &[u8], at: usize) -> Result<u64, QueryError> {
+    crate::core::keys::be(b, at).ok_or_else(|| QueryError::BadCursor("too short".into()))
+}

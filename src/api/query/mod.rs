@@ -22,7 +22,7 @@ mod types;
 
 pub use crate::core::repost::Mode as RepostMode;
 pub use changes::{changes, Change, Changes, MAX_CHANGES};
-use cursor::{decode_cursor, encode_cursor, CursorView};
+use cursor::{cursor_u64, decode_cursor, encode_cursor, CursorView};
 pub use explain::{EventAt, WhyAnswer, WhyItem};
 pub use types::{
     Counters, CountersList, FilteredItem, FollowerItem, List, Page, PostItem, QueryError, RepostOf,
@@ -300,10 +300,7 @@ impl Reader {
             CursorView::Followees
         };
         let after = match cursor {
-            Some(c) => Some(UserId(crate::core::keys::be(
-                &decode_cursor(c, view, user, 8)?,
-                0,
-            ))),
+            Some(c) => Some(UserId(cursor_u64(&decode_cursor(c, view, user, 8)?, 0)?)),
             None => None,
         };
         let store = self.store_of(user)?;
@@ -388,7 +385,7 @@ impl Reader {
         check_user(user)?;
         check_limit(limit)?;
         let after = match cursor {
-            Some(c) => Some(crate::core::keys::be(&decode_cursor(c, view, user, 8)?, 0)),
+            Some(c) => Some(cursor_u64(&decode_cursor(c, view, user, 8)?, 0)?),
             None => None,
         };
         let store = self.store_of(user)?;
@@ -434,10 +431,7 @@ impl Reader {
         let after = match cursor {
             Some(c) => {
                 let b = decode_cursor(c, CursorView::Posts, user, 16)?;
-                Some((
-                    Ts(crate::core::keys::be(&b, 0)),
-                    PostId(crate::core::keys::be(&b, 8)),
-                ))
+                Some((Ts(cursor_u64(&b, 0)?), PostId(cursor_u64(&b, 8)?)))
             }
             None => None,
         };

@@ -122,14 +122,18 @@ impl Reader {
         let after = timeline_after(user, mode, limit, cursor)?;
         let want = limit + 1;
         let (lo, hi) = views::inbox_range(user, after.as_ref());
-        let mut page = Vec::with_capacity(want);
+        let (mut page, mut bad) = (Vec::with_capacity(want), None);
         store.for_each_key(Cf::Inbox, &lo, hi.as_deref(), |k| {
-            let entry = TimelineKey::decode(&k[8..]);
-            if Some(entry) != after {
-                page.push(entry);
+            match crate::core::kv::timeline_key_at(Cf::Inbox, k, 8) {
+                Ok(entry) if Some(entry) != after => page.push(entry),
+                Ok(_) => {}
+                Err(e) => bad = Some(e),
             }
-            page.len() < want
+            bad.is_none() && page.len() < want
         })?;
+        if let Some(e) = bad {
+            return Err(e.into());
+        }
         // The record is read after the scan, not from the scan's view, and
         // that is enough. A user who never had a pulled followee had none
         // when the scan read (`marks` only grows), so the inbox holds
@@ -311,14 +315,25 @@ impl Reader {
                 .iter()
                 .map(|&a| (keys::outbox(a, from.ts, from.post_id), keys::key([a.0])))
                 .collect();
-            s.for_each_in_ranges(Cf::Outbox, &ranges, &mut |i, k, _| {
-                let (ts, post_id) = views::outbox_entry(k);
-                offer(TimelineKey {
-                    ts,
-                    post_id,
-                    author: authors[i],
-                })
-            })?;
+            let mut bad = None;
+            s.for_each_in_ranges(
+                Cf::Outbox,
+                &ranges,
+                &mut |i, k, _| match views::outbox_entry(k) {
+                    Ok((ts, post_id)) => offer(TimelineKey {
+                        ts,
+                        post_id,
+                        author: authors[i],
+                    }),
+                    Err(e) => {
+                        bad = Some(e);
+                        false
+                    }
+                },
+            )?;
+            if let Some(e) = bad {
+                return Err(e.into());
+            }
         }
         for (author, posts) in fetched {
             for (ts, post_id) in posts {
@@ -382,12 +397,11 @@ fn timeline_after(
     check_user(user)?;
     check_limit(limit)?;
     Ok(match cursor {
-        Some(c) => Some(TimelineKey::decode(&decode_cursor(
-            c,
-            CursorView::timeline(mode),
-            user,
-            TimelineKey::LEN,
-        )?)),
+        Some(c) => {
+            let b = decode_cursor(c, CursorView::timeline(mode), user, TimelineKey::LEN)?;
+            let key = TimelineKey::decode(&b);
+            Some(key.ok_or_else(|| QueryError::BadCursor("too short".into()))?)
+        }
         None => None,
     })
 }

@@ -27,7 +27,7 @@ use super::inbox::lower_horizon;
 use super::pulled;
 use crate::core::event::{PostId, Ts, UserId};
 use crate::core::keys::{self, TimelineKey, UserVal};
-use crate::core::kv::{Cf, Kv, KvError, Txn};
+use crate::core::kv::{u64_at, Cf, Kv, KvError, Txn};
 use crate::core::position::Version;
 use crate::core::views::{self, live_edges};
 
@@ -209,7 +209,7 @@ pub(super) fn unfollowed<K: Kv + ?Sized>(
 fn awaited<K: Kv + ?Sized>(t: &Txn<'_, K>, k: &[u8]) -> Result<Option<u64>, KvError> {
     Ok(t.get(Cf::Refills, k)?
         .filter(|v| v.len() == 8)
-        .map(|v| keys::be(&v, 0)))
+        .and_then(|v| keys::be(&v, 0)))
 }
 
 /// The refills awaited in this partition, asked for again (with the wake
@@ -219,7 +219,8 @@ pub fn refill_requests(kv: &(impl Kv + ?Sized), ctx: &Ctx) -> Result<Vec<Out>, K
     let mut asks = Vec::new();
     for r in kv.scan(Cf::Refills, &[], None) {
         let (k, v) = r?;
-        let (user, author) = (UserId(keys::be(&k, 0)), UserId(keys::be(&k, 8)));
+        let at = |b: &[u8], i| u64_at(Cf::Refills, &k, b, i);
+        let (user, author) = (UserId(at(&k, 0)?), UserId(at(&k, 8)?));
         let Some(edge) = views::edge(kv, Cf::Followees, user, author)?.filter(|e| e.live) else {
             continue;
         };
@@ -227,7 +228,7 @@ pub fn refill_requests(kv: &(impl Kv + ?Sized), ctx: &Ctx) -> Result<Vec<Out>, K
             author,
             follower: user,
             version: edge.version,
-            wake: Wake(keys::be(&v, 0)),
+            wake: Wake(at(&v, 0)?),
         };
         ctx.send(&mut asks, author, ask);
     }

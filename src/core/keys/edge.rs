@@ -105,14 +105,14 @@ impl EdgeVal {
         if b.len() != 17 + 16 * usize::from(ext) + 8 * usize::from(by) || flags > 15 {
             return None;
         }
-        let version = Version(be(b, 1));
+        let version = Version(be(b, 1)?);
         let last_by = match by {
-            true => Version(be(b, b.len() - 8)),
+            true => Version(be(b, b.len() - 8)?),
             false => version,
         };
-        let ts = Ts(be(b, 9));
+        let ts = Ts(be(b, 9)?);
         let (first, last) = match ext {
-            true => (Ts(be(b, 17)), Ts(be(b, 25))),
+            true => (Ts(be(b, 17)?), Ts(be(b, 25)?)),
             false => (ts, ts),
         };
         Some(EdgeVal {

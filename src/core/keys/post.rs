@@ -76,7 +76,7 @@ fn version_bytes(v: Option<Version>) -> [u8; 8] {
 
 /// Inverse of [`version_bytes`].
 fn version_at(b: &[u8], at: usize) -> Option<Version> {
-    Some(be(b, at)).filter(|&v| v > 0).map(Version)
+    be(b, at).filter(|&v| v > 0).map(Version)
 }
 
 impl PostVal {
@@ -111,10 +111,14 @@ impl PostVal {
         if ![9, 17, 33].contains(&b.len()) {
             return None;
         }
-        let ts = Ts(be(b, 1));
+        let ts = Ts(be(b, 1)?);
+        let deleted = match b.len() {
+            33 => Some((Version(be(b, 17)?), Ts(be(b, 25)?))),
+            _ => None,
+        };
         let posted = Posted {
             post: (b.len() > 9).then(|| version_at(b, 9)).flatten(),
-            deleted: (b.len() == 33).then(|| (Version(be(b, 17)), Ts(be(b, 25)))),
+            deleted,
         };
         match b[0] {
             1 => Some(PostVal::Live(ts, posted)),
@@ -150,10 +154,13 @@ impl RepostVal {
         if b.len() != Self::LEN && b.len() != Self::LEN - 8 {
             return None;
         }
-        let root = (b[25] == 1).then(|| ((UserId(be(b, 26)), PostId(be(b, 34))), Ts(be(b, 42))));
+        let root = match b[25] {
+            1 => Some(((UserId(be(b, 26)?), PostId(be(b, 34)?)), Ts(be(b, 42)?))),
+            _ => None,
+        };
         Some(RepostVal {
-            ts: Ts(be(b, 1)),
-            of: (UserId(be(b, 9)), PostId(be(b, 17))),
+            ts: Ts(be(b, 1)?),
+            of: (UserId(be(b, 9)?), PostId(be(b, 17)?)),
             root,
             state: match b[50] {
                 0 => RepostState::Pending,

@@ -89,3 +89,55 @@ proptest! {
         prop_assert_eq!(&after.maps[Cf::Users.index()], &model);
     }
 }
+
+// Proves a key or value shorter than its layout is a corrupt-record error (the runner stops with it) where scans decode it, never a panic: an inbox entry, a pulled author's marker, an outbox entry and a recent follower each cut short.
+#[test]
+fn short_keys_are_corrupt_records_not_panics() {
+    use crate::core::views;
+    let user = UserId(7);
+    let short = |prefix: Vec<u8>| {
+        let mut k = prefix;
+        k.extend_from_slice(&[1, 2, 3]);
+        k
+    };
+    let empty = MemKv::default();
+    let mut txn = Txn::new(&empty);
+    for cf in [Cf::Inbox, Cf::Pulls, Cf::Outbox, Cf::RecentFollowers] {
+        txn.put(cf, short(keys::key([user.0])), Vec::new());
+    }
+    let mut kv = MemKv::default();
+    kv.apply(txn.into_writes());
+    let corrupt = |e: KvError, cf: Cf| {
+        assert!(
+            matches!(&e, KvError::Corrupt { cf: c, .. } if *c == cf.name()),
+            "{e}"
+        );
+        assert_eq!(e.disposition(), crate::core::Disposition::Stop);
+    };
+    corrupt(
+        views::inbox(&kv, user, None).next().unwrap().unwrap_err(),
+        Cf::Inbox,
+    );
+    corrupt(
+        views::for_each_inbox(&kv, user, None, |_| true).unwrap_err(),
+        Cf::Inbox,
+    );
+    corrupt(
+        views::pulls(&kv, user).next().unwrap().unwrap_err(),
+        Cf::Pulls,
+    );
+    corrupt(
+        views::outbox(&kv, user, None).next().unwrap().unwrap_err(),
+        Cf::Outbox,
+    );
+    corrupt(
+        views::recent_followers(&kv, user)
+            .next()
+            .unwrap()
+            .unwrap_err(),
+        Cf::RecentFollowers,
+    );
+    assert_eq!(keys::be(&[0; 12], 4), Some(0));
+    assert_eq!(keys::be(&[0; 12], 5), None);
+    assert_eq!(keys::be(&[0; 12], usize::MAX), None);
+}

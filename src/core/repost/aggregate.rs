@@ -15,7 +15,7 @@
 use crate::core::event::{PostId, Ts, UserId};
 use crate::core::filter::ReadFilter;
 use crate::core::keys::{self, PostRef, TimelineKey};
-use crate::core::kv::{Cf, Kv, KvError};
+use crate::core::kv::{u64_at, Cf, Kv, KvError};
 use crate::core::views;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -110,10 +110,10 @@ pub fn original_of(
     let k = keys::dir_by_repost(author, post_id);
     match kv.get(Cf::RepostDir, &k)? {
         None => Ok(None),
-        Some(v) if v.len() == 24 => Ok(Some((
-            (UserId(keys::be(&v, 0)), PostId(keys::be(&v, 8))),
-            Ts(keys::be(&v, 16)),
-        ))),
+        Some(v) if v.len() == 24 => {
+            let at = |i| u64_at(Cf::RepostDir, &k, &v, i);
+            Ok(Some(((UserId(at(0)?), PostId(at(8)?)), Ts(at(16)?))))
+        }
         Some(_) => Err(KvError::corrupt(Cf::RepostDir, &k, "expected 24 bytes")),
     }
 }
@@ -127,9 +127,10 @@ pub fn live_reposts(kv: &(impl Kv + ?Sized)) -> Result<Vec<(PostRef, PostRef, Ts
             if k.len() != 17 || v.len() != 24 {
                 return Err(KvError::corrupt(Cf::RepostDir, &k, "bad repost entry"));
             }
-            let repost = (UserId(keys::be(&k, 1)), PostId(keys::be(&k, 9)));
-            let original = (UserId(keys::be(&v, 0)), PostId(keys::be(&v, 8)));
-            Ok((repost, original, Ts(keys::be(&v, 16))))
+            let at = |b: &[u8], i| u64_at(Cf::RepostDir, &k, b, i);
+            let repost = (UserId(at(&k, 1)?), PostId(at(&k, 9)?));
+            let original = (UserId(at(&v, 0)?), PostId(at(&v, 8)?));
+            Ok((repost, original, Ts(at(&v, 16)?)))
         })
         .collect()
 }
@@ -179,10 +180,11 @@ fn repost_app(k: &[u8], v: &[u8]) -> Result<TimelineKey, KvError> {
     if k.len() != 33 || v.len() != 16 {
         return Err(KvError::corrupt(Cf::RepostDir, k, "bad repost entry"));
     }
+    let at = |b: &[u8], i| u64_at(Cf::RepostDir, k, b, i);
     Ok(TimelineKey {
-        ts: Ts(keys::be(v, 0)),
-        post_id: PostId(keys::be(k, 25)),
-        author: UserId(keys::be(k, 17)),
+        ts: Ts(at(v, 0)?),
+        post_id: PostId(at(k, 25)?),
+        author: UserId(at(k, 17)?),
     })
 }
 

@@ -39,7 +39,7 @@ use super::effect::{Applied, Ctx, Effect, Out, Step};
 use super::partition::Partition;
 use crate::core::event::{PostId, Ts, UserId, MAX_REPOST_HOPS};
 use crate::core::keys::{self, PostRef, PostVal, RepostState, RepostVal};
-use crate::core::kv::{Cf, Kv, KvError, Txn};
+use crate::core::kv::{u64_at, Cf, Kv, KvError, Txn};
 use crate::core::position::Version;
 use crate::core::views;
 
@@ -71,11 +71,12 @@ fn registered<K: Kv + ?Sized>(
             if v.len() != 20 || k.len() != 33 {
                 return Err(KvError::corrupt(Cf::Reposts, &k, "bad registration"));
             }
+            let at = |b: &[u8], i| u64_at(Cf::Reposts, &k, b, i);
             let repost = Repost {
-                reposter: UserId(keys::be(&k, 17)),
-                repost: PostId(keys::be(&k, 25)),
-                ts: Ts(keys::be(&v, 0)),
-                version: Version(keys::be(&v, 12)),
+                reposter: UserId(at(&k, 17)?),
+                repost: PostId(at(&k, 25)?),
+                ts: Ts(at(&v, 0)?),
+                version: Version(at(&v, 12)?),
             };
             let hops = u32::from_be_bytes([v[8], v[9], v[10], v[11]]);
             Ok((repost, hops))
@@ -89,7 +90,7 @@ pub fn count<K: Kv + ?Sized>(kv: &K, target: PostRef) -> Result<u64, KvError> {
     let k = keys::repost_count(target);
     Ok(match kv.get(Cf::Reposts, &k)? {
         None => 0,
-        Some(v) if v.len() == 8 => keys::be(&v, 0),
+        Some(v) if v.len() == 8 => u64_at(Cf::Reposts, &k, &v, 0)?,
         Some(_) => return Err(KvError::corrupt(Cf::Reposts, &k, "expected 8 bytes")),
     })
 }
@@ -468,7 +469,7 @@ pub fn dir_count<K: Kv + ?Sized>(kv: &K, root: PostRef) -> Result<u64, KvError> 
     let k = keys::dir_count(root);
     Ok(match kv.get(Cf::RepostDir, &k)? {
         None => 0,
-        Some(v) if v.len() == 8 => keys::be(&v, 0),
+        Some(v) if v.len() == 8 => u64_at(Cf::RepostDir, &k, &v, 0)?,
         Some(_) => return Err(KvError::corrupt(Cf::RepostDir, &k, "expected 8 bytes")),
     })
 }
