@@ -586,32 +586,7 @@ impl Iterator for Merge<'_> {
 
 mod error;
 
-/// The big-endian u64 at `at` of `bytes`, read at `key` in `cf`: a
-/// corrupt-record error (the runner stops) when `bytes` ends before it.
-pub fn u64_at(cf: Cf, key: &[u8], bytes: &[u8], at: usize) -> Result<u64, KvError> {
-    keys::be(bytes, at).ok_or_else(|| {
-        KvError::corrupt(
-            cf,
-            key,
-            format!("shorter than its layout: no 8 bytes at {at}"),
-        )
-    })
-}
-
-/// The timeline key at `at` of `key` in `cf` (an inbox or a copy's key):
-/// a corrupt-record error when `key` ends before it.
-pub fn timeline_key_at(cf: Cf, key: &[u8], at: usize) -> Result<keys::TimelineKey, KvError> {
-    key.get(at..)
-        .and_then(keys::TimelineKey::decode)
-        .ok_or_else(|| {
-            KvError::corrupt(
-                cf,
-                key,
-                format!("shorter than its layout: no timeline key at {at}"),
-            )
-        })
-}
 #[cfg(test)]
 mod tests;
 
-pub use error::KvError;
+pub use error::{timeline_key_at, u64_at, KvError};

@@ -1,6 +1,7 @@
 //! Why a read of state failed.
 
 use super::Cf;
+use crate::core::keys;
 
 /// Why a read of state failed: a stored value that does not decode, or the
 /// engine behind the [`Kv`](super::Kv) (RocksDB, in the state layer) failed.
@@ -45,4 +46,30 @@ impl KvError {
             reason: reason.into(),
         }
     }
+}
+
+/// The big-endian u64 at `at` of `bytes`, read at `key` in `cf`: a
+/// corrupt-record error (the runner stops) when `bytes` ends before it.
+pub fn u64_at(cf: Cf, key: &[u8], bytes: &[u8], at: usize) -> Result<u64, KvError> {
+    keys::be(bytes, at).ok_or_else(|| {
+        KvError::corrupt(
+            cf,
+            key,
+            format!("shorter than its layout: no 8 bytes at {at}"),
+        )
+    })
+}
+
+/// The timeline key at `at` of `key` in `cf` (an inbox or a copy's key):
+/// a corrupt-record error when `key` ends before it.
+pub fn timeline_key_at(cf: Cf, key: &[u8], at: usize) -> Result<keys::TimelineKey, KvError> {
+    key.get(at..)
+        .and_then(keys::TimelineKey::decode)
+        .ok_or_else(|| {
+            KvError::corrupt(
+                cf,
+                key,
+                format!("shorter than its layout: no timeline key at {at}"),
+            )
+        })
 }
