@@ -1,5 +1,5 @@
 #!/bin/sh
-# A big account and an idle start-up (see BENCHMARKS.md), push only and
+# A big account and an idle start-up (see docs/benchmark-runs.md), push only and
 # hybrid: FOLLOWERS users follow user 1 and are processed; then, each timed
 # in the same run:
 #   - `run --until-idle` on the idle state, twice (the start-up cost: opening

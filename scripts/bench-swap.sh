@@ -1,5 +1,5 @@
 #!/bin/sh
-# The swap pause under live traffic (see BENCHMARKS.md): on a processed data
+# The swap pause under live traffic (see docs/benchmark-runs.md): on a processed data
 # directory, runs the processor, rebuilds its state beside it, then swaps
 # the rebuild in while posts keep arriving (CHUNKS chunks of 20,000 posts by
 # random users 1..USERS, one every EVERY seconds). Prints the swap's report:

@@ -458,7 +458,8 @@ impl Ctx {
     /// eighth over it. A quarter made heavy trimming faster (0.59 -> 0.65 of
     /// raw puts) but timeline pages of a large state slower (the Epinions
     /// demo: 23-31k against 33k pages/s), so it stays an eighth
-    /// (BENCHMARKS.md, fan-out section).
+    /// (docs/benchmark-runs.md, "Fan-out inbox writes through the processor
+    /// vs raw RocksDB puts").
     pub(super) fn inbox_trim_at(&self) -> u64 {
         self.inbox_cap + (self.inbox_cap / 8).max(1)
     }

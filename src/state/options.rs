@@ -40,7 +40,8 @@ pub(super) fn cf_options(cf: Cf, cache: &BlockCache, opts: &StoreOptions) -> Opt
     // reader or followee and reads a few hundred bytes, and a cold seek
     // decompresses the whole block (16 KB blocks made Zstandard half of an
     // uncached page's instructions; 4 KB cut those pages' instructions by
-    // a fifth for 4 % more state, BENCHMARKS.md "Reposts' read path").
+    // a fifth for 4 % more state; docs/benchmark-runs.md,
+    // "Reposts' read path: the design's page with its sources, and one iterator per page's ranges").
     // Recent followers and the rest, read in longer runs, keep 16 KB.
     if matches!(
         cf,

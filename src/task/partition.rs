@@ -57,7 +57,8 @@ impl BatchLimits {
     /// Limits for a replay that nobody reads while it runs (`rebuild`,
     /// `backfill`): steps of up to 65,536 records per input, so a replay
     /// commits less often and writes each user record fewer times
-    /// (BENCHMARKS.md, rebuild: about a tenth faster than the live steps,
+    /// (docs/benchmark-runs.md, "Rebuild from the log vs raw log reads and
+    /// raw RocksDB puts": about a tenth faster than the live steps,
     /// for about 0.3 GB more memory over eight partitions). Latency does
     /// not matter there; a live processor keeps the smaller default.
     pub fn replay() -> BatchLimits {
