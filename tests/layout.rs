@@ -394,6 +394,19 @@ fn parts_use_what_the_architecture_allows() {
     violations(found);
 }
 
+// Proves BENCHMARKS.md stays a reference of the latest figures (at most 300 lines); the runs go to docs/benchmark-runs.md.
+#[test]
+fn benchmarks_is_a_reference() {
+    let n = std::fs::read_to_string(root().join("BENCHMARKS.md"))
+        .unwrap()
+        .lines()
+        .count();
+    assert!(
+        n <= 300,
+        "BENCHMARKS.md: {n} lines; move runs to docs/benchmark-runs.md"
+    );
+}
+
 // Proves no source or test file is over 600 lines.
 #[test]
 fn no_file_over_600_lines() {

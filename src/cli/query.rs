@@ -135,7 +135,7 @@ impl Answerer {
             let p = reader.partition_of(post.0);
             let store = reader.store_of(post.0)?;
             let lag = feedlog::task::lag(&self.dir.logs(), &[(p, store)])
-                .map_err(|e| QueryError::BadView(format!("reading the log's end: {e}")))?;
+                .map_err(|e| QueryError::Internal(format!("reading the log's end: {e}")))?;
             if let Some(l) = lag.first() {
                 w.not_applied_yet(p, l.at.events.records_to(l.end.events));
             }
@@ -215,5 +215,5 @@ fn line_query(line: &str) -> Result<LineQuery, BadParam> {
 
 /// An answer as JSON.
 fn encoded<T: serde::Serialize>(answer: &T) -> Result<String, QueryError> {
-    serde_json::to_string(answer).map_err(|e| QueryError::BadView(format!("unencodable: {e}")))
+    serde_json::to_string(answer).map_err(|e| QueryError::Internal(format!("unencodable: {e}")))
 }

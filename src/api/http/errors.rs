@@ -45,7 +45,9 @@ impl ApiError {
 impl From<QueryError> for ApiError {
     fn from(e: QueryError) -> ApiError {
         match e {
-            QueryError::Store(_) | QueryError::State(_) => ApiError::internal(e),
+            QueryError::Store(_) | QueryError::State(_) | QueryError::Internal(_) => {
+                ApiError::internal(e)
+            }
             QueryError::HistoryGone { .. } => ApiError {
                 status: StatusCode::GONE,
                 code: e.code(),

@@ -69,6 +69,10 @@ pub enum QueryError {
     /// Reading a view failed.
     #[error(transparent)]
     State(#[from] crate::core::kv::KvError),
+    /// Something else failed while answering: reading the log's end, or
+    /// encoding the answer.
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl From<Unavailable> for QueryError {
@@ -98,6 +102,7 @@ impl QueryError {
             | QueryError::Remote { .. } => Disposition::Retry,
             QueryError::Store(e) => e.disposition(),
             QueryError::State(e) => e.disposition(),
+            QueryError::Internal(_) => Disposition::Retry,
         }
     }
 
@@ -114,7 +119,7 @@ impl QueryError {
             | QueryError::Remote { .. } => "unavailable",
             QueryError::HistoryGone { .. } => "history_gone",
             QueryError::NoHistory(_) => "no_history",
-            QueryError::Store(_) | QueryError::State(_) => "internal",
+            QueryError::Store(_) | QueryError::State(_) | QueryError::Internal(_) => "internal",
         }
     }
 }
