@@ -161,6 +161,17 @@ fn bad(message: impl Into<String>) -> BadParam {
     }
 }
 
+/// Where a timeline page starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PageStart {
+    /// At the newest entry: the first page.
+    Top,
+    /// Past a page's `next_cursor`: older entries.
+    Older(String),
+    /// Before a page's `prev_cursor`: the entries newer than its first.
+    Newer(String),
+}
+
 /// What a read was given, each parsed.
 #[derive(Debug, Default)]
 pub struct Params {
@@ -284,10 +295,10 @@ impl Params {
         Ok(l)
     }
 
-    /// A timeline's cursor: `cursor` (older entries) or `newer_than`
-    /// (newer ones, `Err` side), not both; and `explain` only of the
+    /// Where a timeline page starts: from a `cursor` (older entries) or
+    /// a `newer_than` (newer ones), not both; and `explain` only of the
     /// current state.
-    pub fn timeline_cursor(&self) -> Result<Option<Result<&str, &str>>, BadParam> {
+    pub fn timeline_from(&self) -> Result<PageStart, BadParam> {
         if self.explain && self.as_of.is_some() {
             // A state as of a time is replayed on one partition: it knows
             // no log positions to explain with.
@@ -299,9 +310,9 @@ impl Params {
             (Some(_), Some(_)) => Err(bad(
                 "give cursor (older entries) or newer_than (newer entries), not both",
             )),
-            (Some(c), None) => Ok(Some(Ok(c))),
-            (None, Some(n)) => Ok(Some(Err(n))),
-            (None, None) => Ok(None),
+            (Some(c), None) => Ok(PageStart::Older(c.to_string())),
+            (None, Some(n)) => Ok(PageStart::Newer(n.to_string())),
+            (None, None) => Ok(PageStart::Top),
         }
     }
 

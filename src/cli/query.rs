@@ -95,10 +95,10 @@ impl Answerer {
         match read.name {
             "timeline" => {
                 let (l, mode) = (limit()?, p.reposts.unwrap_or_default());
-                let mut page = match p.timeline_cursor()? {
-                    Some(Err(newer)) => r.timeline_newer(user, mode, l, newer)?,
-                    Some(Ok(c)) => r.timeline_in(user, mode, l, Some(c))?,
-                    None => r.timeline_in(user, mode, l, None)?,
+                let mut page = match p.timeline_from()? {
+                    reads::PageStart::Newer(n) => r.timeline_newer(user, mode, l, &n)?,
+                    reads::PageStart::Older(c) => r.timeline_in(user, mode, l, Some(&c))?,
+                    reads::PageStart::Top => r.timeline_in(user, mode, l, None)?,
                 };
                 if p.explain {
                     r.explain_page(user, mode, &mut page)?;

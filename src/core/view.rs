@@ -1,6 +1,5 @@
-//! The views readers read, by name: one enum for the CLI (`query VIEW`,
-//! `backfill --view`), JSON queries and digests (the API has one route
-//! per view).
+//! The views readers read, by name: one enum for `backfill --view` and
+//! digests (the reads and their routes are `crate::api::reads`).
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

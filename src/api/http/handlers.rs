@@ -72,9 +72,7 @@ pub(super) async fn timeline(
 ) -> Result<Response, ApiError> {
     let (user, p) = (user_id(&id)?, params(q, &reads::TIMELINE)?);
     let as_of = p.as_of;
-    let cursor = p
-        .timeline_cursor()?
-        .map(|c| c.map(String::from).map_err(String::from));
+    let from = p.timeline_from()?;
     let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
     let route = super::route::TIMELINE;
     let mode = p.reposts.unwrap_or_default();
@@ -103,8 +101,8 @@ pub(super) async fn timeline(
         link_as_of(&mut resp, as_of);
         resp
     };
-    let cursor = match cursor {
-        Some(Err(newer)) => {
+    let cursor = match from {
+        reads::PageStart::Newer(newer) => {
             let page = read_at(&api, as_of, move |r| {
                 explained(r, r.timeline_newer(user, mode, l, &newer)?)
             })
@@ -112,8 +110,8 @@ pub(super) async fn timeline(
             let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
             return Ok(linked(json_page(&page), next, prev));
         }
-        Some(Ok(cursor)) => Some(cursor),
-        None => None,
+        reads::PageStart::Older(cursor) => Some(cursor),
+        reads::PageStart::Top => None,
     };
     // The inline reads and the page cache serve the default placement.
     let plain = mode == RepostMode::Newest && !explain && as_of.is_none();
