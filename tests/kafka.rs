@@ -579,3 +579,46 @@ fn an_owner_cut_off_from_the_brokers_stops_serving_within_its_lease() {
     });
     member.stop();
 }
+
+// Proves a processor's last commit, to a coordinator that cannot be reached, gives up within its bound (librdkafka alone would wait its socket timeout, a minute) and says why.
+#[test]
+fn a_last_commit_to_an_unreachable_coordinator_gives_up_within_its_bound() {
+    use feedlog::core::fence::Epoch;
+    use feedlog::log::kafka::{GroupEvent, GroupMember, MemberSettings};
+    let mock = MockCluster::new(1).unwrap();
+    create_topics(&mock, "", 2);
+    let cfg = config(&mock.bootstrap_servers(), "gc", "", "m0");
+    let settings = MemberSettings {
+        member: "m0".into(),
+        instance_id: None,
+        cooperative: false,
+        session_timeout: Duration::from_secs(6),
+    };
+    let group = GroupMember::join(&cfg.kafka, &settings).unwrap();
+    let mut assigned = false;
+    wait_until("the member is assigned", Duration::from_secs(30), || {
+        for r in group.poll(Duration::from_millis(100)) {
+            assigned |= matches!(r.event, GroupEvent::Assigned(_));
+            group.complete(&r).unwrap();
+        }
+        assigned
+    });
+    let positions = [(Partition(0), Positions::new(1, 0), Epoch(7))];
+    group
+        .commit_within(&positions, Duration::from_secs(5))
+        .unwrap();
+    mock.broker_down(1).unwrap();
+    let t = Instant::now();
+    let err = group
+        .commit_within(
+            &[(Partition(0), Positions::new(2, 0), Epoch(7))],
+            Duration::from_secs(2),
+        )
+        .unwrap_err();
+    let took = t.elapsed();
+    assert!(took < Duration::from_secs(4), "gave up after {took:?}");
+    assert!(
+        err.to_string().contains("did not answer within 2s"),
+        "{err}"
+    );
+}

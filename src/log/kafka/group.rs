@@ -16,13 +16,13 @@ use super::{kafka_err, KafkaConfig, REQUEST_TIMEOUT};
 use crate::core::fence::Epoch;
 use crate::core::position::Positions;
 use crate::core::Partition;
-use crate::log::LogError;
+use crate::log::{KafkaFailure, LogError};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, RebalanceProtocol};
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What the group did to this member.
@@ -137,7 +137,7 @@ pub struct MemberSettings {
 
 /// This process's membership in the processors' group.
 pub struct GroupMember {
-    consumer: BaseConsumer<Recorder>,
+    consumer: Arc<BaseConsumer<Recorder>>,
     events_topic: String,
     effects_topic: String,
 }
@@ -184,7 +184,7 @@ impl GroupMember {
             .subscribe(&[&events_topic])
             .map_err(kafka_err(format!("subscribing to {events_topic}")))?;
         Ok(GroupMember {
-            consumer,
+            consumer: Arc::new(consumer),
             events_topic,
             effects_topic,
         })
@@ -251,6 +251,48 @@ impl GroupMember {
         self.consumer
             .commit(&tpl, mode)
             .map_err(kafka_err("committing the group's positions"))
+    }
+
+    /// Commits positions synchronously, waiting at most `within` for the
+    /// coordinator: librdkafka's own wait is its socket timeout (a minute)
+    /// when the coordinator cannot be reached, too long for a stop. Past
+    /// `within` the commit is left to finish or fail on its own and this
+    /// returns an error; the inputs stay uncommitted, so whoever owns the
+    /// partitions next processes them again (nothing is lost).
+    pub fn commit_within(
+        &self,
+        positions: &[(Partition, Positions, Epoch)],
+        within: Duration,
+    ) -> Result<(), LogError> {
+        let tpl = positions_tpl(&self.events_topic, &self.effects_topic, positions);
+        if tpl.count() == 0 {
+            return Ok(());
+        }
+        let (answer, answered) = std::sync::mpsc::channel();
+        let consumer = Arc::clone(&self.consumer);
+        std::thread::Builder::new()
+            .name("feedlog-last-commit".into())
+            .spawn(move || {
+                let _ = answer.send(
+                    consumer
+                        .commit(&tpl, CommitMode::Sync)
+                        .map_err(kafka_err("committing the group's positions")),
+                );
+            })
+            .map_err(|e| {
+                LogError::kafka(
+                    "committing the group's positions",
+                    format!("starting its thread: {e}"),
+                    KafkaFailure::Transient,
+                )
+            })?;
+        answered.recv_timeout(within).unwrap_or_else(|_| {
+            Err(LogError::kafka(
+                "committing the group's positions",
+                format!("the coordinator did not answer within {within:?}"),
+                KafkaFailure::Transient,
+            ))
+        })
     }
 
     /// Leaves the group: rebalances from here on complete at once.

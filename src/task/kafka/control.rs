@@ -15,7 +15,8 @@ use std::thread::JoinHandle;
 const START_TOGETHER: usize = 8;
 
 /// How long a stopping processor waits for its brokers to acknowledge
-/// its last records before it gives up on them.
+/// its last records before it gives up on them, and then for the
+/// coordinator to take its last commit.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 use std::time::{Duration, Instant};
 
@@ -140,7 +141,8 @@ impl Cluster {
         }
         let (stopped, interrupted) = self.stop_all_within(STOP_GRACE);
         if !stopped.is_empty() && !group.assignment_lost() {
-            if let Err(e) = group.commit(&Ownership::commit_positions(&stopped), true) {
+            if let Err(e) = group.commit_within(&Ownership::commit_positions(&stopped), STOP_GRACE)
+            {
                 tracing::warn!(error = %e, "committing positions on the way out");
             }
             // An interrupted store holds records its brokers never took:
