@@ -139,8 +139,13 @@ impl Cluster {
         if let Some(t) = checkpointing.take() {
             let _ = t.join();
         }
+        tracing::info!("leaving: finishing the partitions' batches");
         let (stopped, interrupted) = self.stop_all_within(STOP_GRACE);
         if !stopped.is_empty() && !group.assignment_lost() {
+            tracing::info!(
+                partitions = stopped.len(),
+                "leaving: committing their positions"
+            );
             if let Err(e) = group.commit_within(&Ownership::commit_positions(&stopped), STOP_GRACE)
             {
                 tracing::warn!(error = %e, "committing positions on the way out");
@@ -151,10 +156,12 @@ impl Cluster {
                 checkpoint_all(self.checkpoints.as_deref(), &stopped);
             }
         }
+        tracing::info!("leaving: announcing the departure, then leaving the group");
         if let Err(e) = members.leave() {
             tracing::warn!(error = %e, "announcing departure");
         }
         group.leave();
+        tracing::info!("left the group");
         match failure {
             Some(e) => Err(e),
             None => Ok(self.progress.totals().since(&before)),
