@@ -14,12 +14,15 @@ use common::kafka::{
 };
 use common::{check_all, generated_log, oracle_of};
 use feedlog::core::kv::Kv;
-use feedlog::core::Partition;
+use feedlog::core::{Generation, Partition};
 use feedlog::state::checkpoint::list_in;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// The generation rebuilt beside the deployment in these tests.
+const G1: Generation = Generation(1);
 
 // Proves `rebuild` in Kafka mode builds generation 1 beside the live group: the live processors answer every read meanwhile, events keep arriving, the rebuild shows per-partition progress and exits once caught up, its processors go on with `run --generation 1`, `verify` finds both generations identical at one cut while events keep arriving, `checkpoint` writes every partition's checkpoint at one cut, every view of both generations equals the oracle, `verify` names the partition and view of a post taken out of one generation's state, `swap` makes generation 0's processors answer from generation 1 with every read answered meanwhile, `swap --rollback` goes back, and `swap --confirm` stops generation 0's processors.
 #[test]
@@ -217,7 +220,7 @@ fn rebuilt_beside(b: &Broker, partitions: u32) {
     // Both generations forward misrouted events into the one `events`
     // topic (each skips the copies it already applied): wait until neither
     // appends anything while the other settles.
-    let shadow_kafka = kafka.generation(1);
+    let shadow_kafka = kafka.generation(G1);
     let (live_status, shadow_status) = loop {
         let l = wait_idle(&kafka, Duration::from_secs(180));
         let s = wait_idle(&shadow_kafka, Duration::from_secs(180));
@@ -481,8 +484,8 @@ fn backfill_in_one_command(b: Broker) {
     loop {
         read_all();
         let now = feedlog::ops::generation::live_generation(&kafka).unwrap();
-        if now.live == 1 {
-            assert_eq!(now.previous, Some(0), "generation 0 kept for a rollback");
+        if now.live == G1 {
+            assert_eq!(now.previous, Some(Generation::FIRST), "generation 0 kept");
             break;
         }
         let said = std::fs::read_to_string(tmp.path().join("backfill.log")).unwrap();
@@ -493,7 +496,7 @@ fn backfill_in_one_command(b: Broker) {
         std::thread::sleep(Duration::from_millis(200));
     }
     read_all();
-    let s = wait_idle(&kafka.generation(1), Duration::from_secs(60));
+    let s = wait_idle(&kafka.generation(G1), Duration::from_secs(60));
     backfill.stop();
     live.stop();
     let dir = feedlog::state::datadir::DataDir::open(&g1).unwrap();
@@ -543,7 +546,7 @@ fn seeded_from_a_cut(b: Broker) {
     let seed = ["--generation", "1", "reset", "--to-checkpoint", cps];
     let out = feedlog_ok(&b, &[&seed[..], &["--dry-run"]].concat());
     assert!(out.contains("dry run: nothing was written"), "{out}");
-    assert!(feedlog::ops::seed::never_ran(&kafka.generation(1)).unwrap());
+    assert!(feedlog::ops::seed::never_ran(&kafka.generation(G1)).unwrap());
     // A broker that drops commit metadata (where the seed's epoch goes)
     // gets a refusal, the group left at the start: then generation 1
     // rebuilds from the log, and its views are checked all the same.
@@ -563,8 +566,8 @@ fn seeded_from_a_cut(b: Broker) {
             "a seed the broker cannot keep: {err}"
         );
         assert!(err.contains("cannot seed a generation"), "{err}");
-        assert!(feedlog::ops::seed::never_ran(&kafka.generation(1)).unwrap());
-        let effects = kafka.generation(1).name(feedlog::log::Topic::Effects);
+        assert!(feedlog::ops::seed::never_ran(&kafka.generation(G1)).unwrap());
+        let effects = kafka.generation(G1).name(feedlog::log::Topic::Effects);
         let mut copies = (0..4).flat_map(|p| list_in(Path::new(cps), Partition(p)));
         assert!(
             !copies.any(|(_, c)| c.identity.effects_topic.as_deref() == Some(&effects[..])),
@@ -582,7 +585,7 @@ fn seeded_from_a_cut(b: Broker) {
             .spawn()
             .unwrap(),
     );
-    let s = wait_idle(&kafka.generation(1), Duration::from_secs(120));
+    let s = wait_idle(&kafka.generation(G1), Duration::from_secs(120));
     shadow.stop();
     live.stop();
     let said = std::fs::read_to_string(tmp.path().join("g1.log")).unwrap();

@@ -300,8 +300,8 @@ pub enum Command {
         /// The other.
         b: Option<PathBuf>,
         /// Kafka mode: the generation to compare --generation with.
-        #[arg(long, value_name = "G", default_value_t = 0)]
-        against: u32,
+        #[arg(long, value_name = "G", default_value_t = feedlog::core::Generation::FIRST)]
+        against: feedlog::core::Generation,
         #[command(flatten)]
         cut: CutArgs,
     },

@@ -8,6 +8,7 @@ use super::kafka::{run_watching, KafkaRunArgs, Settings};
 use super::shell::RunMode;
 use crate::cli::say::say;
 use anyhow::{bail, Context, Result};
+use feedlog::core::Generation;
 use feedlog::ops::cut::{at_cut, CutError, CutSettings, CHECKPOINTS, DIGESTS};
 use feedlog::ops::generation::{self, RebuildProgress};
 use feedlog::task::embedded::ProcessorConfig;
@@ -146,7 +147,7 @@ pub fn backfill(
     timeout: Duration,
 ) -> Result<i32> {
     let kafka = settings.require_kafka("backfill")?;
-    if settings.generation == 0 {
+    if settings.generation.is_first() {
         bail!(
             "in Kafka mode a backfill builds a new generation beside the live one and swaps it in: \
              give --generation N, a generation never used before (docs/kafka.md, \"Generations\")"
@@ -213,7 +214,7 @@ struct Swapping {
 /// keeps running and the operator can swap it by hand.
 fn swap_in(
     deployment: feedlog::log::kafka::KafkaConfig,
-    generation: u32,
+    generation: Generation,
     timeout: Duration,
 ) -> Option<Swapping> {
     let cancel = std::sync::Arc::new(AtomicBool::new(false));
@@ -259,7 +260,7 @@ fn swap_in(
 }
 
 /// Calls off a swap still waiting as its processor stops, and waits for it.
-fn call_off(swapping: Option<Swapping>, generation: u32) {
+fn call_off(swapping: Option<Swapping>, generation: Generation) {
     let Some(s) = swapping else { return };
     s.cancel.store(true, Ordering::SeqCst);
     if s.thread.join().unwrap_or(false) {
@@ -282,7 +283,7 @@ fn cut_settings(cut: &CutArgs) -> CutSettings {
 /// every view of both generations at one consistent cut; exit 0 when all
 /// are equal, 1 naming the first differing partition and view, 2 when the
 /// cut could not be taken in time (the states are not comparable).
-pub fn verify(settings: &Settings, against: u32, cut: &CutArgs) -> Result<i32> {
+pub fn verify(settings: &Settings, against: Generation, cut: &CutArgs) -> Result<i32> {
     let deployment = settings.require_kafka("verify")?;
     let deployment = settings.deployment.as_ref().unwrap_or(deployment);
     let g = settings.generation;

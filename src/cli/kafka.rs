@@ -5,6 +5,7 @@ use super::api_args::ApiArgs;
 use super::shell::{per_sec, shutdown_on_signal, BoundApi, RunMode};
 use crate::cli::say::say;
 use anyhow::{bail, Context, Result};
+use feedlog::core::Generation;
 use feedlog::log::kafka::{apply_topics, KafkaConfig};
 use feedlog::log::Topic;
 use feedlog::ops::serve::{generation_api, GenerationFront};
@@ -186,7 +187,7 @@ pub fn run_watching(
         cfg.kafka.brokers,
         cfg.kafka.group,
         match settings.generation {
-            0 => String::new(),
+            Generation::FIRST => String::new(),
             g => format!(" (generation {g})"),
         },
         cfg.member,
@@ -316,7 +317,10 @@ pub fn reset(settings: &Settings, to_checkpoint: Option<PathBuf>, dry_run: bool)
     let kafka = settings.require_kafka("reset")?;
     // A generation that never ran, reset to a checkpoint directory: seeded
     // from another generation's cut (the deployment keeps running).
-    if let Some(dir) = to_checkpoint.as_ref().filter(|_| settings.generation > 0) {
+    if let Some(dir) = to_checkpoint
+        .as_ref()
+        .filter(|_| !settings.generation.is_first())
+    {
         if feedlog::ops::seed::never_ran(kafka)? {
             return seed(settings, kafka, dir, dry_run);
         }

@@ -2,6 +2,7 @@
 //! Kafka flags, environment variables and the config file, merged.
 
 use anyhow::{Context, Result};
+use feedlog::core::Generation;
 use feedlog::log::kafka::KafkaConfig;
 use feedlog::task::embedded::ProcessorConfig;
 use feedlog::task::kafka::ClusterConfig;
@@ -58,7 +59,7 @@ pub struct KafkaArgs {
         env = "FEEDLOG_GENERATION",
         value_name = "N"
     )]
-    pub generation: Option<u32>,
+    pub generation: Option<Generation>,
     /// An extra librdkafka setting for every client, `KEY=VALUE`
     /// (`security.protocol=SSL`, ...); repeatable.
     #[arg(
@@ -163,7 +164,7 @@ pub(super) struct FileConfig {
     group: Option<String>,
     topic_prefix: Option<String>,
     events_topic: Option<String>,
-    generation: Option<u32>,
+    generation: Option<Generation>,
     kafka_options: Option<BTreeMap<String, String>>,
     instance_id: Option<String>,
     cooperative: Option<bool>,
@@ -193,7 +194,7 @@ pub struct Settings {
     /// The deployment's own settings (generation 0), if Kafka is configured.
     pub deployment: Option<KafkaConfig>,
     /// The generation chosen (`--generation`; 0 by default).
-    pub generation: u32,
+    pub generation: Generation,
     pub(super) file: FileConfig,
 }
 
@@ -233,7 +234,7 @@ impl Settings {
                 Some(cfg)
             }
         };
-        let generation = args.generation.or(file.generation).unwrap_or(0);
+        let generation = args.generation.or(file.generation).unwrap_or_default();
         Ok(Settings {
             kafka: kafka.as_ref().map(|k| k.generation(generation)),
             deployment: kafka,

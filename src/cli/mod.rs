@@ -61,7 +61,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         return kafka::config_check(&cli.kafka, file);
     }
     let settings = kafka::Settings::load(&cli.kafka)?;
-    if settings.kafka.is_none() && settings.generation != 0 {
+    if settings.kafka.is_none() && !settings.generation.is_first() {
         usage!(
             "--generation names a generation of a Kafka deployment (give --kafka BROKERS); \
              a data directory's own state generations are made by rebuild and swap"

@@ -16,6 +16,7 @@ pub mod fence;
 pub mod filter;
 mod follow;
 pub mod gauges;
+pub mod generation;
 mod inbox;
 pub mod keys;
 pub mod kv;
@@ -35,6 +36,7 @@ pub use effect::{
     DEFAULT_PULL_THRESHOLD,
 };
 pub use fence::{Epoch, Stamp};
+pub use generation::Generation;
 pub use partition::Partition;
 pub use position::{Offset, Positions, Version};
 pub use view::View;

@@ -18,6 +18,7 @@ use crate::api::http::cut::{CutAnswer, Cuts};
 use crate::api::http::NodeError;
 use crate::api::query::Reader;
 use crate::core::position::Positions;
+use crate::core::Generation;
 use crate::core::{Disposition, Partition};
 use crate::log::kafka::members::read_owners;
 use crate::log::kafka::{high_watermarks, GroupClient, KafkaConfig, PartitionState};
@@ -123,7 +124,7 @@ pub enum CutError {
     #[error("generation {generation}, partition {partition}: {reason}")]
     Processor {
         /// The generation.
-        generation: u32,
+        generation: Generation,
         /// The partition.
         partition: Partition,
         /// What went wrong.
@@ -155,7 +156,7 @@ pub struct Taken<T> {
     /// The cut: per partition, the `events` offset every generation holds.
     pub events: Vec<u64>,
     /// Per generation (in the order asked), what each partition answered.
-    pub generations: Vec<(u32, Vec<T>)>,
+    pub generations: Vec<(Generation, Vec<T>)>,
     /// How long the processors were held, from the first hold to the last
     /// release.
     pub held: Duration,
@@ -206,18 +207,18 @@ pub struct CutSettings {
 }
 
 /// Each (generation, partition)'s answer to a hold.
-type Answers = BTreeMap<(u32, Partition), CutAnswer>;
+type Answers = BTreeMap<(Generation, Partition), CutAnswer>;
 
 /// One held partition of one generation: whom to ask.
 struct Held {
-    generation: u32,
+    generation: Generation,
     partition: Partition,
     api: String,
 }
 
 /// The processors' APIs of `generation`'s partitions, or the first that
 /// is not served.
-fn serving_apis(cfg: &KafkaConfig, generation: u32, n: u32) -> Result<Vec<Held>, CutError> {
+fn serving_apis(cfg: &KafkaConfig, generation: Generation, n: u32) -> Result<Vec<Held>, CutError> {
     let owners = read_owners(cfg)?;
     Partition::all(n)
         .map(|p| match owners.partitions.get(&p) {
@@ -306,12 +307,12 @@ impl Drop for Releases<'_> {
 /// `deployment`, at one consistent cut (see the module's doc).
 pub fn at_cut<T: serde::de::DeserializeOwned>(
     deployment: &KafkaConfig,
-    generations: &[u32],
+    generations: &[Generation],
     s: &CutSettings,
     say: &dyn Fn(String),
     read: &CutRead<T>,
 ) -> Result<Taken<T>, CutError> {
-    let cfgs: Vec<(u32, KafkaConfig)> = generations
+    let cfgs: Vec<(Generation, KafkaConfig)> = generations
         .iter()
         .map(|&g| (g, deployment.generation(g)))
         .collect();
@@ -412,7 +413,7 @@ pub fn at_cut<T: serde::de::DeserializeOwned>(
 /// its `events` at `cut` (the owners as `members` names them now); their
 /// answers.
 fn hold_round(
-    cfgs: &[(u32, KafkaConfig)],
+    cfgs: &[(Generation, KafkaConfig)],
     n: u32,
     cut: &[u64],
     ttl_ms: u128,
@@ -447,12 +448,13 @@ fn hold_round(
 /// `generations`' order; each must be of the state it settled at.
 fn read_at<T: serde::de::DeserializeOwned>(
     held: &[Held],
-    generations: &[u32],
+    generations: &[Generation],
     settled: &Answers,
     (s, id): (&CutSettings, u64),
     read: &CutRead<T>,
-) -> Result<Vec<(u32, Vec<T>)>, CutError> {
-    let mut answers: Vec<(u32, Vec<T>)> = generations.iter().map(|&g| (g, Vec::new())).collect();
+) -> Result<Vec<(Generation, Vec<T>)>, CutError> {
+    let mut answers: Vec<(Generation, Vec<T>)> =
+        generations.iter().map(|&g| (g, Vec::new())).collect();
     for h in held {
         let path = format!("{}?partition={}&cut={id}", read.route, h.partition.0);
         let r = call(h, read.method, &path, s)?;

@@ -10,6 +10,7 @@
 
 use super::status::{status, TopicPosition};
 use crate::core::Disposition;
+use crate::core::Generation;
 use crate::core::Partition;
 use crate::log::kafka::members::{read_owners, write_live_generation, LiveGeneration};
 use crate::log::kafka::{high_watermarks, GroupClient, KafkaConfig, PartitionState};
@@ -30,13 +31,13 @@ pub enum GenerationError {
     Live,
     /// The generation is live already.
     #[error("generation {0} already answers readers")]
-    AlreadyLive(u32),
+    AlreadyLive(Generation),
     /// The generation was retired, or is kept for a rollback.
     #[error(
         "generation {0} was live before (retired, or kept for `swap --rollback`): its topics hold \
          its records; rebuild into a generation never used"
     )]
-    Retired(u32),
+    Retired(Generation),
     /// The generation has not caught up with the live one in time.
     #[error(
         "generation {generation} is behind the live generation {live}: partition {partition} \
@@ -45,9 +46,9 @@ pub enum GenerationError {
     )]
     Behind {
         /// The generation to swap in.
-        generation: u32,
+        generation: Generation,
         /// The live one.
-        live: u32,
+        live: Generation,
         /// The first partition behind.
         partition: Partition,
         /// Its committed `events` position (or 0 while it is not serving).
@@ -62,9 +63,9 @@ pub enum GenerationError {
     )]
     Kept {
         /// The kept generation.
-        kept: u32,
+        kept: Generation,
         /// The live one.
-        live: u32,
+        live: Generation,
     },
     /// The live-generation record changed while the swap waited.
     #[error("another swap, rollback or confirm was made while this swap waited: nothing was changed; look and try again")]
@@ -74,7 +75,7 @@ pub enum GenerationError {
     Cancelled,
     /// Nothing to roll back to, or to confirm.
     #[error("no swap to {0}: generation {1} answers readers and no earlier generation is kept")]
-    NoPrevious(&'static str, u32),
+    NoPrevious(&'static str, Generation),
     /// Retention has deleted the start of the log.
     #[error(
         "{topic}[{partition}] starts at offset {start}: retention has deleted offsets 0..{start}, \
@@ -115,10 +116,10 @@ impl GenerationError {
 /// have replayed the log as it was when it started.
 pub fn check_rebuild(
     deployment: &KafkaConfig,
-    generation: u32,
+    generation: Generation,
 ) -> Result<Vec<u64>, GenerationError> {
     let live = live_generation(deployment)?;
-    if generation == 0 && live.live == 0 {
+    if generation.is_first() && live.live.is_first() {
         return Err(GenerationError::Live);
     }
     if generation == live.live {
@@ -154,9 +155,9 @@ pub fn live_generation(deployment: &KafkaConfig) -> Result<LiveGeneration, LogEr
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Swapped {
     /// The generation that answered readers.
-    pub from: u32,
+    pub from: Generation,
     /// The one that answers them now.
-    pub to: u32,
+    pub to: Generation,
     /// How long it waited for `to` to catch up with `from`, ms.
     pub waited_ms: u64,
 }
@@ -166,7 +167,7 @@ pub struct Swapped {
 fn make_live(
     deployment: &KafkaConfig,
     cur: LiveGeneration,
-    to: u32,
+    to: Generation,
     waited_ms: u64,
 ) -> Result<Swapped, GenerationError> {
     let from = cur.live;
@@ -192,7 +193,7 @@ fn make_live(
 /// [`confirm`], and [`rollback`] makes it live again.
 pub fn swap(
     deployment: &KafkaConfig,
-    generation: u32,
+    generation: Generation,
     timeout: std::time::Duration,
 ) -> Result<Swapped, GenerationError> {
     swap_unless(deployment, generation, timeout, &|| false)
@@ -202,7 +203,7 @@ pub fn swap(
 /// writes the record (a backfill's processor that stops).
 pub fn swap_unless(
     deployment: &KafkaConfig,
-    generation: u32,
+    generation: Generation,
     timeout: std::time::Duration,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<Swapped, GenerationError> {
@@ -274,7 +275,7 @@ pub fn rollback(deployment: &KafkaConfig) -> Result<Swapped, GenerationError> {
 
 /// Retires the generation the last swap replaced: its processors stop, and
 /// it can no longer be rolled back to. Returns it.
-pub fn confirm(deployment: &KafkaConfig) -> Result<u32, GenerationError> {
+pub fn confirm(deployment: &KafkaConfig) -> Result<Generation, GenerationError> {
     let cur = live_generation(deployment)?;
     let previous = cur
         .previous

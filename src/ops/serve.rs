@@ -11,6 +11,7 @@ use crate::api::http::{Answers, Front};
 use crate::api::http::{Api, ApiConfig, Locator, Node, NodeError};
 use crate::api::query::{Reader, Rewind};
 use crate::core::metrics::{Figures, PartitionLag};
+use crate::core::Generation;
 use crate::core::Partition;
 use crate::log::kafka::members::LiveGeneration;
 use crate::log::kafka::{KafkaConfig, MembersView};
@@ -140,23 +141,23 @@ pub fn processor_api_rewinding(
 /// see [`generation_api`].
 pub fn cluster_api(cluster: &Cluster, cfg: ApiConfig) -> Result<Arc<Api>, LogError> {
     let deployment = cluster.log().config().clone();
-    generation_api(cluster, cfg, &deployment, 0)
+    generation_api(cluster, cfg, &deployment, Generation::FIRST)
 }
 
 /// Which generation answers readers, from the deployment's `members`, and
 /// who serves each partition there (docs/kafka.md, "Swap").
 pub struct GenerationFront {
-    own: u32,
+    own: Generation,
     deployment: KafkaConfig,
     base: MembersView,
     /// Other generations' views: `None` while one is being started (on a
     /// thread of its own, never on a request's).
-    others: Arc<std::sync::Mutex<BTreeMap<u32, Option<Arc<MembersView>>>>>,
+    others: Arc<std::sync::Mutex<BTreeMap<Generation, Option<Arc<MembersView>>>>>,
 }
 
 impl GenerationFront {
     /// The front of a processor of generation `own` of `deployment`.
-    pub fn start(deployment: &KafkaConfig, own: u32) -> Result<GenerationFront, LogError> {
+    pub fn start(deployment: &KafkaConfig, own: Generation) -> Result<GenerationFront, LogError> {
         Ok(GenerationFront {
             own,
             deployment: deployment.clone(),
@@ -173,7 +174,7 @@ impl GenerationFront {
     /// Generation `g`'s view once it has read its `members`; the first
     /// call starts it on a thread of its own (retried each second while
     /// the brokers refuse), and until then there is none.
-    fn view(&self, g: u32) -> Option<Arc<MembersView>> {
+    fn view(&self, g: Generation) -> Option<Arc<MembersView>> {
         let mut others = self.others.lock().unwrap_or_else(|e| e.into_inner());
         match others.get(&g) {
             Some(v) => return v.clone().filter(|v| v.caught_up()),
@@ -191,7 +192,7 @@ impl GenerationFront {
                         return;
                     }
                     Err(e) => {
-                        tracing::warn!(generation = g, error = %e, "reading the live generation's members; retrying");
+                        tracing::warn!(generation = g.0, error = %e, "reading the live generation's members; retrying");
                         std::thread::sleep(Duration::from_secs(1));
                     }
                 }
@@ -215,7 +216,7 @@ impl Front for GenerationFront {
             return Answers::ThisGeneration;
         }
         let serving = match live {
-            0 => self.base.serving(p),
+            Generation::FIRST => self.base.serving(p),
             // Until the live generation's view is ready, this one answers.
             g => match self.view(g) {
                 Some(v) => v.serving(p),
@@ -235,7 +236,7 @@ pub fn generation_api(
     cluster: &Cluster,
     cfg: ApiConfig,
     deployment: &KafkaConfig,
-    own: u32,
+    own: Generation,
 ) -> Result<Arc<Api>, LogError> {
     let front = Arc::new(GenerationFront::start(deployment, own)?);
     let members = Arc::new(MembersView::start(cluster.log().config())?);

@@ -22,6 +22,7 @@
 //! a `feedlog.json` that counts fewer or more than a log holds is refused.
 
 use crate::core::Disposition;
+use crate::core::Generation;
 use crate::core::Partition;
 use crate::log::embedded::Framing;
 use crate::log::topics::Topics;
@@ -122,20 +123,22 @@ pub struct DataDir {
 }
 
 /// Whether `name` is a state generation's directory name: `state` or
-/// `state.N`.
+/// `state.N` ([`Generation`] N).
 pub fn is_state_name(name: &str) -> bool {
-    name == FIRST_STATE
-        || name
-            .strip_prefix("state.")
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    name == FIRST_STATE || numbered(name).is_some()
 }
 
-/// The number of state generation `name` (`state`: 0, `state.N`: N; a
-/// name that is not a generation's: 0).
-pub fn generation_number(name: &str) -> u64 {
+/// The N of `state.N`, written in digits only.
+fn numbered(name: &str) -> Option<Generation> {
     name.strip_prefix("state.")
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+}
+
+/// The generation whose state directory is `name` (`state`: the first,
+/// `state.N`: N; a name that is not a generation's: the first).
+pub fn generation_number(name: &str) -> Generation {
+    numbered(name).unwrap_or(Generation::FIRST)
 }
 
 impl DataDir {
@@ -318,7 +321,7 @@ impl DataDir {
     /// The active state generation's number: 0 for `state`, N for
     /// `state.N`. Generations only move forward (a swap or reset makes the
     /// next one), so the embedded processor uses it as its owner epoch.
-    pub fn generation(&self) -> u64 {
+    pub fn generation(&self) -> Generation {
         generation_number(self.state_name())
     }
 
@@ -410,11 +413,7 @@ impl DataDir {
             .filter_map(|e| e.file_name().into_string().ok())
             .filter(|n| is_state_name(n))
             .collect();
-        out.sort_by_key(|n| {
-            n.strip_prefix("state.")
-                .and_then(|x| x.parse::<u64>().ok())
-                .unwrap_or(0)
-        });
+        out.sort_by_key(|n| generation_number(n));
         Ok(out)
     }
 
@@ -423,10 +422,10 @@ impl DataDir {
         let highest = self
             .state_generations()?
             .iter()
-            .filter_map(|n| n.strip_prefix("state.").and_then(|x| x.parse::<u64>().ok()))
+            .map(|n| generation_number(n))
             .max()
-            .unwrap_or(0);
-        Ok(format!("state.{}", highest + 1))
+            .unwrap_or(Generation::FIRST);
+        Ok(format!("state.{}", highest.next()))
     }
 
     /// The directory's logs.

@@ -7,10 +7,10 @@ use super::partition::{start_with_threshold, Takeover};
 use super::runner::{drive, Hooks};
 use super::{BatchLimits, PartitionTask, Shutdown, TaskError};
 use crate::core::metrics::StepStats;
-use crate::core::Partition;
 use crate::core::{
     Ctx, Epoch, DEFAULT_INACTIVE_AFTER_MS, DEFAULT_INBOX_CAP, DEFAULT_PULL_THRESHOLD,
 };
+use crate::core::{Generation, Partition};
 use crate::log::{Log, Logs};
 use crate::state::datadir::DataDir;
 use crate::state::{BlockCache, Store, StoreSet};
@@ -139,7 +139,7 @@ impl Processor {
         let stores = crate::state::set::open_stores(&dir, &cache, cfg.sync)?;
         Ok(Processor {
             logs: Arc::new(dir.logs()),
-            epoch: AtomicU64::new(dir.generation()),
+            epoch: AtomicU64::new(dir.generation().0.into()),
             dir,
             inbox_cap: AtomicU64::new(cfg.inbox_cap),
             cfg,
@@ -225,12 +225,17 @@ impl Processor {
     /// were built with and the generation they are (the epoch the owners
     /// stamp from then on); readers move to them with their next request.
     /// `false` (nothing replaced) when the owners are not paused.
-    pub fn replace_stores(&self, stores: Vec<Arc<Store>>, inbox_cap: u64, generation: u64) -> bool {
+    pub fn replace_stores(
+        &self,
+        stores: Vec<Arc<Store>>,
+        inbox_cap: u64,
+        generation: Generation,
+    ) -> bool {
         if !self.paused.load(Ordering::SeqCst) {
             return false;
         }
         self.inbox_cap.store(inbox_cap, Ordering::SeqCst);
-        self.epoch.store(generation, Ordering::SeqCst);
+        self.epoch.store(generation.0.into(), Ordering::SeqCst);
         self.stores.replace(stores);
         true
     }

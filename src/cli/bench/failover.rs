@@ -12,6 +12,7 @@ use anyhow::{anyhow, bail, Result};
 use feedlog::api::http::client;
 use feedlog::core::event::UserId;
 use feedlog::core::partition::partition_for;
+use feedlog::core::Generation;
 use feedlog::log::kafka::{KafkaConfig, PartitionState};
 use feedlog::ops::status::status;
 use std::path::Path;
@@ -111,7 +112,7 @@ fn one(cfg: &KafkaConfig, dirs: &Dirs, standbys: usize, session_ms: u64) -> Resu
             _ => free_addr()?.to_string(),
         };
         let args: Vec<&str> = args.iter().copied().chain(["--listen", &listen]).collect();
-        procs.run(cfg, &dirs.data.join(p), 0, p, &args)?;
+        procs.run(cfg, &dirs.data.join(p), Generation::FIRST, p, &args)?;
     }
     let start = Instant::now();
     procs.wait(cfg, "the log processed", |s| {

@@ -11,6 +11,7 @@ use super::Cleanup;
 use crate::cli::say::say;
 use anyhow::{bail, Context, Result};
 use feedlog::core::event::{Event, PostId, Ts, UserId};
+use feedlog::core::Generation;
 use feedlog::ingest::generate::Rng;
 use feedlog::log::kafka::{produce_events, KafkaConfig, PartitionState};
 use feedlog::ops::status::Status;
@@ -91,14 +92,18 @@ pub fn kafka_swap(
     )?;
     let w = workload(base, data, "swap")?;
     let g0 = w.deployment("live")?;
-    let g1 = g0.generation(1);
+    let g1 = g0.generation(Generation(1));
     w.make_topics(&g1)?;
     let tmp = std::env::temp_dir().join(&w.tag);
     let _cleanup = Cleanup(tmp.clone());
     let logs = std::env::temp_dir().join(format!("{}-logs", w.tag));
     let mut procs = Procs::new(logs.clone());
     let addrs: Vec<SocketAddr> = (0..3).map(|_| free_addr()).collect::<Result<_>>()?;
-    for (i, (generation, name)) in [(0, "p0"), (0, "p1"), (1, "r0")].into_iter().enumerate() {
+    for (i, (generation, name)) in [(0, "p0"), (0, "p1"), (1, "r0")]
+        .map(|(g, n)| (Generation(g), n))
+        .into_iter()
+        .enumerate()
+    {
         let listen = addrs[i].to_string();
         procs.run(
             &g0,

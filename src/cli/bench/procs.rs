@@ -8,6 +8,7 @@ use super::redis::logged_events;
 use crate::cli::say::say;
 use anyhow::{bail, Context, Result};
 use feedlog::core::event::Event;
+use feedlog::core::Generation;
 use feedlog::log::kafka::mock::MockBroker;
 use feedlog::log::kafka::{apply_topics, produce_events, KafkaConfig};
 use feedlog::ops::status::{status, Status};
@@ -177,7 +178,7 @@ impl Procs {
         &mut self,
         cfg: &KafkaConfig,
         data: &Path,
-        generation: u32,
+        generation: Generation,
         name: &str,
         args: &[&str],
     ) -> Result<()> {

@@ -4,6 +4,7 @@
 
 use super::{kafka_err, KafkaConfig, REQUEST_TIMEOUT};
 use crate::core::position::Positions;
+use crate::core::Generation;
 use crate::core::Partition;
 use crate::log::{KafkaFailure, LogError};
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -66,11 +67,11 @@ pub const LIVE_GENERATION_KEY: &str = "~live-generation";
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LiveGeneration {
     /// The generation that answers readers (0 until a swap).
-    pub live: u32,
+    pub live: Generation,
     /// The one it replaced, kept until `swap --confirm`.
-    pub previous: Option<u32>,
+    pub previous: Option<Generation>,
     /// Generations retired by `swap --confirm`: their processors stop.
-    pub retired: Vec<u32>,
+    pub retired: Vec<Generation>,
     /// When it was written, ms since the epoch.
     pub at_ms: u64,
 }

@@ -33,6 +33,7 @@ pub use members::{
 };
 
 use super::{KafkaFailure, Log, LogError, Sink, Source, Topic};
+use crate::core::Generation;
 use crate::core::Partition;
 use crate::log::topics::Topics;
 use rdkafka::config::ClientConfig;
@@ -136,8 +137,8 @@ impl KafkaConfig {
     /// consumer group (`G.gN`) and internal topics (`PgN.effects`,
     /// `PgN.dead-letter`, `PgN.members`) of its own, so two generations
     /// never mix their internal records or positions.
-    pub fn generation(&self, n: u32) -> KafkaConfig {
-        if n == 0 {
+    pub fn generation(&self, n: Generation) -> KafkaConfig {
+        if n.is_first() {
             return self.clone();
         }
         let mut g = self.clone();
@@ -441,6 +442,7 @@ impl Drop for KafkaLog {
 #[cfg(test)]
 mod tests {
     use super::KafkaConfig;
+    use crate::core::Generation;
 
     /// Whether librdkafka accepts a producer with `options` on top of the
     /// brokers (it validates a configuration when the client is created,
@@ -460,19 +462,19 @@ mod tests {
         use crate::log::Topic;
         let mut base = KafkaConfig::new("b:9092", "feeds");
         base.topic_prefix = "prod.".into();
-        let g0 = base.generation(0);
+        let g0 = base.generation(Generation(0));
         assert_eq!(
             (g0.group.as_str(), g0.name(Topic::Effects)),
             ("feeds", "prod.effects".to_string())
         );
-        let g2 = base.generation(2);
+        let g2 = base.generation(Generation(2));
         assert_eq!(g2.group, "feeds.g2");
         assert_eq!(g2.name(Topic::Events), "prod.events");
         assert_eq!(g2.name(Topic::Effects), "prod.g2.effects");
         assert_eq!(g2.name(Topic::DeadLetter), "prod.g2.dead-letter");
         assert_eq!(g2.members_topic(), "prod.g2.members");
         base.events_topic = Some("upstream".into());
-        let g1 = base.generation(1);
+        let g1 = base.generation(Generation(1));
         assert_eq!(g1.name(Topic::Events), "upstream");
         assert_eq!(g1.name(Topic::Effects), "prod.g1.effects");
     }
