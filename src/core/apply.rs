@@ -9,6 +9,7 @@
 
 use super::active;
 use super::effect::{Applied, Ctx, Effect, Out, Step};
+use super::fan_out::{fan_out, Change, Reach};
 use super::filter;
 use super::follow::{self, Edge};
 use super::inbox::{insert_inbox, lower_horizon};
@@ -17,10 +18,8 @@ use super::repost;
 use crate::core::event::{Event, PostId, Ts, UserId};
 use crate::core::keys::{PostRef, PostVal, Posted, TimelineKey};
 use crate::core::kv::{Cf, Kv, KvError, Txn};
-use crate::core::partition::partition_for;
-use crate::core::partition::Partition;
 use crate::core::position::Version;
-use crate::core::views::{self, live_edges};
+use crate::core::views;
 
 /// Applies one input event (already validated, owned by this partition).
 // Long: one arm per event kind, each the whole of what that event decides
@@ -72,7 +71,10 @@ pub fn apply_event<K: Kv + ?Sized>(
             change,
             ts,
         } => {
-            let pair = (user, target);
+            let pair = filter::Pair {
+                owner: user,
+                other: target,
+            };
             if !filter::event(
                 &mut Step::new(t, ctx, &mut applied, out),
                 pair,
@@ -93,7 +95,14 @@ pub fn apply_event<K: Kv + ?Sized>(
                 let mut u = t.user(author)?;
                 u.posts += 1;
                 t.set_user(author, &u);
-                announce(t, ctx, (author, post_id), ts, (u.pulled, true), out)?;
+                announce(
+                    t,
+                    ctx,
+                    (author, post_id),
+                    ts,
+                    (Reach::of(u.pulled), Change::Appears),
+                    out,
+                )?;
                 repost::original_posted(t, ctx, (author, post_id), ts, out)?;
             }
             // Deleted before it came: an original for good, never live,
@@ -168,25 +177,33 @@ fn delete_post<K: Kv + ?Sized>(
             let mut u = t.user(author)?;
             u.posts -= 1;
             t.set_user(author, &u);
-            announce(t, ctx, (author, post_id), ts, (u.pulled, false), out)?;
+            announce(
+                t,
+                ctx,
+                (author, post_id),
+                ts,
+                (Reach::of(u.pulled), Change::Goes),
+                out,
+            )?;
             repost::original_dead(t, ctx, (author, post_id), out)?;
         }
     }
     Ok(true)
 }
 
-/// `author`'s post or repost `post_id` at `ts` (owned here) appears
-/// (`live`) or goes for the author's followers: deliveries or retractions,
-/// or every partition's copy of the author when `pulled`.
+/// `author`'s post or repost `post_id` at `ts` (owned here) appears or
+/// goes for the author's followers: deliveries or retractions, or every
+/// partition's copy of the author when it is pulled.
 pub(super) fn announce<K: Kv + ?Sized>(
     t: &Txn<'_, K>,
     ctx: &Ctx,
     (author, post_id): (UserId, PostId),
     ts: Ts,
-    (pulled, live): (bool, bool),
+    (reach, change): (Reach, Change),
     out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
-    if pulled {
+    let live = change == Change::Appears;
+    if reach == Reach::Pulled {
         pulled::post_changed(ctx, author, post_id, ts, live, out);
         return Ok(());
     }
@@ -206,39 +223,6 @@ pub(super) fn announce<K: Kv + ?Sized>(
             targets: targets.into_iter().map(|(u, _)| u).collect(),
         }
     })
-}
-
-/// Sends one message per destination partition and chunk, covering every
-/// live follower of `author`.
-pub(super) fn fan_out<K: Kv + ?Sized>(
-    t: &Txn<'_, K>,
-    ctx: &Ctx,
-    author: UserId,
-    out: &mut Vec<Out>,
-    make: impl Fn(Vec<(UserId, Version)>) -> Effect,
-) -> Result<(), KvError> {
-    let mut by_partition: Vec<Vec<(UserId, Version)>> = vec![Vec::new(); ctx.partitions as usize];
-    for r in live_edges(t, Cf::Followers, author, None) {
-        let (follower, edge) = r?;
-        let p = partition_for(follower, ctx.partitions);
-        let chunk = &mut by_partition[p.index()];
-        chunk.push((follower, edge.version));
-        if chunk.len() >= ctx.fanout_chunk {
-            out.push(Out {
-                partition: p,
-                effect: make(std::mem::take(chunk)),
-            });
-        }
-    }
-    for (p, chunk) in by_partition.into_iter().enumerate() {
-        if !chunk.is_empty() {
-            out.push(Out {
-                partition: Partition(p as u32),
-                effect: make(chunk),
-            });
-        }
-    }
-    Ok(())
 }
 
 /// Applies one internal message addressed to users of this partition.
@@ -293,7 +277,8 @@ pub fn apply_effect<K: Kv + ?Sized>(
         } => {
             let toggle = filter::Toggle { version, on, ts };
             let state = filter::BlockState { toggle, ended };
-            filter::blocked_by(&mut Step::new(t, ctx, &mut applied, out), (user, by), state)?;
+            let blocking = filter::Blocking { user, by };
+            filter::blocked_by(&mut Step::new(t, ctx, &mut applied, out), blocking, state)?;
         }
         Effect::Deliver {
             author,

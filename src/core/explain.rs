@@ -10,7 +10,8 @@
 //! after any replay of it (the positions name places in its partitions).
 
 use crate::core::event::{PostId, Ts, UserId};
-use crate::core::filter::{self, Blocked, ReadFilter};
+use crate::core::filter::{self, Blocked, Pair, ReadFilter};
+use crate::core::follow::Edge;
 use crate::core::keys::{EdgeVal, PostRef, PostVal, RepostState, TimelineKey};
 use crate::core::kv::{Cf, Kv, KvError};
 use crate::core::partition::partition_for;
@@ -286,7 +287,13 @@ pub fn why<K: Kv + ?Sized>(s: &mut Sources<'_, K>, root: PostRef) -> Result<Verd
         if let Some(r) = hidden_by(s, k.author, now)? {
             return not(r);
         }
-        let f = filter::pair(s.kv, s.user, k.author)?;
+        let f = filter::pair(
+            s.kv,
+            Pair {
+                owner: s.user,
+                other: k.author,
+            },
+        )?;
         if let Some(t) = f.hide_reposts.filter(|t| t.on) {
             return not(Reason::RepostsHidden {
                 via: k.author,
@@ -301,7 +308,13 @@ pub fn why<K: Kv + ?Sized>(s: &mut Sources<'_, K>, root: PostRef) -> Result<Verd
         Some(e) if e.void => Some(FollowEnd::Voided {
             followed_at: e.first,
             event: s.at(s.user, Some(e.version)),
-            block_ended: match filter::blocked(s.kv, s.user, author)? {
+            block_ended: match filter::blocked(
+                s.kv,
+                Edge {
+                    follower: s.user,
+                    author,
+                },
+            )? {
                 Blocked::Until(end) => end,
                 Blocked::Never | Blocked::Live => Ts(0),
             },
@@ -336,7 +349,13 @@ fn hidden_by<K: Kv + ?Sized>(
     other: UserId,
     now: Ts,
 ) -> Result<Option<Reason>, KvError> {
-    let f = filter::pair(s.kv, s.user, other)?;
+    let f = filter::pair(
+        s.kv,
+        Pair {
+            owner: s.user,
+            other,
+        },
+    )?;
     for (by, b) in [(s.user, f.block_out), (other, f.block_in)] {
         if let Some(t) = b.map(|b| b.toggle).filter(|t| t.on) {
             return Ok(Some(Reason::Blocked {

@@ -220,14 +220,52 @@ impl Blocked {
     }
 }
 
-/// `filters`: `user | other`.
-pub fn key(user: UserId, other: UserId) -> Vec<u8> {
-    keys::key([user.0, other.0])
+/// A filter record's two users: `owner` keeps it, in their partition's
+/// `filters`, about `other`. Named, so that the two cannot be swapped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pair {
+    /// Whose record it is.
+    pub owner: UserId,
+    /// The user it is about.
+    pub other: UserId,
 }
 
-/// What `user`'s partition holds about `other`.
-pub fn pair(kv: &(impl Kv + ?Sized), user: UserId, other: UserId) -> Result<FilterVal, KvError> {
-    let k = key(user, other);
+/// A block, one direction: `by` blocks `user`. Both users' partitions
+/// keep it (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Blocking {
+    /// The blocked user.
+    pub user: UserId,
+    /// The blocker.
+    pub by: UserId,
+}
+
+impl Blocking {
+    /// The record the blocked user keeps about the blocker.
+    fn at_blocked(self) -> Pair {
+        Pair {
+            owner: self.user,
+            other: self.by,
+        }
+    }
+
+    /// The record the blocker keeps about the blocked user.
+    fn at_blocker(self) -> Pair {
+        Pair {
+            owner: self.by,
+            other: self.user,
+        }
+    }
+}
+
+/// `filters`: `owner | other`.
+pub fn key(p: Pair) -> Vec<u8> {
+    keys::key([p.owner.0, p.other.0])
+}
+
+/// What `p.owner`'s partition holds about `p.other`.
+pub fn pair(kv: &(impl Kv + ?Sized), p: Pair) -> Result<FilterVal, KvError> {
+    let k = key(p);
     match kv.get(Cf::Filters, &k)? {
         None => Ok(FilterVal::default()),
         Some(v) => FilterVal::decode(&v)
@@ -235,19 +273,23 @@ pub fn pair(kv: &(impl Kv + ?Sized), user: UserId, other: UserId) -> Result<Filt
     }
 }
 
-/// The block periods between `user` (owned here) and `other`, as the
-/// user's end of the edges from the user knows them.
-pub fn blocked(kv: &(impl Kv + ?Sized), user: UserId, other: UserId) -> Result<Blocked, KvError> {
-    Ok(pair(kv, user, other)?.blocked())
+/// The block periods between `edge`'s two users, as its follower's end
+/// (`followees`, owned here) knows them.
+pub(super) fn blocked(kv: &(impl Kv + ?Sized), edge: Edge) -> Result<Blocked, KvError> {
+    let p = Pair {
+        owner: edge.follower,
+        other: edge.author,
+    };
+    Ok(pair(kv, p)?.blocked())
 }
 
-/// The same, as the user's end of the edges to the user knows them.
-pub fn blocked_author_end(
-    kv: &(impl Kv + ?Sized),
-    user: UserId,
-    other: UserId,
-) -> Result<Blocked, KvError> {
-    Ok(pair(kv, user, other)?.blocked_author_end())
+/// The same, as `edge`'s author's end (`followers`, owned here) knows them.
+pub(super) fn blocked_author_end(kv: &(impl Kv + ?Sized), edge: Edge) -> Result<Blocked, KvError> {
+    let p = Pair {
+        owner: edge.author,
+        other: edge.follower,
+    };
+    Ok(pair(kv, p)?.blocked_author_end())
 }
 
 /// Every pair record of `user`: (other, record), by other.
@@ -268,7 +310,10 @@ pub fn after(
     // Seek to the first other past `after` (the last id, when `after` is
     // it: skipped below).
     let lo = match after {
-        Some(a) => key(user, UserId(a.0.saturating_add(1))),
+        Some(a) => key(Pair {
+            owner: user,
+            other: UserId(a.0.saturating_add(1)),
+        }),
         None => prefix.to_vec(),
     };
     let past = move |r: &Result<(UserId, FilterVal), KvError>| !matches!(r, Ok((o, _)) if after.is_some_and(|a| *o <= a));
@@ -282,16 +327,20 @@ pub fn after(
     records.filter(past)
 }
 
-/// `user` (owned here) blocks, mutes or hides `target`, or lifts it, by
-/// event `version` at `ts`. Whether anything changed (a redelivered or
+/// `p.owner` (owned here) blocks, mutes or hides `p.other`, or lifts it,
+/// by event `version` at `ts`. Whether anything changed (a redelivered or
 /// older event, or one that changes nothing: no).
 pub(super) fn event<K: Kv + ?Sized>(
     s: &mut Step<'_, '_, K>,
-    (user, target): (UserId, UserId),
+    p: Pair,
     change: FilterChange,
     (version, ts): (Version, Ts),
 ) -> Result<bool, KvError> {
-    let mut f = pair(s.t, user, target)?;
+    let Pair {
+        owner: user,
+        other: target,
+    } = p;
+    let mut f = pair(s.t, p)?;
     let newer = |t: Option<Toggle>| t.is_none_or(|t| t.version < version);
     let toggle = |on| Toggle { version, on, ts };
     // One arm per change: a change that is older than the one in force,
@@ -344,7 +393,7 @@ pub(super) fn event<K: Kv + ?Sized>(
                 }
             };
             f.block_out = Some(state);
-            s.t.put(Cf::Filters, key(user, target), f.encode());
+            s.t.put(Cf::Filters, key(p), f.encode());
             let sent = Effect::Blocked {
                 user: target,
                 by: user,
@@ -357,52 +406,66 @@ pub(super) fn event<K: Kv + ?Sized>(
             // `effects` log, where the edges to the user are judged anew.
             s.send(user, sent.clone());
             s.send(target, sent);
-            settle_followees(s.t, (user, target), s.applied)?;
+            let edge = Edge {
+                follower: user,
+                author: target,
+            };
+            settle_followees(s.t, edge, s.applied)?;
             s.applied.changed = true;
             return Ok(true);
         }
     }
-    s.t.put(Cf::Filters, key(user, target), f.encode());
+    s.t.put(Cf::Filters, key(p), f.encode());
     s.applied.changed = true;
     Ok(true)
 }
 
-/// `by`'s block of `user` is now `state`, as of `by`'s event `version`: at
-/// `user`'s partition the block of them, at `by`'s the blocker's own copy
-/// (one message serves both when they share a partition). Older or
-/// duplicate: nothing.
+/// `b.by`'s block of `b.user` is now `state`, as of the blocker's event
+/// `version`: at the blocked user's partition the block of them, at the
+/// blocker's its own copy (one message serves both when they share a
+/// partition). Older or duplicate: nothing.
 pub(super) fn blocked_by<K: Kv + ?Sized>(
     s: &mut Step<'_, '_, K>,
-    (user, by): (UserId, UserId),
+    b: Blocking,
     state: BlockState,
 ) -> Result<(), KvError> {
     let newer = |b: Option<BlockState>| b.is_none_or(|b| b.toggle.version < state.toggle.version);
-    if s.ctx.owns(user) {
-        let mut f = pair(s.t, user, by)?;
+    // The follows between the two, each named at the end judged here.
+    let from_blocked = Edge {
+        follower: b.user,
+        author: b.by,
+    };
+    let to_blocked = Edge {
+        follower: b.by,
+        author: b.user,
+    };
+    if s.ctx.owns(b.user) {
+        let mut f = pair(s.t, b.at_blocked())?;
         if newer(f.block_in) {
             f.block_in = Some(state);
-            s.t.put(Cf::Filters, key(user, by), f.encode());
+            s.t.put(Cf::Filters, key(b.at_blocked()), f.encode());
             s.applied.changed = true;
-            settle_followees(s.t, (user, by), s.applied)?;
-            settle_followers(s, (user, by))?;
+            settle_followees(s.t, from_blocked, s.applied)?;
+            settle_followers(s, to_blocked)?;
         } else if f.block_in == Some(state) && !state.toggle.on {
-            resend_newest(s.t, s.ctx, (user, by), s.out)?;
+            resend_newest(s.t, s.ctx, to_blocked, s.out)?;
         }
     }
-    if s.ctx.owns(by) {
-        let mut f = pair(s.t, by, user)?;
+    if s.ctx.owns(b.by) {
+        let mut f = pair(s.t, b.at_blocker())?;
         if newer(f.block_own) {
             f.block_own = Some(state);
-            s.t.put(Cf::Filters, key(by, user), f.encode());
+            s.t.put(Cf::Filters, key(b.at_blocker()), f.encode());
             s.applied.changed = true;
-            settle_followers(s, (by, user))?;
+            settle_followers(s, from_blocked)?;
         }
     }
     Ok(())
 }
 
-/// `by`'s unblock of `user` (owned here) came again: sends `by`, when they
-/// follow `user` and that follow counts, `user`'s newest posts once more.
+/// An unblock came again at `edge`'s author (owned here), the blocked
+/// user: sends the follower (the blocker), when they follow the author and
+/// that follow counts, the author's newest posts once more.
 ///
 /// The first copy's answer (a backfill, or that `user` is pulled) names
 /// only the follow's event; a successor of `by`'s partition that started
@@ -414,54 +477,37 @@ pub(super) fn blocked_by<K: Kv + ?Sized>(
 fn resend_newest<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
     ctx: &Ctx,
-    (user, by): (UserId, UserId),
+    edge: Edge,
     out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
-    match views::edge(t, Cf::Followers, user, by)? {
-        Some(e) if e.live => {
-            let edge = Edge {
-                follower: by,
-                author: user,
-            };
-            follow::send_newest(t, ctx, edge, e.version, out)
-        }
+    match views::edge(t, Cf::Followers, edge.author, edge.follower)? {
+        Some(e) if e.live => follow::send_newest(t, ctx, edge, e.version, out),
         _ => Ok(()),
     }
 }
 
-/// Judges `user`'s (owned here) follow of `other` again, at this end, after
-/// the pair's block periods changed.
+/// Judges `edge` again at its follower's end (owned here), after the
+/// pair's block periods changed.
 fn settle_followees<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
-    (user, other): (UserId, UserId),
+    edge: Edge,
     applied: &mut Applied,
 ) -> Result<(), KvError> {
-    if let Some(e) = views::edge(t, Cf::Followees, user, other)? {
-        let new = judged(e, blocked(t, user, other)?);
+    if let Some(e) = views::edge(t, Cf::Followees, edge.follower, edge.author)? {
+        let new = judged(e, blocked(t, edge)?);
         if new != e {
-            let edge = Edge {
-                follower: user,
-                author: other,
-            };
             set_followee(t, edge, Some(e), new, applied)?;
         }
     }
     Ok(())
 }
 
-/// Judges `other`'s follow of `user` (owned here) again, at this end, after
-/// the pair's block periods changed (in `effects` order).
-fn settle_followers<K: Kv + ?Sized>(
-    s: &mut Step<'_, '_, K>,
-    (user, other): (UserId, UserId),
-) -> Result<(), KvError> {
-    if let Some(e) = views::edge(s.t, Cf::Followers, user, other)? {
-        let new = judged(e, blocked_author_end(s.t, user, other)?);
+/// Judges `edge` again at its author's end (owned here), after the pair's
+/// block periods changed (in `effects` order).
+fn settle_followers<K: Kv + ?Sized>(s: &mut Step<'_, '_, K>, edge: Edge) -> Result<(), KvError> {
+    if let Some(e) = views::edge(s.t, Cf::Followers, edge.author, edge.follower)? {
+        let new = judged(e, blocked_author_end(s.t, edge)?);
         if new != e {
-            let edge = Edge {
-                follower: other,
-                author: user,
-            };
             set_follower(s, edge, Some(e), new, false)?;
         }
     }

@@ -62,7 +62,7 @@ pub(super) fn follow<K: Kv + ?Sized>(
     ts: Ts,
 ) -> Result<bool, KvError> {
     let old = views::edge(s.t, Cf::Followees, follower, author)?;
-    let blocked = filter::blocked(s.t, follower, author)?;
+    let blocked = filter::blocked(s.t, edge)?;
     match old {
         // A follow while following: only a later time matters, which
         // revives a follow that block periods cover.
@@ -175,7 +175,7 @@ pub(super) fn follower_added<K: Kv + ?Sized>(
     if old.is_some_and(|e| e.version >= version) {
         return Ok(());
     }
-    let blocked = filter::blocked_author_end(s.t, author, follower)?;
+    let blocked = filter::blocked_author_end(s.t, edge)?;
     let new = judged(EdgeVal::followed(version, ts), blocked);
     set_follower(s, edge, old, new, true)
 }
@@ -225,7 +225,7 @@ pub(super) fn refollowed<K: Kv + ?Sized>(
         }
         return Ok(());
     }
-    let blocked = filter::blocked_author_end(s.t, author, follower)?;
+    let blocked = filter::blocked_author_end(s.t, edge)?;
     let new = judged(EdgeVal { last, ..e }, blocked);
     set_follower(s, edge, old, new, false)
 }

@@ -12,6 +12,7 @@ pub mod disposition;
 pub mod effect;
 pub mod event;
 pub mod explain;
+mod fan_out;
 pub mod fence;
 pub mod filter;
 mod follow;

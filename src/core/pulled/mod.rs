@@ -75,7 +75,7 @@ pub(super) fn follower_count_changed<K: Kv + ?Sized>(
         out.extend(Partition::all(ctx.partitions).map(copy));
     }
     let posts_back = if pulled { Vec::new() } else { posts.clone() };
-    super::apply::fan_out(t, ctx, author, out, |targets| Effect::Pull {
+    super::fan_out::fan_out(t, ctx, author, out, |targets| Effect::Pull {
         author,
         pulled,
         posts: posts_back.clone(),

@@ -36,6 +36,7 @@ pub use aggregate::{
 
 use super::apply::announce;
 use super::effect::{Applied, Ctx, Effect, Out, Step};
+use super::fan_out::{Change, Reach};
 use super::partition::Partition;
 use crate::core::event::{PostId, Ts, UserId, MAX_REPOST_HOPS};
 use crate::core::keys::{self, PostRef, PostVal, RepostState, RepostVal};
@@ -296,7 +297,14 @@ pub(super) fn answered<K: Kv + ?Sized>(
             // before the deletion showed it, and may have shipped that
             // without what took it back: it goes again, from here.
             let pulled = t.user(r.reposter)?.pulled;
-            announce(t, ctx, (r.reposter, r.repost), rv.ts, (pulled, false), out)?;
+            announce(
+                t,
+                ctx,
+                (r.reposter, r.repost),
+                rv.ts,
+                (Reach::of(pulled), Change::Goes),
+                out,
+            )?;
             out.extend(directory_change(
                 ctx,
                 (r.reposter, r.repost),
@@ -361,7 +369,14 @@ fn show<K: Kv + ?Sized>(
     if live {
         out.extend(dir.clone());
     }
-    announce(t, ctx, (reposter, repost), rv.ts, (u.pulled, live), out)?;
+    announce(
+        t,
+        ctx,
+        (reposter, repost),
+        rv.ts,
+        (Reach::of(u.pulled), Change::to(live)),
+        out,
+    )?;
     if !live {
         out.extend(dir);
     }

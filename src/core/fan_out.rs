@@ -1,0 +1,81 @@
+//! Messages to an author's followers: one per destination partition and
+//! chunk of live followers, and the words for how an author's posts reach
+//! them (pushed into inboxes or pulled) and whether a post appears or goes.
+
+use super::effect::{Ctx, Effect, Out};
+use crate::core::event::UserId;
+use crate::core::kv::{Cf, Kv, KvError, Txn};
+use crate::core::partition::{partition_for, Partition};
+use crate::core::position::Version;
+use crate::core::views::live_edges;
+
+/// How an author's posts reach their followers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reach {
+    /// Into each follower's inbox.
+    Pushed,
+    /// Into every partition's copy of the author, read when a timeline is.
+    Pulled,
+}
+
+impl Reach {
+    /// The reach of an author whose record says `pulled`.
+    pub(super) fn of(pulled: bool) -> Reach {
+        match pulled {
+            true => Reach::Pulled,
+            false => Reach::Pushed,
+        }
+    }
+}
+
+/// Whether a post comes into the author's followers' timelines or goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Change {
+    /// It appears.
+    Appears,
+    /// It goes.
+    Goes,
+}
+
+impl Change {
+    /// `Appears` when `live`.
+    pub(super) fn to(live: bool) -> Change {
+        match live {
+            true => Change::Appears,
+            false => Change::Goes,
+        }
+    }
+}
+
+/// Sends one message per destination partition and chunk, covering every
+/// live follower of `author`.
+pub(super) fn fan_out<K: Kv + ?Sized>(
+    t: &Txn<'_, K>,
+    ctx: &Ctx,
+    author: UserId,
+    out: &mut Vec<Out>,
+    make: impl Fn(Vec<(UserId, Version)>) -> Effect,
+) -> Result<(), KvError> {
+    let mut by_partition: Vec<Vec<(UserId, Version)>> = vec![Vec::new(); ctx.partitions as usize];
+    for r in live_edges(t, Cf::Followers, author, None) {
+        let (follower, edge) = r?;
+        let p = partition_for(follower, ctx.partitions);
+        let chunk = &mut by_partition[p.index()];
+        chunk.push((follower, edge.version));
+        if chunk.len() >= ctx.fanout_chunk {
+            out.push(Out {
+                partition: p,
+                effect: make(std::mem::take(chunk)),
+            });
+        }
+    }
+    for (p, chunk) in by_partition.into_iter().enumerate() {
+        if !chunk.is_empty() {
+            out.push(Out {
+                partition: Partition(p as u32),
+                effect: make(chunk),
+            });
+        }
+    }
+    Ok(())
+}
