@@ -47,4 +47,4 @@ else
 fi
 rmdir "$probe"
 
-exec cargo test --locked -- --include-ignored ${skip[@]+"${skip[@]}"}
+exec cargo test --locked --workspace -- --include-ignored ${skip[@]+"${skip[@]}"}

@@ -63,7 +63,7 @@
 #[doc(hidden)]
 pub mod api;
 #[doc(hidden)]
-pub mod core;
+pub use feedlog_core as core;
 #[doc(hidden)]
 pub mod ingest;
 #[doc(hidden)]

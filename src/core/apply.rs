@@ -15,11 +15,11 @@ use super::follow::{self, Edge};
 use super::inbox::{insert_inbox, lower_horizon};
 use super::pulled;
 use super::repost;
-use crate::core::event::{Event, PostId, Ts, UserId};
-use crate::core::keys::{PostRef, PostVal, Posted, TimelineKey};
-use crate::core::kv::{Cf, Kv, KvError, Txn};
-use crate::core::position::Version;
-use crate::core::views;
+use crate::event::{Event, PostId, Ts, UserId};
+use crate::keys::{PostRef, PostVal, Posted, TimelineKey};
+use crate::kv::{Cf, Kv, KvError, Txn};
+use crate::position::Version;
+use crate::views;
 
 /// Applies one input event (already validated, owned by this partition).
 // Long: one arm per event kind, each the whole of what that event decides

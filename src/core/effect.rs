@@ -1,9 +1,9 @@
 //! The internal messages between partitions, and the settings the core
 //! decides with.
 
-use crate::core::event::{PostId, Ts, UserId};
-use crate::core::partition::{partition_for, Partition};
-use crate::core::position::{Offset, Version};
+use crate::event::{PostId, Ts, UserId};
+use crate::partition::{partition_for, Partition};
+use crate::position::{Offset, Version};
 use serde::{Deserialize, Serialize};
 
 /// Inbox entries kept per user unless configured otherwise: the
@@ -21,9 +21,9 @@ pub const DEFAULT_INACTIVE_AFTER_MS: u64 = 30 * 24 * 3600 * 1000;
 /// What applying one message works with: the partition's staged state,
 /// its context, what the message has changed so far, and the messages it
 /// sends.
-pub struct Step<'s, 't, K: crate::core::kv::Kv + ?Sized> {
+pub struct Step<'s, 't, K: crate::kv::Kv + ?Sized> {
     /// The staged state.
-    pub t: &'s mut crate::core::kv::Txn<'t, K>,
+    pub t: &'s mut crate::kv::Txn<'t, K>,
     /// The partition.
     pub ctx: &'s Ctx,
     /// What changed so far.
@@ -32,10 +32,10 @@ pub struct Step<'s, 't, K: crate::core::kv::Kv + ?Sized> {
     pub out: &'s mut Vec<Out>,
 }
 
-impl<'s, 't, K: crate::core::kv::Kv + ?Sized> Step<'s, 't, K> {
+impl<'s, 't, K: crate::kv::Kv + ?Sized> Step<'s, 't, K> {
     /// A step over `t` in the partition `ctx`.
     pub fn new(
-        t: &'s mut crate::core::kv::Txn<'t, K>,
+        t: &'s mut crate::kv::Txn<'t, K>,
         ctx: &'s Ctx,
         applied: &'s mut Applied,
         out: &'s mut Vec<Out>,
@@ -49,7 +49,7 @@ impl<'s, 't, K: crate::core::kv::Kv + ?Sized> Step<'s, 't, K> {
     }
 
     /// Sends `effect` to the partition that owns `to`.
-    pub fn send(&mut self, to: crate::core::event::UserId, effect: Effect) {
+    pub fn send(&mut self, to: crate::event::UserId, effect: Effect) {
         self.ctx.send(self.out, to, effect);
     }
 }
@@ -217,7 +217,7 @@ pub enum Effect {
         /// The repost's time.
         ts: Ts,
         /// Repost links followed so far, this one included (at most
-        /// [`crate::core::event::MAX_REPOST_HOPS`]).
+        /// [`crate::event::MAX_REPOST_HOPS`]).
         hops: u32,
         /// The version of the repost event (its place in the reposter's
         /// `events`).

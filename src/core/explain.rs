@@ -9,16 +9,16 @@
 //! routes). Like every view, the answer is a function of the log: the same
 //! after any replay of it (the positions name places in its partitions).
 
-use crate::core::event::{PostId, Ts, UserId};
-use crate::core::filter::{self, Blocked, Pair, ReadFilter};
-use crate::core::follow::Edge;
-use crate::core::keys::{EdgeVal, PostRef, PostVal, RepostState, TimelineKey};
-use crate::core::kv::{Cf, Kv, KvError};
-use crate::core::partition::partition_for;
-use crate::core::partition::Partition;
-use crate::core::position::Version;
-use crate::core::repost;
-use crate::core::views;
+use crate::event::{PostId, Ts, UserId};
+use crate::filter::{self, Blocked, Pair, ReadFilter};
+use crate::follow::Edge;
+use crate::keys::{EdgeVal, PostRef, PostVal, RepostState, TimelineKey};
+use crate::kv::{Cf, Kv, KvError};
+use crate::partition::partition_for;
+use crate::partition::Partition;
+use crate::position::Version;
+use crate::repost;
+use crate::views;
 
 /// Where an event sits in the log: its partition of `events` and offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

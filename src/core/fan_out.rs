@@ -3,11 +3,11 @@
 //! them (pushed into inboxes or pulled) and whether a post appears or goes.
 
 use super::effect::{Ctx, Effect, Out};
-use crate::core::event::UserId;
-use crate::core::kv::{Cf, Kv, KvError, Txn};
-use crate::core::partition::{partition_for, Partition};
-use crate::core::position::Version;
-use crate::core::views::live_edges;
+use crate::event::UserId;
+use crate::kv::{Cf, Kv, KvError, Txn};
+use crate::partition::{partition_for, Partition};
+use crate::position::Version;
+use crate::views::live_edges;
 
 /// How an author's posts reach their followers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,9 +18,9 @@
 //! in the same batch as the changes of the record that raised it, so every
 //! replay and rebuild of the same log fences the same records.
 
-use crate::core::keys;
-use crate::core::kv::{Cf, Kv, KvError, Txn};
-use crate::core::partition::Partition;
+use crate::keys;
+use crate::kv::{Cf, Kv, KvError, Txn};
+use crate::partition::Partition;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -178,7 +178,7 @@ pub fn admit<K: Kv + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::kv::MemKv;
+    use crate::kv::MemKv;
 
     fn stamp(from: Partition, epoch: u64) -> Option<Stamp> {
         Some(Stamp {

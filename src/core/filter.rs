@@ -12,18 +12,18 @@
 //!   user from the other, block periods void the follows between the two
 //!   ([`Blocked::counts_from`]): a follow counts only when it was made
 //!   after the end of every block period, and each end of the edge judges
-//!   that from the periods its partition knows ([`crate::core::follow`]).
+//!   that from the periods its partition knows ([`crate::follow`]).
 //!
 //! Nothing is removed from inboxes by a mute: the entries stay, unread,
 //! and come back with the unmute, deep pages included.
 
 use super::effect::{Applied, Ctx, Effect, Out, Step};
 use super::follow::{self, judged, set_followee, set_follower, Edge};
-use crate::core::event::{FilterChange, Ts, UserId};
-use crate::core::keys::{self, be};
-use crate::core::kv::{u64_at, Cf, Kv, KvError, Txn};
-use crate::core::position::Version;
-use crate::core::views;
+use crate::event::{FilterChange, Ts, UserId};
+use crate::keys::{self, be};
+use crate::kv::{u64_at, Cf, Kv, KvError, Txn};
+use crate::position::Version;
+use crate::views;
 use std::collections::HashSet;
 
 /// One filter's state: on or off since the event `version` at `ts`.

@@ -2,7 +2,7 @@
 //! edge in `followees`, the followed author's in `followers`. Each end
 //! judges by itself whether the follow counts, from the follow's times and
 //! the pair's block periods as its partition knows them
-//! ([`crate::core::filter`]); both ends know the same periods once every
+//! ([`crate::filter`]); both ends know the same periods once every
 //! message has arrived, so they agree in any arrival order.
 //!
 //! An edge that starts or stops counting changes what an unfollow or a
@@ -15,11 +15,11 @@ use super::filter::{self, Blocked};
 use super::gauges::Gauge;
 use super::inbox::purge_author;
 use super::pulled;
-use crate::core::event::{Ts, UserId};
-use crate::core::keys::EdgeVal;
-use crate::core::kv::{Cf, Kv, KvError, Txn};
-use crate::core::position::Version;
-use crate::core::views;
+use crate::event::{Ts, UserId};
+use crate::keys::EdgeVal;
+use crate::kv::{Cf, Kv, KvError, Txn};
+use crate::position::Version;
+use crate::views;
 
 /// A follow edge: `follower` follows `author`. Named, so that its two
 /// ends cannot be swapped: the follower's partition holds it in

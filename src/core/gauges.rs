@@ -8,8 +8,8 @@
 //! them once from the state (the store does when it opens one), and
 //! [`Gauges::of`] tells a missing record apart from zeroes.
 
-use crate::core::keys;
-use crate::core::kv::{Cf, Kv, KvError, Txn};
+use crate::keys;
+use crate::kv::{Cf, Kv, KvError, Txn};
 
 /// One partition's figures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -81,7 +81,7 @@ impl Gauges {
 /// always equal.
 pub fn recount(kv: &(impl Kv + ?Sized)) -> Result<Gauges, KvError> {
     let mut g = Gauges::default();
-    for r in crate::core::views::users(kv) {
+    for r in crate::views::users(kv) {
         let (_, u) = r?;
         g.pulled += u64::from(u.pulled);
         g.asleep += u64::from(u.asleep);

@@ -6,10 +6,10 @@
 //! (`tests/core_properties.rs` checks it after every step).
 
 use super::effect::{Applied, Ctx};
-use crate::core::event::UserId;
-use crate::core::keys::TimelineKey;
-use crate::core::kv::{Kv, KvError, Txn};
-use crate::core::views;
+use crate::event::UserId;
+use crate::keys::TimelineKey;
+use crate::kv::{Kv, KvError, Txn};
+use crate::views;
 
 /// Adds an entry to `user`'s inbox unless it is already there or lies past
 /// the horizon (where reads use the pull path); trims the inbox when it grows

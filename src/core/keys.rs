@@ -3,8 +3,8 @@
 //! Every key is fixed-width big-endian, and "newest first" components are
 //! stored inverted (`!ts`), so each view's order is plain ascending iteration.
 
-use crate::core::event::{PostId, Ts, UserId};
-use crate::core::partition::Partition;
+use crate::event::{PostId, Ts, UserId};
+use crate::partition::Partition;
 
 mod edge;
 mod post;
@@ -331,7 +331,7 @@ pub const CLOCK: &[u8] = b"clock";
 /// `meta`: the pull threshold in force in this partition (u64; absent: 0).
 pub const PULL_THRESHOLD: &[u8] = b"pull/threshold";
 
-/// `meta`: the partition's gauges ([`crate::core::gauges::Gauges`], 32 bytes).
+/// `meta`: the partition's gauges ([`crate::gauges::Gauges`], 32 bytes).
 pub const GAUGES: &[u8] = b"gauges";
 
 /// `meta`: the prefix of the per-sender fences ([`fence`]).
@@ -339,7 +339,7 @@ pub const FENCE_PREFIX: &[u8] = b"fence/";
 
 /// `meta`: `fence/` + the sending partition (u32): the highest owner epoch
 /// applied from it and the count of its records fenced
-/// ([`crate::core::fence::FenceVal`], 16 bytes).
+/// ([`crate::fence::FenceVal`], 16 bytes).
 pub fn fence(from: Partition) -> Vec<u8> {
     let mut k = FENCE_PREFIX.to_vec();
     k.extend_from_slice(&from.0.to_be_bytes());
@@ -394,7 +394,7 @@ impl CopyVal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::position::Version;
+    use crate::position::Version;
     use proptest::prelude::*;
 
     proptest! {

@@ -183,7 +183,7 @@ fn lend_keys(scan: Scan<'_>, f: &mut dyn FnMut(&[u8]) -> bool) -> Result<(), KvE
 }
 
 /// Whether `[lo, hi)` holds no key.
-pub(crate) fn empty_range(lo: &[u8], hi: Option<&[u8]>) -> bool {
+pub fn empty_range(lo: &[u8], hi: Option<&[u8]>) -> bool {
     hi.is_some_and(|hi| lo >= hi)
 }
 

@@ -1,11 +1,11 @@
 //! What the processor counts: the figures of each step ([`StepStats`]),
 //! how far a partition is behind ([`PartitionLag`]), and fixed-bucket
 //! distributions ([`Buckets`]) — plain values. The task keeps their running
-//! totals (`crate::task::progress`); the read API renders them.
+//! totals (`feedlog::task::progress`); the read API renders them.
 
-use crate::core::event::EventKind;
-use crate::core::partition::Partition;
-use crate::core::position::Positions;
+use crate::event::EventKind;
+use crate::partition::Partition;
+use crate::position::Positions;
 
 /// Upper bounds for latencies in seconds: 50 µs to 10 s.
 pub const LATENCY_BUCKETS: &[f64] = &[

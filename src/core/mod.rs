@@ -3,7 +3,11 @@
 //! through ([`kv::Kv`], [`kv::Txn`], an in-memory [`kv::MemKv`]), the key
 //! layout and typed views over it, the partitioner and the wire codec. No
 //! I/O: nothing here touches a file, a socket, RocksDB or Kafka; the task
-//! (`crate::task`) commits and ships what the core decides.
+//! (`feedlog::task`) commits and ships what the core decides.
+//!
+//! It is a crate of its own, `feedlog-core` (`src/core/Cargo.toml`), whose
+//! dependencies say so: serde and the codecs' libraries, nothing that does
+//! I/O. The `feedlog` crate re-exports it as `feedlog::core`.
 
 pub mod active;
 pub mod apply;

@@ -6,7 +6,7 @@
 //! with any Java-compatible client lands each event in the partition feedlog
 //! expects.
 
-use crate::core::event::UserId;
+use crate::event::UserId;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

@@ -137,8 +137,8 @@ mod tests {
         assert_eq!(serde_json::to_string(&p).unwrap(), "[3,7]");
         assert_eq!(serde_json::from_str::<Positions>("[3,7]").unwrap(), p);
         assert_eq!(
-            crate::core::codec::encode_compact(&Version(300)),
-            crate::core::codec::encode_compact(&300u64)
+            crate::codec::encode_compact(&Version(300)),
+            crate::codec::encode_compact(&300u64)
         );
         assert_eq!(Version::of(Offset(4)), Version(5));
         assert_eq!(Version(5).applied_at(), Offset(5));

@@ -1,10 +1,10 @@
 //! One partition owning every user, driven message by message: the
 //! harness of the core's transition tests.
 
-pub(super) use crate::core::event::{Event, PostId, Ts, UserId};
-use crate::core::kv::{MemKv, Txn};
-use crate::core::timeline::held_timeline;
-use crate::core::{apply_effect, apply_event, pulled, views, Ctx, Effect, Out, Version};
+pub(super) use crate::event::{Event, PostId, Ts, UserId};
+use crate::kv::{MemKv, Txn};
+use crate::timeline::held_timeline;
+use crate::{apply_effect, apply_event, pulled, views, Ctx, Effect, Out, Version};
 
 pub(super) const A: UserId = UserId(1);
 pub(super) const B: UserId = UserId(2);

@@ -1,11 +1,11 @@
 //! Unit tests of every core flow, on the in-memory [`MemKv`].
 
 use super::*;
-use crate::core::event::{Event, PostId, Ts, UserId};
-use crate::core::keys::{TimelineKey, UserVal};
-use crate::core::kv::{MemKv, Txn};
-use crate::core::partition::partition_for;
-use crate::core::views;
+use crate::event::{Event, PostId, Ts, UserId};
+use crate::keys::{TimelineKey, UserVal};
+use crate::kv::{MemKv, Txn};
+use crate::partition::partition_for;
+use crate::views;
 
 const A: UserId = UserId(1);
 const B: UserId = UserId(2);
@@ -372,7 +372,7 @@ fn seen_changes_nothing_but_activity() {
 }
 
 /// A's filter change of B at `ts`.
-fn a_filters_b(change: crate::core::event::FilterChange, ts: u64) -> Event {
+fn a_filters_b(change: crate::event::FilterChange, ts: u64) -> Event {
     Event::Filter {
         user: A,
         target: B,
@@ -384,7 +384,7 @@ fn a_filters_b(change: crate::core::event::FilterChange, ts: u64) -> Event {
 // Proves an unblock that comes again sends a counting follower the author's newest posts again (a successor of the blocker's partition may have dropped the first answer), and a repeated block sends nothing.
 #[test]
 fn a_repeated_unblock_sends_the_newest_posts_again() {
-    use crate::core::event::FilterChange;
+    use crate::event::FilterChange;
     let mut kv = MemKv::default();
     let filter = a_filters_b;
     // The follow comes in log order while the block is on, made after it ended.
@@ -421,7 +421,7 @@ fn a_repeated_unblock_sends_the_newest_posts_again() {
 // Proves a follow that revives a voided edge and comes again sends the follower the author's newest posts again (a successor of the follower's partition may have dropped the first answer while its end was still void), and a stale one sends nothing.
 #[test]
 fn a_repeated_revival_sends_the_newest_posts_again() {
-    use crate::core::event::FilterChange;
+    use crate::event::FilterChange;
     let mut kv = MemKv::default();
     let filter = a_filters_b;
     // The first follow falls in a block period; the second, after it,

@@ -4,10 +4,10 @@
 //! the followees' outboxes (the pull path). The API's reader and the core's
 //! property tests both read timelines through this.
 
-use crate::core::event::UserId;
-use crate::core::keys::TimelineKey;
-use crate::core::kv::{Kv, KvError};
-use crate::core::views;
+use crate::event::UserId;
+use crate::keys::TimelineKey;
+use crate::kv::{Kv, KvError};
+use crate::views;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 

@@ -1,5 +1,5 @@
 //! The views readers read, by name: one enum for `backfill --view` and
-//! digests (the reads and their routes are `crate::api::reads`).
+//! digests (the reads and their routes are `feedlog::api::reads`).
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -5,7 +5,7 @@
 use super::keys::{self, CopyVal, EdgeVal, PostVal, TimelineKey, UserVal};
 use super::kv::KvError;
 use super::kv::{timeline_key_at, u64_at, Cf, Kv, Txn};
-use crate::core::event::{PostId, Ts, UserId};
+use crate::event::{PostId, Ts, UserId};
 
 fn decode<T>(
     cf: Cf,
@@ -256,7 +256,7 @@ pub fn clock(kv: &(impl Kv + ?Sized)) -> Result<Ts, KvError> {
 }
 
 /// The pull threshold in force in this partition (0 until a
-/// [`crate::core::Effect::PullThreshold`] sets one).
+/// [`crate::Effect::PullThreshold`] sets one).
 pub fn pull_threshold(kv: &(impl Kv + ?Sized)) -> Result<u64, KvError> {
     let k = keys::PULL_THRESHOLD;
     let v = kv.get(Cf::Meta, k)?;

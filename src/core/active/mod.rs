@@ -25,11 +25,11 @@ use super::follow::Edge;
 use super::gauges::Gauge;
 use super::inbox::lower_horizon;
 use super::pulled;
-use crate::core::event::{PostId, Ts, UserId};
-use crate::core::keys::{self, TimelineKey, UserVal};
-use crate::core::kv::{u64_at, Cf, Kv, KvError, Txn};
-use crate::core::position::Version;
-use crate::core::views::{self, live_edges};
+use crate::event::{PostId, Ts, UserId};
+use crate::keys::{self, TimelineKey, UserVal};
+use crate::kv::{u64_at, Cf, Kv, KvError, Txn};
+use crate::position::Version;
+use crate::views::{self, live_edges};
 
 /// `user` (owned here) acted at log time `ts`: the user is active from then
 /// on, and wakes if asleep.

@@ -2,8 +2,8 @@
 //! message.
 
 use super::super::testkit::*;
-use crate::core::partition::Partition;
-use crate::core::{views, Ctx, Effect};
+use crate::partition::Partition;
+use crate::{views, Ctx, Effect};
 
 /// One partition owning everyone, inbox of 3, readers asleep after 10 of
 /// log time; authors pulled from 2 followers with `pull`, else never.

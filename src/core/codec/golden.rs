@@ -5,10 +5,10 @@
 //! the end, and its own golden line is added here.
 
 use super::*;
-use crate::core::effect::Wake;
-use crate::core::event::{EventKind, FilterChange, PostId, Ts, UserId};
-use crate::core::fence::{Epoch, Stamp};
-use crate::core::position::Version;
+use crate::effect::Wake;
+use crate::event::{EventKind, FilterChange, PostId, Ts, UserId};
+use crate::fence::{Epoch, Stamp};
+use crate::position::Version;
 
 /// One of each event kind, with ids and times that fill several bytes.
 fn events() -> Vec<Event> {

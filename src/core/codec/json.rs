@@ -2,7 +2,7 @@
 //! per record, parsed field by field so that each error names its field.
 
 use super::DecodeError;
-use crate::core::event::{Event, EventKind, FilterChange, PostId, Ts, UserId, SCHEMA_VERSION};
+use crate::event::{Event, EventKind, FilterChange, PostId, Ts, UserId, SCHEMA_VERSION};
 use serde::Deserialize;
 
 /// A JSON event as written: every field kept as JSON, so a field the kind

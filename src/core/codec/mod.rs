@@ -10,7 +10,7 @@
 //!   feedlog's own tools write (postcard 1.x, whose wire format is stable).
 //! - [`Format::StampedEffects`]: feedlog's internal messages to one
 //!   partition (`effects` topic), in postcard, with the sender's partition
-//!   and owner epoch (see [`crate::core::fence`]): what this version writes.
+//!   and owner epoch (see [`crate::fence`]): what this version writes.
 //! - [`Format::PostcardForwarded`]: events forwarded to the partition that
 //!   owns their actor, in postcard.
 //! - [`Format::PostcardEffects`]: internal messages without a stamp, as the
@@ -29,11 +29,11 @@
 //! golden-bytes tests (`golden.rs`, `golden_bytes_*`) pin every record kind
 //! of every codec, so a change that would misread an old log fails them.
 
-use crate::core::disposition::Disposition;
-use crate::core::effect::Effect;
-use crate::core::event::{Event, EventKind, InvalidEvent, SCHEMA_VERSION};
-use crate::core::fence::{Epoch, Stamp};
-use crate::core::partition::Partition;
+use crate::disposition::Disposition;
+use crate::effect::Effect;
+use crate::event::{Event, EventKind, InvalidEvent, SCHEMA_VERSION};
+use crate::fence::{Epoch, Stamp};
+use crate::partition::Partition;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 mod json;

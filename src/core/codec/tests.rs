@@ -1,6 +1,6 @@
 //! The codec's tests: every shape decodes or is refused with its reason.
 use super::*;
-use crate::core::event::{FilterChange, PostId, Ts, UserId};
+use crate::event::{FilterChange, PostId, Ts, UserId};
 
 fn json(s: &str) -> Result<Event, DecodeError> {
     decode_event(Format::Json.as_u8(), s.as_bytes())
@@ -135,7 +135,7 @@ fn round_trips() {
 // Proves an effects record decodes to its stamp and effects in order under every marker (unstamped for the earlier ones), and that an empty, truncated or mismarked one is refused with a reason.
 #[test]
 fn effects_records_round_trip_and_bad_ones_are_refused() {
-    use crate::core::position::Version;
+    use crate::position::Version;
     let effects = vec![
         Effect::FollowerRemoved {
             author: UserId(1),

@@ -1,8 +1,8 @@
 //! The value of a follow edge, at either of its ends.
 
 use super::be;
-use crate::core::event::Ts;
-use crate::core::position::Version;
+use crate::event::Ts;
+use crate::position::Version;
 
 /// A live or dead edge, with the version of the event that last changed it.
 ///

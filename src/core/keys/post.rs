@@ -1,8 +1,8 @@
 //! The value of a post id at its author's partition (`posts`).
 
 use super::{be, key};
-use crate::core::event::{PostId, Ts, UserId};
-use crate::core::position::Version;
+use crate::event::{PostId, Ts, UserId};
+use crate::position::Version;
 
 /// A post's identity: its author and id.
 pub type PostRef = (UserId, PostId);

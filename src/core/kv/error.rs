@@ -1,7 +1,7 @@
 //! Why a read of state failed.
 
 use super::Cf;
-use crate::core::keys;
+use crate::keys;
 
 /// Why a read of state failed: a stored value that does not decode, or the
 /// engine behind the [`Kv`](super::Kv) (RocksDB, in the state layer) failed.
@@ -21,7 +21,7 @@ pub enum KvError {
     #[error("{source}")]
     Backend {
         /// What the engine's error answers: skip, retry or stop.
-        disposition: crate::core::Disposition,
+        disposition: crate::Disposition,
         /// The engine's error.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
@@ -31,9 +31,9 @@ pub enum KvError {
 impl KvError {
     /// A corrupt value needs an operator; the engine's failure answers as
     /// the engine decided.
-    pub fn disposition(&self) -> crate::core::Disposition {
+    pub fn disposition(&self) -> crate::Disposition {
         match self {
-            KvError::Corrupt { .. } => crate::core::Disposition::Stop,
+            KvError::Corrupt { .. } => crate::Disposition::Stop,
             KvError::Backend { disposition, .. } => *disposition,
         }
     }

@@ -93,7 +93,7 @@ proptest! {
 // Proves a key or value shorter than its layout is a corrupt-record error (the runner stops with it) where scans decode it, never a panic: an inbox entry, a pulled author's marker, an outbox entry and a recent follower each cut short.
 #[test]
 fn short_keys_are_corrupt_records_not_panics() {
-    use crate::core::views;
+    use crate::views;
     let user = UserId(7);
     let short = |prefix: Vec<u8>| {
         let mut k = prefix;
@@ -112,7 +112,7 @@ fn short_keys_are_corrupt_records_not_panics() {
             matches!(&e, KvError::Corrupt { cf: c, .. } if *c == cf.name()),
             "{e}"
         );
-        assert_eq!(e.disposition(), crate::core::Disposition::Stop);
+        assert_eq!(e.disposition(), crate::Disposition::Stop);
     };
     corrupt(
         views::inbox(&kv, user, None).next().unwrap().unwrap_err(),

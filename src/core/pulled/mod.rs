@@ -3,7 +3,7 @@
 //! follower's inbox. Each partition keeps a copy of the author's newest
 //! posts (one message per partition per post), each follower's record lists
 //! the pulled authors they follow, and a timeline read merges those copies
-//! with the inbox ([`crate::core::timeline`]).
+//! with the inbox ([`crate::timeline`]).
 //!
 //! Whether an author is pulled changes only when the author gains or loses
 //! a follower — messages that arrive at the author's partition in the order
@@ -19,11 +19,11 @@ use super::effect::{pulls, Applied, Ctx, Effect, Out};
 use super::follow::Edge;
 use super::gauges::Gauge;
 use super::inbox::purge_author;
-use crate::core::event::{PostId, Ts, UserId};
-use crate::core::keys::{CopyVal, TimelineKey, UserVal};
-use crate::core::kv::{Cf, Kv, KvError, Txn};
-use crate::core::partition::Partition;
-use crate::core::views;
+use crate::event::{PostId, Ts, UserId};
+use crate::keys::{CopyVal, TimelineKey, UserVal};
+use crate::kv::{Cf, Kv, KvError, Txn};
+use crate::partition::Partition;
+use crate::views;
 
 /// The newest posts of `author` (at most the inbox cap), newest first, and
 /// whether older ones exist.
@@ -194,10 +194,7 @@ pub(super) fn change_copy<K: Kv + ?Sized>(
     let Some(mut header) = views::copy_of(t, k.author)? else {
         return Ok(false);
     };
-    let there = t.contains(
-        Cf::Copies,
-        &crate::core::keys::copy(k.author, k.ts, k.post_id),
-    )?;
+    let there = t.contains(Cf::Copies, &crate::keys::copy(k.author, k.ts, k.post_id))?;
     if !live {
         if there {
             t.set_copy_entry(k, false);

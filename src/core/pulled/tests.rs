@@ -1,11 +1,11 @@
 //! Each transition of a pulled author on one partition, message by message.
 
 use super::super::testkit::*;
-use crate::core::keys::TimelineKey;
-use crate::core::kv::Txn;
-use crate::core::partition::Partition;
-use crate::core::timeline::held_timeline;
-use crate::core::{views, Ctx, Effect};
+use crate::keys::TimelineKey;
+use crate::kv::Txn;
+use crate::partition::Partition;
+use crate::timeline::held_timeline;
+use crate::{views, Ctx, Effect};
 
 /// One partition owning everyone, inbox and copies of 3, asking for
 /// authors pulled from 3 followers (pushed again at 1); nobody asleep.
@@ -196,5 +196,5 @@ fn a_missing_copy_sends_the_read_to_the_pull_path() {
     part.kv.apply(w);
     let (keys, from) = held_timeline(&part.kv, B, None, 10).unwrap();
     assert!(keys.is_empty());
-    assert_eq!(from, Some(crate::core::timeline::TOP));
+    assert_eq!(from, Some(crate::timeline::TOP));
 }

@@ -12,11 +12,11 @@
 //! mode places the post at, and a walk of the appearances in order yields
 //! each entry once, in order — pages and cursors stay exact.
 
-use crate::core::event::{PostId, Ts, UserId};
-use crate::core::filter::ReadFilter;
-use crate::core::keys::{self, PostRef, TimelineKey};
-use crate::core::kv::{u64_at, Cf, Kv, KvError};
-use crate::core::views;
+use crate::event::{PostId, Ts, UserId};
+use crate::filter::ReadFilter;
+use crate::keys::{self, PostRef, TimelineKey};
+use crate::kv::{u64_at, Cf, Kv, KvError};
+use crate::views;
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -485,9 +485,9 @@ impl Entries {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::keys::{EdgeVal, UserVal};
-    use crate::core::kv::{MemKv, Txn};
-    use crate::core::position::Version;
+    use crate::keys::{EdgeVal, UserVal};
+    use crate::kv::{MemKv, Txn};
+    use crate::position::Version;
 
     /// A partition whose directory lists 400 reposts of post (1, 1), one
     /// by each of users 2..=401 at their id's time (and a second one by

@@ -38,11 +38,11 @@ use super::apply::announce;
 use super::effect::{Applied, Ctx, Effect, Out, Step};
 use super::fan_out::{Change, Reach};
 use super::partition::Partition;
-use crate::core::event::{PostId, Ts, UserId, MAX_REPOST_HOPS};
-use crate::core::keys::{self, PostRef, PostVal, RepostState, RepostVal};
-use crate::core::kv::{u64_at, Cf, Kv, KvError, Txn};
-use crate::core::position::Version;
-use crate::core::views;
+use crate::event::{PostId, Ts, UserId, MAX_REPOST_HOPS};
+use crate::keys::{self, PostRef, PostVal, RepostState, RepostVal};
+use crate::kv::{u64_at, Cf, Kv, KvError, Txn};
+use crate::position::Version;
+use crate::views;
 
 /// A repost as it travels: who reposted, its id, time and event version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

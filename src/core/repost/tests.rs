@@ -1,7 +1,7 @@
 //! Reposts on one partition's state: values round-trip, registrations count.
 
 use super::*;
-use crate::core::kv::MemKv;
+use crate::kv::MemKv;
 
 // Proves a repost record and a user record with reposts round-trip, and that a user record written before reposts existed reads as none.
 #[test]
@@ -12,7 +12,7 @@ fn repost_values_round_trip() {
         root: Some(((UserId(3), PostId(4)), Ts(2))),
         state: RepostState::Live,
         deleted: true,
-        by: Some(crate::core::position::Version(9)),
+        by: Some(crate::position::Version(9)),
     };
     assert_eq!(
         PostVal::decode(&PostVal::Repost(rv).encode()),
