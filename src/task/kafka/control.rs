@@ -135,10 +135,20 @@ impl Cluster {
                 }
             }
         }
-        // Leave: finish and commit every batch, say so, leave the group.
         if let Some(t) = checkpointing.take() {
             let _ = t.join();
         }
+        self.leave(group, &members);
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(self.progress.totals().since(&before)),
+        }
+    }
+
+    /// Leaves the group in order, each step bounded when the brokers are
+    /// out of reach: finishes every task's batch, commits their positions
+    /// and checkpoints them, announces the departure, leaves the group.
+    fn leave(&self, group: GroupMember, members: &MembersWriter) {
         tracing::info!("leaving: finishing the partitions' batches");
         let (stopped, interrupted) = self.stop_all_within(STOP_GRACE);
         if !stopped.is_empty() && !group.assignment_lost() {
@@ -162,10 +172,6 @@ impl Cluster {
         }
         group.leave();
         tracing::info!("left the group");
-        match failure {
-            Some(e) => Err(e),
-            None => Ok(self.progress.totals().since(&before)),
-        }
     }
 
     /// Stops every task, each after its batch; when the brokers have not
