@@ -86,7 +86,19 @@ pub fn config_check(args: &KafkaArgs, file: &Path) -> Result<i32> {
         }
     };
     println!("{}: ok", file.display());
-    match (&settings.kafka, &cluster) {
+    print_effective(&settings, cluster.as_ref(), &file_settings);
+    Ok(0)
+}
+
+/// What `config check` prints of a file that passed: the mode and its
+/// settings as they take effect, secrets masked, and each key of the file
+/// with the variable that overrides it, if one does.
+fn print_effective(
+    settings: &Settings,
+    cluster: Option<&feedlog::task::kafka::ClusterConfig>,
+    file_settings: &[(String, String, String)],
+) {
+    match (&settings.kafka, cluster) {
         (Some(k), Some(c)) => {
             println!("mode: kafka, brokers {}, group {}", k.brokers, k.group);
             println!(
@@ -120,7 +132,7 @@ pub fn config_check(args: &KafkaArgs, file: &Path) -> Result<i32> {
     if let Some(listen) = settings.listen(None) {
         println!("listen {listen}");
     }
-    for (key, var, value) in &file_settings {
+    for (key, var, value) in file_settings {
         let secret = key.contains("token");
         let value = if secret { "(set, not shown)" } else { value };
         let from = match std::env::var(var) {
@@ -129,7 +141,6 @@ pub fn config_check(args: &KafkaArgs, file: &Path) -> Result<i32> {
         };
         println!("setting {key} = {value}{from}");
     }
-    Ok(0)
 }
 
 /// `feedlog run --kafka`: one processor of the group.

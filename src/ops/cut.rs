@@ -305,6 +305,7 @@ impl Drop for Releases<'_> {
 
 /// What `read` asks of every partition of each of `generations` of
 /// `deployment`, at one consistent cut (see the module's doc).
+// Long: one retry loop whose rounds share the cut, the holds and the reason a timeout reports.
 pub fn at_cut<T: serde::de::DeserializeOwned>(
     deployment: &KafkaConfig,
     generations: &[Generation],

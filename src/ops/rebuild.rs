@@ -192,6 +192,7 @@ pub struct Rebuild {
 impl Rebuild {
     /// Prepares a rebuild of `live`'s state into `into` (created when new;
     /// resumed when it holds an unfinished rebuild of the same directory).
+    // Long: the refusals, then the plan resumed or written, then the stores: in the order a resumed rebuild must check them.
     pub fn open(
         live: &Path,
         into: &Path,

@@ -52,6 +52,7 @@ pub fn never_ran(cfg: &KafkaConfig) -> Result<bool, ClusterError> {
 /// false, makes every check and changes nothing. The report's positions
 /// are where each partition resumes (its copy's); the group itself is
 /// committed at the start of the log under the report's epoch (see above).
+// Long: every refusal before any write, then the writes in the order a crash must leave them (the copies first, the group last).
 pub fn seed_generation(
     cfg: &KafkaConfig,
     dir: &Path,

@@ -16,6 +16,11 @@ use crate::core::repost::{self, Entry};
 use crate::core::timeline::held_timeline;
 use std::collections::{BTreeMap, BinaryHeap, HashSet};
 
+/// Followees' outboxes in this processor's stores, by partition: the
+/// store (`None`: the reader's own, read through the page's snapshot) and
+/// the followees there.
+type OutboxesHere = BTreeMap<Partition, (Option<Arc<Store>>, Vec<UserId>)>;
+
 impl Reader {
     /// A page of the user's home timeline: live posts of current followees,
     /// newest first (ts desc, post id desc, author desc), each post once at
@@ -232,28 +237,23 @@ impl Reader {
         Ok(Some(body))
     }
 
-    /// Completes a timeline page past the inbox's horizon: the first
-    /// entries of the current followees' outboxes from `from` on, until
-    /// `keys` holds `want` — one positioned read per partition, a seek per
-    /// followee, each outbox left as soon as its next entry cannot enter
-    /// the page (a heap holds the best so far), so about `want +
-    /// followees` entries are read whatever the timeline's length.
-    fn pull(
+    /// Where `user`'s followees' outboxes are read (but those of `hidden`):
+    /// by partition, from the stores here (the user's own partition as
+    /// `None`: read through the page's snapshot), and the followees whose
+    /// partitions another processor serves.
+    fn followee_outboxes(
         &self,
         snap: &Snapshot<'_>,
         user: UserId,
-        (from, after): (TimelineKey, Option<TimelineKey>),
-        want: usize,
         hidden: &HashSet<UserId>,
-        keys: &mut Vec<TimelineKey>,
-    ) -> Result<(), QueryError> {
+    ) -> Result<(OutboxesHere, Vec<UserId>), QueryError> {
         // Followees' outboxes: from the stores here, by partition, or in one
         // request per other processor. The user's own partition is read
         // through `snap` (its store is `None` below): a second snapshot of a
         // secondary would take its read lock twice, which deadlocks against
         // a catch-up waiting between the two.
         let own = self.partition_of(user);
-        let mut here: BTreeMap<Partition, (Option<Arc<Store>>, Vec<UserId>)> = BTreeMap::new();
+        let mut here: OutboxesHere = BTreeMap::new();
         let mut elsewhere: Vec<UserId> = Vec::new();
         for r in live_edges(snap, Cf::Followees, user, None) {
             let (author, _) = r?;
@@ -275,6 +275,25 @@ impl Reader {
                 Err(e) => return Err(e.into()),
             }
         }
+        Ok((here, elsewhere))
+    }
+
+    /// Completes a timeline page past the inbox's horizon: the first
+    /// entries of the current followees' outboxes from `from` on, until
+    /// `keys` holds `want` — one positioned read per partition, a seek per
+    /// followee, each outbox left as soon as its next entry cannot enter
+    /// the page (a heap holds the best so far), so about `want +
+    /// followees` entries are read whatever the timeline's length.
+    fn pull(
+        &self,
+        snap: &Snapshot<'_>,
+        user: UserId,
+        (from, after): (TimelineKey, Option<TimelineKey>),
+        want: usize,
+        hidden: &HashSet<UserId>,
+        keys: &mut Vec<TimelineKey>,
+    ) -> Result<(), QueryError> {
+        let (here, elsewhere) = self.followee_outboxes(snap, user, hidden)?;
         let fetched = match (&self.remote, elsewhere.is_empty()) {
             (Some(remote), false) => {
                 remote.outboxes(&elsewhere, (from.ts, from.post_id), want + 1)?

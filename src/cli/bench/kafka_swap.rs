@@ -81,6 +81,7 @@ pub struct SwapLoad {
 
 /// Runs the swap bench on the events of the processed directory `data`;
 /// `base`: brokers, else an in-process mock.
+// Long: the bench's scenario from start to finish, each phase measured in the order it runs.
 pub fn kafka_swap(
     base: Option<KafkaConfig>,
     data: &std::path::Path,

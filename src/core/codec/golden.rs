@@ -69,6 +69,7 @@ fn events() -> Vec<Event> {
 }
 
 /// One of each effect kind.
+// Long: one literal of every effect kind, whose encodings the tests pin byte for byte.
 fn effects() -> Vec<Effect> {
     let (a, f) = (UserId(300), UserId(2));
     let posts = vec![(Ts(9), PostId(8)), (Ts(7), PostId(6))];

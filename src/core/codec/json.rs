@@ -64,6 +64,7 @@ fn decimal_id(s: &str) -> Option<u64> {
 }
 
 /// Parses one JSON event (without validating ids).
+// Long: the version and type checks, then one arm per event kind (a new kind does not compile until it is decoded here).
 pub(super) fn decode_json(value: &[u8]) -> Result<Event, DecodeError> {
     let raw: RawEvent =
         serde_json::from_slice(value).map_err(|e| DecodeError::Json(e.to_string()))?;
