@@ -239,10 +239,9 @@ impl GroupMember {
         positions: &[(Partition, Positions, Epoch)],
         sync: bool,
     ) -> Result<(), LogError> {
-        let tpl = positions_tpl(&self.events_topic, &self.effects_topic, positions);
-        if tpl.count() == 0 {
+        let Some(tpl) = self.to_commit(positions) else {
             return Ok(());
-        }
+        };
         let mode = if sync {
             CommitMode::Sync
         } else {
@@ -264,10 +263,9 @@ impl GroupMember {
         positions: &[(Partition, Positions, Epoch)],
         within: Duration,
     ) -> Result<(), LogError> {
-        let tpl = positions_tpl(&self.events_topic, &self.effects_topic, positions);
-        if tpl.count() == 0 {
+        let Some(tpl) = self.to_commit(positions) else {
             return Ok(());
-        }
+        };
         let (answer, answered) = std::sync::mpsc::channel();
         let consumer = Arc::clone(&self.consumer);
         std::thread::Builder::new()
@@ -293,6 +291,12 @@ impl GroupMember {
                 KafkaFailure::Transient,
             ))
         })
+    }
+
+    /// The offsets of `positions` to commit, `None` when there are none.
+    fn to_commit(&self, positions: &[(Partition, Positions, Epoch)]) -> Option<TopicPartitionList> {
+        let tpl = positions_tpl(&self.events_topic, &self.effects_topic, positions);
+        (tpl.count() > 0).then_some(tpl)
     }
 
     /// Leaves the group: rebalances from here on complete at once.
