@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::core_views::{directory_matches, posts_view, timelines_match};
+use common::core_views::{directory_matches, posts_view, sources_match, timelines_match};
 use common::generated::core_event as event;
 use common::oracle::Oracle;
 use feedlog::core::event::{Event, UserId};
@@ -425,6 +425,7 @@ impl Sim {
                 ));
             }
             directory_matches(&p.owner.kv, i, oracle)?;
+            sources_match(&p.owner.kv, i)?;
         }
         for u in 1..=USERS {
             let kv = self.kv_of(u);

@@ -12,7 +12,7 @@ use super::effect::{Applied, Ctx, Effect, Out, Step};
 use super::fan_out::{fan_out, Change, Reach};
 use super::filter;
 use super::follow::{self, Edge};
-use super::inbox::{insert_inbox, lower_horizon};
+use super::inbox::{insert_inbox, lower_horizon, Root};
 use super::pulled;
 use super::repost;
 use crate::event::{Event, PostId, Ts, UserId};
@@ -416,10 +416,12 @@ fn retract<K: Kv + ?Sized>(
     targets: &[UserId],
     applied: &mut Applied,
 ) -> Result<(), KvError> {
+    let mut root = Root::default();
     for &user in targets {
         if ctx.owns(user) && t.inbox_has(user, k)? {
-            t.remove_inbox(user, k);
             let mut u = t.user(user)?;
+            let root = root.of(t, k, u.whole())?;
+            t.remove_inbox(user, k, root);
             u.inbox_len = u.inbox_len.saturating_sub(1);
             t.set_user(user, &u);
             applied.removed += 1;
@@ -445,6 +447,7 @@ fn deliver<K: Kv + ?Sized>(
         Some(span) if span > 0 => Some(views::clock(t)?),
         _ => None,
     };
+    let mut root = Root::default();
     for &(user, version) in targets {
         if !follows_at(t, ctx, user, k.author, version)? {
             continue;
@@ -454,7 +457,7 @@ fn deliver<K: Kv + ?Sized>(
             None => false,
         };
         if !asleep {
-            insert_inbox(t, ctx, user, k, applied)?;
+            insert_inbox(t, ctx, (user, k), &mut root, applied)?;
         }
     }
     Ok(())
@@ -493,7 +496,8 @@ pub(super) fn backfill<K: Kv + ?Sized>(
         let listed = posts.iter().any(|&(ts, p)| ts == k.ts && p == k.post_id);
         let in_range = newest_cut.is_none_or(|&cut| k <= key(cut));
         if !listed && in_range {
-            t.remove_inbox(follower, &k);
+            let root = Root::default().of(t, &k, u.whole())?;
+            t.remove_inbox(follower, &k, root);
             gone += 1;
         }
     }
@@ -504,7 +508,13 @@ pub(super) fn backfill<K: Kv + ?Sized>(
         applied.changed = true;
     }
     for &post in posts {
-        insert_inbox(t, ctx, follower, &key(post), applied)?;
+        insert_inbox(
+            t,
+            ctx,
+            (follower, &key(post)),
+            &mut Root::default(),
+            applied,
+        )?;
     }
     if let (true, Some(&oldest)) = (truncated, posts.last()) {
         lower_horizon(t, follower, key(oldest))?;

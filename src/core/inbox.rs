@@ -7,18 +7,46 @@
 
 use super::effect::{Applied, Ctx};
 use crate::event::UserId;
-use crate::keys::TimelineKey;
+use crate::keys::{PostRef, TimelineKey};
 use crate::kv::{Kv, KvError, Txn};
 use crate::views;
 
+/// The original an entry reposts, looked up in the directory at most once
+/// however many inboxes take the entry, and only for a reader who keeps
+/// sources ([`crate::keys::UserVal::whole`]).
+#[derive(Default)]
+pub(super) struct Root(Option<Option<PostRef>>);
+
+impl Root {
+    /// What `k` files under in a reader's sources: its original when it
+    /// is a live repost and `whole` (the reader keeps sources), else none.
+    pub(super) fn of<K: Kv + ?Sized>(
+        &mut self,
+        t: &Txn<'_, K>,
+        k: &TimelineKey,
+        whole: bool,
+    ) -> Result<Option<PostRef>, KvError> {
+        if !whole {
+            return Ok(None);
+        }
+        if let Some(root) = self.0 {
+            return Ok(root);
+        }
+        let root = t.root_of(k)?;
+        self.0 = Some(root);
+        Ok(root)
+    }
+}
+
 /// Adds an entry to `user`'s inbox unless it is already there or lies past
-/// the horizon (where reads use the pull path); trims the inbox when it grows
-/// past the cap, lowering the horizon to what was cut.
+/// the horizon (where reads use the pull path), and to their sources
+/// (`root`: what it reposts); trims the inbox when it grows past the cap,
+/// lowering the horizon to what was cut.
 pub(super) fn insert_inbox<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
     ctx: &Ctx,
-    user: UserId,
-    k: &TimelineKey,
+    (user, k): (UserId, &TimelineKey),
+    root: &mut Root,
     applied: &mut Applied,
 ) -> Result<(), KvError> {
     let mut u = t.user(user)?;
@@ -27,7 +55,8 @@ pub(super) fn insert_inbox<K: Kv + ?Sized>(
     }
     // No read of the key first: a put is idempotent, and `inbox_len` may
     // over-count a duplicate until the next trim recounts it.
-    t.add_inbox(user, k)?;
+    let root = root.of(t, k, u.whole())?;
+    t.add_inbox(user, k, root)?;
     u.inbox_len += 1;
     applied.delivered += 1;
     applied.changed = true;
@@ -43,8 +72,12 @@ pub(super) fn insert_inbox<K: Kv + ?Sized>(
             }
             true
         })?;
+        // A horizon ends the reader's sources: dropped whole, not looked up.
+        if !cut.is_empty() && u.whole() {
+            t.drop_sources(user)?;
+        }
         for c in &cut {
-            t.remove_inbox(user, c);
+            t.remove_inbox(user, c, None);
         }
         if let Some(first) = cut.first() {
             u.horizon = Some(u.horizon.map_or(*first, |h| h.min(*first)));
@@ -72,7 +105,8 @@ pub(super) fn purge_author<K: Kv + ?Sized>(
         return Ok(0);
     }
     for k in &purged {
-        t.remove_inbox(user, k);
+        let root = Root::default().of(t, k, u.whole())?;
+        t.remove_inbox(user, k, root);
     }
     u.inbox_len = u.inbox_len.saturating_sub(purged.len() as u64);
     t.set_user(user, &u);
@@ -90,9 +124,12 @@ pub(super) fn lower_horizon<K: Kv + ?Sized>(
     // none lies past the old one.
     let stale: Vec<TimelineKey> = views::inbox_before(t, user, Some(&horizon), u.horizon.as_ref())
         .collect::<Result<_, _>>()?;
+    if u.whole() {
+        t.drop_sources(user)?;
+    }
     u.horizon = Some(horizon);
     for k in &stale {
-        t.remove_inbox(user, k);
+        t.remove_inbox(user, k, None);
     }
     u.inbox_len = u.inbox_len.saturating_sub(stale.len() as u64);
     t.set_user(user, &u);

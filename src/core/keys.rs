@@ -108,6 +108,23 @@ pub fn inbox(user: UserId, k: &TimelineKey) -> Vec<u8> {
     v
 }
 
+/// `inbox_reposts`: `user | a | p | !ts | !repost | !reposter`, one per
+/// repost of original `(a, p)` among `user`'s inbox entries (`k`: the
+/// repost's appearance), so a reader's sources of one post are one short
+/// range.
+pub fn inbox_repost(user: UserId, root: PostRef, k: &TimelineKey) -> Vec<u8> {
+    let mut v = inbox_repost_prefix(user, root);
+    v.extend_from_slice(&k.encode());
+    v
+}
+
+/// `inbox_reposts`: `user | a | p`, the prefix of [`inbox_repost`].
+pub fn inbox_repost_prefix(user: UserId, root: PostRef) -> Vec<u8> {
+    let mut v = Vec::with_capacity(48);
+    v.extend_from_slice(&key([user.0, root.0 .0, root.1 .0]));
+    v
+}
+
 /// `inbox_authors`: `user | author`.
 pub fn inbox_author(user: UserId, author: UserId) -> Vec<u8> {
     key([user.0, author.0])
@@ -247,6 +264,15 @@ pub struct UserVal {
 impl UserVal {
     /// Encoded width.
     pub const LEN: usize = Self::LEN_BEFORE_REPOSTS + 8;
+
+    /// Whether the user's inbox holds their whole timeline, and always
+    /// has: no horizon, no pulled followee and no sleep ever (`marks` only
+    /// grows, and a horizon is never removed while `marks` is 0). Such a
+    /// reader keeps their sources of each post (`inbox_reposts`); once not,
+    /// never again.
+    pub fn whole(&self) -> bool {
+        self.horizon.is_none() && self.marks == 0
+    }
 
     /// The width records had before `reposts` (read as 0 reposts).
     const LEN_BEFORE_REPOSTS: usize = 8 * 4 + 1 + 24 + 1 + 8 + 8 + 8 + 1 + 8 + 8;

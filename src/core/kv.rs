@@ -52,11 +52,14 @@ pub enum Cf {
     RepostDir,
     /// Blocks, mutes and hidden reposts, per (user, other) pair.
     Filters,
+    /// The reposts among each reader's inbox entries, by original: a
+    /// reader's sources of a post without the directory's other reposters.
+    InboxReposts,
 }
 
 impl Cf {
     /// Every column family, in on-disk order.
-    pub const ALL: [Cf; 16] = [
+    pub const ALL: [Cf; 17] = [
         Cf::Meta,
         Cf::Users,
         Cf::Followees,
@@ -73,6 +76,7 @@ impl Cf {
         Cf::Reposts,
         Cf::RepostDir,
         Cf::Filters,
+        Cf::InboxReposts,
     ];
 
     /// The RocksDB column family name.
@@ -94,6 +98,7 @@ impl Cf {
             Cf::Reposts => "reposts",
             Cf::RepostDir => "repost_dir",
             Cf::Filters => "filters",
+            Cf::InboxReposts => "inbox_reposts",
         }
     }
 

@@ -2,7 +2,7 @@
 //!
 //! This is the schema in code: the core calls these and never touches bytes.
 
-use super::keys::{self, CopyVal, EdgeVal, PostVal, TimelineKey, UserVal};
+use super::keys::{self, CopyVal, EdgeVal, PostRef, PostVal, TimelineKey, UserVal};
 use super::kv::KvError;
 use super::kv::{timeline_key_at, u64_at, Cf, Kv, Txn};
 use crate::event::{PostId, Ts, UserId};
@@ -205,6 +205,23 @@ pub fn for_each_inbox(
     bad.map_or(Ok(()), Err)
 }
 
+/// The original a repost reposts, with the original's time, when `(author,
+/// post_id)` is a live repost this partition knows of.
+pub fn original_of(
+    kv: &(impl Kv + ?Sized),
+    (author, post_id): PostRef,
+) -> Result<Option<(PostRef, Ts)>, KvError> {
+    let k = keys::dir_by_repost(author, post_id);
+    match kv.get(Cf::RepostDir, &k)? {
+        None => Ok(None),
+        Some(v) if v.len() == 24 => {
+            let at = |i| u64_at(Cf::RepostDir, &k, &v, i);
+            Ok(Some(((UserId(at(0)?), PostId(at(8)?)), Ts(at(16)?))))
+        }
+        Some(_) => Err(KvError::corrupt(Cf::RepostDir, &k, "expected 24 bytes")),
+    }
+}
+
 /// The keys of `user`'s inbox from `from` (inclusive) if given, as
 /// `[lo, hi)` (`hi = None`: to the end of the column family).
 pub fn inbox_range(user: UserId, from: Option<&TimelineKey>) -> (Vec<u8>, Option<Vec<u8>>) {
@@ -341,19 +358,60 @@ impl<K: Kv + ?Sized> Txn<'_, K> {
     }
 
     /// Adds an inbox entry, and the marker of its author if it is not set
-    /// (see [`Txn::inbox_of_author`]).
-    pub fn add_inbox(&mut self, user: UserId, k: &TimelineKey) -> Result<(), KvError> {
+    /// (see [`Txn::inbox_of_author`]); with `root` (the original it
+    /// reposts, for a reader who keeps sources: [`UserVal::whole`]) it
+    /// enters the reader's sources of that post.
+    pub fn add_inbox(
+        &mut self,
+        user: UserId,
+        k: &TimelineKey,
+        root: Option<PostRef>,
+    ) -> Result<(), KvError> {
         self.put(Cf::Inbox, keys::inbox(user, k), Vec::new());
         let marker = keys::inbox_author(user, k.author);
         if !self.contains(Cf::InboxAuthors, &marker)? {
             self.put(Cf::InboxAuthors, marker, Vec::new());
         }
+        if let Some(root) = root {
+            self.put(
+                Cf::InboxReposts,
+                keys::inbox_repost(user, root, k),
+                Vec::new(),
+            );
+        }
         Ok(())
     }
 
-    /// Removes an inbox entry (its author's marker stays).
-    pub fn remove_inbox(&mut self, user: UserId, k: &TimelineKey) {
+    /// Removes an inbox entry (its author's marker stays); with `root`,
+    /// from the reader's sources of that post too.
+    pub fn remove_inbox(&mut self, user: UserId, k: &TimelineKey, root: Option<PostRef>) {
         self.delete(Cf::Inbox, keys::inbox(user, k));
+        if let Some(root) = root {
+            self.delete(Cf::InboxReposts, keys::inbox_repost(user, root, k));
+        }
+    }
+
+    /// The original `k` reposts, when it is a live repost: what a reader's
+    /// sources file it under. The directory knows a repost before any
+    /// inbox holds it and forgets it only after every inbox let it go (the
+    /// reposter's partition sends its directory change before its
+    /// deliveries and after its retractions), so a source is there exactly
+    /// while its repost is in the inbox.
+    pub fn root_of(&self, k: &TimelineKey) -> Result<Option<PostRef>, KvError> {
+        Ok(original_of(self, (k.author, k.post_id))?.map(|(root, _)| root))
+    }
+
+    /// Drops `user`'s sources: their inbox stopped being their whole
+    /// timeline ([`UserVal::whole`]), and reads never use them again.
+    pub fn drop_sources(&mut self, user: UserId) -> Result<(), KvError> {
+        let rows: Vec<Vec<u8>> = self
+            .scan_prefix(Cf::InboxReposts, &keys::key([user.0]))
+            .map(|r| r.map(|(k, _)| k))
+            .collect::<Result<_, _>>()?;
+        for k in rows {
+            self.delete(Cf::InboxReposts, k);
+        }
+        Ok(())
     }
 
     /// `user`'s inbox entries by `author`, newest first; `None` when its
@@ -400,6 +458,9 @@ impl<K: Kv + ?Sized> Txn<'_, K> {
         } else {
             self.delete(Cf::Pulls, k);
             u.pulls = u.pulls.saturating_sub(1);
+        }
+        if u.whole() {
+            self.drop_sources(user)?;
         }
         u.marks += 1;
         self.set_user(user, &u);

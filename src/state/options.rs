@@ -58,7 +58,7 @@ pub(super) fn cf_options(cf: Cf, cache: &BlockCache, opts: &StoreOptions) -> Opt
             | Cf::Filters
     ) {
         table.set_bloom_filter(10.0, false);
-    } else if !matches!(cf, Cf::Inbox | Cf::Outbox) {
+    } else if !matches!(cf, Cf::Inbox | Cf::Outbox | Cf::InboxReposts) {
         table.set_block_size(16 << 10);
     }
     o.set_block_based_table_factory(&table);

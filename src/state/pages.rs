@@ -261,10 +261,11 @@ impl Inner {
     }
 }
 
-/// The users whose inbox, user record or filters `writes` change, each once.
+/// The users whose inbox (or its sources), user record or filters
+/// `writes` change, each once.
 fn touched_users(writes: &Writes) -> Vec<u64> {
     let mut users = Vec::new();
-    for cf in [Cf::Inbox, Cf::Users, Cf::Filters] {
+    for cf in [Cf::Inbox, Cf::InboxReposts, Cf::Users, Cf::Filters] {
         let mut last = None;
         for k in writes.cf(cf).keys() {
             let user = user_of(k);

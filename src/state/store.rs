@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::PoisonError;
 
 /// The state layout this build reads and writes (see `state/README.md`).
-pub const LAYOUT_VERSION: u32 = 4;
+pub const LAYOUT_VERSION: u32 = 5;
 
 /// One partition's RocksDB.
 pub struct Store {
@@ -170,7 +170,7 @@ impl Store {
                     .into(),
             });
         }
-        upgrade::refuse_layout_3(path)?;
+        upgrade::refuse_older(path)?;
         let opts = StoreOptions::default();
         // A secondary's data changes at each catch-up, without a commit.
         let (follow, pages) = match follow {
@@ -191,8 +191,9 @@ impl Store {
             follow,
             pages: PageCache::new(pages),
         };
-        if store.check_identity(partition, partitions, false)? == 3 {
-            return Err(upgrade::refusal(path));
+        let layout = store.check_identity(partition, partitions, false)?;
+        if upgrade::UPGRADABLE.contains(&layout) {
+            return Err(upgrade::refusal(path, layout));
         }
         Ok(store)
     }
@@ -210,7 +211,8 @@ impl Store {
     }
 
     /// Checks the store's layout and partition (recording them in a new
-    /// store); the layout found: [`LAYOUT_VERSION`], or 3 (upgradable).
+    /// store); the layout found: [`LAYOUT_VERSION`], or one it upgrades
+    /// ([`upgrade::UPGRADABLE`]).
     fn check_identity(
         &self,
         partition: Partition,
@@ -241,7 +243,7 @@ impl Store {
                 return Ok(LAYOUT_VERSION);
             }
             None => return Err(refuse("the store has no layout version".into())),
-            Some(v) if v != LAYOUT_VERSION && v != 3 => {
+            Some(v) if v != LAYOUT_VERSION && !upgrade::UPGRADABLE.contains(&v) => {
                 return Err(refuse(format!(
                 "it was written with state layout {v}, this build reads layout {LAYOUT_VERSION} \
                      (rebuild it from the log into a fresh directory)"
@@ -481,7 +483,13 @@ impl Batch<'_> {
     fn touch(&mut self, cf: Cf) {
         self.pages_touched |= matches!(
             cf,
-            Cf::Inbox | Cf::Users | Cf::Copies | Cf::Pulls | Cf::RepostDir | Cf::Filters
+            Cf::Inbox
+                | Cf::InboxReposts
+                | Cf::Users
+                | Cf::Copies
+                | Cf::Pulls
+                | Cf::RepostDir
+                | Cf::Filters
         );
     }
 }

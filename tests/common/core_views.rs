@@ -6,11 +6,11 @@ use feedlog::api::query::{WhyAnswer, WhyItem};
 use feedlog::core::event::{PostId, UserId};
 use feedlog::core::explain::{self, Sources};
 use feedlog::core::filter::ReadFilter;
-use feedlog::core::keys::{PostRef, PostVal, TimelineKey};
-use feedlog::core::kv::MemKv;
+use feedlog::core::keys::{self, PostRef, PostVal, TimelineKey};
+use feedlog::core::kv::{Cf, Kv, MemKv};
 use feedlog::core::{repost, views};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The posts view of `u` at its partition, as the API answers it.
 pub fn posts_view(kv: &MemKv, u: u64) -> Vec<serde_json::Value> {
@@ -155,6 +155,38 @@ pub fn directory_matches(kv: &MemKv, p: usize, oracle: &Oracle) -> Result<(), St
                 "partition {p} counts {counted} live reposts of ({a}, {q}), lists {listed}"
             ));
         }
+    }
+    Ok(())
+}
+
+/// The sources (`inbox_reposts`) of each reader whose inbox is their
+/// whole timeline are exactly the live reposts among its inbox entries,
+/// under the originals the directory names, and other readers have none:
+/// the first row missing or left over.
+pub fn sources_match(kv: &MemKv, p: usize) -> Result<(), String> {
+    let got: BTreeSet<Vec<u8>> = kv
+        .scan(Cf::InboxReposts, &[], None)
+        .map(|r| r.unwrap().0)
+        .collect();
+    let mut want = BTreeSet::new();
+    for r in kv.scan(Cf::Inbox, &[], None) {
+        let k = r.unwrap().0;
+        let user = UserId(keys::be(&k, 0).unwrap());
+        let app = TimelineKey::decode(&k[8..]).unwrap();
+        if !views::user(kv, user).unwrap().whole() {
+            continue;
+        }
+        if let Some((root, _)) = repost::original_of(kv, (app.author, app.post_id)).unwrap() {
+            want.insert(keys::inbox_repost(user, root, &app));
+        }
+    }
+    if let Some(k) = want.difference(&got).next() {
+        return Err(format!("partition {p}: sources lack {k:?}"));
+    }
+    if let Some(k) = got.difference(&want).next() {
+        return Err(format!(
+            "partition {p}: sources hold {k:?}, no inbox repost of it"
+        ));
     }
     Ok(())
 }

@@ -10,7 +10,10 @@
 //! repost of the post, and the reader's followee edges say which of them
 //! count. So an appearance yields the entry exactly when it is the one the
 //! mode places the post at, and a walk of the appearances in order yields
-//! each entry once, in order — pages and cursors stay exact.
+//! each entry once, in order — pages and cursors stay exact. A reader
+//! whose inbox is their whole timeline has the followees' reposts of each
+//! post listed under it already (`inbox_reposts`, their sources), and a
+//! post reposted by thousands costs them only their own few.
 
 use crate::event::{PostId, Ts, UserId};
 use crate::filter::ReadFilter;
@@ -101,22 +104,7 @@ pub fn any_repost(kv: &(impl Kv + ?Sized)) -> Result<bool, KvError> {
         .is_some())
 }
 
-/// The original a repost reposts, with the original's time, when `(author,
-/// post_id)` is a live repost this partition knows of.
-pub fn original_of(
-    kv: &(impl Kv + ?Sized),
-    (author, post_id): PostRef,
-) -> Result<Option<(PostRef, Ts)>, KvError> {
-    let k = keys::dir_by_repost(author, post_id);
-    match kv.get(Cf::RepostDir, &k)? {
-        None => Ok(None),
-        Some(v) if v.len() == 24 => {
-            let at = |i| u64_at(Cf::RepostDir, &k, &v, i);
-            Ok(Some(((UserId(at(0)?), PostId(at(8)?)), Ts(at(16)?))))
-        }
-        Some(_) => Err(KvError::corrupt(Cf::RepostDir, &k, "expected 24 bytes")),
-    }
-}
+pub use crate::views::original_of;
 
 /// Every live repost this partition's directory lists, by repost: the
 /// repost and the original it reposts, with the original's time.
@@ -209,6 +197,31 @@ fn reposts_by(
     dir_entries(kv, &ranges, out)
 }
 
+/// `user`'s sources of `original`: the reposts of it among their inbox
+/// entries, as appearance keys, newest first.
+fn inbox_reposts(
+    kv: &(impl Kv + ?Sized),
+    user: UserId,
+    original: PostRef,
+) -> Result<Vec<TimelineKey>, KvError> {
+    let prefix = keys::inbox_repost_prefix(user, original);
+    let mut out = Vec::new();
+    let mut bad = None;
+    let ranges = [(prefix.clone(), prefix)];
+    kv.for_each_in_ranges(Cf::InboxReposts, &ranges, &mut |_, k, _| {
+        match k
+            .get(24..)
+            .filter(|b| b.len() == 24)
+            .and_then(TimelineKey::decode)
+        {
+            Some(app) => out.push(app),
+            None => bad = Some(KvError::corrupt(Cf::InboxReposts, k, "expected 48 bytes")),
+        }
+        bad.is_none()
+    })?;
+    bad.map_or(Ok(out), Err)
+}
+
 /// About how many entries a store's iterator steps over in the time it
 /// seeks once (a seek searches every level of the tree; a step reads the
 /// next entry of a block in hand): a merge of a reader's followees with a
@@ -238,6 +251,9 @@ pub struct Memo {
     apps: HashMap<PostRef, Rc<Vec<(TimelineKey, bool)>>>,
     /// What the reader's blocks and mutes leave out.
     filter: ReadFilter,
+    /// Whether the reader's sources of each post (`inbox_reposts`) are
+    /// all its reposts by followees; `None` until looked at.
+    sources: Option<bool>,
 }
 
 impl Memo {
@@ -296,6 +312,9 @@ impl Memo {
         if n == 0 {
             return Ok(Vec::new());
         }
+        if self.sources(kv, user)? {
+            return inbox_reposts(kv, user, original);
+        }
         let mut out = Vec::new();
         match self.followees(kv, user)? {
             Some(followees) if (followees.len() as u64).saturating_mul(STEPS_PER_SEEK) < n => {
@@ -304,6 +323,19 @@ impl Memo {
             _ => scan_reposts(kv, &keys::dir_original_prefix(original), &mut out)?,
         }
         Ok(out)
+    }
+
+    /// Whether `user`'s inbox holds their whole timeline
+    /// ([`crate::keys::UserVal::whole`]), so that their sources of a post
+    /// (`inbox_reposts`) are its every repost by a followee: looked at
+    /// once per read.
+    fn sources(&mut self, kv: &(impl Kv + ?Sized), user: UserId) -> Result<bool, KvError> {
+        if let Some(s) = self.sources {
+            return Ok(s);
+        }
+        let s = views::user(kv, user)?.whole();
+        self.sources = Some(s);
+        Ok(s)
     }
 
     /// Every appearance of `original` (posted at `post_ts`) for `user`, in
@@ -327,8 +359,12 @@ impl Memo {
         if self.follows(kv, user, original.0)? {
             apps.push((original_app, false));
         }
+        // Sources of the reader's own are followees' reposts already.
+        let followed = self.sources == Some(true);
         for r in reposts {
-            if self.filter.shows(original.0, r.author, true) && self.follows(kv, user, r.author)? {
+            if self.filter.shows(original.0, r.author, true)
+                && (followed || self.follows(kv, user, r.author)?)
+            {
                 apps.push((r, true));
             }
         }
@@ -505,8 +541,11 @@ mod tests {
             let e = EdgeVal::followed(Version(f), Ts(f));
             t.set_edge(Cf::Followees, reader, UserId(f), &e);
         }
+        // A reader with a mark: aggregated through the directory, not
+        // their own sources (this partition holds no inbox).
         let u = UserVal {
             followees: followees.len() as u64,
+            marks: 1,
             ..UserVal::default()
         };
         t.set_user(reader, &u);

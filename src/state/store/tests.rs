@@ -147,7 +147,7 @@ fn layout_3_store(path: &Path, layout: u32, with_markers_cf: bool) {
     }
 }
 
-// Proves a layout-3 store is refused by read-only opens with the way out, and upgraded in place by a writable open: a marker per (user, author) its index held, the index dropped, layout 4 recorded.
+// Proves a layout-3 store is refused by read-only opens with the way out, and upgraded in place by a writable open: a marker per (user, author) its index held, the index dropped, the current layout recorded.
 #[test]
 fn a_layout_3_store_is_upgraded_in_place() {
     let tmp = tempfile::tempdir().unwrap();
@@ -183,7 +183,7 @@ fn a_layout_3_store_is_upgraded_in_place() {
     );
 }
 
-// Proves a store left with layout 4 recorded and layout 3's index still present (a crash mid-upgrade) opens, and the index is dropped.
+// Proves a store left with the current layout recorded and layout 3's index still present (a crash mid-upgrade) opens, and the index is dropped.
 #[test]
 fn an_upgrade_cut_before_the_drop_finishes_at_the_next_open() {
     let tmp = tempfile::tempdir().unwrap();
@@ -193,6 +193,67 @@ fn an_upgrade_cut_before_the_drop_finishes_at_the_next_open() {
     drop(scratch(tmp.path()));
     let cfs = DB::list_cf(&Options::default(), tmp.path()).unwrap();
     assert!(!cfs.iter().any(|c| c == LAYOUT_3_INDEX), "{cfs:?}");
+}
+
+// Proves a layout-4 store (no sources) is refused by read-only opens with the way out, and upgraded by a writable open: a source row for each inbox entry that is a live repost of a reader without a horizon, none for a plain post or a reader with one, layout 5 recorded.
+#[test]
+fn a_layout_4_store_gets_its_sources() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.create_missing_column_families(true);
+    let names = Cf::ALL
+        .iter()
+        .filter(|&&cf| cf != Cf::InboxReposts)
+        .map(|cf| cf.name());
+    let (reader, root) = (UserId(5), (UserId(9), crate::core::event::PostId(1)));
+    let repost = keys::TimelineKey {
+        ts: crate::core::event::Ts(7),
+        post_id: crate::core::event::PostId(3),
+        author: UserId(11),
+    };
+    let plain = keys::TimelineKey {
+        ts: crate::core::event::Ts(6),
+        post_id: crate::core::event::PostId(2),
+        author: UserId(11),
+    };
+    {
+        let db = DB::open_cf(&opts, tmp.path(), names).unwrap();
+        let put =
+            |cf: Cf, k: &[u8], v: &[u8]| db.put_cf(db.cf_handle(cf.name()).unwrap(), k, v).unwrap();
+        put(Cf::Meta, meta::LAYOUT, &4u32.to_be_bytes());
+        put(Cf::Meta, meta::PARTITION, &0u32.to_be_bytes());
+        put(Cf::Meta, meta::PARTITIONS, &1u32.to_be_bytes());
+        put(Cf::Inbox, &keys::inbox(reader, &repost), &[]);
+        put(Cf::Inbox, &keys::inbox(reader, &plain), &[]);
+        // User 6 has a horizon: their inbox is not their whole timeline,
+        // and they keep no sources.
+        put(Cf::Inbox, &keys::inbox(UserId(6), &repost), &[]);
+        let cut = keys::UserVal {
+            horizon: Some(plain),
+            ..keys::UserVal::default()
+        };
+        put(Cf::Users, &keys::key([6]), &cut.encode());
+        let by_repost = keys::dir_by_repost(repost.author, repost.post_id);
+        put(Cf::RepostDir, &by_repost, &keys::key([9, 1, 4]));
+    }
+    let cache = BlockCache::new(1 << 20);
+    let err = Store::open_read_only(tmp.path(), Partition(0), 1, &cache, 0)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("state layout 4"), "{err}");
+    assert!(err.contains("`feedlog run`) on it once"), "{err}");
+    let s = scratch(tmp.path());
+    let rows: Vec<Vec<u8>> = s
+        .scan(Cf::InboxReposts, &[], None)
+        .map(|r| r.unwrap().0)
+        .collect();
+    assert_eq!(rows, vec![keys::inbox_repost(reader, root, &repost)]);
+    assert_eq!(
+        s.get(Cf::Meta, meta::LAYOUT).unwrap(),
+        Some(LAYOUT_VERSION.to_be_bytes().to_vec())
+    );
 }
 
 /// The store seen through the `Kv` trait's default range reads only: one

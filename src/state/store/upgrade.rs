@@ -1,10 +1,15 @@
-//! The in-place upgrade of a layout-3 store to layout 4 (see
+//! The in-place upgrade of a layout-3 or layout-4 store to layout 5 (see
 //! `state/README.md`): layout 3 indexed every inbox entry by author
-//! (`inbox_by_author`, a key per entry); layout 4 keeps a marker per user
-//! and author instead (`inbox_authors`).
+//! (`inbox_by_author`, a key per entry), where layout 4 keeps a marker per
+//! user and author (`inbox_authors`); layout 5 adds each reader's sources
+//! of a post (`inbox_reposts`), written here from the inbox and the
+//! directory of live reposts.
 
 use super::{cf_options, meta, BlockCache, Store, StoreError, StoreOptions, LAYOUT_VERSION};
-use crate::core::kv::Cf;
+use crate::core::event::UserId;
+use crate::core::keys;
+use crate::core::kv::{timeline_key_at, Cf};
+use crate::core::views;
 use rocksdb::{ColumnFamilyDescriptor, Options, WriteBatch, DB};
 use std::path::Path;
 
@@ -13,9 +18,8 @@ use std::path::Path;
 /// (`inbox_authors`). A writable open upgrades a layout-3 store in place.
 pub(super) const LAYOUT_3_INDEX: &str = "inbox_by_author";
 
-/// Why a read-only open refuses a layout-3 store.
-const LAYOUT_3_HINT: &str = "it was written with state layout 3, this build reads layout 4: \
-     run the processor (`feedlog run`) on it once to upgrade it in place";
+/// The layouts a writable open upgrades in place.
+pub(super) const UPGRADABLE: [u32; 2] = [3, 4];
 
 /// Whether the store at `path` still has layout 3's author index.
 fn has_layout_3_index(path: &Path) -> bool {
@@ -42,30 +46,49 @@ pub(super) fn descriptors(
     cfs
 }
 
-/// Why a read-only open refuses a layout-3 store.
-pub(super) fn refusal(path: &Path) -> StoreError {
+/// Why a read-only open refuses a store of an older `layout`.
+pub(super) fn refusal(path: &Path, layout: u32) -> StoreError {
     StoreError::Refused {
         path: path.to_path_buf(),
-        reason: LAYOUT_3_HINT.into(),
+        reason: format!(
+            "it was written with state layout {layout}, this build reads layout \
+             {LAYOUT_VERSION}: run the processor (`feedlog run`) on it once to upgrade it in place"
+        ),
     }
 }
 
 /// Refuses (before RocksDB would, less clearly) a read-only open of a
-/// layout-3 store that was never upgraded: it has the index and no markers.
-pub(super) fn refuse_layout_3(path: &Path) -> Result<(), StoreError> {
+/// store that was never upgraded: a layout-3 store has the index and no
+/// markers, a layout-4 one no sources.
+pub(super) fn refuse_older(path: &Path) -> Result<(), StoreError> {
     let cfs = DB::list_cf(&Options::default(), path).unwrap_or_default();
     let has = |name: &str| cfs.iter().any(|c| c == name);
     if has(LAYOUT_3_INDEX) && !has(Cf::InboxAuthors.name()) {
-        return Err(refusal(path));
+        return Err(refusal(path, 3));
+    }
+    if !cfs.is_empty() && !has(Cf::InboxReposts.name()) {
+        return Err(refusal(path, 4));
     }
     Ok(())
 }
 
-/// After a writable open found `layout`: upgrades a layout-3 store, and
-/// drops layout 3's index wherever it is still present.
+/// After a writable open found `layout`: upgrades a layout-3 or layout-4
+/// store (one batch, with the new layout version), and drops layout 3's
+/// index wherever it is still present (an open after a crash in between
+/// finds layout 5 and drops it).
 pub(super) fn finish(store: &mut Store, layout: u32) -> Result<(), StoreError> {
-    if layout == 3 {
-        write_markers(store)?;
+    if UPGRADABLE.contains(&layout) {
+        let mut b = WriteBatch::default();
+        if layout == 3 {
+            write_markers(store, &mut b)?;
+        }
+        write_sources(store, &mut b)?;
+        b.put_cf(
+            store.cf(Cf::Meta),
+            meta::LAYOUT,
+            LAYOUT_VERSION.to_be_bytes(),
+        );
+        store.write(b)?;
     }
     if store.db.cf_handle(LAYOUT_3_INDEX).is_some() {
         store
@@ -76,11 +99,10 @@ pub(super) fn finish(store: &mut Store, layout: u32) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Upgrades a layout-3 store in place: a marker in `inbox_authors` for
-/// each user and author its author index holds entries of, written with
-/// the new layout version in one batch; the caller then drops the index
-/// (an open after a crash in between finds layout 4 and drops it).
-fn write_markers(store: &Store) -> Result<(), StoreError> {
+/// Upgrades a layout-3 store's index onto `b`: a marker in
+/// `inbox_authors` for each user and author its author index holds
+/// entries of.
+fn write_markers(store: &Store, b: &mut WriteBatch) -> Result<(), StoreError> {
     let index = store
         .db
         .cf_handle(LAYOUT_3_INDEX)
@@ -91,7 +113,6 @@ fn write_markers(store: &Store) -> Result<(), StoreError> {
                  family to upgrade from (rebuild it from the log into a fresh directory)"
             ),
         })?;
-    let mut b = WriteBatch::default();
     let mut it = store.db.raw_iterator_cf(index);
     it.seek_to_first();
     let mut last: Option<Vec<u8>> = None;
@@ -109,12 +130,35 @@ fn write_markers(store: &Store) -> Result<(), StoreError> {
         }
         it.next();
     }
-    it.status().map_err(|e| store.rocks(e))?;
-    drop(it);
-    b.put_cf(
-        store.cf(Cf::Meta),
-        meta::LAYOUT,
-        LAYOUT_VERSION.to_be_bytes(),
-    );
-    store.write(b)
+    it.status().map_err(|e| store.rocks(e))
+}
+
+/// Each reader's sources onto `b`: for a reader whose inbox is their
+/// whole timeline (`UserVal::whole`), a row in `inbox_reposts` for every
+/// inbox entry that is a live repost, under the original the directory
+/// names (what the processor keeps from layout 5 on).
+fn write_sources(store: &Store, b: &mut WriteBatch) -> Result<(), StoreError> {
+    let mut it = store.db.raw_iterator_cf(store.cf(Cf::Inbox));
+    it.seek_to_first();
+    let mut reader: Option<(u64, bool)> = None;
+    while let Some(k) = it.key() {
+        let user = keys::be(k, 0)
+            .ok_or_else(|| StoreError::corrupt(Cf::Inbox, k, "an inbox key of under 8 bytes"))?;
+        let whole = match reader {
+            Some((u, whole)) if u == user => whole,
+            _ => views::user(store, UserId(user))?.whole(),
+        };
+        reader = Some((user, whole));
+        let app = timeline_key_at(Cf::Inbox, k, 8)?;
+        let root = match whole {
+            true => views::original_of(store, (app.author, app.post_id))?,
+            false => None,
+        };
+        if let Some((root, _)) = root {
+            let row = keys::inbox_repost(UserId(user), root, &app);
+            b.put_cf(store.cf(Cf::InboxReposts), row, []);
+        }
+        it.next();
+    }
+    it.status().map_err(|e| store.rocks(e))
 }
