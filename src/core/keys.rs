@@ -265,13 +265,12 @@ impl UserVal {
     /// Encoded width.
     pub const LEN: usize = Self::LEN_BEFORE_REPOSTS + 8;
 
-    /// Whether the user's inbox holds their whole timeline, and always
-    /// has: no horizon, no pulled followee and no sleep ever (`marks` only
-    /// grows, and a horizon is never removed while `marks` is 0). Such a
-    /// reader keeps their sources of each post (`inbox_reposts`); once not,
-    /// never again.
+    /// Whether the user's inbox holds their whole timeline but the pulled
+    /// authors' posts, and always has: no horizon and no wake ever (a
+    /// horizon is removed only by a wake). Such a reader keeps their
+    /// sources of each post (`inbox_reposts`); once not, never again.
     pub fn whole(&self) -> bool {
-        self.horizon.is_none() && self.marks == 0
+        self.horizon.is_none() && self.wakes == 0
     }
 
     /// The width records had before `reposts` (read as 0 reposts).

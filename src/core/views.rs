@@ -222,6 +222,16 @@ pub fn original_of(
     }
 }
 
+/// The pulled authors `user` follows (`pulls`), ascending.
+pub fn pulled_followees(kv: &(impl Kv + ?Sized), user: UserId) -> Result<Vec<UserId>, KvError> {
+    kv.scan_prefix(Cf::Pulls, &keys::key([user.0]))
+        .map(|r| {
+            let (k, _) = r?;
+            Ok(UserId(u64_at(Cf::Pulls, &k, &k, 8)?))
+        })
+        .collect()
+}
+
 /// The keys of `user`'s inbox from `from` (inclusive) if given, as
 /// `[lo, hi)` (`hi = None`: to the end of the column family).
 pub fn inbox_range(user: UserId, from: Option<&TimelineKey>) -> (Vec<u8>, Option<Vec<u8>>) {
@@ -458,9 +468,6 @@ impl<K: Kv + ?Sized> Txn<'_, K> {
         } else {
             self.delete(Cf::Pulls, k);
             u.pulls = u.pulls.saturating_sub(1);
-        }
-        if u.whole() {
-            self.drop_sources(user)?;
         }
         u.marks += 1;
         self.set_user(user, &u);

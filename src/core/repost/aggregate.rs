@@ -251,9 +251,10 @@ pub struct Memo {
     apps: HashMap<PostRef, Rc<Vec<(TimelineKey, bool)>>>,
     /// What the reader's blocks and mutes leave out.
     filter: ReadFilter,
-    /// Whether the reader's sources of each post (`inbox_reposts`) are
-    /// all its reposts by followees; `None` until looked at.
-    sources: Option<bool>,
+    /// `None` until looked at; then, for a reader who keeps sources
+    /// ([`crate::keys::UserVal::whole`]), the pulled authors they follow,
+    /// whose reposts are in no inbox (read from the directory per post).
+    sources: Option<Option<Vec<UserId>>>,
 }
 
 impl Memo {
@@ -312,8 +313,18 @@ impl Memo {
         if n == 0 {
             return Ok(Vec::new());
         }
-        if self.sources(kv, user)? {
-            return inbox_reposts(kv, user, original);
+        if let Some(pulled) = self.sources(kv, user)? {
+            let mut out = inbox_reposts(kv, user, original)?;
+            if !pulled.is_empty() {
+                let (mut theirs, pulled) = (Vec::new(), pulled.to_vec());
+                reposts_by(kv, original, &pulled, &mut theirs)?;
+                for r in theirs {
+                    if self.follows(kv, user, r.author)? {
+                        out.push(r);
+                    }
+                }
+            }
+            return Ok(out);
         }
         let mut out = Vec::new();
         match self.followees(kv, user)? {
@@ -325,17 +336,25 @@ impl Memo {
         Ok(out)
     }
 
-    /// Whether `user`'s inbox holds their whole timeline
-    /// ([`crate::keys::UserVal::whole`]), so that their sources of a post
-    /// (`inbox_reposts`) are its every repost by a followee: looked at
-    /// once per read.
-    fn sources(&mut self, kv: &(impl Kv + ?Sized), user: UserId) -> Result<bool, KvError> {
-        if let Some(s) = self.sources {
-            return Ok(s);
+    /// For a reader who keeps sources ([`crate::keys::UserVal::whole`]):
+    /// the pulled authors they follow — their sources of a post
+    /// (`inbox_reposts`) and those authors' reposts of it are its every
+    /// repost by a followee. Looked at once per read.
+    fn sources(
+        &mut self,
+        kv: &(impl Kv + ?Sized),
+        user: UserId,
+    ) -> Result<Option<&[UserId]>, KvError> {
+        if self.sources.is_none() {
+            let u = views::user(kv, user)?;
+            let pulled = match (u.whole(), u.pulls) {
+                (false, _) => None,
+                (true, 0) => Some(Vec::new()),
+                (true, _) => Some(views::pulled_followees(kv, user)?),
+            };
+            self.sources = Some(pulled);
         }
-        let s = views::user(kv, user)?.whole();
-        self.sources = Some(s);
-        Ok(s)
+        Ok(self.sources.as_ref().and_then(|s| s.as_deref()))
     }
 
     /// Every appearance of `original` (posted at `post_ts`) for `user`, in
@@ -360,7 +379,7 @@ impl Memo {
             apps.push((original_app, false));
         }
         // Sources of the reader's own are followees' reposts already.
-        let followed = self.sources == Some(true);
+        let followed = matches!(self.sources, Some(Some(_)));
         for r in reposts {
             if self.filter.shows(original.0, r.author, true)
                 && (followed || self.follows(kv, user, r.author)?)
@@ -519,77 +538,4 @@ impl Entries {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::keys::{EdgeVal, UserVal};
-    use crate::kv::{MemKv, Txn};
-    use crate::position::Version;
-
-    /// A partition whose directory lists 400 reposts of post (1, 1), one
-    /// by each of users 2..=401 at their id's time (and a second one by
-    /// user 77), and `reader` following `followees`.
-    fn partition(reader: UserId, followees: &[u64]) -> MemKv {
-        let mut kv = MemKv::default();
-        let mut t = Txn::new(&kv);
-        let root = ((UserId(1), PostId(1)), Ts(1));
-        for u in 2..=401u64 {
-            super::super::directory(&mut t, (UserId(u), PostId(u)), Ts(u), root, true).unwrap();
-        }
-        super::super::directory(&mut t, (UserId(77), PostId(9_000)), Ts(9_000), root, true)
-            .unwrap();
-        for &f in followees {
-            let e = EdgeVal::followed(Version(f), Ts(f));
-            t.set_edge(Cf::Followees, reader, UserId(f), &e);
-        }
-        // A reader with a mark: aggregated through the directory, not
-        // their own sources (this partition holds no inbox).
-        let u = UserVal {
-            followees: followees.len() as u64,
-            marks: 1,
-            ..UserVal::default()
-        };
-        t.set_user(reader, &u);
-        kv.apply(t.into_writes());
-        kv
-    }
-
-    // Proves a popular post's entry lists the same reposting followees, placed at the same appearance, whether its reposts are merged with a few followees or read whole for a reader who follows many.
-    #[test]
-    fn reposters_merged_with_followees_equal_a_whole_read() {
-        let reader = UserId(500);
-        let few = [3, 77, 200, 401, 999];
-        let many: Vec<u64> = (2..=401).step_by(3).chain([999]).collect();
-        for followees in [&few[..], &many[..]] {
-            let kv = partition(reader, followees);
-            let followed: Vec<u64> = followees.iter().copied().filter(|&f| f <= 401).collect();
-            // Both readers follow user 77, whose second repost is the
-            // newest appearance.
-            assert!(followed.contains(&77));
-            let app = TimelineKey {
-                ts: Ts(9_000),
-                post_id: PostId(9_000),
-                author: UserId(77),
-            };
-            let mut memo = Memo::default();
-            let e = aggregate(&kv, reader, Mode::Newest, app, &mut memo)
-                .unwrap()
-                .expect("the newest appearance places the entry");
-            assert_eq!(e.reposters, followed.len() as u64, "{followees:?}");
-            let mut want: Vec<Reposter> = followed
-                .iter()
-                .map(|&u| {
-                    let (id, ts) = if u == 77 { (9_000, 9_000) } else { (u, u) };
-                    Reposter {
-                        user: UserId(u),
-                        post_id: PostId(id),
-                        ts: Ts(ts),
-                    }
-                })
-                .collect();
-            want.sort_by_key(|r| std::cmp::Reverse(r.ts));
-            want.truncate(REPOSTED_BY_MOST);
-            assert_eq!(e.reposted_by, want, "{followees:?}");
-            assert_eq!(e.key.post_id, PostId(1));
-        }
-    }
-}
+mod tests;

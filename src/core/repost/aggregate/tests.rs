@@ -1,0 +1,74 @@
+//! Tests of timeline aggregation: a popular post's reposters read
+//! through the directory, merged with a reader's followees or whole.
+
+use super::*;
+use crate::keys::{EdgeVal, UserVal};
+use crate::kv::{MemKv, Txn};
+use crate::position::Version;
+
+/// A partition whose directory lists 400 reposts of post (1, 1), one
+/// by each of users 2..=401 at their id's time (and a second one by
+/// user 77), and `reader` following `followees`.
+fn partition(reader: UserId, followees: &[u64]) -> MemKv {
+    let mut kv = MemKv::default();
+    let mut t = Txn::new(&kv);
+    let root = ((UserId(1), PostId(1)), Ts(1));
+    for u in 2..=401u64 {
+        super::super::directory(&mut t, (UserId(u), PostId(u)), Ts(u), root, true).unwrap();
+    }
+    super::super::directory(&mut t, (UserId(77), PostId(9_000)), Ts(9_000), root, true).unwrap();
+    for &f in followees {
+        let e = EdgeVal::followed(Version(f), Ts(f));
+        t.set_edge(Cf::Followees, reader, UserId(f), &e);
+    }
+    // A reader who woke once: aggregated through the directory, not
+    // their own sources (this partition holds no inbox).
+    let u = UserVal {
+        followees: followees.len() as u64,
+        wakes: 1,
+        ..UserVal::default()
+    };
+    t.set_user(reader, &u);
+    kv.apply(t.into_writes());
+    kv
+}
+
+// Proves a popular post's entry lists the same reposting followees, placed at the same appearance, whether its reposts are merged with a few followees or read whole for a reader who follows many.
+#[test]
+fn reposters_merged_with_followees_equal_a_whole_read() {
+    let reader = UserId(500);
+    let few = [3, 77, 200, 401, 999];
+    let many: Vec<u64> = (2..=401).step_by(3).chain([999]).collect();
+    for followees in [&few[..], &many[..]] {
+        let kv = partition(reader, followees);
+        let followed: Vec<u64> = followees.iter().copied().filter(|&f| f <= 401).collect();
+        // Both readers follow user 77, whose second repost is the
+        // newest appearance.
+        assert!(followed.contains(&77));
+        let app = TimelineKey {
+            ts: Ts(9_000),
+            post_id: PostId(9_000),
+            author: UserId(77),
+        };
+        let mut memo = Memo::default();
+        let e = aggregate(&kv, reader, Mode::Newest, app, &mut memo)
+            .unwrap()
+            .expect("the newest appearance places the entry");
+        assert_eq!(e.reposters, followed.len() as u64, "{followees:?}");
+        let mut want: Vec<Reposter> = followed
+            .iter()
+            .map(|&u| {
+                let (id, ts) = if u == 77 { (9_000, 9_000) } else { (u, u) };
+                Reposter {
+                    user: UserId(u),
+                    post_id: PostId(id),
+                    ts: Ts(ts),
+                }
+            })
+            .collect();
+        want.sort_by_key(|r| std::cmp::Reverse(r.ts));
+        want.truncate(REPOSTED_BY_MOST);
+        assert_eq!(e.reposted_by, want, "{followees:?}");
+        assert_eq!(e.key.post_id, PostId(1));
+    }
+}
