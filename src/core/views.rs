@@ -222,16 +222,6 @@ pub fn original_of(
     }
 }
 
-/// The pulled authors `user` follows (`pulls`), ascending.
-pub fn pulled_followees(kv: &(impl Kv + ?Sized), user: UserId) -> Result<Vec<UserId>, KvError> {
-    kv.scan_prefix(Cf::Pulls, &keys::key([user.0]))
-        .map(|r| {
-            let (k, _) = r?;
-            Ok(UserId(u64_at(Cf::Pulls, &k, &k, 8)?))
-        })
-        .collect()
-}
-
 /// The keys of `user`'s inbox from `from` (inclusive) if given, as
 /// `[lo, hi)` (`hi = None`: to the end of the column family).
 pub fn inbox_range(user: UserId, from: Option<&TimelineKey>) -> (Vec<u8>, Option<Vec<u8>>) {

@@ -350,7 +350,7 @@ impl Memo {
             let pulled = match (u.whole(), u.pulls) {
                 (false, _) => None,
                 (true, 0) => Some(Vec::new()),
-                (true, _) => Some(views::pulled_followees(kv, user)?),
+                (true, _) => Some(views::pulls(kv, user).collect::<Result<_, _>>()?),
             };
             self.sources = Some(pulled);
         }
