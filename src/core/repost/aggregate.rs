@@ -12,8 +12,9 @@
 //! mode places the post at, and a walk of the appearances in order yields
 //! each entry once, in order — pages and cursors stay exact. A reader
 //! whose inbox is their whole timeline has the followees' reposts of each
-//! post listed under it already (`inbox_reposts`, their sources), and a
-//! post reposted by thousands costs them only their own few.
+//! post listed under it already (`inbox_reposts`, their sources): a page
+//! reads them all in one range, and a post reposted by thousands costs
+//! them only their own few.
 
 use crate::event::{PostId, Ts, UserId};
 use crate::filter::ReadFilter;
@@ -22,6 +23,9 @@ use crate::kv::{u64_at, Cf, Kv, KvError};
 use crate::views;
 use std::collections::HashMap;
 use std::rc::Rc;
+
+mod own;
+use own::Own;
 
 /// Reposting users an entry lists at most.
 pub const REPOSTED_BY_MOST: usize = 10;
@@ -197,31 +201,6 @@ fn reposts_by(
     dir_entries(kv, &ranges, out)
 }
 
-/// `user`'s sources of `original`: the reposts of it among their inbox
-/// entries, as appearance keys, newest first.
-fn inbox_reposts(
-    kv: &(impl Kv + ?Sized),
-    user: UserId,
-    original: PostRef,
-) -> Result<Vec<TimelineKey>, KvError> {
-    let prefix = keys::inbox_repost_prefix(user, original);
-    let mut out = Vec::new();
-    let mut bad = None;
-    let ranges = [(prefix.clone(), prefix)];
-    kv.for_each_in_ranges(Cf::InboxReposts, &ranges, &mut |_, k, _| {
-        match k
-            .get(24..)
-            .filter(|b| b.len() == 24)
-            .and_then(TimelineKey::decode)
-        {
-            Some(app) => out.push(app),
-            None => bad = Some(KvError::corrupt(Cf::InboxReposts, k, "expected 48 bytes")),
-        }
-        bad.is_none()
-    })?;
-    bad.map_or(Ok(out), Err)
-}
-
 /// About how many entries a store's iterator steps over in the time it
 /// seeks once (a seek searches every level of the tree; a step reads the
 /// next entry of a block in hand): a merge of a reader's followees with a
@@ -251,10 +230,9 @@ pub struct Memo {
     apps: HashMap<PostRef, Rc<Vec<(TimelineKey, bool)>>>,
     /// What the reader's blocks and mutes leave out.
     filter: ReadFilter,
-    /// `None` until looked at; then, for a reader who keeps sources
-    /// ([`crate::keys::UserVal::whole`]), the pulled authors they follow,
-    /// whose reposts are in no inbox (read from the directory per post).
-    sources: Option<Option<Vec<UserId>>>,
+    /// `None` until looked at; then, for a reader who keeps sources, their
+    /// own.
+    own: Option<Option<Own>>,
 }
 
 impl Memo {
@@ -298,8 +276,8 @@ impl Memo {
     }
 
     /// The live reposts of `original` that count for `user`'s timeline
-    /// (and maybe others, which [`Memo::apps`] leaves out): when the
-    /// reader follows far fewer users than reposted it
+    /// (and maybe others, which [`Memo::apps`] leaves out): a whole
+    /// reader's own ([`Memo::own_reposts`]); else, when the reader follows far fewer users than reposted it
     /// ([`STEPS_PER_SEEK`]), a merge of their followees with the post's
     /// reposters (a popular post's thousands of reposters cost what the
     /// reader's followees do); else every repost of the post, in one pass.
@@ -309,22 +287,12 @@ impl Memo {
         user: UserId,
         original: PostRef,
     ) -> Result<Vec<TimelineKey>, KvError> {
+        if self.own(kv, user)?.is_some() {
+            return self.own_reposts(kv, user, original);
+        }
         let n = super::dir_count(kv, original)?;
         if n == 0 {
             return Ok(Vec::new());
-        }
-        if let Some(pulled) = self.sources(kv, user)? {
-            let mut out = inbox_reposts(kv, user, original)?;
-            if !pulled.is_empty() {
-                let (mut theirs, pulled) = (Vec::new(), pulled.to_vec());
-                reposts_by(kv, original, &pulled, &mut theirs)?;
-                for r in theirs {
-                    if self.follows(kv, user, r.author)? {
-                        out.push(r);
-                    }
-                }
-            }
-            return Ok(out);
         }
         let mut out = Vec::new();
         match self.followees(kv, user)? {
@@ -336,25 +304,66 @@ impl Memo {
         Ok(out)
     }
 
-    /// For a reader who keeps sources ([`crate::keys::UserVal::whole`]):
-    /// the pulled authors they follow — their sources of a post
-    /// (`inbox_reposts`) and those authors' reposts of it are its every
-    /// repost by a followee. Looked at once per read.
-    fn sources(
+    /// A whole reader's reposts of `original` by followees: their own
+    /// sources of it, and the pulled followees' reposts of it from the
+    /// directory.
+    fn own_reposts(
         &mut self,
         kv: &(impl Kv + ?Sized),
         user: UserId,
-    ) -> Result<Option<&[UserId]>, KvError> {
-        if self.sources.is_none() {
-            let u = views::user(kv, user)?;
-            let pulled = match (u.whole(), u.pulls) {
-                (false, _) => None,
-                (true, 0) => Some(Vec::new()),
-                (true, _) => Some(views::pulls(kv, user).collect::<Result<_, _>>()?),
-            };
-            self.sources = Some(pulled);
+        original: PostRef,
+    ) -> Result<Vec<TimelineKey>, KvError> {
+        let Some(Some(own)) = &self.own else {
+            return Ok(Vec::new());
+        };
+        let mut out = own.of.get(&original).cloned().unwrap_or_default();
+        if own.pulled.is_empty() || super::dir_count(kv, original)? == 0 {
+            return Ok(out);
         }
-        Ok(self.sources.as_ref().and_then(|s| s.as_deref()))
+        let (mut theirs, pulled) = (Vec::new(), own.pulled.clone());
+        reposts_by(kv, original, &pulled, &mut theirs)?;
+        for r in theirs {
+            if self.follows(kv, user, r.author)? {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+
+    /// For a reader who keeps sources ([`crate::keys::UserVal::whole`]):
+    /// their own, read once per page; `None` for every other reader.
+    fn own(&mut self, kv: &(impl Kv + ?Sized), user: UserId) -> Result<Option<&Own>, KvError> {
+        if self.own.is_none() {
+            let u = views::user(kv, user)?;
+            let own = match (u.whole(), u.pulls) {
+                (false, _) => None,
+                (true, 0) => Some(Own::read(kv, user, Vec::new())?),
+                (true, _) => {
+                    let pulled = views::pulls(kv, user).collect::<Result<_, _>>()?;
+                    Some(Own::read(kv, user, pulled)?)
+                }
+            };
+            self.own = Some(own);
+        }
+        Ok(self.own.as_ref().and_then(|o| o.as_ref()))
+    }
+
+    /// The original `app` reposts, with its time (`None`: `app` is an
+    /// original). A whole reader's appearance from their inbox is a repost
+    /// exactly when they have a source row for it; the directory is asked
+    /// only then, for the original's time, and for pulled authors' copies.
+    fn original_of(
+        &mut self,
+        kv: &(impl Kv + ?Sized),
+        user: UserId,
+        app: TimelineKey,
+    ) -> Result<Option<(PostRef, Ts)>, KvError> {
+        if let Some(own) = self.own(kv, user)? {
+            if !own.root.contains_key(&app) && !own.pulled.contains(&app.author) {
+                return Ok(None);
+            }
+        }
+        original_of(kv, (app.author, app.post_id))
     }
 
     /// Every appearance of `original` (posted at `post_ts`) for `user`, in
@@ -379,7 +388,7 @@ impl Memo {
             apps.push((original_app, false));
         }
         // Sources of the reader's own are followees' reposts already.
-        let followed = matches!(self.sources, Some(Some(_)));
+        let followed = matches!(self.own, Some(Some(_)));
         for r in reposts {
             if self.filter.shows(original.0, r.author, true)
                 && (followed || self.follows(kv, user, r.author)?)
@@ -405,7 +414,7 @@ pub fn aggregate(
     app: TimelineKey,
     memo: &mut Memo,
 ) -> Result<Option<Entry>, KvError> {
-    let (original, post_ts, is_repost) = match original_of(kv, (app.author, app.post_id))? {
+    let (original, post_ts, is_repost) = match memo.original_of(kv, user, app)? {
         Some((original, post_ts)) => (original, post_ts, true),
         None => ((app.author, app.post_id), app.ts, false),
     };

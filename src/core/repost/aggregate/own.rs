@@ -1,0 +1,59 @@
+//! A whole reader's own sources, read once per page: every live repost
+//! among their inbox entries, by original (`inbox_reposts`).
+
+use crate::event::{PostId, UserId};
+use crate::keys::{self, PostRef, TimelineKey};
+use crate::kv::{Cf, Kv, KvError};
+use std::collections::HashMap;
+
+/// A whole reader's own sources ([`crate::keys::UserVal::whole`]), read
+/// once per page: every live repost among their inbox entries, by
+/// original. A page then places a post, and tells a repost from an
+/// original, without the directory.
+#[derive(Default)]
+pub(super) struct Own {
+    /// The pulled authors they follow, whose reposts are in no inbox (read
+    /// from the directory per post).
+    pub(super) pulled: Vec<UserId>,
+    /// Their sources of each original, as appearance keys.
+    pub(super) of: HashMap<PostRef, Vec<TimelineKey>>,
+    /// The original each of those reposts reposts.
+    pub(super) root: HashMap<TimelineKey, PostRef>,
+}
+
+impl Own {
+    /// `user`'s rows of `inbox_reposts` (`user | root | appearance`): one
+    /// range, however many posts the page shows.
+    pub(super) fn read(
+        kv: &(impl Kv + ?Sized),
+        user: UserId,
+        pulled: Vec<UserId>,
+    ) -> Result<Own, KvError> {
+        let mut own = Own {
+            pulled,
+            ..Own::default()
+        };
+        let prefix = keys::key([user.0]);
+        let mut bad = None;
+        kv.for_each_in_ranges(
+            Cf::InboxReposts,
+            &[(prefix.clone(), prefix)],
+            &mut |_, k, _| {
+                let row = (k.len() == 48).then(|| {
+                    let at = |i| u64::from_be_bytes(k[i..i + 8].try_into().expect("8 bytes"));
+                    let root = (UserId(at(8)), PostId(at(16)));
+                    TimelineKey::decode(&k[24..]).map(|app| (root, app))
+                });
+                match row.flatten() {
+                    Some((root, app)) => {
+                        own.of.entry(root).or_default().push(app);
+                        own.root.insert(app, root);
+                    }
+                    None => bad = Some(KvError::corrupt(Cf::InboxReposts, k, "expected 48 bytes")),
+                }
+                bad.is_none()
+            },
+        )?;
+        bad.map_or(Ok(own), Err)
+    }
+}
