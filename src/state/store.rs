@@ -31,6 +31,9 @@ pub struct Store {
     /// never sees two states.
     follow: Option<std::sync::RwLock<()>>,
     pages: PageCache,
+    /// Set once a read found a live repost in this store (a hint, never
+    /// cleared: see [`Store::reposts_seen`]).
+    reposts_seen: std::sync::atomic::AtomicBool,
 }
 
 /// How [`Store::open_existing`] opens: as a secondary (no page cache), or
@@ -92,6 +95,7 @@ impl Store {
             write_opts,
             follow: None,
             pages: PageCache::new(opts.page_cache_bytes / partitions.max(1) as usize),
+            reposts_seen: Default::default(),
         };
         let layout = store.check_identity(partition, partitions, true)?;
         upgrade::finish(&mut store, layout)?;
@@ -190,6 +194,7 @@ impl Store {
             write_opts: WriteOptions::default(),
             follow,
             pages: PageCache::new(pages),
+            reposts_seen: Default::default(),
         };
         let layout = store.check_identity(partition, partitions, false)?;
         if upgrade::UPGRADABLE.contains(&layout) {
@@ -348,6 +353,20 @@ impl Store {
     /// The first timeline pages kept beside this store.
     pub fn pages(&self) -> &PageCache {
         &self.pages
+    }
+
+    /// Whether a read found a live repost here once ([`Store::saw_reposts`]).
+    /// Reposts may all be gone since: the hint only spares readers the
+    /// check, choosing the read that aggregates, which is exact with or
+    /// without reposts.
+    pub fn reposts_seen(&self) -> bool {
+        self.reposts_seen.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Records that a read found a live repost here.
+    pub fn saw_reposts(&self) {
+        self.reposts_seen
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn write(&self, batch: WriteBatch) -> Result<(), StoreError> {
