@@ -16,6 +16,9 @@ use crate::core::repost::{self, Entry};
 use crate::core::timeline::held_timeline;
 use std::collections::{BTreeMap, BinaryHeap, HashSet};
 
+mod held;
+use held::{any_repost, held_page};
+
 /// Followees' outboxes in this processor's stores, by partition: the
 /// store (`None`: the reader's own, read through the page's snapshot) and
 /// the followees there.
@@ -129,8 +132,11 @@ impl Reader {
         // Reposts known before the scan: the page is the full read's, and
         // the scan below would be thrown away.
         if store.reposts_seen() {
+            if !copies {
+                return Ok(None);
+            }
             let filtered = filter::any(store, user)?;
-            return held_page(store, (user, mode, after), (limit, filtered), copies);
+            return held_page(store, (user, mode, after), limit, filtered);
         }
         let (lo, hi) = views::inbox_range(user, after.as_ref());
         let (mut page, mut bad) = (Vec::with_capacity(want), None);
@@ -160,7 +166,10 @@ impl Reader {
         // partition before it.
         let filtered = filter::any(store, user)?;
         if filtered || any_repost(store, store)? {
-            return held_page(store, (user, mode, after), (limit, filtered), copies);
+            if !copies {
+                return Ok(None);
+            }
+            return held_page(store, (user, mode, after), limit, filtered);
         }
         let plain = |keys: Vec<TimelineKey>| keys.into_iter().map(Entry::plain).collect();
         if u.marks == 0 {
@@ -352,54 +361,6 @@ impl Reader {
         keys.extend(best.into_sorted_vec());
         Ok(())
     }
-}
-
-/// The page of `user`'s timeline past `after` that the partition holds
-/// (inbox and copies, nothing past the horizon), read in full: entries
-/// aggregated and filtered (`filtered`: the reader has blocks or mutes).
-/// `None` when it is not held, or without `copies` (the caller reads on
-/// elsewhere), or for a reader with a mute that ends.
-fn held_page(
-    store: &Store,
-    (user, mode, after): (UserId, RepostMode, Option<TimelineKey>),
-    (limit, filtered): (usize, bool),
-    copies: bool,
-) -> Result<Option<Page<PostItem>>, QueryError> {
-    if !copies {
-        return Ok(None);
-    }
-    // A page the partition holds depends on this store alone — the reposts
-    // it aggregates and the reader's filters included: a page kept from it
-    // is dropped by any commit that changes them (`state::pages`). Not a
-    // reader with a mute that ends: the partition's clock ends it, without
-    // a write of theirs.
-    let snap = store.snapshot();
-    let filter = match filtered {
-        true => ReadFilter::of(&snap, user, views::clock(&snap)?)?,
-        false => ReadFilter::default(),
-    };
-    if filter.timed {
-        return Ok(None);
-    }
-    let held = |from, n| {
-        let (keys, past_horizon) = held_timeline(&snap, user, from, n)?;
-        Ok(past_horizon.is_none().then_some(keys))
-    };
-    let entries = aggregated(&snap, (user, mode, after), limit, filter, held)?;
-    Ok(entries.map(|e| timeline_page(user, mode, limit, e)))
-}
-
-/// Whether `store`'s partition knows of any live repost (read through
-/// `kv`, a view of it), remembered once true ([`Store::reposts_seen`]).
-fn any_repost(store: &Store, kv: &(impl Kv + ?Sized)) -> Result<bool, QueryError> {
-    if store.reposts_seen() {
-        return Ok(true);
-    }
-    let any = repost::any_repost(kv)?;
-    if any {
-        store.saw_reposts();
-    }
-    Ok(any)
 }
 
 /// The entries (up to `limit + 1`) of a timeline page in `mode` past

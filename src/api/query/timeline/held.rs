@@ -1,0 +1,59 @@
+//! The page a partition holds (the inbox and the copies of pulled
+//! authors, nothing past the horizon), read in full — aggregated and
+//! filtered — for the page cache's inline read, and whether the partition
+//! has reposts at all.
+
+use super::{aggregated, timeline_page};
+use crate::api::query::{Page, PostItem, QueryError, RepostMode};
+use crate::core::event::UserId;
+use crate::core::filter::ReadFilter;
+use crate::core::keys::TimelineKey;
+use crate::core::kv::Kv;
+use crate::core::repost;
+use crate::core::timeline::held_timeline;
+use crate::core::views;
+use crate::state::Store;
+
+/// The page of `user`'s timeline past `after` that the partition holds
+/// (inbox and copies, nothing past the horizon), read in full: entries
+/// aggregated and filtered (`filtered`: the reader has blocks or mutes).
+/// `None` when it is not held, or for a reader with a mute that ends.
+pub(super) fn held_page(
+    store: &Store,
+    (user, mode, after): (UserId, RepostMode, Option<TimelineKey>),
+    limit: usize,
+    filtered: bool,
+) -> Result<Option<Page<PostItem>>, QueryError> {
+    // A page the partition holds depends on this store alone — the reposts
+    // it aggregates and the reader's filters included: a page kept from it
+    // is dropped by any commit that changes them (`state::pages`). Not a
+    // reader with a mute that ends: the partition's clock ends it, without
+    // a write of theirs.
+    let snap = store.snapshot();
+    let filter = match filtered {
+        true => ReadFilter::of(&snap, user, views::clock(&snap)?)?,
+        false => ReadFilter::default(),
+    };
+    if filter.timed {
+        return Ok(None);
+    }
+    let held = |from, n| {
+        let (keys, past_horizon) = held_timeline(&snap, user, from, n)?;
+        Ok(past_horizon.is_none().then_some(keys))
+    };
+    let entries = aggregated(&snap, (user, mode, after), limit, filter, held)?;
+    Ok(entries.map(|e| timeline_page(user, mode, limit, e)))
+}
+
+/// Whether `store`'s partition knows of any live repost (read through
+/// `kv`, a view of it), remembered once true ([`Store::reposts_seen`]).
+pub(super) fn any_repost(store: &Store, kv: &(impl Kv + ?Sized)) -> Result<bool, QueryError> {
+    if store.reposts_seen() {
+        return Ok(true);
+    }
+    let any = repost::any_repost(kv)?;
+    if any {
+        store.saw_reposts();
+    }
+    Ok(any)
+}
