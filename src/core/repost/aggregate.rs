@@ -277,10 +277,11 @@ impl Memo {
 
     /// The live reposts of `original` that count for `user`'s timeline
     /// (and maybe others, which [`Memo::apps`] leaves out): a whole
-    /// reader's own ([`Memo::own_reposts`]); else, when the reader follows far fewer users than reposted it
-    /// ([`STEPS_PER_SEEK`]), a merge of their followees with the post's
-    /// reposters (a popular post's thousands of reposters cost what the
-    /// reader's followees do); else every repost of the post, in one pass.
+    /// reader's own ([`Memo::own_reposts`]); else, when the reader follows
+    /// far fewer users than reposted it ([`STEPS_PER_SEEK`]), a merge of
+    /// their followees with the post's reposters (a popular post's
+    /// thousands of reposters cost what the reader's followees do); else
+    /// every repost of the post, in one pass.
     fn reposts(
         &mut self,
         kv: &(impl Kv + ?Sized),

@@ -39,12 +39,14 @@ impl Own {
             Cf::InboxReposts,
             &[(prefix.clone(), prefix)],
             &mut |_, k, _| {
-                let row = (k.len() == 48).then(|| {
-                    let at = |i| u64::from_be_bytes(k[i..i + 8].try_into().expect("8 bytes"));
-                    let root = (UserId(at(8)), PostId(at(16)));
-                    TimelineKey::decode(&k[24..]).map(|app| (root, app))
-                });
-                match row.flatten() {
+                let row = || -> Option<(PostRef, TimelineKey)> {
+                    let root = (UserId(keys::be(k, 8)?), PostId(keys::be(k, 16)?));
+                    Some((
+                        root,
+                        TimelineKey::decode(k.get(24..).filter(|a| a.len() == 24)?)?,
+                    ))
+                };
+                match row() {
                     Some((root, app)) => {
                         own.of.entry(root).or_default().push(app);
                         own.root.insert(app, root);
