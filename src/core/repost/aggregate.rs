@@ -288,8 +288,10 @@ impl Memo {
         user: UserId,
         original: PostRef,
     ) -> Result<Vec<TimelineKey>, KvError> {
-        if self.own(kv, user)?.is_some() {
-            return self.own_reposts(kv, user, original);
+        if let Some(own) = self.own(kv, user)? {
+            let mine = own.of.get(&original).cloned().unwrap_or_default();
+            let pulled = own.pulled.clone();
+            return self.own_reposts(kv, (user, original), mine, &pulled);
         }
         let n = super::dir_count(kv, original)?;
         if n == 0 {
@@ -305,24 +307,21 @@ impl Memo {
         Ok(out)
     }
 
-    /// A whole reader's reposts of `original` by followees: their own
-    /// sources of it, and the pulled followees' reposts of it from the
-    /// directory.
+    /// A whole reader's reposts of `original` by followees: `mine`, their
+    /// own sources of it, and the reposts of it by the `pulled` authors
+    /// they follow, from the directory.
     fn own_reposts(
         &mut self,
         kv: &(impl Kv + ?Sized),
-        user: UserId,
-        original: PostRef,
+        (user, original): (UserId, PostRef),
+        mut out: Vec<TimelineKey>,
+        pulled: &[UserId],
     ) -> Result<Vec<TimelineKey>, KvError> {
-        let Some(Some(own)) = &self.own else {
-            return Ok(Vec::new());
-        };
-        let mut out = own.of.get(&original).cloned().unwrap_or_default();
-        if own.pulled.is_empty() || super::dir_count(kv, original)? == 0 {
+        if pulled.is_empty() || super::dir_count(kv, original)? == 0 {
             return Ok(out);
         }
-        let (mut theirs, pulled) = (Vec::new(), own.pulled.clone());
-        reposts_by(kv, original, &pulled, &mut theirs)?;
+        let mut theirs = Vec::new();
+        reposts_by(kv, original, pulled, &mut theirs)?;
         for r in theirs {
             if self.follows(kv, user, r.author)? {
                 out.push(r);
