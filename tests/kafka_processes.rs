@@ -318,7 +318,7 @@ fn crashed_owner_succeeded_from_periodic_checkpoints() {
     check_all(&reader, &oracle, max_user, 7).unwrap();
 }
 
-// Proves a processor stopped (SIGTERM) while its broker is down, with records the broker never acknowledged, exits within a bounded time saying so, and loses nothing: restarted once the broker is back, it reaches idle and every view equals the oracle.
+// Proves a processor stopped (SIGTERM) while its broker is down, with records the broker never acknowledged and a renewal of its lease due, exits within a bounded time saying so, and loses nothing: restarted once the broker is back, it reaches idle and every view equals the oracle.
 #[test]
 fn stopped_while_its_broker_is_down() {
     let b = Broker::mock(4);
@@ -354,6 +354,10 @@ fn stopped_while_its_broker_is_down() {
     // Down while p0 holds records it has not shipped yet; stopped, then
     // let go, it ships them to a broker that never answers.
     b.set_down(true);
+    // Stopped past a third of its lease's span (1.5 s of 4.5), p0's control
+    // loop renews the lease on its first turn after SIGCONT, with the
+    // coordinator away: that renewal must not hold the loop.
+    std::thread::sleep(Duration::from_secs(2));
     let stop = Instant::now();
     signal(pid, "-TERM");
     signal(pid, "-CONT");

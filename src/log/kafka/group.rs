@@ -50,6 +50,39 @@ pub struct Rebalance {
     tpl: TopicPartitionList,
 }
 
+/// A synchronous commit under way on a thread of its own
+/// ([`GroupMember::start_commit`]).
+pub struct PendingCommit {
+    answered: std::sync::mpsc::Receiver<Result<(), LogError>>,
+}
+
+impl PendingCommit {
+    /// The coordinator's answer, waiting at most `within` for it.
+    pub fn wait(&self, within: Duration) -> Result<(), LogError> {
+        self.answered.recv_timeout(within).unwrap_or_else(|_| {
+            Err(LogError::kafka(
+                "committing the group's positions",
+                format!("the coordinator did not answer within {within:?}"),
+                KafkaFailure::Transient,
+            ))
+        })
+    }
+
+    /// The coordinator's answer if it came, without waiting.
+    pub fn answer(&self) -> Option<Result<(), LogError>> {
+        use std::sync::mpsc::TryRecvError;
+        match self.answered.try_recv() {
+            Ok(r) => Some(r),
+            Err(TryRecvError::Empty) => None,
+            Err(TryRecvError::Disconnected) => Some(Err(LogError::kafka(
+                "committing the group's positions",
+                "its thread ended without an answer".to_string(),
+                KafkaFailure::Transient,
+            ))),
+        }
+    }
+}
+
 /// The group consumer's context: records rebalances for the control loop.
 struct Recorder {
     events_topic: String,
@@ -230,50 +263,41 @@ impl GroupMember {
         committed_of(&self.consumer, &self.events_topic, &self.effects_topic, p)
     }
 
-    /// Commits positions with their owners' epochs: synchronously (a
-    /// handover; success also means the coordinator took this process for
-    /// a member of the current generation then, since it refuses commits
-    /// of an expired or older member), or in the background.
-    pub fn commit(
+    /// Commits positions with their owners' epochs in the background
+    /// (nothing waits for the answer).
+    pub fn commit_async(
         &self,
         positions: &[(Partition, Positions, Epoch)],
-        sync: bool,
     ) -> Result<(), LogError> {
         let Some(tpl) = self.to_commit(positions) else {
             return Ok(());
         };
-        let mode = if sync {
-            CommitMode::Sync
-        } else {
-            CommitMode::Async
-        };
-        self.consumer
-            .commit(&tpl, mode)
+        (self.consumer.commit(&tpl, CommitMode::Async))
             .map_err(kafka_err("committing the group's positions"))
     }
 
-    /// Commits positions synchronously, waiting at most `within` for the
-    /// coordinator: librdkafka's own wait is its socket timeout (a minute)
-    /// when the coordinator cannot be reached, too long for a stop. Past
-    /// `within` the commit is left to finish or fail on its own and this
-    /// returns an error; the inputs stay uncommitted, so whoever owns the
-    /// partitions next processes them again (nothing is lost).
-    pub fn commit_within(
+    /// Starts a synchronous commit of positions with their owners' epochs
+    /// on a thread of its own, and returns at once: librdkafka's own wait
+    /// for the answer is its socket timeout (a minute) or longer when the
+    /// coordinator cannot be reached, too long for the control loop to
+    /// stand still. Success also means the coordinator took this process
+    /// for a member of the current generation when it answered (it refuses
+    /// commits of an expired or older member).
+    pub fn start_commit(
         &self,
         positions: &[(Partition, Positions, Epoch)],
-        within: Duration,
-    ) -> Result<(), LogError> {
-        let Some(tpl) = self.to_commit(positions) else {
-            return Ok(());
-        };
+    ) -> Result<PendingCommit, LogError> {
         let (answer, answered) = std::sync::mpsc::channel();
+        let Some(tpl) = self.to_commit(positions) else {
+            let _ = answer.send(Ok(()));
+            return Ok(PendingCommit { answered });
+        };
         let consumer = Arc::clone(&self.consumer);
         std::thread::Builder::new()
-            .name("feedlog-last-commit".into())
+            .name("feedlog-commit".into())
             .spawn(move || {
                 let _ = answer.send(
-                    consumer
-                        .commit(&tpl, CommitMode::Sync)
+                    (consumer.commit(&tpl, CommitMode::Sync))
                         .map_err(kafka_err("committing the group's positions")),
                 );
             })
@@ -284,13 +308,20 @@ impl GroupMember {
                     KafkaFailure::Transient,
                 )
             })?;
-        answered.recv_timeout(within).unwrap_or_else(|_| {
-            Err(LogError::kafka(
-                "committing the group's positions",
-                format!("the coordinator did not answer within {within:?}"),
-                KafkaFailure::Transient,
-            ))
-        })
+        Ok(PendingCommit { answered })
+    }
+
+    /// Commits positions synchronously, waiting at most `within` for the
+    /// coordinator (see [`GroupMember::start_commit`]). Past `within` the
+    /// commit is left to finish or fail on its own and this returns an
+    /// error; the inputs stay uncommitted, so whoever owns the partitions
+    /// next processes them again (nothing is lost).
+    pub fn commit_within(
+        &self,
+        positions: &[(Partition, Positions, Epoch)],
+        within: Duration,
+    ) -> Result<(), LogError> {
+        self.start_commit(positions)?.wait(within)
     }
 
     /// The offsets of `positions` to commit, `None` when there are none.
@@ -525,46 +556,4 @@ impl GroupClient {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use rdkafka::mocking::MockCluster;
-
-    // Proves a last commit, to a coordinator that cannot be reached, gives up within its bound (librdkafka alone waits for its coordinator, longer) and says why.
-    #[test]
-    fn a_last_commit_to_an_unreachable_coordinator_gives_up_within_its_bound() {
-        let mock = MockCluster::new(1).unwrap();
-        let cfg = KafkaConfig::new(&mock.bootstrap_servers(), "gc");
-        for t in [crate::log::Topic::Events, crate::log::Topic::Effects] {
-            mock.create_topic(&cfg.name(t), 2, 1).unwrap();
-        }
-        let settings = MemberSettings {
-            member: "m0".into(),
-            instance_id: None,
-            cooperative: false,
-            session_timeout: Duration::from_secs(6),
-        };
-        let group = GroupMember::join(&cfg, &settings).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut assigned = false;
-        while !assigned {
-            assert!(Instant::now() < deadline, "never assigned");
-            for r in group.poll(Duration::from_millis(100)) {
-                assigned |= matches!(r.event, GroupEvent::Assigned(_));
-                group.complete(&r).unwrap();
-            }
-        }
-        let at = |events| [(Partition(0), Positions::new(events, 0), Epoch(7))];
-        group.commit_within(&at(1), Duration::from_secs(5)).unwrap();
-        mock.broker_down(1).unwrap();
-        let t = Instant::now();
-        let err = group
-            .commit_within(&at(2), Duration::from_secs(2))
-            .unwrap_err();
-        let took = t.elapsed();
-        assert!(took < Duration::from_secs(4), "gave up after {took:?}");
-        assert!(
-            err.to_string().contains("did not answer within 2s"),
-            "{err}"
-        );
-    }
-}
+mod tests;

@@ -27,7 +27,7 @@ pub use admin::{
     apply_topics, high_watermarks, max_message_bytes, missing_topics, produce_events,
     replication_of, send_when_room, wanted_topics, TopicOutcome, WantedTopic,
 };
-pub use group::{GroupClient, GroupEvent, GroupMember, MemberSettings, Rebalance};
+pub use group::{GroupClient, GroupEvent, GroupMember, MemberSettings, PendingCommit, Rebalance};
 pub use members::{
     MemberRecord, MembersView, MembersWriter, Owners, PartitionState, StandbyRecord,
 };

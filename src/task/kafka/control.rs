@@ -5,7 +5,7 @@ use super::{Cluster, ClusterError, IdleCheck};
 use crate::core::metrics::StepStats;
 use crate::core::Disposition;
 use crate::core::Partition;
-use crate::log::kafka::{GroupEvent, GroupMember, MemberSettings, MembersWriter};
+use crate::log::kafka::{GroupEvent, GroupMember, MemberSettings, MembersWriter, PendingCommit};
 use crate::task::Shutdown;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -75,8 +75,7 @@ impl Cluster {
         let mut retry_at: BTreeMap<Partition, Instant> = BTreeMap::new();
         let mut last_checkpoint = Instant::now();
         let mut checkpointing: Option<JoinHandle<()>> = None;
-        let mut last_turn = Instant::now();
-        let mut lease_sent = Instant::now();
+        let mut renewal = Renewal::default();
         let mut failure = None;
         while !shutdown.is_requested() {
             for r in group.poll(Duration::from_millis(100)) {
@@ -85,7 +84,7 @@ impl Cluster {
             if let Some(fatal) = group.fatal_error().or_else(|| self.log.fatal_error()) {
                 return Err(self.give_up(fatal, &members, group));
             }
-            self.renew_lease(&group, &mut last_turn, &mut lease_sent);
+            self.renew_lease(&group, &mut renewal);
             failure = self
                 .start_assigned(&group, &mut retry_at)
                 .or_else(|| self.restart_failed(&mut retry_at));
@@ -101,7 +100,7 @@ impl Cluster {
             let settled = positions == last_seen && positions != last_committed;
             if settled || last_commit.elapsed() >= self.cfg.commit_interval {
                 last_commit = Instant::now();
-                match group.commit(&positions, false) {
+                match group.commit_async(&positions) {
                     Ok(()) => last_committed.clone_from(&positions),
                     Err(e) => tracing::debug!(error = %e, "committing positions"),
                 }
@@ -231,7 +230,7 @@ impl Cluster {
                     // Nothing to commit: see above.
                 } else if !stopped.is_empty() {
                     let positions = Ownership::commit_positions(&stopped);
-                    if let Err(e) = group.commit(&positions, true) {
+                    if let Err(e) = group.commit_within(&positions, STOP_GRACE) {
                         tracing::warn!(error = %e, "committing the positions of revoked partitions");
                     }
                     checkpoint_all(self.checkpoints.as_deref(), &stopped);
@@ -321,18 +320,44 @@ impl Cluster {
     /// and the lease runs out). The span is three quarters of the session
     /// timeout, so the lease ends before the coordinator can hand the
     /// partitions to another member.
-    fn renew_lease(&self, group: &GroupMember, last_turn: &mut Instant, last_sent: &mut Instant) {
+    ///
+    /// The commit runs on a thread of its own and the loop goes on: with
+    /// the coordinator out of reach its answer can take a minute or more,
+    /// and the loop must still see a stop, a rebalance or a failed task.
+    /// One commit at a time; the next is sent once the last one answered.
+    fn renew_lease(&self, group: &GroupMember, renewal: &mut Renewal) {
         let turn = Instant::now();
         let span = self.shared.lease.span();
-        let gap = turn.duration_since(*last_turn);
-        *last_turn = turn;
+        let gap = turn.duration_since(renewal.last_turn);
+        renewal.last_turn = turn;
         if gap > span {
             tracing::warn!(
                 gap_ms = gap.as_millis() as u64,
                 "this processor did not run for longer than its lease: confirming its membership before it steps or serves again"
             );
         }
-        if turn.duration_since(*last_sent) < span / 3 {
+        if let Some((sent, pending)) = &renewal.pending {
+            let Some(answer) = pending.answer() else {
+                return;
+            };
+            let was_valid = self.shared.lease.valid();
+            match answer {
+                Ok(()) => {
+                    // The lease counts from before the commit was sent.
+                    self.shared.lease.confirm(*sent);
+                    if !was_valid {
+                        tracing::info!("membership confirmed by the group coordinator");
+                    }
+                }
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "membership not confirmed by the group coordinator: partitions stop stepping and \
+                     serving when the lease runs out"
+                ),
+            }
+            renewal.pending = None;
+        }
+        if turn.duration_since(renewal.last_sent) < span / 3 {
             return;
         }
         let positions = Ownership::commit_positions(&lock(&self.shared.owned));
@@ -341,20 +366,10 @@ impl Cluster {
             // not reach the coordinator).
             return;
         }
-        let was_valid = self.shared.lease.valid();
-        *last_sent = turn;
-        match group.commit(&positions, true) {
-            Ok(()) => {
-                self.shared.lease.confirm(turn);
-                if !was_valid {
-                    tracing::info!("membership confirmed by the group coordinator");
-                }
-            }
-            Err(e) => tracing::warn!(
-                error = %e,
-                "membership not confirmed by the group coordinator: partitions stop stepping and \
-                 serving when the lease runs out"
-            ),
+        renewal.last_sent = turn;
+        match group.start_commit(&positions) {
+            Ok(pending) => renewal.pending = Some((turn, pending)),
+            Err(e) => tracing::warn!(error = %e, "renewing the lease"),
         }
     }
 
@@ -423,5 +438,25 @@ struct SetOnDrop<'a>(&'a AtomicBool);
 impl Drop for SetOnDrop<'_> {
     fn drop(&mut self) {
         self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The control loop's renewals of the lease (see [`Cluster::renew_lease`]).
+struct Renewal {
+    /// When the loop last turned (a long gap: this process was paused).
+    last_turn: Instant,
+    /// When the last renewal was sent.
+    last_sent: Instant,
+    /// The renewal under way, and when it was sent.
+    pending: Option<(Instant, PendingCommit)>,
+}
+
+impl Default for Renewal {
+    fn default() -> Renewal {
+        Renewal {
+            last_turn: Instant::now(),
+            last_sent: Instant::now(),
+            pending: None,
+        }
     }
 }

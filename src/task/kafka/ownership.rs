@@ -95,8 +95,9 @@ pub struct CutState {
 
 /// How long this processor may still act as the owner of its partitions:
 /// a span (three quarters of the session timeout) past the last commit the
-/// group coordinator accepted from it — the control loop makes one, in
-/// sync, every third of the span (`Cluster::renew_lease`), and one at each
+/// group coordinator accepted from it — the control loop sends one every
+/// third of the span and goes on, the answer confirming the lease when it
+/// comes (`Cluster::renew_lease`), and one at each
 /// partition's start. A process that was paused (a stop, a VM freeze, a
 /// long GC) or cut off from the brokers finds its lease run out: its tasks
 /// do not step and its partitions answer no reads until a commit proves

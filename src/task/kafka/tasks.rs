@@ -7,7 +7,7 @@ use crate::core::fence::Epoch;
 use crate::core::metrics::StepStats;
 use crate::core::position::{Offset, Positions};
 use crate::core::Partition;
-use crate::log::kafka::GroupMember;
+use crate::log::kafka::{GroupMember, REQUEST_TIMEOUT};
 use crate::log::now_ms;
 use crate::log::{Log, LogError, Topic};
 use crate::state::checkpoint::CheckpointDir;
@@ -136,7 +136,11 @@ impl Cluster {
         let seen = group_epoch.into_iter().chain(owner_epoch(&store)?);
         let epoch = Epoch::succeeding(seen, now_ms());
         let sent = Instant::now();
-        group.commit(&[(p, committed, epoch)], true)?;
+        // Bounded: the control loop waits for the starts, and must go on
+        // seeing a stop or a rebalance when the coordinator is away (a
+        // start that timed out is retried; a late answer only moves the
+        // group's epoch up, and the retry takes a higher one still).
+        group.commit_within(&[(p, committed, epoch)], REQUEST_TIMEOUT)?;
         // A commit the coordinator accepts proves membership.
         self.shared.lease.confirm(sent);
         // Then in the store (only once the group has it: a commit refused
