@@ -14,6 +14,8 @@ mod writer;
 #[cfg(test)]
 mod framing_tests;
 #[cfg(test)]
+mod tailing_tests;
+#[cfg(test)]
 mod tests;
 
 pub use framing::{Framing, BODY_FIXED, MAX_RECORD_BYTES};

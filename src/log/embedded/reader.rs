@@ -106,29 +106,39 @@ impl PartitionReader {
                 Stop::Torn(_) => cursor.rewind()?,
                 Stop::End => {}
             }
+            // A later segment means the writer rolled past this one.
             let next = segment_path(&self.dir, self.position);
-            if cursor.base == self.position || !next.try_exists().map_err(io_err(&next))? {
-                // The last segment, maybe still being written: wait for more. A
-                // segment that ends anywhere but at the next one's base is damaged.
-                match list_segments(&self.dir)?
-                    .into_iter()
-                    .find(|&b| b > cursor.base)
-                {
-                    None => return Ok(()),
-                    Some(b) if b == self.position && cursor.base != self.position => {}
-                    Some(b) => {
-                        let reason = format!(
-                            "segment ends at offset {} but the next segment starts at {b}",
-                            self.position
-                        );
-                        return Err(cursor.corrupt(reason));
-                    }
-                }
-            }
-            // The writer rolled; whatever it wrote here before that is on disk by now.
+            let later =
+                match cursor.base != self.position && next.try_exists().map_err(io_err(&next))? {
+                    true => self.position,
+                    // The last segment, maybe still being written: wait for more.
+                    false => match list_segments(&self.dir)?
+                        .into_iter()
+                        .find(|&b| b > cursor.base)
+                    {
+                        None => return Ok(()),
+                        Some(b) => b,
+                    },
+                };
+            // Whatever the writer wrote here before it rolled is on disk by
+            // now, maybe past where this read stopped a moment ago: read on
+            // here first. A segment that ends anywhere but at the next one's
+            // base is damaged. Asked again by name: a listing taken while
+            // the writer creates segments may show a later one and miss the
+            // one it created just before.
+            let base = cursor.base;
             match cursor.next(self.position)? {
                 Step::Record(..) => {}
-                Step::Stop(Stop::End) => self.cursor = None,
+                Step::Stop(Stop::End) if rolled_at(&self.dir, (base, self.position), later)? => {
+                    self.cursor = None
+                }
+                Step::Stop(Stop::End) => {
+                    let reason = format!(
+                        "segment ends at offset {} but the next segment starts at {later}",
+                        self.position
+                    );
+                    return Err(cursor.corrupt(reason));
+                }
                 Step::Stop(_) => {
                     let reason = "segment ends in an invalid record but a later segment exists";
                     return Err(cursor.corrupt(reason.into()));
@@ -158,4 +168,12 @@ pub fn end_offset(dir: &Path) -> Result<u64, LogError> {
         (_, Some(Stop::Corrupt(reason))) => Err(cursor.corrupt(reason)),
         (end, _) => Ok(end),
     }
+}
+
+/// Whether segment `base` of `dir`, read to its end at offset `end`, ends
+/// where the writer rolled: the next segment starts there (`later`, the
+/// first listed after `base`, or one the listing missed).
+fn rolled_at(dir: &Path, (base, end): (u64, u64), later: u64) -> Result<bool, LogError> {
+    let next = segment_path(dir, end);
+    Ok(end == later || (end != base && next.try_exists().map_err(io_err(&next))?))
 }

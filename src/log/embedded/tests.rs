@@ -6,7 +6,7 @@ use super::*;
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub(super) fn rec(i: u64) -> Record {
     let (key, value) = (
@@ -55,6 +55,16 @@ pub(super) fn append_range(w: &mut PartitionWriter, range: std::ops::Range<u64>,
         assert_eq!(w.append(&batch).unwrap(), chunk[0].offset.0);
     }
     assert_eq!(w.next_offset(), range.end);
+}
+
+/// A synced log of records `0..n` in `dir`, appended two at a time into
+/// segments of `segment_bytes`; the segments' bases.
+pub(super) fn synced_log(dir: &Path, segment_bytes: u64, n: u64) -> Vec<u64> {
+    let mut w = PartitionWriter::open(dir, segment_bytes).unwrap();
+    append_range(&mut w, 0..n, 2);
+    w.sync().unwrap();
+    drop(w);
+    list_segments(dir).unwrap()
 }
 
 pub(super) fn read_all(r: &mut PartitionReader) -> Vec<Record> {
@@ -175,41 +185,6 @@ fn corruption_in_the_middle_is_reported() {
     let err = PartitionReader::open(dir, 8).err();
     assert!(matches!(err, Some(LogError::Corrupt { .. })));
     assert!(matches!(end_offset(dir), Err(LogError::Corrupt { .. })));
-}
-
-#[test]
-fn tailing_reader_sees_every_record_once() {
-    // A reader tailing a dir while a writer thread appends across rolls sees each record once.
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("partition");
-    let mut r = PartitionReader::open(&dir, 0).unwrap();
-    const N: u64 = 3000;
-    let writer_dir = dir.clone();
-    let writer = std::thread::spawn(move || {
-        let mut w = PartitionWriter::open(&writer_dir, 2048).unwrap();
-        let mut i = 0;
-        while i < N {
-            let end = (i + i % 4 + 1).min(N);
-            append_range(&mut w, i..end, 4);
-            if i % 50 < end - i {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            i = end;
-        }
-    });
-    let (mut got, deadline) = (Vec::new(), Instant::now() + Duration::from_secs(60));
-    while (got.len() as u64) < N {
-        assert!(Instant::now() < deadline, "stalled at {}", r.position());
-        let batch = r.read(7, 500).unwrap();
-        if batch.is_empty() {
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        got.extend(batch);
-    }
-    writer.join().unwrap();
-    assert_eq!(got, expected(0..N));
-    assert_eq!(r.read(10, 10).unwrap(), []);
-    assert!(list_segments(&dir).unwrap().len() > 10);
 }
 
 #[test]
@@ -492,11 +467,7 @@ fn check_reports_and_truncate_at_cuts_explicitly() {
     // check names the corrupt segment and byte; truncate_at cuts exactly there and refuses to cut past corruption.
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let mut w = PartitionWriter::open(dir, 400).unwrap();
-    append_range(&mut w, 0..50, 2);
-    w.sync().unwrap();
-    drop(w);
-    let bases = list_segments(dir).unwrap();
+    let bases = synced_log(dir, 400, 50);
     assert!(bases.len() > 3);
     let clean = check(dir).unwrap();
     assert_eq!(
@@ -567,11 +538,7 @@ fn deleting_the_last_segments_is_corruption() {
     for remove_all in [false, true] {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
-        let mut w = PartitionWriter::open(dir, 100).unwrap();
-        append_range(&mut w, 0..12, 2);
-        w.sync().unwrap();
-        drop(w);
-        let bases = list_segments(dir).unwrap();
+        let bases = synced_log(dir, 100, 12);
         assert!(bases.len() > 2, "{bases:?}");
         let cut = if remove_all {
             &bases[..]
