@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::core::filter::{self, ReadFilter};
 use crate::core::keys::{self, TimelineKey};
 use crate::core::repost::{self, Entry};
-use crate::core::timeline::held_timeline;
+use crate::core::timeline::{held_timeline, TOP};
 use std::collections::{BTreeMap, BinaryHeap, HashSet};
 
 mod held;
@@ -131,16 +131,29 @@ impl Reader {
         let want = limit + 1;
         // Reposts known before the scan: the page is the full read's, and
         // the scan below would be thrown away.
-        if store.reposts_seen() {
-            if !copies {
-                return Ok(None);
-            }
-            let filtered = filter::any(store, user)?;
-            return held_page(store, (user, mode, after), limit, filtered);
+        if store.reposts_seen() && !copies {
+            return Ok(None);
         }
-        let (lo, hi) = views::inbox_range(user, after.as_ref());
+        // One view for the record, the scan and the checks: what they say
+        // of each other holds. (One snapshot only: on a secondary a second
+        // would take its read lock twice.)
+        let snap = store.snapshot();
+        if store.reposts_seen() {
+            let filtered = filter::any(&snap, user)?;
+            return held_page(&snap, (user, mode, after), limit, filtered);
+        }
+        let u = views::user(&snap, user)?;
+        // Asleep or waiting for refills: nothing is held, the pull path
+        // reads the page. Not scanned: the inbox emptied when the reader
+        // fell asleep leaves a deletion per entry where the scan would
+        // start, until compaction drops them.
+        if u.read_horizon() == Some(TOP) {
+            return Ok(None);
+        }
+        let (lo, _) = views::inbox_range(user, after.as_ref());
         let (mut page, mut bad) = (Vec::with_capacity(want), None);
-        store.for_each_key(Cf::Inbox, &lo, hi.as_deref(), |k| {
+        let range = [(lo, keys::key([user.0]))];
+        snap.for_each_in_ranges(Cf::Inbox, &range, &mut |_, k, _| {
             match crate::core::kv::timeline_key_at(Cf::Inbox, k, 8) {
                 Ok(entry) if Some(entry) != after => page.push(entry),
                 Ok(_) => {}
@@ -151,27 +164,19 @@ impl Reader {
         if let Some(e) = bad {
             return Err(e.into());
         }
-        // The record is read after the scan, not from the scan's view, and
-        // that is enough. A user who never had a pulled followee had none
-        // when the scan read (`marks` only grows), so the inbox holds
-        // the timeline up to its horizon. Short of the page, the inbox is
-        // the whole rest of the timeline when the user has no horizon: a
-        // store never removes or raises one (the core only ever lowers
-        // it), so none now means none when the scan read.
-        let u = views::user(store, user)?;
         // A reader with blocks or mutes, or any repost in the partition:
         // entries are not the inbox's keys, and the full read places them.
-        // Checked after the scan: a filter record is never deleted, and a
-        // repost that became live before the scan was known to this
-        // partition before it.
-        let filtered = filter::any(store, user)?;
-        if filtered || any_repost(store, store)? {
+        let filtered = filter::any(&snap, user)?;
+        if filtered || any_repost(store, &snap)? {
             if !copies {
                 return Ok(None);
             }
-            return held_page(store, (user, mode, after), limit, filtered);
+            return held_page(&snap, (user, mode, after), limit, filtered);
         }
         let plain = |keys: Vec<TimelineKey>| keys.into_iter().map(Entry::plain).collect();
+        // A reader who never had a pulled followee nor slept (`marks`):
+        // the inbox holds the timeline up to its horizon, and short of the
+        // page it is the whole rest of the timeline when there is none.
         if u.marks == 0 {
             let whole = page.len() == want || u.horizon.is_none();
             return Ok(whole.then(|| timeline_page(user, mode, limit, plain(page))));
@@ -179,7 +184,7 @@ impl Reader {
         if !copies {
             return Ok(None);
         }
-        let (keys, pull_from) = held_timeline(&store.snapshot(), user, after, want)?;
+        let (keys, pull_from) = held_timeline(&snap, user, after, want)?;
         Ok(pull_from
             .is_none()
             .then(|| timeline_page(user, mode, limit, plain(keys))))

@@ -12,14 +12,15 @@ use crate::core::kv::Kv;
 use crate::core::repost;
 use crate::core::timeline::held_timeline;
 use crate::core::views;
-use crate::state::Store;
+use crate::state::{Snapshot, Store};
 
 /// The page of `user`'s timeline past `after` that the partition holds
-/// (inbox and copies, nothing past the horizon), read in full: entries
-/// aggregated and filtered (`filtered`: the reader has blocks or mutes).
+/// (inbox and copies, nothing past the horizon), read in full through
+/// `snap`, a view of the user's store: entries aggregated and filtered
+/// (`filtered`: the reader has blocks or mutes).
 /// `None` when it is not held, or for a reader with a mute that ends.
 pub(super) fn held_page(
-    store: &Store,
+    snap: &Snapshot<'_>,
     (user, mode, after): (UserId, RepostMode, Option<TimelineKey>),
     limit: usize,
     filtered: bool,
@@ -29,19 +30,18 @@ pub(super) fn held_page(
     // is dropped by any commit that changes them (`state::pages`). Not a
     // reader with a mute that ends: the partition's clock ends it, without
     // a write of theirs.
-    let snap = store.snapshot();
     let filter = match filtered {
-        true => ReadFilter::of(&snap, user, views::clock(&snap)?)?,
+        true => ReadFilter::of(snap, user, views::clock(snap)?)?,
         false => ReadFilter::default(),
     };
     if filter.timed {
         return Ok(None);
     }
     let held = |from, n| {
-        let (keys, past_horizon) = held_timeline(&snap, user, from, n)?;
+        let (keys, past_horizon) = held_timeline(snap, user, from, n)?;
         Ok(past_horizon.is_none().then_some(keys))
     };
-    let entries = aggregated(&snap, (user, mode, after), limit, filter, held)?;
+    let entries = aggregated(snap, (user, mode, after), limit, filter, held)?;
     Ok(entries.map(|e| timeline_page(user, mode, limit, e)))
 }
 
