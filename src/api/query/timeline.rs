@@ -131,14 +131,15 @@ impl Reader {
         let want = limit + 1;
         // Reposts known before the scan: the page is the full read's, and
         // the scan below would be thrown away.
-        if store.reposts_seen() && !copies {
+        let reposts_seen = store.reposts_seen();
+        if reposts_seen && !copies {
             return Ok(None);
         }
         // One view for the record, the scan and the checks: what they say
         // of each other holds. (One snapshot only: on a secondary a second
         // would take its read lock twice.)
         let snap = store.snapshot();
-        if store.reposts_seen() {
+        if reposts_seen {
             let filtered = filter::any(&snap, user)?;
             return held_page(&snap, (user, mode, after), limit, filtered);
         }
@@ -150,9 +151,10 @@ impl Reader {
         if u.read_horizon() == Some(TOP) {
             return Ok(None);
         }
-        let (lo, _) = views::inbox_range(user, after.as_ref());
+        let prefix = keys::key([user.0]);
+        let lo = after.map_or_else(|| prefix.clone(), |a| keys::inbox(user, &a));
         let (mut page, mut bad) = (Vec::with_capacity(want), None);
-        let range = [(lo, keys::key([user.0]))];
+        let range = [(lo, prefix)];
         snap.for_each_in_ranges(Cf::Inbox, &range, &mut |_, k, _| {
             match crate::core::kv::timeline_key_at(Cf::Inbox, k, 8) {
                 Ok(entry) if Some(entry) != after => page.push(entry),
