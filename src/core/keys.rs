@@ -221,6 +221,14 @@ pub fn dir_by_repost(reposter: UserId, repost: PostId) -> Vec<u8> {
     k
 }
 
+/// `repost_dir`: `1 | reposter`, the prefix of [`dir_by_repost`]:
+/// `reposter`'s live reposts.
+pub fn dir_by_repost_prefix(reposter: UserId) -> Vec<u8> {
+    let mut k = vec![1];
+    k.extend_from_slice(&key([reposter.0]));
+    k
+}
+
 /// Per-user record: counters and the inbox bookkeeping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct UserVal {

@@ -201,6 +201,34 @@ fn reposts_by(
     dir_entries(kv, &ranges, out)
 }
 
+/// The live reposts of `original` by `pulled` authors (ascending ids, as
+/// [`views::pulls`] lists them), from the directory: a seek per author
+/// when the post has far more reposts than there are authors
+/// ([`STEPS_PER_SEEK`]), else one pass over the post's reposts, keeping
+/// theirs. Both read the same entries: only the cost differs.
+fn pulled_reposts(
+    kv: &(impl Kv + ?Sized),
+    original: PostRef,
+    pulled: &[UserId],
+) -> Result<Vec<TimelineKey>, KvError> {
+    let mut out = Vec::new();
+    if pulled.is_empty() {
+        return Ok(out);
+    }
+    let n = super::dir_count(kv, original)?;
+    if n == 0 {
+        return Ok(out);
+    }
+    if (pulled.len() as u64).saturating_mul(STEPS_PER_SEEK) < n {
+        reposts_by(kv, original, pulled, &mut out)?;
+    } else {
+        debug_assert!(pulled.is_sorted(), "pulled authors in ascending order");
+        scan_reposts(kv, &keys::dir_original_prefix(original), &mut out)?;
+        out.retain(|r| pulled.binary_search(&r.author).is_ok());
+    }
+    Ok(out)
+}
+
 /// About how many entries a store's iterator steps over in the time it
 /// seeks once (a seek searches every level of the tree; a step reads the
 /// next entry of a block in hand): a merge of a reader's followees with a
@@ -290,8 +318,8 @@ impl Memo {
     ) -> Result<Vec<TimelineKey>, KvError> {
         if let Some(own) = self.own(kv, user)? {
             let mine = own.of.get(&original).cloned().unwrap_or_default();
-            let pulled = own.pulled.clone();
-            return self.own_reposts(kv, (user, original), mine, &pulled);
+            let theirs = own.pulled_reposts(kv, original)?;
+            return self.own_reposts(kv, user, mine, theirs);
         }
         let n = super::dir_count(kv, original)?;
         if n == 0 {
@@ -307,21 +335,17 @@ impl Memo {
         Ok(out)
     }
 
-    /// A whole reader's reposts of `original` by followees: `mine`, their
-    /// own sources of it, and the reposts of it by the `pulled` authors
-    /// they follow, from the directory.
+    /// A whole reader's reposts of a post by followees: `mine`, their own
+    /// sources of it, and those of `theirs` (the reposts of it by the
+    /// pulled authors they follow, [`pulled_reposts`]) by users they
+    /// still follow.
     fn own_reposts(
         &mut self,
         kv: &(impl Kv + ?Sized),
-        (user, original): (UserId, PostRef),
+        user: UserId,
         mut out: Vec<TimelineKey>,
-        pulled: &[UserId],
+        theirs: Vec<TimelineKey>,
     ) -> Result<Vec<TimelineKey>, KvError> {
-        if pulled.is_empty() || super::dir_count(kv, original)? == 0 {
-            return Ok(out);
-        }
-        let mut theirs = Vec::new();
-        reposts_by(kv, original, pulled, &mut theirs)?;
         for r in theirs {
             if self.follows(kv, user, r.author)? {
                 out.push(r);
