@@ -24,7 +24,9 @@ use crate::views;
 use std::collections::HashMap;
 use std::rc::Rc;
 
+mod by_reposter;
 mod own;
+use by_reposter::ByReposter;
 use own::Own;
 
 /// Reposting users an entry lists at most.
@@ -201,30 +203,30 @@ fn reposts_by(
     dir_entries(kv, &ranges, out)
 }
 
-/// The live reposts of `original` by `pulled` authors (ascending ids, as
-/// [`views::pulls`] lists them), from the directory: a seek per author
-/// when the post has far more reposts than there are authors
-/// ([`STEPS_PER_SEEK`]), else one pass over the post's reposts, keeping
-/// theirs. Both read the same entries: only the cost differs.
-fn pulled_reposts(
+/// The live reposts of `original` by `users` (ascending ids), from the
+/// directory: a seek per user when the post has far more reposts than
+/// there are users ([`STEPS_PER_SEEK`]), else one pass over the post's
+/// reposts, keeping theirs. Both read the same entries: only the cost
+/// differs.
+fn reposts_among(
     kv: &(impl Kv + ?Sized),
     original: PostRef,
-    pulled: &[UserId],
+    users: &[UserId],
 ) -> Result<Vec<TimelineKey>, KvError> {
     let mut out = Vec::new();
-    if pulled.is_empty() {
+    if users.is_empty() {
         return Ok(out);
     }
     let n = super::dir_count(kv, original)?;
     if n == 0 {
         return Ok(out);
     }
-    if (pulled.len() as u64).saturating_mul(STEPS_PER_SEEK) < n {
-        reposts_by(kv, original, pulled, &mut out)?;
+    if (users.len() as u64).saturating_mul(STEPS_PER_SEEK) < n {
+        reposts_by(kv, original, users, &mut out)?;
     } else {
-        debug_assert!(pulled.is_sorted(), "pulled authors in ascending order");
+        debug_assert!(users.is_sorted(), "users in ascending order");
         scan_reposts(kv, &keys::dir_original_prefix(original), &mut out)?;
-        out.retain(|r| pulled.binary_search(&r.author).is_ok());
+        out.retain(|r| users.binary_search(&r.author).is_ok());
     }
     Ok(out)
 }
@@ -235,6 +237,12 @@ fn pulled_reposts(
 /// post's reposters, a seek per followee, pays only when the post has this
 /// many times more reposters than the reader followees.
 const STEPS_PER_SEEK: u64 = 32;
+
+/// Followees whose reposts a page loads at once ([`ByReposter`]) when the
+/// reader keeps no sources of their own: a seek per followee, in one
+/// iterator, against a count read and a seek or two per post the page
+/// shows.
+const FOLLOWEES_INDEXED_MOST: usize = 64;
 
 /// Followees a read loads whole, so that "does the reader follow them" is
 /// answered from memory and a popular post's reposts are looked up per
@@ -261,6 +269,10 @@ pub struct Memo {
     /// `None` until looked at; then, for a reader who keeps sources, their
     /// own.
     own: Option<Option<Own>>,
+    /// `None` until looked at; then, for a reader who keeps no sources and
+    /// follows few users ([`FOLLOWEES_INDEXED_MOST`]), the posts those
+    /// users repost.
+    by_followees: Option<Option<ByReposter>>,
 }
 
 impl Memo {
@@ -305,7 +317,9 @@ impl Memo {
 
     /// The live reposts of `original` that count for `user`'s timeline
     /// (and maybe others, which [`Memo::apps`] leaves out): a whole
-    /// reader's own ([`Memo::own_reposts`]); else, when the reader follows
+    /// reader's own ([`Memo::own_reposts`]); else, for a reader who
+    /// follows few users, theirs, from the posts they repost (loaded once,
+    /// [`ByReposter`]); else, when the reader follows
     /// far fewer users than reposted it ([`STEPS_PER_SEEK`]), a merge of
     /// their followees with the post's reposters (a popular post's
     /// thousands of reposters cost what the reader's followees do); else
@@ -318,8 +332,19 @@ impl Memo {
     ) -> Result<Vec<TimelineKey>, KvError> {
         if let Some(own) = self.own(kv, user)? {
             let mine = own.of.get(&original).cloned().unwrap_or_default();
-            let theirs = own.pulled_reposts(kv, original)?;
+            let theirs = own.pulled_index.reposts(kv, original)?;
             return self.own_reposts(kv, user, mine, theirs);
+        }
+        if self.by_followees.is_none() {
+            let few = match self.followees(kv, user)? {
+                Some(f) if f.len() <= FOLLOWEES_INDEXED_MOST => Some(f.to_vec()),
+                _ => None,
+            };
+            let index = few.map(|f| ByReposter::load(kv, &f)).transpose()?;
+            self.by_followees = Some(index);
+        }
+        if let Some(Some(index)) = &self.by_followees {
+            return index.reposts(kv, original);
         }
         let n = super::dir_count(kv, original)?;
         if n == 0 {
@@ -337,7 +362,7 @@ impl Memo {
 
     /// A whole reader's reposts of a post by followees: `mine`, their own
     /// sources of it, and those of `theirs` (the reposts of it by the
-    /// pulled authors they follow, [`pulled_reposts`]) by users they
+    /// pulled authors they follow, [`ByReposter::reposts`]) by users they
     /// still follow.
     fn own_reposts(
         &mut self,

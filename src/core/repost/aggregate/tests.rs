@@ -73,47 +73,35 @@ fn reposters_merged_with_followees_equal_a_whole_read() {
     }
 }
 
-// Proves a whole reader's pulled followees' reposts of each post, loaded once per page from the directory's by-reposter entries (an author over the load limit looked up per post), equal a seek per pulled author for every post.
+// Proves the reposts of each post by a few users, loaded once per page from the directory's by-reposter entries (a user over the load limit looked up per post), equal a seek per user for every post.
 #[test]
-fn pulled_reposts_loaded_per_page_equal_a_seek_per_author() {
+fn reposts_loaded_by_reposter_equal_a_seek_per_user() {
     let mut kv = MemKv::default();
     let mut t = Txn::new(&kv);
     let original = |p: u64| ((UserId(1), PostId(p)), Ts(p));
-    let many = own::PULLED_REPOSTS_LOADED_MOST as u64 + 5;
-    // Author 10 reposts more posts than a page loads; 11 reposts three of
-    // them, one twice; 13 is not pulled; 12 reposts nothing.
+    let many = by_reposter::LOADED_MOST as u64 + 5;
+    // User 10 reposts more posts than a page loads; 11 reposts three of
+    // them, one twice; 13 is not asked about; 12 reposts nothing.
     for p in 1..=many {
-        super::super::directory(
-            &mut t,
-            (UserId(10), PostId(1_000 + p)),
-            Ts(5_000 + p),
-            original(p),
-            true,
-        )
-        .unwrap();
+        let repost = (UserId(10), PostId(1_000 + p));
+        super::super::directory(&mut t, repost, Ts(5_000 + p), original(p), true).unwrap();
     }
     for (i, p) in [2u64, 7, 7, 40].into_iter().enumerate() {
         let id = 20_000 + i as u64;
         super::super::directory(&mut t, (UserId(11), PostId(id)), Ts(id), original(p), true)
             .unwrap();
     }
-    super::super::directory(
-        &mut t,
-        (UserId(13), PostId(30_000)),
-        Ts(30_000),
-        original(7),
-        true,
-    )
-    .unwrap();
+    let other = (UserId(13), PostId(30_000));
+    super::super::directory(&mut t, other, Ts(30_000), original(7), true).unwrap();
     kv.apply(t.into_writes());
-    let pulled = vec![UserId(10), UserId(11), UserId(12)];
-    let own = Own::read(&kv, UserId(500), pulled.clone()).unwrap();
-    assert_eq!(own.unloaded, [UserId(10)], "author 10 is over the limit");
+    let users = [UserId(10), UserId(11), UserId(12)];
+    let index = ByReposter::load(&kv, &users).unwrap();
+    assert_eq!(index.unloaded, [UserId(10)], "user 10 is over the limit");
     for p in 0..=many + 1 {
         let post = (UserId(1), PostId(p));
         let mut want = Vec::new();
-        reposts_by(&kv, post, &pulled, &mut want).unwrap();
-        let mut got = own.pulled_reposts(&kv, post).unwrap();
+        reposts_by(&kv, post, &users, &mut want).unwrap();
+        let mut got = index.reposts(&kv, post).unwrap();
         got.sort();
         want.sort();
         assert_eq!(got, want, "post {p}");

@@ -1,0 +1,96 @@
+//! The posts a few users repost, loaded once per page from the directory's
+//! `1 | reposter | repost` entries: a page then reads the directory only
+//! for the posts they repost, not a count and a seek for every post.
+
+use crate::event::{PostId, UserId};
+use crate::keys::{self, PostRef, TimelineKey};
+use crate::kv::{Cf, Kv, KvError};
+use std::collections::HashMap;
+
+/// Live reposts of one user a page loads at most; a user with more is
+/// looked up per post the page shows (a seek, or a pass over the post's
+/// reposts).
+pub(super) const LOADED_MOST: usize = 512;
+
+/// The originals some users repost, each with those of them who repost it.
+#[derive(Default)]
+pub(super) struct ByReposter {
+    /// Each original with its reposting users (ascending): every live
+    /// repost of the users loaded but `unloaded`.
+    of: HashMap<PostRef, Vec<UserId>>,
+    /// Users with more live reposts than a page loads ([`LOADED_MOST`]):
+    /// looked up per post instead.
+    pub(super) unloaded: Vec<UserId>,
+}
+
+impl ByReposter {
+    /// The live reposts of `users` (ascending ids), from the directory's
+    /// entries of each (one iterator for them all).
+    pub(super) fn load(kv: &(impl Kv + ?Sized), users: &[UserId]) -> Result<Self, KvError> {
+        let mut index = ByReposter::default();
+        if users.is_empty() {
+            return Ok(index);
+        }
+        debug_assert!(users.is_sorted(), "users in ascending order");
+        let ranges: Vec<(Vec<u8>, Vec<u8>)> = (users.iter())
+            .map(|a| {
+                let prefix = keys::dir_by_repost_prefix(*a);
+                (prefix.clone(), prefix)
+            })
+            .collect();
+        // The current user's originals, until their range ends.
+        let mut of: Vec<PostRef> = Vec::new();
+        let (mut at, mut bad) = (None, None);
+        let mut flush = |i: usize, of: &mut Vec<PostRef>| {
+            match (of.len() > LOADED_MOST, users.get(i)) {
+                (true, Some(u)) => index.unloaded.push(*u),
+                (false, Some(u)) => {
+                    for root in of.iter() {
+                        index.of.entry(*root).or_default().push(*u);
+                    }
+                }
+                (_, None) => {}
+            }
+            of.clear();
+        };
+        kv.for_each_in_ranges(Cf::RepostDir, &ranges, &mut |i, k, v| {
+            if let Some(prev) = at.filter(|a| *a != i) {
+                flush(prev, &mut of);
+            }
+            at = Some(i);
+            match (k.len(), keys::be(v, 0), keys::be(v, 8)) {
+                (17, Some(a), Some(p)) if v.len() == 24 => of.push((UserId(a), PostId(p))),
+                _ => bad = Some(KvError::corrupt(Cf::RepostDir, k, "bad repost entry")),
+            }
+            bad.is_none() && of.len() <= LOADED_MOST
+        })?;
+        if let Some(i) = at {
+            flush(i, &mut of);
+        }
+        if let Some(e) = bad {
+            return Err(e);
+        }
+        for users in index.of.values_mut() {
+            users.dedup();
+        }
+        Ok(index)
+    }
+
+    /// The live reposts of `original` by the users loaded, as appearance
+    /// keys: a seek per loaded user who reposts it, and the unloaded ones'
+    /// per post.
+    pub(super) fn reposts(
+        &self,
+        kv: &(impl Kv + ?Sized),
+        original: PostRef,
+    ) -> Result<Vec<TimelineKey>, KvError> {
+        let mut out = Vec::new();
+        if let Some(users) = self.of.get(&original) {
+            super::reposts_by(kv, original, users, &mut out)?;
+        }
+        if !self.unloaded.is_empty() {
+            out.extend(super::reposts_among(kv, original, &self.unloaded)?);
+        }
+        Ok(out)
+    }
+}
