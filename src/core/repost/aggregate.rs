@@ -238,12 +238,6 @@ fn reposts_among(
 /// many times more reposters than the reader followees.
 const STEPS_PER_SEEK: u64 = 32;
 
-/// Followees whose reposts a page loads at once ([`ByReposter`]) when the
-/// reader keeps no sources of their own: a seek per followee, in one
-/// iterator, against a count read and a seek or two per post the page
-/// shows.
-const FOLLOWEES_INDEXED_MOST: usize = 64;
-
 /// Followees a read loads whole, so that "does the reader follow them" is
 /// answered from memory and a popular post's reposts are looked up per
 /// followee; a reader who follows more is asked per reposting user.
@@ -270,8 +264,8 @@ pub struct Memo {
     /// own.
     own: Option<Option<Own>>,
     /// `None` until looked at; then, for a reader who keeps no sources and
-    /// follows few users ([`FOLLOWEES_INDEXED_MOST`]), the posts those
-    /// users repost.
+    /// follows few users ([`by_reposter::USERS_LOADED_MOST`]), the posts
+    /// those users repost.
     by_followees: Option<Option<ByReposter>>,
 }
 
@@ -337,7 +331,7 @@ impl Memo {
         }
         if self.by_followees.is_none() {
             let few = match self.followees(kv, user)? {
-                Some(f) if f.len() <= FOLLOWEES_INDEXED_MOST => Some(f.to_vec()),
+                Some(f) if f.len() <= by_reposter::USERS_LOADED_MOST => Some(f.to_vec()),
                 _ => None,
             };
             let index = few.map(|f| ByReposter::load(kv, &f)).transpose()?;

@@ -12,6 +12,11 @@ use std::collections::HashMap;
 /// reposts).
 pub(super) const LOADED_MOST: usize = 512;
 
+/// Users a page loads the reposts of at most: a seek each, against a
+/// count read and a seek or two per post the page shows; past that, every
+/// one is looked up per post.
+pub(super) const USERS_LOADED_MOST: usize = 64;
+
 /// The originals some users repost, each with those of them who repost it.
 #[derive(Default)]
 pub(super) struct ByReposter {
@@ -25,10 +30,14 @@ pub(super) struct ByReposter {
 
 impl ByReposter {
     /// The live reposts of `users` (ascending ids), from the directory's
-    /// entries of each (one iterator for them all).
+    /// entries of each (one iterator for them all); none when there are
+    /// more than [`USERS_LOADED_MOST`] users, each then looked up per post.
     pub(super) fn load(kv: &(impl Kv + ?Sized), users: &[UserId]) -> Result<Self, KvError> {
         let mut index = ByReposter::default();
-        if users.is_empty() {
+        if users.len() > USERS_LOADED_MOST {
+            index.unloaded = users.to_vec();
+        }
+        if users.is_empty() || users.len() > USERS_LOADED_MOST {
             return Ok(index);
         }
         debug_assert!(users.is_sorted(), "users in ascending order");

@@ -73,16 +73,17 @@ fn reposters_merged_with_followees_equal_a_whole_read() {
     }
 }
 
-// Proves the reposts of each post by a few users, loaded once per page from the directory's by-reposter entries (a user over the load limit looked up per post), equal a seek per user for every post.
+// Proves the reposts of each post by a few users, loaded once per page from the directory's by-reposter entries (a user over the load limit, or every user of too many, looked up per post), equal a seek per user for every post.
 #[test]
 fn reposts_loaded_by_reposter_equal_a_seek_per_user() {
     let mut kv = MemKv::default();
     let mut t = Txn::new(&kv);
     let original = |p: u64| ((UserId(1), PostId(p)), Ts(p));
-    let many = by_reposter::LOADED_MOST as u64 + 5;
+    let many_posts = by_reposter::LOADED_MOST as u64 + 5;
     // User 10 reposts more posts than a page loads; 11 reposts three of
-    // them, one twice; 13 is not asked about; 12 reposts nothing.
-    for p in 1..=many {
+    // them, one twice; 13 one (asked about among many users only); 12
+    // reposts nothing.
+    for p in 1..=many_posts {
         let repost = (UserId(10), PostId(1_000 + p));
         super::super::directory(&mut t, repost, Ts(5_000 + p), original(p), true).unwrap();
     }
@@ -94,16 +95,22 @@ fn reposts_loaded_by_reposter_equal_a_seek_per_user() {
     let other = (UserId(13), PostId(30_000));
     super::super::directory(&mut t, other, Ts(30_000), original(7), true).unwrap();
     kv.apply(t.into_writes());
-    let users = [UserId(10), UserId(11), UserId(12)];
-    let index = ByReposter::load(&kv, &users).unwrap();
-    assert_eq!(index.unloaded, [UserId(10)], "user 10 is over the limit");
-    for p in 0..=many + 1 {
-        let post = (UserId(1), PostId(p));
-        let mut want = Vec::new();
-        reposts_by(&kv, post, &users, &mut want).unwrap();
-        let mut got = index.reposts(&kv, post).unwrap();
-        got.sort();
-        want.sort();
-        assert_eq!(got, want, "post {p}");
+    // Three users, one of them over the limit; then more users than a
+    // page loads, every one looked up per post.
+    let few = vec![UserId(10), UserId(11), UserId(12)];
+    let most = by_reposter::USERS_LOADED_MOST as u64;
+    let many: Vec<UserId> = (10..=11 + most).map(UserId).collect();
+    for (users, unloaded) in [(&few, vec![UserId(10)]), (&many, many.clone())] {
+        let index = ByReposter::load(&kv, users).unwrap();
+        assert_eq!(index.unloaded, unloaded, "{} users", users.len());
+        for p in 0..=many_posts + 1 {
+            let post = (UserId(1), PostId(p));
+            let mut want = Vec::new();
+            reposts_by(&kv, post, users, &mut want).unwrap();
+            let mut got = index.reposts(&kv, post).unwrap();
+            got.sort();
+            want.sort();
+            assert_eq!(got, want, "post {p}, {} users", users.len());
+        }
     }
 }
