@@ -264,8 +264,9 @@ pub struct Memo {
     /// own.
     own: Option<Option<Own>>,
     /// `None` until looked at; then, for a reader who keeps no sources and
-    /// follows few users ([`by_reposter::USERS_LOADED_MOST`]), the posts
-    /// those users repost.
+    /// whose followees were loaded, the posts those users repost
+    /// ([`ByReposter`]; each looked up per post past
+    /// [`by_reposter::USERS_LOADED_MOST`]).
     by_followees: Option<Option<ByReposter>>,
 }
 
@@ -311,13 +312,12 @@ impl Memo {
 
     /// The live reposts of `original` that count for `user`'s timeline
     /// (and maybe others, which [`Memo::apps`] leaves out): a whole
-    /// reader's own ([`Memo::own_reposts`]); else, for a reader who
-    /// follows few users, theirs, from the posts they repost (loaded once,
-    /// [`ByReposter`]); else, when the reader follows
-    /// far fewer users than reposted it ([`STEPS_PER_SEEK`]), a merge of
-    /// their followees with the post's reposters (a popular post's
-    /// thousands of reposters cost what the reader's followees do); else
-    /// every repost of the post, in one pass.
+    /// reader's own ([`Memo::own_reposts`]); else their loaded followees'
+    /// ([`ByReposter`]: from the posts a few of them repost, loaded once,
+    /// or per post — a merge of the followees with the post's reposters,
+    /// or one pass over them, whichever [`STEPS_PER_SEEK`] says is
+    /// cheaper); else, for a reader who follows too many to load, every
+    /// repost of the post, in one pass.
     fn reposts(
         &mut self,
         kv: &(impl Kv + ?Sized),
@@ -330,26 +330,17 @@ impl Memo {
             return self.own_reposts(kv, user, mine, theirs);
         }
         if self.by_followees.is_none() {
-            let few = match self.followees(kv, user)? {
-                Some(f) if f.len() <= by_reposter::USERS_LOADED_MOST => Some(f.to_vec()),
-                _ => None,
-            };
-            let index = few.map(|f| ByReposter::load(kv, &f)).transpose()?;
+            let loaded = self.followees(kv, user)?.map(<[UserId]>::to_vec);
+            let index = loaded.map(|f| ByReposter::load(kv, &f)).transpose()?;
             self.by_followees = Some(index);
         }
         if let Some(Some(index)) = &self.by_followees {
             return index.reposts(kv, original);
         }
-        let n = super::dir_count(kv, original)?;
-        if n == 0 {
-            return Ok(Vec::new());
-        }
+        // Too many followees to load: every repost of the post, in one pass.
         let mut out = Vec::new();
-        match self.followees(kv, user)? {
-            Some(followees) if (followees.len() as u64).saturating_mul(STEPS_PER_SEEK) < n => {
-                reposts_by(kv, original, followees, &mut out)?
-            }
-            _ => scan_reposts(kv, &keys::dir_original_prefix(original), &mut out)?,
+        if super::dir_count(kv, original)? > 0 {
+            scan_reposts(kv, &keys::dir_original_prefix(original), &mut out)?;
         }
         Ok(out)
     }
