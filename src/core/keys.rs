@@ -96,7 +96,10 @@ impl PartialOrd for TimelineKey {
 /// Timeline order: newest first, so `a < b` means `a` comes first in a page.
 impl Ord for TimelineKey {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.encode().cmp(&other.encode())
+        // The encoded bytes' order (`!ts | !post_id | !author`), compared
+        // as numbers: each field descending.
+        let (a, b) = (self, other);
+        (b.ts.0, b.post_id.0, b.author.0).cmp(&(a.ts.0, a.post_id.0, a.author.0))
     }
 }
 
