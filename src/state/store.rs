@@ -11,6 +11,7 @@ use crate::core::keys;
 use crate::core::kv::{Cf, InRange, Kv, KvError, Scan, Writes};
 use crate::core::position::Positions;
 use crate::core::Partition;
+use marks::MARKED;
 use rocksdb::{
     ColumnFamilyDescriptor, IteratorMode, Options, ReadOptions, SnapshotWithThreadMode, WriteBatch,
     WriteOptions, DB,
@@ -34,6 +35,9 @@ pub struct Store {
     /// Set once a read found a live repost in this store (a hint, never
     /// cleared: see [`Store::reposts_seen`]).
     reposts_seen: std::sync::atomic::AtomicBool,
+    /// For each of [`MARKED`]: whether the column family may hold a key
+    /// (one at the open, or a commit wrote to it since; never cleared).
+    marked: [std::sync::atomic::AtomicBool; MARKED.len()],
 }
 
 /// How [`Store::open_existing`] opens: as a secondary (no page cache), or
@@ -96,9 +100,11 @@ impl Store {
             follow: None,
             pages: PageCache::new(opts.page_cache_bytes / partitions.max(1) as usize),
             reposts_seen: Default::default(),
+            marked: Default::default(),
         };
         let layout = store.check_identity(partition, partitions, true)?;
         upgrade::finish(&mut store, layout)?;
+        store.mark_held()?;
         // A state written before the gauges were kept gets them counted once.
         if Gauges::of(&store)?.is_none() {
             let g = gauges::recount(&store)?.encode();
@@ -195,11 +201,13 @@ impl Store {
             follow,
             pages: PageCache::new(pages),
             reposts_seen: Default::default(),
+            marked: Default::default(),
         };
         let layout = store.check_identity(partition, partitions, false)?;
         if upgrade::UPGRADABLE.contains(&layout) {
             return Err(upgrade::refusal(path, layout));
         }
+        store.mark_held()?;
         Ok(store)
     }
 
@@ -344,8 +352,15 @@ impl Store {
             store: self,
             batch: &mut batch,
             pages_touched: false,
+            marked: [false; MARKED.len()],
         };
         extra(&mut raw);
+        // Before the write: a view that holds the key finds the mark.
+        for (i, &cf) in MARKED.iter().enumerate() {
+            if raw.marked[i] || !writes.cf(cf).is_empty() {
+                self.marked[i].store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
         let _landing = self.pages.landing(writes, raw.pages_touched);
         self.write(batch)
     }
@@ -484,6 +499,8 @@ pub struct Batch<'s> {
     batch: &'s mut WriteBatch,
     /// A raw write may change a timeline page: the commit drops them all.
     pages_touched: bool,
+    /// Raw writes to each of [`MARKED`].
+    marked: [bool; MARKED.len()],
 }
 
 impl Batch<'_> {
@@ -500,6 +517,9 @@ impl Batch<'_> {
     }
 
     fn touch(&mut self, cf: Cf) {
+        for (m, &c) in self.marked.iter_mut().zip(&MARKED) {
+            *m |= c == cf;
+        }
         self.pages_touched |= matches!(
             cf,
             Cf::Inbox
@@ -546,6 +566,7 @@ impl Kv for Snapshot<'_> {
 
 mod error;
 mod iter;
+mod marks;
 mod upgrade;
 
 pub use error::StoreError;

@@ -10,14 +10,14 @@ use crate::core::Partition;
 use crate::state::{Cf, Snapshot, Store, Unavailable};
 use std::sync::Arc;
 
-use crate::core::filter::{self, ReadFilter};
+use crate::core::filter::ReadFilter;
 use crate::core::keys::{self, TimelineKey};
 use crate::core::repost::{self, Entry};
 use crate::core::timeline::{held_timeline, TOP};
 use std::collections::{BTreeMap, BinaryHeap, HashSet};
 
 mod held;
-use held::{any_repost, held_page};
+use held::{any_filter, any_repost, held_page};
 
 /// Followees' outboxes in this processor's stores, by partition: the
 /// store (`None`: the reader's own, read through the page's snapshot) and
@@ -140,7 +140,7 @@ impl Reader {
         // would take its read lock twice.)
         let snap = store.snapshot();
         if reposts_seen {
-            let filtered = filter::any(&snap, user)?;
+            let filtered = any_filter(store, &snap, user)?;
             return held_page(&snap, (user, mode, after), limit, filtered);
         }
         let u = views::user(&snap, user)?;
@@ -168,7 +168,7 @@ impl Reader {
         }
         // A reader with blocks or mutes, or any repost in the partition:
         // entries are not the inbox's keys, and the full read places them.
-        let filtered = filter::any(&snap, user)?;
+        let filtered = any_filter(store, &snap, user)?;
         if filtered || any_repost(store, &snap)? {
             if !copies {
                 return Ok(None);

@@ -324,3 +324,41 @@ fn ranges_through_one_iterator_match_a_scan_per_range() {
     }
     assert!(!read(&s, &cases[0], false).is_empty());
 }
+
+// Proves a store marks the reposts' directory and the filters as held when a commit writes them (written or raw) or one is there at the open, and not otherwise.
+#[test]
+fn held_column_families_are_marked_by_commits_and_at_the_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let entry = keys::dir_by_repost(UserId(9), crate::core::event::PostId(4));
+    let one = |cf: Cf, key: Vec<u8>| {
+        let mem = crate::core::kv::MemKv::default();
+        let mut t = crate::core::kv::Txn::new(&mem);
+        t.put(cf, key, Vec::new());
+        t.into_writes()
+    };
+    {
+        let s = scratch(tmp.path());
+        assert!(!s.may_hold(Cf::RepostDir) && !s.may_hold(Cf::Filters));
+        assert!(s.may_hold(Cf::Inbox), "a column family not marked");
+        s.commit(&one(Cf::Inbox, keys::key([1, 2, 3])), |_| {})
+            .unwrap();
+        assert!(!s.may_hold(Cf::RepostDir), "a commit without the directory");
+        s.commit(&one(Cf::RepostDir, entry.clone()), |_| {})
+            .unwrap();
+        assert!(s.may_hold(Cf::RepostDir) && !s.may_hold(Cf::Filters));
+    }
+    assert!(scratch(tmp.path()).may_hold(Cf::RepostDir), "reopened");
+    let cache = BlockCache::new(1 << 20);
+    let ro = Store::open_read_only(tmp.path(), Partition(0), 1, &cache, 0).unwrap();
+    assert!(
+        ro.may_hold(Cf::RepostDir) && !ro.may_hold(Cf::Filters),
+        "read-only"
+    );
+    let raw = tempfile::tempdir().unwrap();
+    let s = scratch(raw.path());
+    s.commit(&Writes::default(), |b| {
+        b.put(Cf::Filters, &keys::key([1, 2]), &[])
+    })
+    .unwrap();
+    assert!(s.may_hold(Cf::Filters), "a raw write");
+}

@@ -8,7 +8,7 @@ use crate::api::query::{Page, PostItem, QueryError, RepostMode};
 use crate::core::event::UserId;
 use crate::core::filter::ReadFilter;
 use crate::core::keys::TimelineKey;
-use crate::core::kv::Kv;
+use crate::core::kv::{Cf, Kv};
 use crate::core::repost;
 use crate::core::timeline::held_timeline;
 use crate::core::views;
@@ -51,9 +51,25 @@ pub(super) fn any_repost(store: &Store, kv: &(impl Kv + ?Sized)) -> Result<bool,
     if store.reposts_seen() {
         return Ok(true);
     }
+    if !store.may_hold(Cf::RepostDir) {
+        return Ok(false);
+    }
     let any = repost::any_repost(kv)?;
     if any {
         store.saw_reposts();
     }
     Ok(any)
+}
+
+/// Whether `user` has any filter record in `store` (read through `kv`, a
+/// view of it); no read when the store holds no filter at all.
+pub(super) fn any_filter(
+    store: &Store,
+    kv: &(impl Kv + ?Sized),
+    user: UserId,
+) -> Result<bool, QueryError> {
+    if !store.may_hold(Cf::Filters) {
+        return Ok(false);
+    }
+    Ok(crate::core::filter::any(kv, user)?)
 }

@@ -1,0 +1,38 @@
+//! Which column families a store may hold a key of: marked at the open
+//! and by each commit that writes them, so that a read of a partition with
+//! no repost or no filter at all skips looking.
+
+use super::{Store, StoreError};
+use crate::core::kv::Cf;
+use std::sync::atomic::Ordering;
+
+/// The column families a store marks once they may hold a key, so that a
+/// read of a store without any skips looking (see [`Store::may_hold`]).
+pub(super) const MARKED: [Cf; 2] = [Cf::RepostDir, Cf::Filters];
+
+impl Store {
+    /// Whether a view of this store taken from now on may hold a key of
+    /// `cf`: `false` only for the directory of live reposts and the
+    /// filters, when the column family was empty at the open and no commit
+    /// has written to it since; always `true` on a secondary, whose data
+    /// changes at each catch-up without a commit here.
+    pub fn may_hold(&self, cf: Cf) -> bool {
+        let Some(i) = MARKED.iter().position(|&c| c == cf) else {
+            return true;
+        };
+        self.follow.is_some() || self.marked[i].load(Ordering::SeqCst)
+    }
+
+    /// Marks each of [`MARKED`] that holds a key (once, at the open).
+    pub(super) fn mark_held(&self) -> Result<(), StoreError> {
+        for (i, &cf) in MARKED.iter().enumerate() {
+            let mut it = self.db.raw_iterator_cf(self.cf(cf));
+            it.seek_to_first();
+            if it.valid() {
+                self.marked[i].store(true, Ordering::SeqCst);
+            }
+            it.status().map_err(|e| self.rocks(e))?;
+        }
+        Ok(())
+    }
+}
