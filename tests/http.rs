@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::api::{append, processed, wide_limits, Server};
+use common::api::{append, processed, processed_with, wide_limits, Server};
 use common::http::Proc;
 use common::{check_all, generated_log, oracle_of, wait_until};
 use feedlog::api::http::ApiConfig;
@@ -42,6 +42,22 @@ fn every_route_equals_the_oracle() {
             &serde_json::json!({"user": u, "followers": f, "followees": g, "posts": p, "reposts": oracle.reposts_counter(u)})
         );
     }
+}
+
+// Proves every page of every timeline equals the oracle when most readers are asleep (their pages read by pull, inline for those who follow few users).
+#[test]
+fn timelines_of_sleepers_equal_the_oracle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = generated_log(120, 6000);
+    let config = feedlog::task::embedded::ProcessorConfig {
+        // The generated log advances 7 ms per event.
+        inactive_after: Some(500),
+        ..Default::default()
+    };
+    let processor = processed_with(tmp.path(), &log, 3, config);
+    let server = Server::start(&processor, wide_limits());
+    let (oracle, max_user) = oracle_of(&log);
+    check_all(&server.client, &oracle, max_user, 25).unwrap();
 }
 
 // Proves bad ids, cursors, limits and parameters get the documented 4xx status and error shape, never a 500, unknown users are empty views, and /openapi.json names every route this processor serves and no other.

@@ -52,6 +52,17 @@ impl Drop for Server {
 /// A processed data directory over `log`, with a small inbox so timeline
 /// pages run through the pull path too.
 pub fn processed(dir: &Path, log: &str, partitions: u32) -> Processor {
+    processed_with(dir, log, partitions, ProcessorConfig::default())
+}
+
+/// [`processed`] with `config`'s settings but for a small inbox cap and
+/// fan-out chunk, without fsyncs.
+pub fn processed_with(
+    dir: &Path,
+    log: &str,
+    partitions: u32,
+    config: ProcessorConfig,
+) -> Processor {
     let data = DataDir::create_or_open(dir, Some(partitions)).unwrap();
     let mut producer = Producer::new(&data).unwrap();
     producer.json_lines(log.as_bytes(), "log").unwrap();
@@ -62,7 +73,7 @@ pub fn processed(dir: &Path, log: &str, partitions: u32) -> Processor {
             inbox_cap: 5,
             fanout_chunk: 3,
             sync: false,
-            ..ProcessorConfig::default()
+            ..config
         },
     )
     .unwrap();

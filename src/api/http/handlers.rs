@@ -62,9 +62,11 @@ const INLINE_LIMIT: usize = 100;
 /// inbox is short of the page, cheaper than the hand-off to the blocking
 /// pool and back. A first page is answered from the page cache kept beside
 /// the store when no commit has changed it since it was last read. A page
-/// that needs the pull path (its cost grows with the followee count), a
-/// large page, and every read of RocksDB secondaries (which wait while
-/// `serve` catches up) go to the blocking pool.
+/// that needs the pull path is read inline too when the reader follows
+/// few users ([`Reader::timeline_if_short`]); with more (its cost grows
+/// with the followee count), a large page, and every read of RocksDB
+/// secondaries (which wait while `serve` catches up), it goes to the
+/// blocking pool.
 pub(super) async fn timeline(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
@@ -134,6 +136,12 @@ pub(super) async fn timeline(
                 resp.headers_mut().insert(header::LINK, v);
             }
             return Ok(resp);
+        }
+        // The pull path of a reader who follows few users: a few seeks,
+        // cheaper here than the hand-off to the blocking pool and back.
+        if let Some(page) = reader.timeline_if_short(user, l, cursor.as_deref())? {
+            let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
+            return Ok(linked(json_page(&page), next, prev));
         }
     }
     let page = read_at(&api, as_of, move |r| {

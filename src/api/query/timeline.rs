@@ -24,6 +24,10 @@ use held::{any_filter, any_repost, held_page};
 /// the followees there.
 type OutboxesHere = BTreeMap<Partition, (Option<Arc<Store>>, Vec<UserId>)>;
 
+/// The most followees of a reader whose page [`Reader::timeline_if_short`]
+/// reads: at most a seek into each one's outbox, tens of microseconds.
+pub const SHORT_READ_FOLLOWEES: u64 = 64;
+
 impl Reader {
     /// A page of the user's home timeline: live posts of current followees,
     /// newest first (ts desc, post id desc, author desc), each post once at
@@ -112,6 +116,27 @@ impl Reader {
     ) -> Result<Option<Page<PostItem>>, QueryError> {
         let store = self.store_of(user)?;
         self.materialized(&store, user, limit, cursor, false)
+    }
+
+    /// [`Reader::timeline`]'s page when reading it in full is short
+    /// whatever the page: the user follows at most
+    /// [`SHORT_READ_FOLLOWEES`] users and every outbox is read here (no
+    /// other processor is asked). `None` otherwise: the caller reads it
+    /// where a long read waits no one.
+    pub fn timeline_if_short(
+        &self,
+        user: UserId,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Option<Page<PostItem>>, QueryError> {
+        if self.remote.is_some() {
+            return Ok(None);
+        }
+        let store = self.store_of(user)?;
+        if views::user(&store.snapshot(), user)?.followees > SHORT_READ_FOLLOWEES {
+            return Ok(None);
+        }
+        self.timeline(user, limit, cursor).map(Some)
     }
 
     /// [`Reader::timeline_if_materialized`] in `store`, the user's; with
