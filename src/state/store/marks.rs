@@ -11,10 +11,11 @@ use std::sync::atomic::Ordering;
 pub(super) const MARKED: [Cf; 2] = [Cf::RepostDir, Cf::Filters];
 
 impl Store {
-    /// Whether a view of this store taken from now on may hold a key of
-    /// `cf`: `false` only for the directory of live reposts and the
-    /// filters, when the column family was empty at the open and no commit
-    /// has written to it since; always `true` on a secondary, whose data
+    /// Whether a view of this store taken before this call may hold a key
+    /// of `cf` (a commit marks before it writes, so take the view first):
+    /// `false` only for the directory of live reposts and the filters,
+    /// when the column family was empty at the open and no commit has
+    /// written to it since; always `true` on a secondary, whose data
     /// changes at each catch-up without a commit here.
     pub fn may_hold(&self, cf: Cf) -> bool {
         let Some(i) = MARKED.iter().position(|&c| c == cf) else {
