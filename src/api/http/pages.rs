@@ -48,7 +48,7 @@ pub fn kept_timeline_page(user: UserId, limit: usize, page: &Page<PostItem>) -> 
 /// Appends `page` as JSON to `out`: the bytes `serde_json` writes for it,
 /// the plain entries (a post, its author and its time: most of a page)
 /// written directly, the others through `serde_json`.
-pub fn write_timeline_page(out: &mut Vec<u8>, page: &Page<PostItem>) -> serde_json::Result<()> {
+fn write_timeline_page(out: &mut Vec<u8>, page: &Page<PostItem>) -> serde_json::Result<()> {
     let mut n = itoa::Buffer::new();
     out.extend_from_slice(b"{\"items\":[");
     for (i, item) in page.items.iter().enumerate() {
