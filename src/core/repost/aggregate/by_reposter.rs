@@ -36,8 +36,9 @@ impl ByReposter {
         let mut index = ByReposter::default();
         if users.len() > USERS_LOADED_MOST {
             index.unloaded = users.to_vec();
+            return Ok(index);
         }
-        if users.is_empty() || users.len() > USERS_LOADED_MOST {
+        if users.is_empty() {
             return Ok(index);
         }
         debug_assert!(users.is_sorted(), "users in ascending order");
