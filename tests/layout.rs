@@ -20,6 +20,12 @@ mod docs;
 #[path = "layout/modules.rs"]
 mod modules;
 
+#[path = "layout/graph.rs"]
+mod graph;
+
+#[path = "layout/core_modules.rs"]
+mod core_modules;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -176,27 +182,15 @@ fn blank_non_code(text: &str) -> String {
     out
 }
 
-/// Every `crate::X` / `feedlog::X` path's first segment X, with its line.
+/// Every `crate::X` / `feedlog::X` path's first segment X that names a
+/// part (grouped imports included), with its line.
 fn part_uses(s: &Source) -> Vec<(String, usize)> {
-    let mut found = Vec::new();
-    for (n, line) in s.code.lines().enumerate() {
-        for prefix in ["crate::", "feedlog::"] {
-            for (at, _) in line.match_indices(prefix) {
-                let boundary = at == 0
-                    || !line[..at]
-                        .chars()
-                        .next_back()
-                        .is_some_and(|ch| ch.is_alphanumeric() || ch == '_');
-                let name: String = line[at + prefix.len()..]
-                    .chars()
-                    .take_while(|ch| ch.is_alphanumeric() || *ch == '_')
-                    .collect();
-                if boundary && PARTS.contains(&name.as_str()) {
-                    found.push((name, n + 1));
-                }
-            }
-        }
-    }
+    let mut found: Vec<(String, usize)> = ["crate::", "feedlog::"]
+        .iter()
+        .flat_map(|prefix| graph::path_heads(&s.code, prefix))
+        .filter(|(name, _)| PARTS.contains(&name.as_str()))
+        .collect();
+    found.sort_by_key(|(_, line)| *line);
     found
 }
 
@@ -296,7 +290,7 @@ fn the_api_reads_through_its_own_traits() {
 // Proves the parts' uses of each other form no cycle (a cycle is named with one use of each of its arrows).
 #[test]
 fn no_cycles_between_parts() {
-    let mut arrows: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    let mut arrows = graph::Arrows::new();
     for s in sources("src") {
         if !PARTS.contains(&s.part.as_str()) {
             continue; // lib.rs and main.rs: the roots
@@ -311,39 +305,11 @@ fn no_cycles_between_parts() {
             }
         }
     }
-    // Depth-first search for a back edge.
-    fn visit(
-        at: &str,
-        arrows: &BTreeMap<String, BTreeMap<String, String>>,
-        path: &mut Vec<String>,
-        done: &mut BTreeSet<String>,
-    ) -> Option<Vec<String>> {
-        if let Some(i) = path.iter().position(|p| p == at) {
-            let mut cycle = path[i..].to_vec();
-            cycle.push(at.to_string());
-            return Some(cycle);
-        }
-        if !done.insert(at.to_string()) {
-            return None;
-        }
-        path.push(at.to_string());
-        for next in arrows.get(at).into_iter().flat_map(|m| m.keys()) {
-            if let Some(c) = visit(next, arrows, path, done) {
-                return Some(c);
-            }
-        }
-        path.pop();
-        None
-    }
-    for part in PARTS {
-        let mut done = BTreeSet::new();
-        if let Some(cycle) = visit(part, &arrows, &mut Vec::new(), &mut done) {
-            let why: Vec<String> = cycle
-                .windows(2)
-                .map(|w| format!("{} -> {} ({})", w[0], w[1], arrows[&w[0]][&w[1]]))
-                .collect();
-            panic!("a cycle between parts:\n{}", why.join("\n"));
-        }
+    if let Some(cycle) = graph::first_cycle(&arrows) {
+        panic!(
+            "a cycle between parts:\n{}",
+            graph::describe(&cycle, &arrows)
+        );
     }
 }
 

@@ -8,16 +8,18 @@
 //! [`Effect`]. See the crate docs for the guarantees this upholds.
 
 use super::active;
+use super::edge::{follows_at, Edge};
 use super::effect::{Applied, Ctx, Effect, Out, Step};
-use super::fan_out::{fan_out, Change, Reach};
+use super::fan_out::{announce, Change, Reach};
 use super::filter;
-use super::follow::{self, Edge};
-use super::inbox::{insert_inbox, lower_horizon, Root};
+use super::filter_rules;
+use super::follow;
+use super::inbox::{insert_inbox, Root};
 use super::pulled;
 use super::repost;
-use crate::event::{Event, PostId, Ts, UserId};
+use crate::event::{Event, Ts, UserId};
 use crate::keys::{PostRef, PostVal, Posted, TimelineKey};
-use crate::kv::{Cf, Kv, KvError, Txn};
+use crate::kv::{Kv, KvError, Txn};
 use crate::position::Version;
 use crate::views;
 
@@ -75,7 +77,7 @@ pub fn apply_event<K: Kv + ?Sized>(
                 owner: user,
                 other: target,
             };
-            if !filter::event(
+            if !filter_rules::event(
                 &mut Step::new(t, ctx, &mut applied, out),
                 pair,
                 change,
@@ -191,40 +193,6 @@ fn delete_post<K: Kv + ?Sized>(
     Ok(true)
 }
 
-/// `author`'s post or repost `post_id` at `ts` (owned here) appears or
-/// goes for the author's followers: deliveries or retractions, or every
-/// partition's copy of the author when it is pulled.
-pub(super) fn announce<K: Kv + ?Sized>(
-    t: &Txn<'_, K>,
-    ctx: &Ctx,
-    (author, post_id): (UserId, PostId),
-    ts: Ts,
-    (reach, change): (Reach, Change),
-    out: &mut Vec<Out>,
-) -> Result<(), KvError> {
-    let live = change == Change::Appears;
-    if reach == Reach::Pulled {
-        pulled::post_changed(ctx, author, post_id, ts, live, out);
-        return Ok(());
-    }
-    if live {
-        return fan_out(t, ctx, author, out, |targets| Effect::Deliver {
-            author,
-            post_id,
-            ts,
-            targets,
-        });
-    }
-    fan_out(t, ctx, author, out, |targets: Vec<(UserId, Version)>| {
-        Effect::Retract {
-            author,
-            post_id,
-            ts,
-            targets: targets.into_iter().map(|(u, _)| u).collect(),
-        }
-    })
-}
-
 /// Applies one internal message addressed to users of this partition.
 /// Stale, duplicate and no-longer-relevant messages change nothing.
 // Long: the dispatch table of every internal message kind, one arm each.
@@ -278,7 +246,7 @@ pub fn apply_effect<K: Kv + ?Sized>(
             let toggle = filter::Toggle { version, on, ts };
             let state = filter::BlockState { toggle, ended };
             let blocking = filter::Blocking { user, by };
-            filter::blocked_by(&mut Step::new(t, ctx, &mut applied, out), blocking, state)?;
+            filter_rules::blocked_by(&mut Step::new(t, ctx, &mut applied, out), blocking, state)?;
         }
         Effect::Deliver {
             author,
@@ -461,83 +429,4 @@ fn deliver<K: Kv + ?Sized>(
         }
     }
     Ok(())
-}
-
-/// The newest posts of `author` as of the follow, into `follower`'s inbox
-/// (owned here, following through the edge the backfill was made for).
-pub(super) fn backfill<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
-    (author, follower): (UserId, UserId),
-    posts: &[(Ts, PostId)],
-    truncated: bool,
-    applied: &mut Applied,
-) -> Result<(), KvError> {
-    let key = |(ts, post_id): (Ts, PostId)| TimelineKey {
-        ts,
-        post_id,
-        author,
-    };
-    // Entries of this author in the inbox can only come from this same
-    // follow: from an earlier emission of this backfill and the deliveries
-    // after it, by an owner of the author's partition that crashed before
-    // the group committed them. The new owner re-decides those inputs in its
-    // own order and sends their answers after this message; this list is the
-    // author's posts as of this follow, so an entry it leaves out (within its
-    // range) was deleted in this order, possibly before the follow, when no
-    // retraction reaches this follower. A duplicate of this message (a
-    // re-read from an earlier position) is followed by the same deliveries
-    // again, which restore theirs.
-    let newest_cut = if truncated { posts.last() } else { None };
-    let mut u = t.user(follower)?;
-    let mut gone = 0;
-    let held = t.inbox_of_author(follower, author, u.horizon.as_ref())?;
-    for k in held.unwrap_or_default() {
-        let listed = posts.iter().any(|&(ts, p)| ts == k.ts && p == k.post_id);
-        let in_range = newest_cut.is_none_or(|&cut| k <= key(cut));
-        if !listed && in_range {
-            let root = Root::default().of(t, &k, u.whole())?;
-            t.remove_inbox(follower, &k, root);
-            gone += 1;
-        }
-    }
-    if gone > 0 {
-        u.inbox_len = u.inbox_len.saturating_sub(gone);
-        t.set_user(follower, &u);
-        applied.removed += gone;
-        applied.changed = true;
-    }
-    for &post in posts {
-        insert_inbox(
-            t,
-            ctx,
-            (follower, &key(post)),
-            &mut Root::default(),
-            applied,
-        )?;
-    }
-    if let (true, Some(&oldest)) = (truncated, posts.last()) {
-        lower_horizon(t, follower, key(oldest))?;
-        applied.changed = true;
-    }
-    Ok(())
-}
-
-/// Whether `user` (owned here) follows `author` through exactly the edge
-/// `version` the author knows them by. A delivery made for an older follow
-/// of the same pair is dropped: the newer follow brings its own backfill.
-pub(super) fn follows_at<K: Kv + ?Sized>(
-    t: &Txn<'_, K>,
-    ctx: &Ctx,
-    user: UserId,
-    author: UserId,
-    version: Version,
-) -> Result<bool, KvError> {
-    if !ctx.owns(user) {
-        return Ok(false);
-    }
-    Ok(
-        views::edge(t, Cf::Followees, user, author)?
-            .is_some_and(|e| e.live && e.version == version),
-    )
 }

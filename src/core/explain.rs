@@ -9,9 +9,9 @@
 //! routes). Like every view, the answer is a function of the log: the same
 //! after any replay of it (the positions name places in its partitions).
 
+use crate::edge::Edge;
 use crate::event::{PostId, Ts, UserId};
 use crate::filter::{self, Blocked, Pair, ReadFilter};
-use crate::follow::Edge;
 use crate::keys::{EdgeVal, PostRef, PostVal, RepostState, TimelineKey};
 use crate::kv::{Cf, Kv, KvError};
 use crate::partition::partition_for;

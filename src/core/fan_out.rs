@@ -3,7 +3,7 @@
 //! them (pushed into inboxes or pulled) and whether a post appears or goes.
 
 use super::effect::{Ctx, Effect, Out};
-use crate::event::UserId;
+use crate::event::{PostId, Ts, UserId};
 use crate::kv::{Cf, Kv, KvError, Txn};
 use crate::partition::{partition_for, Partition};
 use crate::position::Version;
@@ -78,4 +78,59 @@ pub(super) fn fan_out<K: Kv + ?Sized>(
         }
     }
     Ok(())
+}
+
+/// `author`'s post or repost `post_id` at `ts` (owned here) appears or
+/// goes for the author's followers: deliveries or retractions, or every
+/// partition's copy of the author when it is pulled.
+pub(super) fn announce<K: Kv + ?Sized>(
+    t: &Txn<'_, K>,
+    ctx: &Ctx,
+    (author, post_id): (UserId, PostId),
+    ts: Ts,
+    (reach, change): (Reach, Change),
+    out: &mut Vec<Out>,
+) -> Result<(), KvError> {
+    let live = change == Change::Appears;
+    if reach == Reach::Pulled {
+        post_changed(ctx, author, post_id, ts, live, out);
+        return Ok(());
+    }
+    if live {
+        return fan_out(t, ctx, author, out, |targets| Effect::Deliver {
+            author,
+            post_id,
+            ts,
+            targets,
+        });
+    }
+    fan_out(t, ctx, author, out, |targets: Vec<(UserId, Version)>| {
+        Effect::Retract {
+            author,
+            post_id,
+            ts,
+            targets: targets.into_iter().map(|(u, _)| u).collect(),
+        }
+    })
+}
+
+/// A post of a pulled author (owned here) entered or left its outbox: it
+/// enters or leaves every partition's copy.
+fn post_changed(
+    ctx: &Ctx,
+    author: UserId,
+    post_id: PostId,
+    ts: Ts,
+    live: bool,
+    out: &mut Vec<Out>,
+) {
+    out.extend(Partition::all(ctx.partitions).map(|p| Out {
+        partition: p,
+        effect: Effect::CopyPost {
+            author,
+            post_id,
+            ts,
+            live,
+        },
+    }));
 }

@@ -10,25 +10,17 @@
 //! or filled by the author's backfill).
 
 use super::active;
+use super::edge::Edge;
 use super::effect::{Applied, Ctx, Effect, Out, Step};
 use super::filter::{self, Blocked};
 use super::gauges::Gauge;
 use super::inbox::purge_author;
 use super::pulled;
-use crate::event::{Ts, UserId};
+use crate::event::Ts;
 use crate::keys::EdgeVal;
 use crate::kv::{Cf, Kv, KvError, Txn};
 use crate::position::Version;
 use crate::views;
-
-/// A follow edge: `follower` follows `author`. Named, so that its two
-/// ends cannot be swapped: the follower's partition holds it in
-/// `followees`, the author's in `followers`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Edge {
-    pub follower: UserId,
-    pub author: UserId,
-}
 
 /// `e` judged against the pair's block periods: counted from the time the
 /// block periods allow (the first follow's, or a later follow's when the
@@ -204,7 +196,7 @@ pub(super) fn follower_removed<K: Kv + ?Sized>(
 /// `follower` followed `author` (owned here) again at `last`, within the
 /// follow `version` started. Stale: nothing. Again (the same follow came
 /// again) while the edge counts: the author's newest posts once more, as
-/// for an unblock that comes again (`filter::blocked_by`): the first
+/// for an unblock that comes again (`filter_rules::blocked_by`): the first
 /// answer names only the follow that started the edge, and a successor of
 /// the follower's partition that started from a commit before this follow
 /// drops it while its end is still void, then applies this follow again

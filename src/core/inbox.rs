@@ -6,7 +6,7 @@
 //! (`tests/core_properties.rs` checks it after every step).
 
 use super::effect::{Applied, Ctx};
-use crate::event::UserId;
+use crate::event::{PostId, Ts, UserId};
 use crate::keys::{PostRef, TimelineKey};
 use crate::kv::{Kv, KvError, Txn};
 use crate::views;
@@ -133,5 +133,65 @@ pub(super) fn lower_horizon<K: Kv + ?Sized>(
     }
     u.inbox_len = u.inbox_len.saturating_sub(stale.len() as u64);
     t.set_user(user, &u);
+    Ok(())
+}
+
+/// The newest posts of `author` as of the follow, into `follower`'s inbox
+/// (owned here, following through the edge the backfill was made for).
+pub(super) fn backfill<K: Kv + ?Sized>(
+    t: &mut Txn<'_, K>,
+    ctx: &Ctx,
+    (author, follower): (UserId, UserId),
+    posts: &[(Ts, PostId)],
+    truncated: bool,
+    applied: &mut Applied,
+) -> Result<(), KvError> {
+    let key = |(ts, post_id): (Ts, PostId)| TimelineKey {
+        ts,
+        post_id,
+        author,
+    };
+    // Entries of this author in the inbox can only come from this same
+    // follow: from an earlier emission of this backfill and the deliveries
+    // after it, by an owner of the author's partition that crashed before
+    // the group committed them. The new owner re-decides those inputs in its
+    // own order and sends their answers after this message; this list is the
+    // author's posts as of this follow, so an entry it leaves out (within its
+    // range) was deleted in this order, possibly before the follow, when no
+    // retraction reaches this follower. A duplicate of this message (a
+    // re-read from an earlier position) is followed by the same deliveries
+    // again, which restore theirs.
+    let newest_cut = if truncated { posts.last() } else { None };
+    let mut u = t.user(follower)?;
+    let mut gone = 0;
+    let held = t.inbox_of_author(follower, author, u.horizon.as_ref())?;
+    for k in held.unwrap_or_default() {
+        let listed = posts.iter().any(|&(ts, p)| ts == k.ts && p == k.post_id);
+        let in_range = newest_cut.is_none_or(|&cut| k <= key(cut));
+        if !listed && in_range {
+            let root = Root::default().of(t, &k, u.whole())?;
+            t.remove_inbox(follower, &k, root);
+            gone += 1;
+        }
+    }
+    if gone > 0 {
+        u.inbox_len = u.inbox_len.saturating_sub(gone);
+        t.set_user(follower, &u);
+        applied.removed += gone;
+        applied.changed = true;
+    }
+    for &post in posts {
+        insert_inbox(
+            t,
+            ctx,
+            (follower, &key(post)),
+            &mut Root::default(),
+            applied,
+        )?;
+    }
+    if let (true, Some(&oldest)) = (truncated, posts.last()) {
+        lower_horizon(t, follower, key(oldest))?;
+        applied.changed = true;
+    }
     Ok(())
 }

@@ -235,102 +235,6 @@ impl Kv for MemKv {
     }
 }
 
-/// Bytes a [`Key`] holds without a heap allocation: every key of the
-/// views (two to four ids) fits.
-pub const KEY_INLINE: usize = 32;
-
-/// A staged write's key: short keys are held inline, so the batch's ordered
-/// overlay compares them without following a pointer per comparison.
-#[derive(Clone)]
-pub enum Key {
-    /// Up to [`KEY_INLINE`] bytes: the first `len` of `buf`.
-    Inline {
-        /// Bytes used.
-        len: u8,
-        /// The bytes, zero-padded.
-        buf: [u8; KEY_INLINE],
-    },
-    /// A longer key.
-    Heap(Box<[u8]>),
-}
-
-impl Key {
-    /// The key's bytes.
-    pub fn as_slice(&self) -> &[u8] {
-        match self {
-            Key::Inline { len, buf } => &buf[..*len as usize],
-            Key::Heap(b) => b,
-        }
-    }
-}
-
-impl From<&[u8]> for Key {
-    fn from(b: &[u8]) -> Key {
-        if b.len() <= KEY_INLINE {
-            let mut buf = [0; KEY_INLINE];
-            buf[..b.len()].copy_from_slice(b);
-            Key::Inline {
-                len: b.len() as u8,
-                buf,
-            }
-        } else {
-            Key::Heap(b.into())
-        }
-    }
-}
-
-impl std::ops::Deref for Key {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-impl AsRef<[u8]> for Key {
-    fn as_ref(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-impl std::borrow::Borrow<[u8]> for Key {
-    fn borrow(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-impl PartialEq for Key {
-    fn eq(&self, other: &Key) -> bool {
-        self.as_slice() == other.as_slice()
-    }
-}
-
-impl Eq for Key {}
-
-impl PartialOrd for Key {
-    fn partial_cmp(&self, other: &Key) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Key {
-    fn cmp(&self, other: &Key) -> std::cmp::Ordering {
-        self.as_slice().cmp(other.as_slice())
-    }
-}
-
-impl std::hash::Hash for Key {
-    /// As the bytes hash, so a map keyed by `Key` is searched by `&[u8]`.
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_slice().hash(state);
-    }
-}
-
-impl std::fmt::Debug for Key {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:02x?}", self.as_slice())
-    }
-}
-
 /// One batch's writes per column family: `Some` = put, `None` = delete.
 #[derive(Debug, Default)]
 pub struct Writes(pub [BTreeMap<Key, Option<Vec<u8>>>; Cf::ALL.len()]);
@@ -349,6 +253,18 @@ impl Writes {
     /// Whether there is nothing to write.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// `u`'s record in `kv` (zeroes when the user is unknown); a record that
+/// does not decode is corrupt.
+pub fn user_record(kv: &(impl Kv + ?Sized), u: UserId) -> Result<UserVal, KvError> {
+    let k = keys::key([u.0]);
+    match kv.get(Cf::Users, &k)? {
+        None => Ok(UserVal::default()),
+        Some(v) => UserVal::decode(&v).ok_or_else(|| {
+            KvError::corrupt(Cf::Users, &k, format!("{} bytes do not decode", v.len()))
+        }),
     }
 }
 
@@ -387,7 +303,7 @@ impl<'a, K: Kv + ?Sized> Txn<'a, K> {
     pub fn user(&self, user: UserId) -> Result<UserVal, KvError> {
         match self.users.get(&user.0) {
             Some(u) => Ok(*u),
-            None => super::views::user(self, user),
+            None => user_record(self, user),
         }
     }
 
@@ -590,8 +506,10 @@ impl Iterator for Merge<'_> {
 }
 
 mod error;
+mod key;
 
 #[cfg(test)]
 mod tests;
 
 pub use error::{timeline_key_at, u64_at, KvError};
+pub use key::{Key, KEY_INLINE};

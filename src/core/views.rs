@@ -23,8 +23,7 @@ fn decode<T>(
 
 /// A user's record (zeroes when the user is unknown).
 pub fn user(kv: &(impl Kv + ?Sized), u: UserId) -> Result<UserVal, KvError> {
-    let k = keys::key([u.0]);
-    Ok(decode(Cf::Users, &k, kv.get(Cf::Users, &k)?, UserVal::decode)?.unwrap_or_default())
+    crate::kv::user_record(kv, u)
 }
 
 /// Every user record, by user id.

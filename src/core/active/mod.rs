@@ -19,9 +19,8 @@
 //! interleaves its two inputs, and on each owner's setting: neither is in
 //! the state's identity.
 
-use super::apply::follows_at;
+use super::edge::{follows_at, Edge};
 use super::effect::{Applied, Ctx, Effect, Out, Step, Wake};
-use super::follow::Edge;
 use super::gauges::Gauge;
 use super::inbox::lower_horizon;
 use super::pulled;

@@ -15,8 +15,8 @@
 //! depend on that interleaving, and every message that carries posts
 //! replaces what came before it.
 
+use super::edge::Edge;
 use super::effect::{pulls, Applied, Ctx, Effect, Out};
-use super::follow::Edge;
 use super::gauges::Gauge;
 use super::inbox::purge_author;
 use crate::event::{PostId, Ts, UserId};
@@ -101,27 +101,6 @@ pub fn threshold_request(kv: &(impl Kv + ?Sized), ctx: &Ctx) -> Result<Option<Ou
     }))
 }
 
-/// A post of a pulled author (owned here) entered or left its outbox: it
-/// enters or leaves every partition's copy.
-pub(super) fn post_changed(
-    ctx: &Ctx,
-    author: UserId,
-    post_id: PostId,
-    ts: Ts,
-    live: bool,
-    out: &mut Vec<Out>,
-) {
-    out.extend(Partition::all(ctx.partitions).map(|p| Out {
-        partition: p,
-        effect: Effect::CopyPost {
-            author,
-            post_id,
-            ts,
-            live,
-        },
-    }));
-}
-
 /// `follower` (owned here) follows `author`, which is pulled (`pulled`) or
 /// pushed: marks or unmarks it, and empties or refills the follower's inbox
 /// of the author's posts (with `posts`, newest first, as a backfill).
@@ -145,7 +124,7 @@ pub(super) fn pull_for<K: Kv + ?Sized>(
     if t.user(follower)?.marks > 0 {
         applied.changed |= t.set_pull(follower, author, false)?;
     }
-    super::apply::backfill(t, ctx, (author, follower), posts, truncated, applied)
+    super::inbox::backfill(t, ctx, (author, follower), posts, truncated, applied)
 }
 
 /// This partition's copy of `author` becomes `posts` (`pulled`), or goes.

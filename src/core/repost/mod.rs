@@ -34,9 +34,8 @@ pub use aggregate::{
     Reposter, REPOSTED_BY_MOST,
 };
 
-use super::apply::announce;
 use super::effect::{Applied, Ctx, Effect, Out, Step};
-use super::fan_out::{Change, Reach};
+use super::fan_out::{announce, Change, Reach};
 use super::partition::Partition;
 use crate::event::{PostId, Ts, UserId, MAX_REPOST_HOPS};
 use crate::keys::{self, PostRef, PostVal, RepostState, RepostVal};
