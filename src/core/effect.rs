@@ -415,6 +415,19 @@ pub struct Applied {
     pub removed: u64,
     /// Whether state changed at all (false: a duplicate, stale or redundant message).
     pub changed: bool,
+    /// Whether it asked for refills (a reader woke): a replay that drops
+    /// what it sends leaves those to [`crate::requests::Requests`].
+    pub asked_refills: bool,
+}
+
+impl Applied {
+    /// `other`, applied after this, added to it.
+    pub fn add(&mut self, other: Applied) {
+        self.delivered += other.delivered;
+        self.removed += other.removed;
+        self.changed |= other.changed;
+        self.asked_refills |= other.asked_refills;
+    }
 }
 
 /// The partition's settings the core needs.

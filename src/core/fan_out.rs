@@ -2,9 +2,9 @@
 //! chunk of live followers, and the words for how an author's posts reach
 //! them (pushed into inboxes or pulled) and whether a post appears or goes.
 
-use super::effect::{Ctx, Effect, Out};
+use super::effect::{Ctx, Effect, Out, Step};
 use crate::event::{PostId, Ts, UserId};
-use crate::kv::{Cf, Kv, KvError, Txn};
+use crate::kv::{Cf, Kv, KvError};
 use crate::partition::{partition_for, Partition};
 use crate::position::Version;
 use crate::views::live_edges;
@@ -50,20 +50,18 @@ impl Change {
 /// Sends one message per destination partition and chunk, covering every
 /// live follower of `author`.
 pub(super) fn fan_out<K: Kv + ?Sized>(
-    t: &Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     author: UserId,
-    out: &mut Vec<Out>,
     make: impl Fn(Vec<(UserId, Version)>) -> Effect,
 ) -> Result<(), KvError> {
-    let mut by_partition: Vec<Vec<(UserId, Version)>> = vec![Vec::new(); ctx.partitions as usize];
-    for r in live_edges(t, Cf::Followers, author, None) {
+    let mut by_partition: Vec<Vec<(UserId, Version)>> = vec![Vec::new(); s.ctx.partitions as usize];
+    for r in live_edges(s.t, Cf::Followers, author, None) {
         let (follower, edge) = r?;
-        let p = partition_for(follower, ctx.partitions);
+        let p = partition_for(follower, s.ctx.partitions);
         let chunk = &mut by_partition[p.index()];
         chunk.push((follower, edge.version));
-        if chunk.len() >= ctx.fanout_chunk {
-            out.push(Out {
+        if chunk.len() >= s.ctx.fanout_chunk {
+            s.out.push(Out {
                 partition: p,
                 effect: make(std::mem::take(chunk)),
             });
@@ -71,7 +69,7 @@ pub(super) fn fan_out<K: Kv + ?Sized>(
     }
     for (p, chunk) in by_partition.into_iter().enumerate() {
         if !chunk.is_empty() {
-            out.push(Out {
+            s.out.push(Out {
                 partition: Partition(p as u32),
                 effect: make(chunk),
             });
@@ -84,27 +82,25 @@ pub(super) fn fan_out<K: Kv + ?Sized>(
 /// goes for the author's followers: deliveries or retractions, or every
 /// partition's copy of the author when it is pulled.
 pub(super) fn announce<K: Kv + ?Sized>(
-    t: &Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     (author, post_id): (UserId, PostId),
     ts: Ts,
     (reach, change): (Reach, Change),
-    out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
     let live = change == Change::Appears;
     if reach == Reach::Pulled {
-        post_changed(ctx, author, post_id, ts, live, out);
+        post_changed(s.ctx, author, post_id, ts, live, s.out);
         return Ok(());
     }
     if live {
-        return fan_out(t, ctx, author, out, |targets| Effect::Deliver {
+        return fan_out(s, author, |targets| Effect::Deliver {
             author,
             post_id,
             ts,
             targets,
         });
     }
-    fan_out(t, ctx, author, out, |targets: Vec<(UserId, Version)>| {
+    fan_out(s, author, |targets: Vec<(UserId, Version)>| {
         Effect::Retract {
             author,
             post_id,

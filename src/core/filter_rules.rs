@@ -4,11 +4,11 @@
 //! the two, judged again at each end.
 
 use super::edge::Edge;
-use super::effect::{Applied, Ctx, Effect, Out, Step};
+use super::effect::{Effect, Step};
 use super::filter::{blocked, blocked_author_end, key, pair, BlockState, Blocking, Pair, Toggle};
 use super::follow::{self, judged, set_followee, set_follower};
 use crate::event::{FilterChange, Ts};
-use crate::kv::{Cf, Kv, KvError, Txn};
+use crate::kv::{Cf, Kv, KvError};
 use crate::position::Version;
 use crate::views;
 
@@ -95,7 +95,7 @@ pub(super) fn event<K: Kv + ?Sized>(
                 follower: user,
                 author: target,
             };
-            settle_followees(s.t, edge, s.applied)?;
+            settle_followees(s, edge)?;
             s.applied.changed = true;
             return Ok(true);
         }
@@ -130,10 +130,10 @@ pub(super) fn blocked_by<K: Kv + ?Sized>(
             f.block_in = Some(state);
             s.t.put(Cf::Filters, key(b.at_blocked()), f.encode());
             s.applied.changed = true;
-            settle_followees(s.t, from_blocked, s.applied)?;
+            settle_followees(s, from_blocked)?;
             settle_followers(s, to_blocked)?;
         } else if f.block_in == Some(state) && !state.toggle.on {
-            resend_newest(s.t, s.ctx, to_blocked, s.out)?;
+            resend_newest(s, to_blocked)?;
         }
     }
     if s.ctx.owns(b.by) {
@@ -159,29 +159,20 @@ pub(super) fn blocked_by<K: Kv + ?Sized>(
 /// unblock again and sends it again, and this answer, sent after it,
 /// reaches a partition that has applied it. A redelivered unblock sends
 /// an answer that changes nothing.
-fn resend_newest<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
-    edge: Edge,
-    out: &mut Vec<Out>,
-) -> Result<(), KvError> {
-    match views::edge(t, Cf::Followers, edge.author, edge.follower)? {
-        Some(e) if e.live => follow::send_newest(t, ctx, edge, e.version, out),
+fn resend_newest<K: Kv + ?Sized>(s: &mut Step<'_, '_, K>, edge: Edge) -> Result<(), KvError> {
+    match views::edge(s.t, Cf::Followers, edge.author, edge.follower)? {
+        Some(e) if e.live => follow::send_newest(s, edge, e.version),
         _ => Ok(()),
     }
 }
 
 /// Judges `edge` again at its follower's end (owned here), after the
 /// pair's block periods changed.
-fn settle_followees<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    edge: Edge,
-    applied: &mut Applied,
-) -> Result<(), KvError> {
-    if let Some(e) = views::edge(t, Cf::Followees, edge.follower, edge.author)? {
-        let new = judged(e, blocked(t, edge)?);
+fn settle_followees<K: Kv + ?Sized>(s: &mut Step<'_, '_, K>, edge: Edge) -> Result<(), KvError> {
+    if let Some(e) = views::edge(s.t, Cf::Followees, edge.follower, edge.author)? {
+        let new = judged(e, blocked(s.t, edge)?);
         if new != e {
-            set_followee(t, edge, Some(e), new, applied)?;
+            set_followee(s, edge, Some(e), new)?;
         }
     }
     Ok(())

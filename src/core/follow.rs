@@ -11,14 +11,14 @@
 
 use super::active;
 use super::edge::Edge;
-use super::effect::{Applied, Ctx, Effect, Out, Step};
+use super::effect::{Effect, Step};
 use super::filter::{self, Blocked};
 use super::gauges::Gauge;
 use super::inbox::purge_author;
 use super::pulled;
 use crate::event::Ts;
 use crate::keys::EdgeVal;
-use crate::kv::{Cf, Kv, KvError, Txn};
+use crate::kv::{Cf, Kv, KvError};
 use crate::position::Version;
 use crate::views;
 
@@ -70,7 +70,7 @@ pub(super) fn follow<K: Kv + ?Sized>(
                 },
                 blocked,
             );
-            set_followee(s.t, edge, old, new, s.applied)?;
+            set_followee(s, edge, old, new)?;
             let again = Effect::Refollowed {
                 author,
                 follower,
@@ -83,7 +83,7 @@ pub(super) fn follow<K: Kv + ?Sized>(
         _ => {
             let new = judged(EdgeVal::followed(version, ts), blocked);
             // The author's partition answers the follow with a backfill.
-            set_followee(s.t, edge, old, new, s.applied)?;
+            set_followee(s, edge, old, new)?;
             let effect = Effect::FollowerAdded {
                 author,
                 follower,
@@ -109,7 +109,7 @@ pub(super) fn unfollow<K: Kv + ?Sized>(
         return Ok(false);
     }
     let new = EdgeVal::unfollowed(version, ts);
-    set_followee(s.t, edge, old, new, s.applied)?;
+    set_followee(s, edge, old, new)?;
     let effect = Effect::FollowerRemoved {
         author,
         follower,
@@ -124,33 +124,32 @@ pub(super) fn unfollow<K: Kv + ?Sized>(
 /// count, and the inbox (an edge that stops counting loses the author's
 /// entries, as an unfollow).
 pub(super) fn set_followee<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
+    s: &mut Step<'_, '_, K>,
     Edge { follower, author }: Edge,
     old: Option<EdgeVal>,
     new: EdgeVal,
-    applied: &mut Applied,
 ) -> Result<(), KvError> {
-    t.set_edge(Cf::Followees, follower, author, &new);
-    applied.changed = true;
+    s.t.set_edge(Cf::Followees, follower, author, &new);
+    s.applied.changed = true;
     let was = old.is_some_and(|e| e.live);
     if was && !new.live {
-        if t.user(follower)?.marks > 0 {
-            t.set_pull(follower, author, false)?;
+        if s.t.user(follower)?.marks > 0 {
+            s.t.set_pull(follower, author, false)?;
         }
-        active::unfollowed(t, follower, author)?;
-        let mut u = t.user(follower)?;
+        active::unfollowed(s.t, follower, author)?;
+        let mut u = s.t.user(follower)?;
         u.followees -= 1;
-        t.set_user(follower, &u);
-        applied.removed += purge_author(t, follower, author)?;
+        s.t.set_user(follower, &u);
+        s.applied.removed += purge_author(s.t, follower, author)?;
     } else if !was && new.live {
         // The author's posts come from the author's end: its backfill for
         // a new follow, or the one it sends when its end starts counting
         // (`set_follower`). That end cannot start counting before this one
         // knows what made it: the unblock is this user's own, or comes
         // from the author's partition ahead of the backfill, in order.
-        let mut u = t.user(follower)?;
+        let mut u = s.t.user(follower)?;
         u.followees += 1;
-        t.set_user(follower, &u);
+        s.t.set_user(follower, &u);
     }
     Ok(())
 }
@@ -213,7 +212,7 @@ pub(super) fn refollowed<K: Kv + ?Sized>(
     };
     if last == e.last {
         if e.live {
-            send_newest(s.t, s.ctx, edge, e.version, s.out)?;
+            send_newest(s, edge, e.version)?;
         }
         return Ok(());
     }
@@ -245,7 +244,7 @@ pub(super) fn set_follower<K: Kv + ?Sized>(
     }
     if was.is_some() == new.live {
         if new.live && fresh {
-            send_newest(s.t, s.ctx, edge, new.version, s.out)?;
+            send_newest(s, edge, new.version)?;
         }
         return Ok(());
     }
@@ -256,13 +255,13 @@ pub(super) fn set_follower<K: Kv + ?Sized>(
         u.followers -= 1;
     }
     // A change of mode tells every follower, this one included.
-    let changed = pulled::follower_count_changed(s.t, s.ctx, author, &mut u, s.out)?;
+    let changed = pulled::follower_count_changed(s, author, &mut u)?;
     if changed {
         s.t.bump(Gauge::Pulled, if u.pulled { 1 } else { -1 })?;
     }
     s.t.set_user(author, &u);
     if new.live && !changed {
-        send_newest(s.t, s.ctx, edge, new.version, s.out)?;
+        send_newest(s, edge, new.version)?;
     }
     Ok(())
 }
@@ -271,13 +270,11 @@ pub(super) fn set_follower<K: Kv + ?Sized>(
 /// what a new follow brings: the author's newest posts (a backfill), or
 /// that the author is pulled.
 pub(super) fn send_newest<K: Kv + ?Sized>(
-    t: &Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     Edge { follower, author }: Edge,
     version: Version,
-    out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
-    if t.user(author)?.pulled {
+    if s.t.user(author)?.pulled {
         let pull = Effect::Pull {
             author,
             pulled: true,
@@ -285,15 +282,15 @@ pub(super) fn send_newest<K: Kv + ?Sized>(
             truncated: false,
             targets: vec![(follower, version)],
         };
-        ctx.send(out, follower, pull);
+        s.ctx.send(s.out, follower, pull);
         return Ok(());
     }
-    let (posts, truncated) = pulled::newest_posts(t, ctx, author)?;
+    let (posts, truncated) = pulled::newest_posts(s.t, s.ctx, author)?;
     // Sent also with no live posts when the author has had any: a backfill
     // replaces what an earlier emission for the same follow delivered (see
     // `Effect::Backfill`), so it must go out to undo a post that this
     // emission saw deleted.
-    if !posts.is_empty() || views::has_posts(t, author)? {
+    if !posts.is_empty() || views::has_posts(s.t, author)? {
         let backfill = Effect::Backfill {
             author,
             follower,
@@ -301,7 +298,7 @@ pub(super) fn send_newest<K: Kv + ?Sized>(
             posts,
             truncated,
         };
-        ctx.send(out, follower, backfill);
+        s.ctx.send(s.out, follower, backfill);
     }
     Ok(())
 }

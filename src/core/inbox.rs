@@ -5,7 +5,7 @@
 //! reader that finds none knows there was none at any earlier point
 //! (`tests/core_properties.rs` checks it after every step).
 
-use super::effect::{Applied, Ctx};
+use super::effect::Step;
 use crate::event::{PostId, Ts, UserId};
 use crate::keys::{PostRef, TimelineKey};
 use crate::kv::{Kv, KvError, Txn};
@@ -43,29 +43,27 @@ impl Root {
 /// (`root`: what it reposts); trims the inbox when it grows past the cap,
 /// lowering the horizon to what was cut.
 pub(super) fn insert_inbox<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     (user, k): (UserId, &TimelineKey),
     root: &mut Root,
-    applied: &mut Applied,
 ) -> Result<(), KvError> {
-    let mut u = t.user(user)?;
+    let mut u = s.t.user(user)?;
     if u.horizon.is_some_and(|h| *k >= h) {
         return Ok(());
     }
     // No read of the key first: a put is idempotent, and `inbox_len` may
     // over-count a duplicate until the next trim recounts it.
-    let root = root.of(t, k, u.whole())?;
-    t.add_inbox(user, k, root)?;
+    let root = root.of(s.t, k, u.whole())?;
+    s.t.add_inbox(user, k, root)?;
     u.inbox_len += 1;
-    applied.delivered += 1;
-    applied.changed = true;
-    if u.inbox_len >= ctx.inbox_trim_at() {
+    s.applied.delivered += 1;
+    s.applied.changed = true;
+    if u.inbox_len >= s.ctx.inbox_trim_at() {
         // No entry lies at or past the horizon (none is added there, and
         // lowering it removes those): the scan ends at it.
         let (mut kept, mut cut) = (0, Vec::new());
-        views::for_each_inbox(t, user, u.horizon.as_ref(), |k| {
-            if kept < ctx.inbox_cap {
+        views::for_each_inbox(s.t, user, u.horizon.as_ref(), |k| {
+            if kept < s.ctx.inbox_cap {
                 kept += 1;
             } else {
                 cut.push(k);
@@ -74,18 +72,18 @@ pub(super) fn insert_inbox<K: Kv + ?Sized>(
         })?;
         // A horizon ends the reader's sources: dropped whole, not looked up.
         if !cut.is_empty() && u.whole() {
-            t.drop_sources(user)?;
+            s.t.drop_sources(user)?;
         }
         for c in &cut {
-            t.remove_inbox(user, c, None);
+            s.t.remove_inbox(user, c, None);
         }
         if let Some(first) = cut.first() {
             u.horizon = Some(u.horizon.map_or(*first, |h| h.min(*first)));
         }
         u.inbox_len = kept;
-        applied.removed += cut.len() as u64;
+        s.applied.removed += cut.len() as u64;
     }
-    t.set_user(user, &u);
+    s.t.set_user(user, &u);
     Ok(())
 }
 
@@ -139,12 +137,10 @@ pub(super) fn lower_horizon<K: Kv + ?Sized>(
 /// The newest posts of `author` as of the follow, into `follower`'s inbox
 /// (owned here, following through the edge the backfill was made for).
 pub(super) fn backfill<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     (author, follower): (UserId, UserId),
     posts: &[(Ts, PostId)],
     truncated: bool,
-    applied: &mut Applied,
 ) -> Result<(), KvError> {
     let key = |(ts, post_id): (Ts, PostId)| TimelineKey {
         ts,
@@ -162,36 +158,30 @@ pub(super) fn backfill<K: Kv + ?Sized>(
     // re-read from an earlier position) is followed by the same deliveries
     // again, which restore theirs.
     let newest_cut = if truncated { posts.last() } else { None };
-    let mut u = t.user(follower)?;
+    let mut u = s.t.user(follower)?;
     let mut gone = 0;
-    let held = t.inbox_of_author(follower, author, u.horizon.as_ref())?;
+    let held = s.t.inbox_of_author(follower, author, u.horizon.as_ref())?;
     for k in held.unwrap_or_default() {
         let listed = posts.iter().any(|&(ts, p)| ts == k.ts && p == k.post_id);
         let in_range = newest_cut.is_none_or(|&cut| k <= key(cut));
         if !listed && in_range {
-            let root = Root::default().of(t, &k, u.whole())?;
-            t.remove_inbox(follower, &k, root);
+            let root = Root::default().of(s.t, &k, u.whole())?;
+            s.t.remove_inbox(follower, &k, root);
             gone += 1;
         }
     }
     if gone > 0 {
         u.inbox_len = u.inbox_len.saturating_sub(gone);
-        t.set_user(follower, &u);
-        applied.removed += gone;
-        applied.changed = true;
+        s.t.set_user(follower, &u);
+        s.applied.removed += gone;
+        s.applied.changed = true;
     }
     for &post in posts {
-        insert_inbox(
-            t,
-            ctx,
-            (follower, &key(post)),
-            &mut Root::default(),
-            applied,
-        )?;
+        insert_inbox(s, (follower, &key(post)), &mut Root::default())?;
     }
     if let (true, Some(&oldest)) = (truncated, posts.last()) {
-        lower_horizon(t, follower, key(oldest))?;
-        applied.changed = true;
+        lower_horizon(s.t, follower, key(oldest))?;
+        s.applied.changed = true;
     }
     Ok(())
 }

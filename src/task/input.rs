@@ -13,7 +13,7 @@ use crate::core::kv::{Cf, Kv, KvError, Txn};
 use crate::core::metrics::StepStats;
 use crate::core::partition::partition_for;
 use crate::core::Partition;
-use crate::core::{self, Ctx, Out, Version};
+use crate::core::{self, Applied, Ctx, Out, Version};
 use crate::log::{Record, Topic};
 use crate::state::meta::{self, meta_u64};
 
@@ -43,7 +43,7 @@ pub(super) enum Input {
 }
 
 /// Applies one input record; a record that is not a valid message becomes
-/// a dead letter.
+/// a dead letter. What it did (nothing, for a record not applied).
 pub(super) fn apply_record<K: Kv + ?Sized>(
     ctx: &Ctx,
     txn: &mut Txn<'_, K>,
@@ -51,7 +51,7 @@ pub(super) fn apply_record<K: Kv + ?Sized>(
     out: &mut Vec<Out>,
     pending: &mut Vec<Pending>,
     stats: &mut StepStats,
-) -> Result<(), KvError> {
+) -> Result<Applied, KvError> {
     let p = ctx.partition;
     let applied = match input {
         Input::Effect(rec, decoded) => match decoded {
@@ -61,20 +61,19 @@ pub(super) fn apply_record<K: Kv + ?Sized>(
                     if let Some(stamp) = envelope.stamp {
                         pending.push(fenced(p, &rec, stamp, applied));
                     }
-                    return Ok(());
+                    return Ok(Applied::default());
                 }
+                let mut all = Applied::default();
                 for e in &envelope.effects {
                     stats.effects += 1;
-                    let applied = core::apply_effect(txn, ctx, e, out)?;
-                    stats.delivered += applied.delivered;
-                    stats.removed += applied.removed;
+                    all.add(core::apply_effect(txn, ctx, e, out)?);
                 }
-                return Ok(());
+                all
             }
             Err(reason) => {
                 stats.dead_letters += 1;
                 pending.push(dead_letter("effects", p, &rec, &reason.to_string()));
-                return Ok(());
+                return Ok(Applied::default());
             }
         },
         Input::Event(rec) => {
@@ -88,7 +87,7 @@ pub(super) fn apply_record<K: Kv + ?Sized>(
                             let mark = meta::forwarded_from(f.from_partition);
                             if f.from_offset < meta_u64(txn, &mark)? {
                                 stats.duplicates += 1;
-                                return Ok(());
+                                return Ok(Applied::default());
                             }
                             txn.put(Cf::Meta, mark, (f.from_offset + 1).to_be_bytes().to_vec());
                             forwarded = f;
@@ -102,7 +101,7 @@ pub(super) fn apply_record<K: Kv + ?Sized>(
                             stats.dead_letters += 1;
                             let reason = format!("invalid forwarded record: {e}");
                             pending.push(dead_letter("events", p, rec, &reason));
-                            return Ok(());
+                            return Ok(Applied::default());
                         }
                     }
                 } else {
@@ -116,7 +115,7 @@ pub(super) fn apply_record<K: Kv + ?Sized>(
                 Ok(ev) if forwarded_from.is_none() => {
                     stats.forwarded += 1;
                     pending.push(forward(ctx, &ev, rec));
-                    return Ok(());
+                    return Ok(Applied::default());
                 }
                 Ok(ev) => {
                     // Forwarded by a partition that counts partitions differently.
@@ -127,19 +126,19 @@ pub(super) fn apply_record<K: Kv + ?Sized>(
                         rec,
                         &misrouted(&ev, ctx.partitions),
                     ));
-                    return Ok(());
+                    return Ok(Applied::default());
                 }
                 Err(e) => {
                     stats.dead_letters += 1;
                     pending.push(dead_letter("events", p, rec, &e.to_string()));
-                    return Ok(());
+                    return Ok(Applied::default());
                 }
             }
         }
     };
     stats.delivered += applied.delivered;
     stats.removed += applied.removed;
-    Ok(())
+    Ok(applied)
 }
 
 /// The effects of one `effects` record and who sent them, or why it holds

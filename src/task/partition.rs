@@ -24,6 +24,7 @@ use crate::core::keys;
 use crate::core::kv::{Cf, Kv, Txn};
 use crate::core::metrics::StepStats;
 use crate::core::position::{Offset, Positions};
+use crate::core::requests::Requests;
 use crate::core::Partition;
 use crate::core::{Ctx, Effect, Epoch, Stamp};
 use crate::log::{Log, Record, Sink, Source, Topic};
@@ -101,17 +102,10 @@ pub struct PartitionTask {
     shipped_below: Option<u64>,
     /// Whether this step applies its events before its effects.
     events_first: bool,
-    /// Whether this task asked for its configured pull threshold (or found
-    /// it in force) since the threshold in force last changed.
-    threshold_asked: bool,
-    /// The threshold in force when this task last looked.
-    threshold_seen: Option<u64>,
-    /// Whether this task asked again for the refills its state awaits.
-    refills_asked: bool,
-    /// Whether this task leaves those requests to the owner that takes its
-    /// state over (a replay over a log it may not write): then it never
-    /// asks, whatever it replays.
-    requests_left: bool,
+    /// What this task is to its partition.
+    role: Role,
+    /// What an owner asked for once caught up (the core decides what).
+    requests: Requests,
     /// Records below these positions were answered by a previous owner:
     /// applied quietly, nothing emitted.
     quiet_below: Positions,
@@ -128,9 +122,21 @@ pub struct PartitionTask {
     /// No `events` record at or past this offset is read while it is set
     /// (a consistent cut: [`PartitionTask::hold_events`]).
     events_held_at: Option<Offset>,
-    /// A standby's: no input is read past `quiet_below`, ever
-    /// ([`PartitionTask::stand_by`]).
-    standing_by: bool,
+}
+
+/// What a task is to its partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// Its owner: it answers what it applies past the quiet replay, and
+    /// asks for what its state implies once caught up.
+    Owner,
+    /// A replay that brings a state up to a target over a log it may not
+    /// write (a rebuild, a swap's catch-up): it asks nothing; the owner
+    /// that takes the state over does, once caught up.
+    ReplayForNextOwner,
+    /// A warm standby of a partition another processor owns: it applies
+    /// quietly up to the owner's committed positions and never past them.
+    Standby,
 }
 
 impl PartitionTask {
@@ -187,15 +193,12 @@ impl PartitionTask {
             next_seq,
             shipped_below: None,
             events_first: false,
-            threshold_asked: false,
-            refills_asked: false,
-            requests_left: false,
-            threshold_seen: None,
+            role: Role::Owner,
+            requests: Requests::default(),
             quiet_below: takeover.emitted.unwrap_or_default(),
             waiting: VecDeque::new(),
             applied_below,
             events_held_at: None,
-            standing_by: false,
         };
         if !takeover.reship {
             task.shipped_below = Some(task.next_seq);
@@ -273,7 +276,9 @@ impl PartitionTask {
     /// awaits are asked by the owner that takes the state over (its task
     /// asks once caught up), not by this one.
     pub fn leave_requests_to_the_next_owner(&mut self) {
-        self.requests_left = true;
+        if self.role == Role::Owner {
+            self.role = Role::ReplayForNextOwner;
+        }
     }
 
     /// Makes this task a warm standby of a partition another processor
@@ -283,8 +288,7 @@ impl PartitionTask {
     /// applies was answered by the owner); the task of the processor that
     /// takes the partition over resumes from its state.
     pub fn stand_by(&mut self) {
-        self.standing_by = true;
-        self.requests_left = true;
+        self.role = Role::Standby;
     }
 
     /// Raises how far a standby (or a quiet replay) may apply to `to`;
@@ -380,7 +384,7 @@ impl PartitionTask {
     /// state that holds everything the previous owners had answered
     /// (answers depend on what was applied before them).
     fn read_inputs(&mut self) -> Result<Vec<Record>, TaskError> {
-        let end = (self.standing_by || !self.caught_up()).then_some(self.quiet_below);
+        let end = (self.role == Role::Standby || !self.caught_up()).then_some(self.quiet_below);
         // Reading stops once `max_records` effects wait (an effects record
         // carries up to 256, and the decoded effects are what takes
         // memory); one read adds at most `room` records and `max_bytes`.
@@ -461,18 +465,12 @@ impl PartitionTask {
                 Input::Effect(r, _) => r.offset < self.quiet_below.effects,
             };
             let emitted_before = (out.len(), pending.len());
-            apply_record(&self.ctx, txn, input, &mut out, pending, stats)?;
+            let applied = apply_record(&self.ctx, txn, input, &mut out, pending, stats)?;
             if quiet {
-                // A reader woken by a quiet input (a redelivered event
-                // that an earlier owner, or this one, applied before) now
-                // awaits refills nobody asked for: ask for every awaited
-                // refill again below, once caught up.
-                if out[emitted_before.0..]
-                    .iter()
-                    .any(|o| matches!(o.effect, Effect::Refill { .. }))
-                {
-                    self.refills_asked = false;
-                }
+                // What a quiet input (one an earlier owner, or this one,
+                // applied and answered before) sends is dropped; what it
+                // leaves unasked is asked below, once caught up.
+                self.requests.after_quiet(&applied);
                 out.truncate(emitted_before.0);
                 pending.truncate(emitted_before.1);
                 stats.replayed += 1;
@@ -484,27 +482,11 @@ impl PartitionTask {
         // marked as asked there would never be sent.
         let commits = stats.input() > 0;
         // Once caught up (what follows is this owner's to answer), ask for
-        // the configured pull threshold through this partition's own log;
-        // again whenever another one comes into force (a previous owner's
-        // request, applied late). A standby or a replay for the next owner
-        // asks nothing: the owner does once caught up.
-        if commits && self.caught_up() && self.ctx.pull_threshold.is_some() && !self.requests_left {
-            let in_force = crate::core::views::pull_threshold(&*txn)?;
-            if self.threshold_seen != Some(in_force) {
-                self.threshold_seen = Some(in_force);
-                self.threshold_asked = false;
-            }
-            if !self.threshold_asked {
-                out.extend(crate::core::pulled::threshold_request(&*txn, &self.ctx)?);
-                self.threshold_asked = true;
-            }
-        }
-        // Once caught up, ask again for every refill the state awaits: a
-        // quiet replay may have woken a reader its previous owner did not
-        // (another interleaving of the same inputs), and sent nothing.
-        if commits && self.caught_up() && !self.refills_asked && !self.requests_left {
-            out.extend(crate::core::active::refill_requests(&*txn, &self.ctx)?);
-            self.refills_asked = true;
+        // what the state implies (the core's `Requests`). A standby or a
+        // replay for the next owner asks nothing: the owner does once
+        // caught up.
+        if commits && self.caught_up() && self.role == Role::Owner {
+            out.extend(self.requests.once_caught_up(&*txn, &self.ctx)?);
         }
         stats.emitted = out.len() as u64;
         pending.extend(Pending::effects(out, self.stamp()));

@@ -20,7 +20,7 @@
 //! the state's identity.
 
 use super::edge::{follows_at, Edge};
-use super::effect::{Applied, Ctx, Effect, Out, Step, Wake};
+use super::effect::{Ctx, Effect, Out, Step, Wake};
 use super::gauges::Gauge;
 use super::inbox::lower_horizon;
 use super::pulled;
@@ -44,7 +44,7 @@ pub(super) fn touch<K: Kv + ?Sized>(
     }
     u.active = u.active.max(ts);
     if u.asleep {
-        wake(s.t, s.ctx, user, &mut u, s.out)?;
+        wake(s, user, &mut u)?;
     }
     s.t.set_user(user, &u);
     s.applied.changed = true;
@@ -54,34 +54,33 @@ pub(super) fn touch<K: Kv + ?Sized>(
 /// Wakes `user` (record `u`, staged by the caller): asks every followee
 /// that is not pulled for a refill of the empty inbox.
 fn wake<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     user: UserId,
     u: &mut UserVal,
-    out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
     u.asleep = false;
-    t.bump(Gauge::Asleep, -1)?;
+    s.t.bump(Gauge::Asleep, -1)?;
     u.wakes += 1;
     // Asleep, nothing entered the inbox (its horizon was at the top).
     u.horizon = None;
     u.inbox_len = 0;
     u.refills = 0;
     let mut asks = Vec::new();
-    for r in live_edges(t, Cf::Followees, user, None) {
+    for r in live_edges(s.t, Cf::Followees, user, None) {
         let (author, edge) = r?;
         // A pulled followee is read from this partition's copy.
-        if u.pulls == 0 || !t.contains(Cf::Pulls, &keys::key([user.0, author.0]))? {
+        if u.pulls == 0 || !s.t.contains(Cf::Pulls, &keys::key([user.0, author.0]))? {
             asks.push((author, edge.version));
         }
     }
+    s.applied.asked_refills |= !asks.is_empty();
     for (author, version) in asks {
         let wake = Wake(u.wakes);
         let k = keys::refill(user, author);
-        if !t.contains(Cf::Refills, &k)? {
-            t.bump(Gauge::Refills, 1)?;
+        if !s.t.contains(Cf::Refills, &k)? {
+            s.t.bump(Gauge::Refills, 1)?;
         }
-        t.put(Cf::Refills, k, wake.0.to_be_bytes().to_vec());
+        s.t.put(Cf::Refills, k, wake.0.to_be_bytes().to_vec());
         u.refills += 1;
         let ask = Effect::Refill {
             author,
@@ -89,7 +88,7 @@ fn wake<K: Kv + ?Sized>(
             version,
             wake,
         };
-        ctx.send(out, author, ask);
+        s.ctx.send(s.out, author, ask);
     }
     Ok(())
 }
@@ -99,17 +98,15 @@ fn wake<K: Kv + ?Sized>(
 /// asleep now when they have had no event of their own for longer than the
 /// configured span.
 pub(super) fn asleep_at<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     user: UserId,
     now: Ts,
-    applied: &mut Applied,
 ) -> Result<bool, KvError> {
-    let u = t.user(user)?;
+    let u = s.t.user(user)?;
     if u.asleep {
         return Ok(true);
     }
-    let Some(span) = ctx.inactive_after.filter(|&s| s > 0) else {
+    let Some(span) = s.ctx.inactive_after.filter(|&s| s > 0) else {
         return Ok(false);
     };
     if now.0 <= u.active.0.saturating_add(span) {
@@ -117,27 +114,27 @@ pub(super) fn asleep_at<K: Kv + ?Sized>(
     }
     // Refills still awaited belong to the last wake: no answer counts now.
     if u.refills > 0 {
-        let awaited: Vec<Vec<u8>> = t
-            .scan_prefix(Cf::Refills, &keys::key([user.0]))
-            .map(|r| r.map(|(k, _)| k))
-            .collect::<Result<_, _>>()?;
-        t.bump(Gauge::Refills, -(awaited.len() as i64))?;
+        let awaited: Vec<Vec<u8>> =
+            s.t.scan_prefix(Cf::Refills, &keys::key([user.0]))
+                .map(|r| r.map(|(k, _)| k))
+                .collect::<Result<_, _>>()?;
+        s.t.bump(Gauge::Refills, -(awaited.len() as i64))?;
         for k in awaited {
-            t.delete(Cf::Refills, k);
+            s.t.delete(Cf::Refills, k);
         }
     }
     let before = u.inbox_len;
-    lower_horizon(t, user, TimelineKey::TOP)?;
-    let mut u = t.user(user)?;
+    lower_horizon(s.t, user, TimelineKey::TOP)?;
+    let mut u = s.t.user(user)?;
     u.asleep = true;
-    t.bump(Gauge::Asleep, 1)?;
+    s.t.bump(Gauge::Asleep, 1)?;
     u.refills = 0;
     u.inbox_len = 0;
     // The inline read must not trust an inbox scanned before the wake.
     u.marks += 1;
-    t.set_user(user, &u);
-    applied.removed += before;
-    applied.changed = true;
+    s.t.set_user(user, &u);
+    s.applied.removed += before;
+    s.applied.changed = true;
     Ok(true)
 }
 
@@ -154,8 +151,7 @@ pub(super) struct RefillOf {
 /// The answer of `author`'s partition to the refill of wake `wake`:
 /// applied as a follow's answer is, and counted when it is awaited.
 pub(super) fn refilled<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     RefillOf {
         author,
         follower,
@@ -164,15 +160,15 @@ pub(super) fn refilled<K: Kv + ?Sized>(
     }: RefillOf,
     pulled: bool,
     posts: (&[(Ts, PostId)], bool),
-    applied: &mut Applied,
 ) -> Result<(), KvError> {
     // An answer to an older wake, or a repeat, is still the author's posts
     // at a point of its log, followed by its deliveries: applied, not
     // counted.
-    if !follows_at(t, ctx, follower, author, version)? {
+    if !follows_at(s.t, s.ctx, follower, author, version)? {
         return Ok(());
     }
-    pulled::pull_for(t, ctx, Edge { follower, author }, pulled, posts, applied)?;
+    pulled::pull_for(s, Edge { follower, author }, pulled, posts)?;
+    let (t, applied) = (&mut *s.t, &mut *s.applied);
     let k = keys::refill(follower, author);
     if awaited(t, &k)? == Some(wake.0) {
         t.delete(Cf::Refills, k);
@@ -205,10 +201,16 @@ pub(super) fn unfollowed<K: Kv + ?Sized>(
     Ok(())
 }
 
+/// The refill awaited under `k`, if any; a value that is not one number
+/// is corrupt.
 fn awaited<K: Kv + ?Sized>(t: &Txn<'_, K>, k: &[u8]) -> Result<Option<u64>, KvError> {
-    Ok(t.get(Cf::Refills, k)?
-        .filter(|v| v.len() == 8)
-        .and_then(|v| keys::be(&v, 0)))
+    match t.get(Cf::Refills, k)? {
+        None => Ok(None),
+        Some(v) => keys::be(&v, 0)
+            .filter(|_| v.len() == 8)
+            .map(Some)
+            .ok_or_else(|| KvError::corrupt(Cf::Refills, k, "refill record is not 8 bytes")),
+    }
 }
 
 /// The refills awaited in this partition, asked for again (with the wake
@@ -239,16 +241,15 @@ pub fn refill_requests(kv: &(impl Kv + ?Sized), ctx: &Ctx) -> Result<Vec<Out>, K
 /// Otherwise an unfollow of theirs is on its way to them (a later follow
 /// always comes after one), which stops the wait.
 pub(super) fn answer_refill<K: Kv + ?Sized>(
-    t: &Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     RefillOf {
         author,
         follower,
         version,
         wake,
     }: RefillOf,
-    out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
+    let (t, ctx) = (&*s.t, s.ctx);
     if !ctx.owns(author) {
         return Ok(());
     }
@@ -271,7 +272,7 @@ pub(super) fn answer_refill<K: Kv + ?Sized>(
         posts,
         truncated,
     };
-    ctx.send(out, follower, answer);
+    s.send(follower, answer);
     Ok(())
 }
 

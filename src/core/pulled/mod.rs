@@ -15,14 +15,15 @@
 //! depend on that interleaving, and every message that carries posts
 //! replaces what came before it.
 
-use super::edge::Edge;
-use super::effect::{pulls, Applied, Ctx, Effect, Out};
+use super::edge::{follows_at, Edge};
+use super::effect::{pulls, Ctx, Effect, Out, Step};
 use super::gauges::Gauge;
 use super::inbox::purge_author;
 use crate::event::{PostId, Ts, UserId};
 use crate::keys::{CopyVal, TimelineKey, UserVal};
 use crate::kv::{Cf, Kv, KvError, Txn};
 use crate::partition::Partition;
+use crate::position::Version;
 use crate::views;
 
 /// The newest posts of `author` (at most the inbox cap), newest first, and
@@ -47,18 +48,16 @@ pub(super) fn newest_posts<K: Kv + ?Sized>(
 /// crossed the line, telling every partition and every follower. Whether
 /// it did.
 pub(super) fn follower_count_changed<K: Kv + ?Sized>(
-    t: &Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     author: UserId,
     u: &mut UserVal,
-    out: &mut Vec<Out>,
 ) -> Result<bool, KvError> {
-    let pulled = pulls(views::pull_threshold(t)?, u.followers, u.pulled);
+    let pulled = pulls(views::pull_threshold(s.t)?, u.followers, u.pulled);
     if pulled == u.pulled {
         return Ok(false);
     }
     u.pulled = pulled;
-    let (posts, truncated) = newest_posts(t, ctx, author)?;
+    let (posts, truncated) = newest_posts(s.t, s.ctx, author)?;
     let copy = |p: Partition| Out {
         partition: p,
         effect: Effect::Copy {
@@ -72,10 +71,10 @@ pub(super) fn follower_count_changed<K: Kv + ?Sized>(
     // it. Demoted: every follower has the posts back in the inbox before
     // the copy goes. Messages from here reach each partition in order.
     if pulled {
-        out.extend(Partition::all(ctx.partitions).map(copy));
+        s.out.extend(Partition::all(s.ctx.partitions).map(copy));
     }
     let posts_back = if pulled { Vec::new() } else { posts.clone() };
-    super::fan_out::fan_out(t, ctx, author, out, |targets| Effect::Pull {
+    super::fan_out::fan_out(s, author, |targets| Effect::Pull {
         author,
         pulled,
         posts: posts_back.clone(),
@@ -83,7 +82,7 @@ pub(super) fn follower_count_changed<K: Kv + ?Sized>(
         targets,
     })?;
     if !pulled {
-        out.extend(Partition::all(ctx.partitions).map(copy));
+        s.out.extend(Partition::all(s.ctx.partitions).map(copy));
     }
     Ok(true)
 }
@@ -105,13 +104,12 @@ pub fn threshold_request(kv: &(impl Kv + ?Sized), ctx: &Ctx) -> Result<Option<Ou
 /// pushed: marks or unmarks it, and empties or refills the follower's inbox
 /// of the author's posts (with `posts`, newest first, as a backfill).
 pub(super) fn pull_for<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     Edge { follower, author }: Edge,
     pulled: bool,
     (posts, truncated): (&[(Ts, PostId)], bool),
-    applied: &mut Applied,
 ) -> Result<(), KvError> {
+    let (t, applied) = (&mut *s.t, &mut *s.applied);
     if pulled {
         applied.changed |= t.set_pull(follower, author, true)?;
         // The partition's copy serves the author from here on; entries of
@@ -124,17 +122,57 @@ pub(super) fn pull_for<K: Kv + ?Sized>(
     if t.user(follower)?.marks > 0 {
         applied.changed |= t.set_pull(follower, author, false)?;
     }
-    super::inbox::backfill(t, ctx, (author, follower), posts, truncated, applied)
+    super::inbox::backfill(s, (author, follower), posts, truncated)
+}
+
+/// The author's answer to a follow of `edge` by event `version`: its
+/// newest posts (a backfill), applied when the follower (owned here) still
+/// follows through that edge.
+pub(super) fn backfilled<K: Kv + ?Sized>(
+    s: &mut Step<'_, '_, K>,
+    edge: Edge,
+    version: Version,
+    posts: (&[(Ts, PostId)], bool),
+) -> Result<(), KvError> {
+    if follows_at(s.t, s.ctx, edge.follower, edge.author, version)? {
+        pull_for(s, edge, false, posts)?;
+    }
+    Ok(())
+}
+
+/// `author` became pulled (`pulled`) or pushed: each target (owned here)
+/// that follows through the edge named is marked or unmarked, its inbox
+/// emptied of the author or filled with `posts`.
+pub(super) fn pulled_or_pushed<K: Kv + ?Sized>(
+    s: &mut Step<'_, '_, K>,
+    author: UserId,
+    pulled: bool,
+    posts: (&[(Ts, PostId)], bool),
+    targets: &[(UserId, Version)],
+) -> Result<(), KvError> {
+    for &(follower, version) in targets {
+        if follows_at(s.t, s.ctx, follower, author, version)? {
+            pull_for(s, Edge { follower, author }, pulled, posts)?;
+        }
+    }
+    Ok(())
+}
+
+/// The pull threshold in force in this partition becomes `threshold`.
+pub(super) fn set_threshold<K: Kv + ?Sized>(s: &mut Step<'_, '_, K>, threshold: u64) {
+    s.t.set_pull_threshold(threshold);
+    s.applied.changed = true;
 }
 
 /// This partition's copy of `author` becomes `posts` (`pulled`), or goes.
 pub(super) fn replace_copy<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
+    s: &mut Step<'_, '_, K>,
     author: UserId,
     pulled: bool,
-    posts: &[(Ts, PostId)],
-    truncated: bool,
+    (posts, truncated): (&[(Ts, PostId)], bool),
 ) -> Result<(), KvError> {
+    s.applied.changed = true;
+    let t = &mut *s.t;
     let old: Vec<TimelineKey> = views::copy_entries(t, author, None).collect::<Result<_, _>>()?;
     for k in &old {
         t.set_copy_entry(k, false);
@@ -165,6 +203,17 @@ pub(super) fn replace_copy<K: Kv + ?Sized>(
 /// kept to the inbox cap (the horizon lowered to what a trim cuts). A
 /// partition without a copy of the author (no longer pulled) ignores it.
 pub(super) fn change_copy<K: Kv + ?Sized>(
+    s: &mut Step<'_, '_, K>,
+    k: &TimelineKey,
+    live: bool,
+) -> Result<(), KvError> {
+    let changed = copy_changed(s.t, s.ctx, k, live)?;
+    s.applied.changed |= changed;
+    Ok(())
+}
+
+/// [`change_copy`]'s change; whether there was one.
+fn copy_changed<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
     ctx: &Ctx,
     k: &TimelineKey,

@@ -34,7 +34,7 @@ pub use aggregate::{
     Reposter, REPOSTED_BY_MOST,
 };
 
-use super::effect::{Applied, Ctx, Effect, Out, Step};
+use super::effect::{Ctx, Effect, Out, Step};
 use super::fan_out::{announce, Change, Reach};
 use super::partition::Partition;
 use crate::event::{PostId, Ts, UserId, MAX_REPOST_HOPS};
@@ -175,13 +175,12 @@ fn answer(ctx: &Ctx, r: &Repost, root: Option<(PostRef, Ts, bool)>, out: &mut Ve
 /// The id's first event decides what it is: a repost of an id already
 /// posted or reposted changes nothing. Whether anything changed.
 pub(super) fn event<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     (author, post_id): PostRef,
     of: PostRef,
-    (ts, version): (Ts, Version),
-    out: &mut Vec<Out>,
+    (version, ts): (Version, Ts),
 ) -> Result<bool, KvError> {
+    let (t, ctx, out) = (&mut *s.t, s.ctx, &mut *s.out);
     let deleted = match views::post(t, author, post_id)? {
         None => false,
         // Taken back before it came: a repost all the same (reposts of it
@@ -219,25 +218,23 @@ pub(super) fn event<K: Kv + ?Sized>(
 /// At the partition of `target` (owned here): `r`, `hops` links from its
 /// reposter, names it.
 pub(super) fn resolve<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     target: PostRef,
     r: &Repost,
     hops: u32,
-    out: &mut Vec<Out>,
 ) -> Result<bool, KvError> {
-    match views::post(t, target.0, target.1)? {
+    match views::post(s.t, target.0, target.1)? {
         // A repost (live or not): on to the post it names.
-        Some(PostVal::Repost(rv)) => ask(ctx, rv.of, r, hops + 1, out),
+        Some(PostVal::Repost(rv)) => ask(s.ctx, rv.of, r, hops + 1, s.out),
         Some(PostVal::Live(post_ts, _)) => {
-            register(t, target, r, hops)?;
-            answer(ctx, r, Some((target, post_ts, true)), out);
+            register(s.t, target, r, hops)?;
+            answer(s.ctx, r, Some((target, post_ts, true)), s.out);
         }
         // An original deleted for good.
-        Some(PostVal::Deleted(Some(_), _)) => answer(ctx, r, None, out),
+        Some(PostVal::Deleted(Some(_), _)) => answer(s.ctx, r, None, s.out),
         // Not known yet (an original to come, or a repost), or deleted
         // before its kind was known: it waits here.
-        Some(PostVal::Deleted(None, _)) | None => register(t, target, r, hops)?,
+        Some(PostVal::Deleted(None, _)) | None => register(s.t, target, r, hops)?,
     }
     Ok(true)
 }
@@ -245,14 +242,12 @@ pub(super) fn resolve<K: Kv + ?Sized>(
 /// `target` (owned here) was just posted as an original at `post_ts`: the
 /// reposts that waited for it are live.
 pub(super) fn original_posted<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     target: PostRef,
     post_ts: Ts,
-    out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
-    for (r, _) in registered(t, target)? {
-        answer(ctx, &r, Some((target, post_ts, true)), out);
+    for (r, _) in registered(s.t, target)? {
+        answer(s.ctx, &r, Some((target, post_ts, true)), s.out);
     }
     Ok(())
 }
@@ -261,14 +256,12 @@ pub(super) fn original_posted<K: Kv + ?Sized>(
 /// or posted after its deletion): every repost registered with it is not
 /// live, and leaves.
 pub(super) fn original_dead<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     target: PostRef,
-    out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
-    for (r, _) in registered(t, target)? {
-        unregister(t, target, r.reposter, r.repost)?;
-        answer(ctx, &r, None, out);
+    for (r, _) in registered(s.t, target)? {
+        unregister(s.t, target, r.reposter, r.repost)?;
+        answer(s.ctx, &r, None, s.out);
     }
     Ok(())
 }
@@ -278,14 +271,12 @@ pub(super) fn original_dead<K: Kv + ?Sized>(
 /// stops being live leaves them; one taken back meanwhile is withdrawn
 /// from its original.
 pub(super) fn answered<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     r: &Repost,
     root: (PostRef, Ts),
     live: bool,
-    (applied, out): (&mut Applied, &mut Vec<Out>),
 ) -> Result<(), KvError> {
-    let Some(PostVal::Repost(mut rv)) = views::post(t, r.reposter, r.repost)? else {
+    let Some(PostVal::Repost(mut rv)) = views::post(s.t, r.reposter, r.repost)? else {
         // Not a repost here: an answer to an id that is something else.
         return Ok(());
     };
@@ -295,17 +286,15 @@ pub(super) fn answered<K: Kv + ?Sized>(
             // An earlier owner of this partition that applied the answer
             // before the deletion showed it, and may have shipped that
             // without what took it back: it goes again, from here.
-            let pulled = t.user(r.reposter)?.pulled;
+            let pulled = s.t.user(r.reposter)?.pulled;
             announce(
-                t,
-                ctx,
+                s,
                 (r.reposter, r.repost),
                 rv.ts,
                 (Reach::of(pulled), Change::Goes),
-                out,
             )?;
-            out.extend(directory_change(
-                ctx,
+            s.out.extend(directory_change(
+                s.ctx,
                 (r.reposter, r.repost),
                 rv.ts,
                 root,
@@ -317,7 +306,7 @@ pub(super) fn answered<K: Kv + ?Sized>(
                 reposter: r.reposter,
                 repost: r.repost,
             };
-            ctx.send(out, root.0 .0, effect);
+            s.ctx.send(s.out, root.0 .0, effect);
         }
         return Ok(());
     }
@@ -330,13 +319,13 @@ pub(super) fn answered<K: Kv + ?Sized>(
     if live {
         rv.root = Some(root);
     }
-    t.set_post(r.reposter, r.repost, &PostVal::Repost(rv));
+    s.t.set_post(r.reposter, r.repost, &PostVal::Repost(rv));
     if was_live == live {
         return Ok(());
     }
     let root = rv.root.unwrap_or(root);
-    show(t, ctx, (r.reposter, r.repost), &rv, root, live, out)?;
-    applied.changed = true;
+    show(s, (r.reposter, r.repost), &rv, root, live)?;
+    s.applied.changed = true;
     Ok(())
 }
 
@@ -344,40 +333,36 @@ pub(super) fn answered<K: Kv + ?Sized>(
 /// reposter's outbox, counter and followers' timelines, and every
 /// partition's copy of the live reposts.
 fn show<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     (reposter, repost): PostRef,
     rv: &RepostVal,
     (root, post_ts): (PostRef, Ts),
     live: bool,
-    out: &mut Vec<Out>,
 ) -> Result<(), KvError> {
     let value = live.then(|| keys::outbox_repost(root, post_ts));
-    t.set_outbox_entry(reposter, rv.ts, repost, value);
-    let mut u = t.user(reposter)?;
+    s.t.set_outbox_entry(reposter, rv.ts, repost, value);
+    let mut u = s.t.user(reposter)?;
     u.reposts = if live {
         u.reposts + 1
     } else {
         u.reposts.saturating_sub(1)
     };
-    t.set_user(reposter, &u);
+    s.t.set_user(reposter, &u);
     // Every partition learns of it before any timeline holds it (the
     // messages from here reach each partition in order), and forgets it
     // after every timeline let it go.
-    let dir = directory_change(ctx, (reposter, repost), rv.ts, (root, post_ts), live);
+    let dir = directory_change(s.ctx, (reposter, repost), rv.ts, (root, post_ts), live);
     if live {
-        out.extend(dir.clone());
+        s.out.extend(dir.clone());
     }
     announce(
-        t,
-        ctx,
+        s,
         (reposter, repost),
         rv.ts,
         (Reach::of(u.pulled), Change::to(live)),
-        out,
     )?;
     if !live {
-        out.extend(dir);
+        s.out.extend(dir);
     }
     Ok(())
 }
@@ -408,11 +393,9 @@ fn directory_change(
 /// `author` (owned here) takes back repost `post_id` (`rv`): it leaves
 /// everything, and its original forgets it. Whether anything changed.
 pub(super) fn delete<K: Kv + ?Sized>(
-    t: &mut Txn<'_, K>,
-    ctx: &Ctx,
+    s: &mut Step<'_, '_, K>,
     (author, post_id): PostRef,
     mut rv: RepostVal,
-    out: &mut Vec<Out>,
 ) -> Result<bool, KvError> {
     if rv.deleted {
         return Ok(false);
@@ -422,16 +405,16 @@ pub(super) fn delete<K: Kv + ?Sized>(
     if was_live {
         rv.state = RepostState::Dead;
     }
-    t.set_post(author, post_id, &PostVal::Repost(rv));
+    s.t.set_post(author, post_id, &PostVal::Repost(rv));
     if let (true, Some(root)) = (was_live, rv.root) {
-        show(t, ctx, (author, post_id), &rv, root, false, out)?;
+        show(s, (author, post_id), &rv, root, false)?;
         let effect = Effect::Unrepost {
             root_author: root.0 .0,
             root_post_id: root.0 .1,
             reposter: author,
             repost: post_id,
         };
-        ctx.send(out, root.0 .0, effect);
+        s.ctx.send(s.out, root.0 .0, effect);
     }
     Ok(true)
 }
@@ -514,7 +497,7 @@ pub(super) fn apply_effect<K: Kv + ?Sized>(
                 version,
             };
             let target = (of_author, of_post_id);
-            s.applied.changed |= resolve(s.t, s.ctx, target, &r, hops, s.out)?;
+            s.applied.changed |= resolve(s, target, &r, hops)?;
         }
         Effect::Reposted {
             reposter,
@@ -532,7 +515,7 @@ pub(super) fn apply_effect<K: Kv + ?Sized>(
                 version,
             };
             let root = ((root_author, root_post_id), post_ts);
-            answered(s.t, s.ctx, &r, root, live, (s.applied, s.out))?;
+            answered(s, &r, root, live)?;
         }
         Effect::Unrepost {
             root_author,

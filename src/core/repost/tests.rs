@@ -1,6 +1,7 @@
 //! Reposts on one partition's state: values round-trip, registrations count.
 
 use super::*;
+use crate::effect::Applied;
 use crate::kv::MemKv;
 
 // Proves a repost record and a user record with reposts round-trip, and that a user record written before reposts existed reads as none.
@@ -106,37 +107,22 @@ fn a_repost_taken_back_before_its_answer_is_withdrawn_everywhere() {
     t.set_edge(Cf::Followers, reposter, follower, &edge);
     let mut out = Vec::new();
     let root = (UserId(9), PostId(4));
-    event(
-        &mut t,
-        &ctx,
-        (reposter, PostId(5)),
-        root,
-        (Ts(3), Version(2)),
-        &mut out,
-    )
-    .unwrap();
-    let rv = match views::post(&t, reposter, PostId(5)).unwrap() {
+    let mut applied = Applied::default();
+    let s = &mut Step::new(&mut t, &ctx, &mut applied, &mut out);
+    event(s, (reposter, PostId(5)), root, (Version(2), Ts(3))).unwrap();
+    let rv = match views::post(s.t, reposter, PostId(5)).unwrap() {
         Some(PostVal::Repost(rv)) => rv,
         other => panic!("{other:?}"),
     };
-    delete(&mut t, &ctx, (reposter, PostId(5)), rv, &mut out).unwrap();
-    out.clear();
+    delete(s, (reposter, PostId(5)), rv).unwrap();
+    s.out.clear();
     let r = Repost {
         reposter,
         repost: PostId(5),
         ts: Ts(3),
         version: Version(2),
     };
-    let mut applied = Applied::default();
-    answered(
-        &mut t,
-        &ctx,
-        &r,
-        (root, Ts(2)),
-        true,
-        (&mut applied, &mut out),
-    )
-    .unwrap();
+    answered(s, &r, (root, Ts(2)), true).unwrap();
     let left: Vec<Partition> = out
         .iter()
         .filter(|o| matches!(o.effect, Effect::RepostDir { live: false, .. }))
