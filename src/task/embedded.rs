@@ -16,7 +16,7 @@ use crate::state::datadir::DataDir;
 use crate::state::{BlockCache, Store, StoreSet};
 use crate::task::progress::Progress;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Settings of a processor.
@@ -115,13 +115,9 @@ pub struct Processor {
     stores: Arc<StoreSet>,
     cache: BlockCache,
     progress: Arc<Progress>,
-    /// Asks [`Processor::run`] to stop its owners and wait (see
-    /// [`Processor::pause`]).
-    pause: AtomicBool,
-    /// Set by [`Processor::run`] while its owners are stopped for a pause.
-    paused: AtomicBool,
-    /// Set when [`Processor::run`] has returned.
-    ended: AtomicBool,
+    /// How [`Processor::pause`] and [`Processor::resume`] reach
+    /// [`Processor::run`].
+    pausing: Pausing,
     /// The owner epoch its tasks stamp on what they send: the number of the
     /// state generation they process (see [`DataDir::generation`]).
     epoch: AtomicU64,
@@ -146,9 +142,7 @@ impl Processor {
             stores: Arc::new(StoreSet::new(stores)),
             cache,
             progress: Arc::default(),
-            pause: AtomicBool::new(false),
-            paused: AtomicBool::new(false),
-            ended: AtomicBool::new(false),
+            pausing: Pausing::default(),
         })
     }
 
@@ -198,27 +192,32 @@ impl Processor {
     /// [`Processor::run`] is not running (or ended while waiting). Undo
     /// with [`Processor::resume`].
     pub fn pause(&self) -> bool {
-        self.pause.store(true, Ordering::SeqCst);
-        loop {
-            if self.paused.load(Ordering::SeqCst) {
-                return true;
-            }
-            if self.ended.load(Ordering::SeqCst) {
-                self.pause.store(false, Ordering::SeqCst);
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(1));
+        let mut st = self.pausing.lock();
+        st.asked = true;
+        if let Some(run) = &st.run {
+            run.request();
         }
+        while !st.paused && !st.ended {
+            st = self.pausing.wait(st);
+        }
+        if !st.paused {
+            st.asked = false;
+        }
+        st.paused
     }
 
     /// Starts the owners again after [`Processor::pause`].
     pub fn resume(&self) {
-        self.pause.store(false, Ordering::SeqCst);
+        let mut st = self.pausing.lock();
+        st.asked = false;
+        if let Some(held) = st.held.take() {
+            held.request();
+        }
     }
 
     /// Whether [`Processor::run`] has returned.
     pub fn ended(&self) -> bool {
-        self.ended.load(Ordering::SeqCst)
+        self.pausing.lock().ended
     }
 
     /// Replaces every store at once (while paused), with the inbox cap they
@@ -231,7 +230,7 @@ impl Processor {
         inbox_cap: u64,
         generation: Generation,
     ) -> bool {
-        if !self.paused.load(Ordering::SeqCst) {
+        if !self.pausing.lock().paused {
             return false;
         }
         self.inbox_cap.store(inbox_cap, Ordering::SeqCst);
@@ -302,26 +301,43 @@ impl Processor {
     /// the same way and starts them again, on the stores then current, at
     /// [`Processor::resume`].
     pub fn run(&self, shutdown: &Shutdown, until_idle: bool) -> Result<StepStats, ProcessorError> {
-        self.ended.store(false, Ordering::SeqCst);
+        self.pausing.lock().ended = false;
         let mut total = StepStats::default();
         let result = loop {
-            match self.run_owners(shutdown, until_idle) {
+            // This run of the owners stops on `shutdown` or a pause.
+            let run = shutdown.linked();
+            {
+                let mut st = self.pausing.lock();
+                if st.asked {
+                    run.request();
+                }
+                st.run = Some(run.clone());
+            }
+            let ran = self.run_owners(&run, until_idle);
+            let mut st = self.pausing.lock();
+            st.run = None;
+            match ran {
                 Ok(stats) => total.add(&stats),
                 Err(e) => break Err(e),
             }
-            if !self.pause.load(Ordering::SeqCst) || shutdown.is_requested() {
+            if !st.asked || shutdown.is_requested() {
                 break Ok(total);
             }
-            self.paused.store(true, Ordering::SeqCst);
-            // A swap holds the processor here; `wait` sleeps between looks.
-            while self.pause.load(Ordering::SeqCst) {
-                if shutdown.wait(Duration::from_millis(1)) {
-                    break;
-                }
-            }
-            self.paused.store(false, Ordering::SeqCst);
+            // Paused: held until `resume` or `shutdown`.
+            let held = shutdown.linked();
+            st.held = Some(held.clone());
+            st.paused = true;
+            self.pausing.changed.notify_all();
+            drop(st);
+            while !held.wait(Duration::from_secs(3600)) {}
+            let mut st = self.pausing.lock();
+            st.paused = false;
+            st.held = None;
         };
-        self.ended.store(true, Ordering::SeqCst);
+        let mut st = self.pausing.lock();
+        st.ended = true;
+        self.pausing.changed.notify_all();
+        drop(st);
         result
     }
 
@@ -338,7 +354,6 @@ impl Processor {
         }
         let shared = RunState {
             shutdown,
-            pause: &self.pause,
             progress: &self.progress,
             this_run: Mutex::default(),
             epoch: AtomicU64::new(0),
@@ -393,14 +408,48 @@ impl Processor {
     }
 }
 
+/// How [`Processor::pause`] and [`Processor::resume`] reach a running
+/// [`Processor::run`]: its state under a lock, and the tokens that stop a
+/// run of owners and hold a paused one.
+#[derive(Default)]
+struct Pausing {
+    state: Mutex<PauseState>,
+    /// Signalled when `run` pauses or returns.
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct PauseState {
+    /// A pause is asked for, until [`Processor::resume`].
+    asked: bool,
+    /// The owners are stopped for the pause.
+    paused: bool,
+    /// [`Processor::run`] has returned.
+    ended: bool,
+    /// Stops the current run of owners (a pause requests it).
+    run: Option<Shutdown>,
+    /// Holds a paused run until requested ([`Processor::resume`]).
+    held: Option<Shutdown>,
+}
+
+impl Pausing {
+    fn lock(&self) -> MutexGuard<'_, PauseState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn wait<'a>(&self, st: MutexGuard<'a, PauseState>) -> MutexGuard<'a, PauseState> {
+        self.changed.wait(st).unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 /// An owner that found nothing records the `epoch` it saw before looking;
 /// one that is working records `BUSY`.
 const BUSY: u64 = u64::MAX;
 
 /// What the owner threads of one run share.
 struct RunState<'a> {
+    /// Stops this run: the processor's shutdown, or a pause.
     shutdown: &'a Shutdown,
-    pause: &'a AtomicBool,
     progress: &'a Progress,
     this_run: Mutex<StepStats>,
     /// Moves after every non-empty step.
@@ -413,9 +462,7 @@ struct RunState<'a> {
 
 impl RunState<'_> {
     fn stopping(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
-            || self.shutdown.is_requested()
-            || self.pause.load(Ordering::SeqCst)
+        self.stop.load(Ordering::SeqCst) || self.shutdown.is_requested()
     }
 
     /// Every owner has seen the current epoch and found nothing: nothing

@@ -10,6 +10,10 @@ use std::time::Duration;
 #[derive(Debug, Clone, Default)]
 pub struct Shutdown {
     requested: Arc<AtomicBool>,
+    /// A linked token's parent: its request is this token's too.
+    parent: Option<Arc<Shutdown>>,
+    /// Shared along a chain of linked tokens, so a request anywhere in it
+    /// wakes every wait.
     wake: Arc<(Mutex<()>, Condvar)>,
 }
 
@@ -26,9 +30,21 @@ impl Shutdown {
         self.wake.1.notify_all();
     }
 
-    /// Whether a stop was requested.
+    /// A token of its own that is also requested when this one is (a
+    /// run inside a longer one: stopping the run leaves this token alone).
+    pub fn linked(&self) -> Shutdown {
+        Shutdown {
+            requested: Arc::default(),
+            parent: Some(Arc::new(self.clone())),
+            wake: self.wake.clone(),
+        }
+    }
+
+    /// Whether a stop was requested (of this token or of the one it is
+    /// linked to).
     pub fn is_requested(&self) -> bool {
         self.requested.load(Ordering::SeqCst)
+            || self.parent.as_ref().is_some_and(|p| p.is_requested())
     }
 
     /// Waits up to `d`, or until a stop is requested; returns whether it was.
@@ -42,7 +58,8 @@ impl Shutdown {
     }
 
     /// The flag itself, for code that only polls (the Kafka log's waits
-    /// for acknowledgements).
+    /// for acknowledgements). A linked token's flag is its own only: the
+    /// parent's request does not set it.
     pub fn flag(&self) -> Arc<AtomicBool> {
         self.requested.clone()
     }
@@ -66,5 +83,26 @@ mod tests {
         assert!(h.join().unwrap());
         assert!(start.elapsed() < Duration::from_secs(30));
         assert!(s.is_requested() && s.wait(Duration::from_secs(60)));
+    }
+
+    // Proves a linked token is requested and woken by its parent's request, and that requesting it leaves the parent alone.
+    #[test]
+    fn a_linked_token_follows_its_parent_only() {
+        let parent = Shutdown::new();
+        let run = parent.linked();
+        run.request();
+        assert!(run.is_requested() && !parent.is_requested());
+        let run = parent.linked();
+        let waiting = run.clone();
+        let start = Instant::now();
+        let h = std::thread::spawn(move || waiting.wait(Duration::from_secs(60)));
+        std::thread::sleep(Duration::from_millis(20));
+        parent.request();
+        assert!(h.join().unwrap());
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the wait was not woken"
+        );
+        assert!(run.is_requested() && run.linked().is_requested());
     }
 }
