@@ -11,7 +11,7 @@ mod common;
 
 use common::oracle::Oracle;
 use feedlog::core::codec::{self, Format};
-use feedlog::core::event::{Event, PostId, Ts, UserId};
+use feedlog::core::event::{Event, EventKind, PostId, Ts, UserId};
 use feedlog::core::partition::partition_for;
 use feedlog::core::position::Positions;
 use feedlog::core::Epoch;
@@ -66,7 +66,11 @@ fn stale_forwarded_copy_is_skipped() {
         .run(&feedlog::task::Shutdown::new(), true)
         .unwrap();
     assert_eq!(
-        (stats.events.follow, stats.events.unfollow, stats.duplicates),
+        (
+            stats.events.get(EventKind::Follow),
+            stats.events.get(EventKind::Unfollow),
+            stats.duplicates
+        ),
         (1, 1, 1)
     );
     let reader = feedlog::ops::serve::reader_of(&processor);

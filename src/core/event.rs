@@ -384,8 +384,23 @@ impl EventKind {
         std::iter::successors(Some(EventKind::Follow), |k| k.next())
     }
 
+    /// How many kinds there are (the length of [`EventKind::all`]).
+    pub const COUNT: usize = {
+        let (mut n, mut k) = (1, EventKind::Follow);
+        while let Some(next) = k.next() {
+            (n, k) = (n + 1, next);
+        }
+        n
+    };
+
+    /// This kind's place in [`EventKind::all`] (its declaration order,
+    /// which `all` follows: a unit test checks it), for tables by kind.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// The kind after this one in [`EventKind::all`].
-    fn next(self) -> Option<EventKind> {
+    const fn next(self) -> Option<EventKind> {
         match self {
             EventKind::Follow => Some(EventKind::Unfollow),
             EventKind::Unfollow => Some(EventKind::Post),
@@ -480,6 +495,16 @@ pub enum InvalidEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Proves `EventKind::all` lists every kind once, in declaration order, so `index` and `COUNT` make a table by kind.
+    #[test]
+    fn kinds_are_listed_in_declaration_order() {
+        let all: Vec<EventKind> = EventKind::all().collect();
+        assert_eq!(all.len(), EventKind::COUNT);
+        for (i, k) in all.iter().enumerate() {
+            assert_eq!(k.index(), i, "{k:?}");
+        }
+    }
 
     // Proves a ts in seconds or in micro/nanoseconds is refused at both edges of each window, and synthetic and real ms clocks are kept.
     #[test]

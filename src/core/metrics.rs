@@ -90,57 +90,19 @@ impl Figures {
     }
 }
 
-/// Input events applied, by kind (a field per kind, reached through an
-/// exhaustive `match`: a new kind cannot be counted in another's place).
+/// Input events applied, by kind: one count per [`EventKind`], in its
+/// order (a new kind is counted without a change here).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct EventCounts {
-    /// `follow` events.
-    pub follow: u64,
-    /// `unfollow` events.
-    pub unfollow: u64,
-    /// `post` events.
-    pub post: u64,
-    /// `delete_post` events.
-    pub delete_post: u64,
-    /// `seen` events.
-    pub seen: u64,
-    /// `repost` events.
-    pub repost: u64,
-    /// `block` events.
-    pub block: u64,
-    /// `unblock` events.
-    pub unblock: u64,
-    /// `mute` events.
-    pub mute: u64,
-    /// `unmute` events.
-    pub unmute: u64,
-    /// `hide_reposts` events.
-    pub hide_reposts: u64,
-    /// `show_reposts` events.
-    pub show_reposts: u64,
-}
+pub struct EventCounts([u64; EventKind::COUNT]);
 
 impl EventCounts {
     /// The count of `kind`.
     pub fn get(&self, kind: EventKind) -> u64 {
-        *{ *self }.field(kind)
+        self.0[kind.index()]
     }
 
     fn field(&mut self, kind: EventKind) -> &mut u64 {
-        match kind {
-            EventKind::Follow => &mut self.follow,
-            EventKind::Unfollow => &mut self.unfollow,
-            EventKind::Post => &mut self.post,
-            EventKind::DeletePost => &mut self.delete_post,
-            EventKind::Seen => &mut self.seen,
-            EventKind::Repost => &mut self.repost,
-            EventKind::Block => &mut self.block,
-            EventKind::Unblock => &mut self.unblock,
-            EventKind::Mute => &mut self.mute,
-            EventKind::Unmute => &mut self.unmute,
-            EventKind::HideReposts => &mut self.hide_reposts,
-            EventKind::ShowReposts => &mut self.show_reposts,
-        }
+        &mut self.0[kind.index()]
     }
 
     /// Every kind's count.
