@@ -12,6 +12,8 @@ RUN apt-get update \
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+# A workspace member: Cargo reads its manifest, though only feedlog is built.
+COPY benches ./benches
 COPY topics ./topics
 # Cache mounts (BuildKit): the crate registry and the build directory
 # survive between builds, so a change to feedlog's code does not compile

@@ -67,14 +67,18 @@ if [ "${1:-}" = --tests ] && ! command -v chromedriver >/dev/null 2>&1; then
     echo "setup: chromium and chromium-driver are not installed and cannot be; the web page's browser test is left out" >&2
 fi
 # --bench: the benchmarks' outside tools: wrk (the HTTP load generator of
-# `bench http` and `bench redis`), redis-server and redis-benchmark (the
-# Redis design `bench redis` compares against). Each bench names what it
-# lacks when one is missing.
+# `feedlog-bench http` and `feedlog-bench redis`), redis-server and
+# redis-benchmark (the Redis design `feedlog-bench redis` compares against).
+# Each bench names what it lacks when one is missing. The benches' binary is
+# built apart from feedlog's (the crate in benches/): the last line says how
+# when it is not built yet.
 if [ "${1:-}" = --bench ]; then
   command -v wrk >/dev/null 2>&1 || apt_install wrk "the HTTP load generator of the benches" ||
-    echo "setup: wrk is not installed and cannot be; bench http cannot run" >&2
-  command -v redis-server >/dev/null 2>&1 || apt_install redis-server "the Redis design of bench redis" ||
-    echo "setup: redis-server is not installed and cannot be; bench redis will skip" >&2
-  command -v redis-benchmark >/dev/null 2>&1 || apt_install redis-tools "redis-benchmark, the page load of bench redis" ||
-    echo "setup: redis-tools is not installed and cannot be; bench redis will skip its page runs" >&2
+    echo "setup: wrk is not installed and cannot be; feedlog-bench http cannot run" >&2
+  command -v redis-server >/dev/null 2>&1 || apt_install redis-server "the Redis design of feedlog-bench redis" ||
+    echo "setup: redis-server is not installed and cannot be; feedlog-bench redis will skip" >&2
+  command -v redis-benchmark >/dev/null 2>&1 || apt_install redis-tools "redis-benchmark, the page load of feedlog-bench redis" ||
+    echo "setup: redis-tools is not installed and cannot be; feedlog-bench redis will skip its page runs" >&2
+  [ -x "${CARGO_TARGET_DIR:-$(dirname "$0")/../target}/release/feedlog-bench" ] ||
+    echo "setup: build the benches' binary (and feedlog beside it) with: cargo build --release -p feedlog -p feedlog-bench" >&2
 fi

@@ -1,7 +1,6 @@
 //! The command line's grammar: every command, flag and setting (clap).
 
 use super::api_args::ApiArgs;
-use super::bench::{BenchKind, Shape};
 use super::values::{at_least_one, progress_secs, view_arg};
 use super::{demo, kafka, log};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -382,51 +381,6 @@ pub enum Command {
         /// `history_gone`, exit 2): `30d`, `12h`, `0` (none) or `forever`.
         #[arg(long, env = "FEEDLOG_HISTORY_RETENTION", default_value = "30d", value_parser = feedlog::ops::asof::Retention::parse)]
         history_retention: feedlog::ops::asof::Retention,
-    },
-    /// Measure throughput against a raw RocksDB baseline in the same run.
-    Bench {
-        /// What to measure.
-        #[arg(value_enum, default_value_t = BenchKind::Fanout)]
-        kind: BenchKind,
-        /// Users in the generated network.
-        #[arg(long, default_value_t = 20_000)]
-        users: u64,
-        /// Follows per user (power-law choice of followees).
-        #[arg(long, default_value_t = 20)]
-        follows: u64,
-        /// Posts to fan out.
-        #[arg(long, default_value_t = 2_000)]
-        posts: u64,
-        /// fanout, redis, mixed, kafka: the generated workload's shape.
-        #[arg(long, value_enum, default_value_t = Shape::PostHeavy)]
-        shape: Shape,
-        /// follow-heavy: events in all (about 45 % first-contact follows,
-        /// the rest posts, among --users users).
-        #[arg(long, default_value_t = 1_000_000)]
-        events: u64,
-        /// Partitions.
-        #[arg(long, default_value_t = 8)]
-        partitions: u32,
-        /// http, redis, mixed, kafka-swap: server threads, load-generator threads and raw reader threads.
-        #[arg(long, default_value_t = 2)]
-        threads: usize,
-        /// http, redis, mixed, kafka-swap: open connections of the load generator.
-        #[arg(long, default_value_t = 16)]
-        connections: usize,
-        /// http, redis, kafka-swap: seconds each page run is measured.
-        #[arg(long, default_value_t = 20)]
-        seconds: u64,
-        /// fanout, redis, mixed: the processor's pull threshold (0: every author
-        /// pushed).
-        #[arg(long, default_value_t = DEFAULT_PULL_THRESHOLD)]
-        pull_threshold: u64,
-        /// fanout, redis, mixed: the processor's inactivity span (as `run`'s; 0:
-        /// every reader pushed to).
-        #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = log_span)]
-        inactive_after: u64,
-        /// failover: the processors' session timeout, ms.
-        #[arg(long, default_value_t = 3_000)]
-        session_timeout_ms: u64,
     },
 }
 

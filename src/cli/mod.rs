@@ -4,7 +4,6 @@
 
 pub mod api_args;
 pub mod args;
-pub mod bench;
 pub mod config;
 pub mod demo;
 pub mod generation;
@@ -21,7 +20,6 @@ pub mod values;
 
 use anyhow::Result;
 use args::{Cli, Command, ConfigAction, LogAction, TopicsAction};
-use bench::BenchKind;
 use feedlog::core::DEFAULT_INBOX_CAP;
 use feedlog::state::datadir::DataDir;
 use feedlog::task::embedded::ProcessorConfig;
@@ -322,64 +320,6 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         } => {
             embedded("demo")?;
             demo::run(data, &demo, &listen, exit, &api)
-        }
-        Command::Bench {
-            kind,
-            users,
-            follows,
-            posts,
-            shape,
-            events,
-            partitions,
-            threads,
-            connections,
-            seconds,
-            pull_threshold,
-            inactive_after,
-            session_timeout_ms,
-        } => {
-            let hybrid = (pull_threshold, span(inactive_after));
-            let generated = bench::Generated {
-                shape,
-                users,
-                follows,
-                posts,
-                events,
-            };
-            let redis_bench = bench::RedisBench {
-                data,
-                generated,
-                partitions,
-                threads,
-                connections,
-                secs: seconds,
-                pull_threshold,
-                inactive_after: span(inactive_after),
-            };
-            match kind {
-                BenchKind::Fanout => bench::fanout(&generated, partitions, hybrid)?,
-                BenchKind::Http => bench::http(data, threads, connections, seconds)?,
-                BenchKind::Pulled => bench::pulled(partitions, threads, connections, seconds)?,
-                BenchKind::Filters => bench::filters(partitions, threads, connections, seconds)?,
-                BenchKind::Explain => bench::explain(partitions, threads, connections, seconds)?,
-                BenchKind::Rebuild => bench::rebuild(data)?,
-                BenchKind::Rewind => bench::rewind(data)?,
-                BenchKind::Redis => bench::redis(&redis_bench)?,
-                BenchKind::Mixed => bench::mixed(&redis_bench)?,
-                BenchKind::Kafka => bench::kafka(settings.kafka.clone(), &generated, partitions)?,
-                BenchKind::Failover => {
-                    bench::failover(settings.kafka.clone(), data, session_timeout_ms)?
-                }
-                BenchKind::KafkaSwap => {
-                    let load = bench::SwapLoad {
-                        threads,
-                        connections,
-                        secs: seconds,
-                    };
-                    bench::kafka_swap(settings.kafka.clone(), data, &load)?
-                }
-            }
-            Ok(0)
         }
     }
 }

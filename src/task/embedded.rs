@@ -15,7 +15,7 @@ use crate::log::{Log, Logs};
 use crate::state::datadir::DataDir;
 use crate::state::{BlockCache, Store, StoreSet};
 use crate::task::progress::Progress;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -353,12 +353,12 @@ impl Processor {
             tasks.push(self.task(p)?);
         }
         let shared = RunState {
-            shutdown,
+            stop: shutdown.linked(),
+            until_idle,
             progress: &self.progress,
             this_run: Mutex::default(),
             epoch: AtomicU64::new(0),
             idle_at: (0..n).map(|_| AtomicU64::new(BUSY)).collect(),
-            stop: AtomicBool::new(false),
             failure: Mutex::new(None),
         };
         std::thread::scope(|s| {
@@ -369,6 +369,9 @@ impl Processor {
                 let spawned = std::thread::Builder::new()
                     .name(format!("feedlog-p{p}"))
                     .spawn_scoped(s, move || {
+                        // However the owner ends (a panic included), the
+                        // run stops: no owner is left waiting for it.
+                        let _stops = StopOnExit(&shared.stop);
                         crate::task::priority::lower_priority(nice);
                         let mut owner = Owner { p, seen: 0, shared };
                         if let Err(source) = drive(&mut task, &mut owner) {
@@ -386,13 +389,12 @@ impl Processor {
                     });
                 }
             }
-            while !shared.stopping() {
-                shutdown.wait(Duration::from_millis(2));
-                if until_idle && shared.idle() {
-                    shared.stop.store(true, Ordering::SeqCst);
-                }
+            // Woken by the stop: a shutdown or pause, a failure, an owner
+            // that ended, or (until idle) the owner that found all idle.
+            if until_idle && shared.idle() {
+                shared.stop.request(); // no partition at all
             }
-            shared.stop.store(true, Ordering::SeqCst);
+            while !shared.stop.wait(Duration::from_secs(3600)) {}
         });
         if let Some(e) = shared
             .failure
@@ -448,21 +450,33 @@ const BUSY: u64 = u64::MAX;
 
 /// What the owner threads of one run share.
 struct RunState<'a> {
-    /// Stops this run: the processor's shutdown, or a pause.
-    shutdown: &'a Shutdown,
+    /// Stops this run's owners: requested by the processor's shutdown or a
+    /// pause (it is linked to the run's token), a failure, an owner that
+    /// ended, or idleness.
+    stop: Shutdown,
+    /// Whether the run ends once every owner found nothing to do.
+    until_idle: bool,
     progress: &'a Progress,
     this_run: Mutex<StepStats>,
     /// Moves after every non-empty step.
     epoch: AtomicU64,
     /// Per owner: the epoch it saw before its last empty step, or `BUSY`.
     idle_at: Vec<AtomicU64>,
-    stop: AtomicBool,
     failure: Mutex<Option<ProcessorError>>,
+}
+
+/// Requests its token when dropped: an owner thread's guard.
+struct StopOnExit<'a>(&'a Shutdown);
+
+impl Drop for StopOnExit<'_> {
+    fn drop(&mut self) {
+        self.0.request();
+    }
 }
 
 impl RunState<'_> {
     fn stopping(&self) -> bool {
-        self.stop.load(Ordering::SeqCst) || self.shutdown.is_requested()
+        self.stop.is_requested()
     }
 
     /// Every owner has seen the current epoch and found nothing: nothing
@@ -475,7 +489,7 @@ impl RunState<'_> {
 
     fn fail(&self, e: ProcessorError) {
         *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
-        self.stop.store(true, Ordering::SeqCst);
+        self.stop.request();
     }
 }
 
@@ -499,6 +513,10 @@ impl Hooks for Owner<'_> {
         let s = self.shared;
         if stats.input() == 0 {
             s.idle_at[self.p].store(self.seen, Ordering::SeqCst);
+            // The owner that completes the idleness ends the run.
+            if s.until_idle && s.idle() {
+                s.stop.request();
+            }
         } else {
             s.idle_at[self.p].store(BUSY, Ordering::SeqCst);
             s.epoch.fetch_add(1, Ordering::SeqCst);

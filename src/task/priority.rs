@@ -3,13 +3,13 @@
 //! A processor's partition threads (one per partition, each as busy as its
 //! backlog lets it) outnumber the threads that answer reads. Left at the
 //! same priority, a backlog takes the cores in proportion to thread count:
-//! measured with `bench mixed` on two cores, eight partition threads took
-//! 85 % of the CPU and readers waited (p50 3.8 ms). Each partition thread
-//! therefore lowers its own priority by [`DEFAULT_WRITER_NICE`] (Linux nice
-//! values; `run --writer-nice`), so that reads on the same machine, in the
-//! same process or another one (`serve`), are scheduled first and the
-//! backlog takes what is left. With nothing else to run, the backlog still
-//! gets every core.
+//! measured with `feedlog-bench mixed` on two cores, eight partition
+//! threads took 85 % of the CPU and readers waited (p50 3.8 ms). Each
+//! partition thread therefore lowers its own priority by
+//! [`DEFAULT_WRITER_NICE`] (Linux nice values; `run --writer-nice`), so
+//! that reads on the same machine, in the same process or another one
+//! (`serve`), are scheduled first and the backlog takes what is left. With
+//! nothing else to run, the backlog still gets every core.
 
 /// How much a partition thread lowers its priority by default (nice
 /// levels: each one is about 10 % less CPU against a thread at the

@@ -1,9 +1,10 @@
-//! The command lines of the documents' shell blocks, and the binary's
-//! grammar they are parsed with.
+//! The command lines of the documents' shell blocks, and the grammars
+//! they are parsed with: the `feedlog` binary's, and the bench crate's
+//! (`feedlog-bench`).
 
-use super::{cli, with_blocks, Doc};
+use super::{bench_args, cli, with_blocks, Doc};
 use clap::error::ErrorKind;
-use clap::{CommandFactory, FromArgMatches};
+use clap::{CommandFactory, FromArgMatches, ValueEnum};
 
 /// The words of a shell command line up to its first operator (a pipe, a
 /// redirection, `;`, `&`) or comment, with quotes and backslashes resolved;
@@ -102,10 +103,12 @@ pub(super) fn command_lines(doc: &Doc) -> Vec<(usize, String)> {
     found
 }
 
-/// The arguments of a `feedlog` invocation (program name first), or `None`
-/// when the command line runs something else. Leading `NAME=value`
-/// assignments and `time` are skipped; the binary is `feedlog`, a path
-/// ending in `/release/feedlog`, or `cargo run … -- ARGS`.
+/// The arguments of a `feedlog` or `feedlog-bench` invocation (the
+/// program's name first), or `None` when the command line runs something
+/// else. Leading `NAME=value` assignments and `time` are skipped; the
+/// binary is `feedlog` or `feedlog-bench`, a path ending in
+/// `/release/feedlog` or `/release/feedlog-bench`, or `cargo run … -- ARGS`
+/// (`feedlog-bench` when the words before `--` name it).
 pub(super) fn feedlog_args(words: &[String]) -> Option<Vec<String>> {
     let is_assignment = |w: &String| {
         w.split_once('=').is_some_and(|(name, _)| {
@@ -119,31 +122,73 @@ pub(super) fn feedlog_args(words: &[String]) -> Option<Vec<String>> {
         .skip_while(|w| is_assignment(w) || *w == "time")
         .collect();
     let first = words.first()?;
-    let rest: Vec<String> = if *first == "feedlog" || first.ends_with("/release/feedlog") {
-        words[1..].iter().map(|w| w.to_string()).collect()
+    let program = |w: &str| {
+        ["feedlog", "feedlog-bench"]
+            .into_iter()
+            .find(|p| w == *p || w.ends_with(&format!("/release/{p}")))
+    };
+    let (program, rest): (&str, Vec<String>) = if let Some(p) = program(first) {
+        (p, words[1..].iter().map(|w| w.to_string()).collect())
     } else if *first == "cargo" && words.get(1).is_some_and(|w| *w == "run") {
         let dashes = words.iter().position(|w| *w == "--")?;
-        words[dashes + 1..].iter().map(|w| w.to_string()).collect()
+        let bench = words[..dashes]
+            .iter()
+            .any(|w| w.as_str() == "feedlog-bench");
+        let p = if bench { "feedlog-bench" } else { "feedlog" };
+        (
+            p,
+            words[dashes + 1..].iter().map(|w| w.to_string()).collect(),
+        )
     } else {
         return None;
     };
-    Some(std::iter::once("feedlog".to_string()).chain(rest).collect())
+    Some(std::iter::once(program.to_string()).chain(rest).collect())
 }
 
-/// The binary's grammar, without its environment variables: the documents
-/// must parse as written, whatever `FEEDLOG_*` the test runs under.
+/// `cmd` without its environment variables: the documents must parse as
+/// written, whatever `FEEDLOG_*` the test runs under.
+fn without_env(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| a.env(None::<&'static str>))
+        .mut_subcommands(without_env)
+}
+
+/// The binary's grammar, without its environment variables.
 pub(super) fn grammar() -> clap::Command {
-    fn without_env(cmd: clap::Command) -> clap::Command {
-        cmd.mut_args(|a| a.env(None::<&'static str>))
-            .mut_subcommands(without_env)
-    }
     without_env(cli::args::Cli::command())
 }
 
-/// Parses `args` with the binary's grammar: the chain of subcommands it
-/// names, or clap's error (help and version requests count as parsed).
+/// The bench crate's grammar (`feedlog-bench`), without its environment
+/// variables.
+pub(super) fn bench_grammar() -> clap::Command {
+    without_env(bench_args::Cli::command())
+}
+
+/// Every bench `feedlog-bench` runs, by the name its command line gives it.
+pub(super) fn bench_kinds() -> Vec<String> {
+    bench_args::BenchKind::value_variants()
+        .iter()
+        .filter_map(|k| Some(k.to_possible_value()?.get_name().to_string()))
+        .collect()
+}
+
+/// Parses `args` with the grammar of the binary `args[0]` names: the
+/// chain of subcommands it names (for `feedlog-bench`, that name and the
+/// bench), or clap's error (help and version requests count as parsed).
 pub(super) fn parse(args: &[String]) -> Result<Vec<String>, String> {
-    match grammar().try_get_matches_from(args) {
+    let bench = args.first().is_some_and(|p| p == "feedlog-bench");
+    let matched = match bench {
+        true => bench_grammar().try_get_matches_from(args),
+        false => grammar().try_get_matches_from(args),
+    };
+    match matched {
+        Ok(matches) if bench => {
+            let cli = bench_args::Cli::from_arg_matches(&matches).map_err(|e| e.to_string())?;
+            let kind = cli.kind.to_possible_value().ok_or("a hidden bench")?;
+            Ok(vec![
+                "feedlog-bench".to_string(),
+                kind.get_name().to_string(),
+            ])
+        }
         Ok(matches) => {
             cli::args::Cli::from_arg_matches(&matches).map_err(|e| e.to_string())?;
             let mut chain = Vec::new();
@@ -166,7 +211,8 @@ pub(super) fn parse(args: &[String]) -> Result<Vec<String>, String> {
 /// names or why it does not parse.
 pub(super) type Parsed = (String, String, Result<Vec<String>, String>);
 
-/// Every `feedlog` command line of `doc`'s shell blocks, parsed.
+/// Every `feedlog` and `feedlog-bench` command line of `doc`'s shell
+/// blocks, parsed.
 pub(super) fn parsed_commands(doc: &Doc) -> Vec<Parsed> {
     let mut out = Vec::new();
     for (n, line) in command_lines(doc) {

@@ -2,16 +2,19 @@
 //! BENCHMARKS.md, state/README.md and every page under docs/, every relative
 //! link reaches a file (and, when it names an anchor, a heading of that
 //! file), every `feedlog` command line of a shell block parses with the
-//! binary's own grammar, every script and source path they name exists, and
+//! binary's own grammar (and every `feedlog-bench` one with the bench
+//! crate's), every script and source path they name exists, and
 //! every page and section of docs/ that the code cites is there.
 
-use crate::cli;
+use crate::{bench_args, cli};
 
 // The command lines of the shell blocks (a file of its own, for length).
 #[path = "commands.rs"]
 mod commands;
 
-use commands::{command_lines, feedlog_args, grammar, parse, parsed_commands, shell_words};
+use commands::{
+    bench_kinds, command_lines, feedlog_args, grammar, parse, parsed_commands, shell_words,
+};
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
@@ -226,7 +229,7 @@ fn every_link_reaches_its_file_and_heading() {
     assert_none("broken link(s)", failures);
 }
 
-/// Proves every `feedlog` command line in the documents' shell blocks parses with the binary's grammar.
+/// Proves every `feedlog` command line in the documents' shell blocks parses with the binary's grammar, and every `feedlog-bench` one with the bench crate's.
 #[test]
 fn every_documented_command_parses() {
     let mut failures = Vec::new();
@@ -243,7 +246,7 @@ fn every_documented_command_parses() {
     assert_none("command line(s) that do not parse", failures);
 }
 
-/// Proves docs/cli.md shows a parsed example of every command of the binary (every subcommand path, `help` aside).
+/// Proves docs/cli.md shows a parsed example of every command of the binary (every subcommand path, `help` aside) and of every bench of `feedlog-bench`.
 #[test]
 fn the_cli_page_shows_every_command() {
     fn leaves(cmd: &clap::Command, path: Vec<String>, out: &mut BTreeSet<Vec<String>>) {
@@ -271,11 +274,16 @@ fn the_cli_page_shows_every_command() {
         .into_iter()
         .filter_map(|(_, _, r)| r.ok())
         .collect();
-    let missing: Vec<String> = commands
+    let mut missing: Vec<String> = commands
         .iter()
         .filter(|c| !shown.contains(*c))
         .map(|c| format!("docs/cli.md: no example of `feedlog {}`", c.join(" ")))
         .collect();
+    for kind in bench_kinds() {
+        if !shown.contains(&vec!["feedlog-bench".to_string(), kind.clone()]) {
+            missing.push(format!("docs/cli.md: no example of `feedlog-bench {kind}`"));
+        }
+    }
     assert_none("command(s) without an example", missing);
 }
 
@@ -444,6 +452,15 @@ fn the_checks_find_what_they_look_for() {
         Some(vec!["feedlog".to_string(), "states".to_string()])
     );
     assert_eq!(feedlog_args(&shell_words("curl -s x").unwrap()), None);
+    let bench = feedlog_args(&shell_words("target/release/feedlog-bench --data d redis").unwrap());
+    let bench = bench.unwrap();
+    assert_eq!(bench[0], "feedlog-bench");
+    assert_eq!(
+        parse(&bench),
+        Ok(vec!["feedlog-bench".into(), "redis".into()])
+    );
+    assert!(parse(&["feedlog".into(), "bench".into(), "redis".into()]).is_err());
+    assert!(parse(&["feedlog-bench".into(), "no-such-bench".into()]).is_err());
     assert!(parse(&["feedlog".into(), "no-such-command".into()]).is_err());
     assert!(parse(&["feedlog".into(), "run".into(), "--help".into()]).is_ok());
     let run = ["feedlog", "--data", "d", "run", "--until-idle"].map(String::from);

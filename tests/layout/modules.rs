@@ -1,7 +1,8 @@
-//! The map names every module: ARCHITECTURE.md's "Every module" table is
-//! rendered here from the tree, each module with the first sentence of its
-//! own `//!` comment, so a module added, moved or described anew shows in
-//! the map or fails this test.
+//! The map names every module: ARCHITECTURE.md's "Every module" tables
+//! (`src/`, and the bench crate's `benches/src/`) are rendered here from
+//! the tree, each module with the first sentence of its own `//!` comment,
+//! so a module added, moved or described anew shows in the map or fails
+//! this test.
 
 use std::path::{Path, PathBuf};
 
@@ -64,10 +65,11 @@ fn first_sentence(text: &str) -> String {
     s.replace('|', "\\|")
 }
 
-/// The table ARCHITECTURE.md shows: a row per module of `src/`, by path
-/// (a folder module as `folder/`), with its first sentence.
-fn rendered() -> String {
-    let src = root().join("src");
+/// A table ARCHITECTURE.md shows: a row per module under `under` (`src`
+/// or `benches/src`), by path from there (a folder module as `folder/`),
+/// with its first sentence.
+fn rendered(under: &str) -> String {
+    let src = root().join(under);
     let mut files = Vec::new();
     modules(&src, &mut files);
     let mut t = String::from("| Module | What it is |\n|---|---|\n");
@@ -87,15 +89,17 @@ fn rendered() -> String {
     t
 }
 
-/// Proves ARCHITECTURE.md's table of modules names every module of `src/` with the first sentence its file says of itself.
+/// Proves ARCHITECTURE.md's tables of modules name every module of `src/` and of the bench crate (`benches/src/`) with the first sentence its file says of itself.
 #[test]
 fn the_map_names_every_module() {
     let map = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
-    let table = rendered();
-    assert!(
-        map.contains(&table),
-        "ARCHITECTURE.md should hold:\n{table}"
-    );
+    for under in ["src", "benches/src"] {
+        let table = rendered(under);
+        assert!(
+            map.contains(&table),
+            "ARCHITECTURE.md should hold, for {under}/:\n{table}"
+        );
+    }
 }
 
 /// Proves the first sentence is cut at its end and pipes are escaped for the table.

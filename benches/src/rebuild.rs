@@ -1,8 +1,9 @@
-//! `bench rebuild`: a rebuild from the log against raw reads of the log and
-//! raw RocksDB puts of the rebuilt state, and a checkpoint plus tail.
+//! `feedlog-bench rebuild`: a rebuild from the log against raw reads of the
+//! log and raw RocksDB puts of the rebuilt state, and a checkpoint plus
+//! tail.
 
-use super::Cleanup;
-use crate::cli::say::say;
+use crate::common::Cleanup;
+use crate::say::say;
 use anyhow::{Context, Result};
 use feedlog::core::Partition;
 use feedlog::state::datadir::DataDir;
@@ -20,7 +21,7 @@ use std::time::Instant;
 pub fn rebuild(data: &std::path::Path) -> Result<()> {
     use feedlog::log::{Log, Topic};
     use feedlog::ops::rebuild::Rebuild;
-    let dir = super::processed_dir(data)?;
+    let dir = crate::common::processed_dir(data)?;
     let tmp = std::env::temp_dir().join(format!("feedlog-bench-{}", std::process::id()));
     let _cleanup = Cleanup(tmp.clone());
     // As `feedlog rebuild --into` runs it.

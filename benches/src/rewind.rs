@@ -1,12 +1,12 @@
-//! `bench rewind`: what a view as of an earlier time costs, on the state in
-//! `--data`. The first request for a time replays the log up to it: timed
-//! against a rebuild of the whole state from the same log (the other
-//! replay from the log) in the same run. Later requests for it check the
-//! log for anything new and read the kept state: timeline pages as of the
-//! time against the same pages of the live state.
+//! `feedlog-bench rewind`: what a view as of an earlier time costs, on the
+//! state in `--data`. The first request for a time replays the log up to
+//! it: timed against a rebuild of the whole state from the same log (the
+//! other replay from the log) in the same run. Later requests for it check
+//! the log for anything new and read the kept state: timeline pages as of
+//! the time against the same pages of the live state.
 
-use super::Cleanup;
-use crate::cli::say::say;
+use crate::common::Cleanup;
+use crate::say::say;
 use anyhow::Result;
 use feedlog::api::query::Reader;
 use feedlog::core::event::{Ts, UserId};
@@ -24,7 +24,7 @@ const PAGES: u64 = 2_000;
 
 /// The measurements, as the module says.
 pub fn rewind(data: &std::path::Path) -> Result<()> {
-    let dir = super::processed_dir(data)?;
+    let dir = crate::common::processed_dir(data)?;
     // The middle of the log's times.
     let logs = dir.logs();
     let mut times = Vec::new();

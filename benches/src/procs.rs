@@ -1,11 +1,11 @@
 //! What the Kafka-mode process benches (`failover`, `kafka-swap`) share:
 //! the demo log's events produced to a broker (an in-process mock unless
-//! `--kafka` names brokers), processors started as child processes of this
-//! executable, and a wait on the group's status.
+//! `--kafka` names brokers), processors started as child processes of the
+//! `feedlog` binary beside this one, and a wait on the group's status.
 
-use super::processed_dir;
-use super::redis::logged_events;
-use crate::cli::say::say;
+use crate::common::processed_dir;
+use crate::redis::logged_events;
+use crate::say::say;
 use anyhow::{bail, Context, Result};
 use feedlog::core::event::Event;
 use feedlog::core::Generation;
@@ -138,10 +138,24 @@ fn make_topics(mock: Option<&MockBroker>, cfg: &KafkaConfig, partitions: u32) ->
     Ok(())
 }
 
+/// The `feedlog` binary in this executable's directory (Cargo builds both
+/// into the same one).
+fn feedlog_exe() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("finding this executable")?;
+    let feedlog = exe.with_file_name(format!("feedlog{}", std::env::consts::EXE_SUFFIX));
+    if !feedlog.is_file() {
+        bail!(
+            "no feedlog binary beside {} to run the processors (build both: \
+             cargo build --release -p feedlog -p feedlog-bench)",
+            exe.display()
+        );
+    }
+    Ok(feedlog)
+}
+
 /// `feedlog` with `cfg`'s connection flags, then `args`.
 pub(super) fn feedlog(cfg: &KafkaConfig, args: &[&str]) -> Result<Command> {
-    let exe = std::env::current_exe().context("finding this executable")?;
-    let mut c = Command::new(exe);
+    let mut c = Command::new(feedlog_exe()?);
     c.args(["--kafka", &cfg.brokers, "--group", &cfg.group]);
     c.args(["--topic-prefix", &cfg.topic_prefix]);
     if let Some(e) = &cfg.events_topic {

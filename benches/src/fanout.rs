@@ -1,8 +1,8 @@
-//! `bench fanout`: inbox writes/s through the processor against raw
+//! `feedlog-bench fanout`: inbox writes/s through the processor against raw
 //! RocksDB puts of the same keys.
 
-use super::{run_until_idle, Cleanup, Generated};
-use crate::cli::say::say;
+use crate::common::{run_until_idle, Cleanup, Generated};
+use crate::say::say;
 use anyhow::{Context, Result};
 use feedlog::core::codec::Format;
 use feedlog::core::Partition;
@@ -73,7 +73,7 @@ pub fn fanout(
     }
     drop(processor);
     let all: Vec<&feedlog::core::event::Event> = follow_events.iter().chain(&post_events).collect();
-    let bytes = super::bytes_line(&dir, &all, keys.len() as u64);
+    let bytes = crate::common::bytes_line(&dir, &all, keys.len() as u64);
     let (raw_rate, raw_secs) = raw_puts(&tmp.join("raw"), &keys, 1, cfg.sync)?;
     let (raw2_rate, _) = raw_puts(&tmp.join("raw2"), &keys, 2, cfg.sync)?;
     println!("fan-out: {delivered} inbox writes in {secs:.2}s = {feed_rate:.0}/s through the processor ({partitions} partitions, sync={})", cfg.sync);

@@ -1,12 +1,12 @@
-//! The Redis side of `bench redis` and `bench mixed`: a `redis-server`
-//! on loopback, the design's worker replaying events into it, the checks
-//! that both sides hold the same pages, and page loads from
+//! The Redis side of `feedlog-bench redis` and `feedlog-bench mixed`: a
+//! `redis-server` on loopback, the design's worker replaying events into
+//! it, the checks that both sides hold the same pages, and page loads from
 //! `redis-benchmark` (`ZREVRANGE`, or the design's page script when the
 //! workload has reposts).
 
-use super::http::Load;
-use super::redis_worker::{Worker, PAGE_SCRIPT};
-use super::resp::{number, Conn, Resp};
+use crate::http::Load;
+use crate::redis_worker::{Worker, PAGE_SCRIPT};
+use crate::resp::{number, Conn, Resp};
 use anyhow::{bail, Context, Result};
 use feedlog::api::query::Reader;
 use feedlog::core::event::{Event, UserId};

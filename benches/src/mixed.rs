@@ -1,5 +1,5 @@
-//! `bench mixed`: timeline pages read while the writes are applied — the
-//! normal state of a feed service, and the moment commits drop cached
+//! `feedlog-bench mixed`: timeline pages read while the writes are applied
+//! — the normal state of a feed service, and the moment commits drop cached
 //! pages — feedlog against the Redis design on the same events, in one run.
 //!
 //! Each side applies the events twice: alone, then while 16 connections
@@ -12,10 +12,10 @@
 //! they ran against how long the writes ran, and the writes' entries/s
 //! alone and under the reads.
 
-use super::http::{which, with_wrk, Load};
-use super::redis::{fresh_dir, workload, RedisBench, RedisServer};
-use super::Cleanup;
-use crate::cli::say::say;
+use crate::common::Cleanup;
+use crate::http::{which, with_wrk, Load};
+use crate::redis::{fresh_dir, workload, RedisBench, RedisServer};
+use crate::say::say;
 use anyhow::Result;
 use feedlog::core::event::Event;
 use feedlog::task::embedded::Processor;
@@ -38,7 +38,7 @@ pub fn mixed(b: &RedisBench<'_>) -> Result<()> {
         which("redis-benchmark"),
     ) else {
         say!(
-            "bench mixed: skipped: it needs redis-server, wrk and redis-benchmark \
+            "feedlog-bench mixed: skipped: it needs redis-server, wrk and redis-benchmark \
              (Debian/Ubuntu: apt-get install redis-server redis-tools wrk; scripts/setup.sh --bench installs them)"
         );
         return Ok(());

@@ -1,8 +1,8 @@
-//! `bench kafka`: the same workload through a Kafka consumer group of one
-//! and of two processors, against the embedded log.
+//! `feedlog-bench kafka`: the same workload through a Kafka consumer group
+//! of one and of two processors, against the embedded log.
 
-use super::{process_cpu_secs, Cleanup, Generated, Throughput};
-use crate::cli::say::say;
+use crate::common::{process_cpu_secs, Cleanup, Generated, Throughput};
+use crate::say::say;
 use anyhow::{Context, Result};
 use feedlog::core::codec::Format;
 use feedlog::core::event::Event;
@@ -287,7 +287,7 @@ fn until_settled(
 fn differs(run: &Throughput, embedded: &Throughput) {
     if run.delivered != embedded.delivered {
         say!(
-            "bench kafka: this run wrote {} inbox entries, the embedded run {} (an author crossed the pull \
+            "feedlog-bench kafka: this run wrote {} inbox entries, the embedded run {} (an author crossed the pull \
              threshold at another point among their posts): compare deliveries/s",
             run.delivered,
             embedded.delivered

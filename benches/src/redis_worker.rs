@@ -1,7 +1,7 @@
 //! The founding documents' Redis design as a fan-out worker: the commands
-//! each event becomes (for `bench redis`).
+//! each event becomes (for `feedlog-bench redis`).
 
-use super::resp::Resp;
+use crate::resp::Resp;
 use feedlog::core::event::Event;
 use std::collections::{BTreeSet, HashMap, HashSet};
 

@@ -1,5 +1,5 @@
-//! The Redis wire protocol (RESP), as much as `bench redis` needs: commands
-//! encoded into a buffer, and the replies it reads back.
+//! The Redis wire protocol (RESP), as much as `feedlog-bench redis` needs:
+//! commands encoded into a buffer, and the replies it reads back.
 
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader, Write};

@@ -1,5 +1,6 @@
-//! `bench redis`: feedlog against the founding documents' design — Redis
-//! sorted-set inboxes, fan-out on write — on the same events, in one run.
+//! `feedlog-bench redis`: feedlog against the founding documents' design —
+//! Redis sorted-set inboxes, fan-out on write — on the same events, in one
+//! run.
 //!
 //! The Redis side replays the events in time order as that design's worker
 //! would, by mass insertion over one pipelined connection: a post is a
@@ -21,12 +22,12 @@
 //! (each row with its 10 newest sources and their count; the Redis side is
 //! `redis_server.rs`).
 
-use super::http::{
+use crate::common::{Cleanup, Generated};
+use crate::http::{
     once_each, paths_script, readers, second_pages, through_http, which, with_wrk, Load,
 };
-pub(super) use super::redis_server::RedisServer;
-use super::{Cleanup, Generated};
-use crate::cli::say::say;
+pub(super) use crate::redis_server::RedisServer;
+use crate::say::say;
 use anyhow::Result;
 use feedlog::api::query::Reader;
 use feedlog::core::codec::{decode_event, Format};
@@ -42,7 +43,7 @@ use feedlog::task::Shutdown;
 use std::path::Path;
 use std::time::Instant;
 
-/// What `bench redis` compares, and on what.
+/// What `feedlog-bench redis` compares, and on what.
 pub struct RedisBench<'a> {
     /// A data directory whose `events` log holds the workload; when it does
     /// not exist, the generated workload below is used.
@@ -71,7 +72,7 @@ pub struct RedisBench<'a> {
 pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     let Some(server_bin) = which("redis-server") else {
         say!(
-            "bench redis: skipped: redis-server is not installed \
+            "feedlog-bench redis: skipped: redis-server is not installed \
              (Debian/Ubuntu: apt-get install redis-server redis-tools; scripts/setup.sh --bench installs it)"
         );
         return Ok(());
@@ -158,7 +159,7 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     // Pages: the same readers' first pages at the same concurrency.
     let (Some(wrk), Some(bench_bin)) = (which("wrk"), which("redis-benchmark")) else {
         say!(
-            "bench redis: the page runs are skipped: they need wrk and redis-benchmark \
+            "feedlog-bench redis: the page runs are skipped: they need wrk and redis-benchmark \
              (Debian/Ubuntu: apt-get install wrk redis-tools; scripts/setup.sh --bench installs them)"
         );
         return Ok(());

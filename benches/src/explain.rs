@@ -1,14 +1,14 @@
-//! `bench explain`: what explaining costs a reader. On the state `bench
-//! filters` builds (readers following 200 authors; the second group
-//! muting 100 of them), through HTTP without the page cache: first
-//! timeline pages with `explain=1` against the same pages without, and
-//! `timeline/why` answers — a post in the timeline, a muted author's post,
-//! and a post nobody posted — against the plain page.
+//! `feedlog-bench explain`: what explaining costs a reader. On the state
+//! `feedlog-bench filters` builds (readers following 200 authors; the
+//! second group muting 100 of them), through HTTP without the page cache:
+//! first timeline pages with `explain=1` against the same pages without,
+//! and `timeline/why` answers — a post in the timeline, a muted author's
+//! post, and a post nobody posted — against the plain page.
 
-use super::filters::{events, processed, reader, AUTHORS, READERS};
-use super::http::{paths_script, which, with_wrk, Load};
-use super::Cleanup;
-use crate::cli::say::say;
+use crate::common::Cleanup;
+use crate::filters::{events, processed, reader, AUTHORS, READERS};
+use crate::http::{paths_script, which, with_wrk, Load};
+use crate::say::say;
 use anyhow::{Context, Result};
 use feedlog::api::query::Reader;
 
@@ -20,7 +20,7 @@ pub fn explain(partitions: u32, threads: usize, connections: usize, secs: u64) -
     )?;
     let tmp = std::env::temp_dir().join(format!("feedlog-bench-explain-{}", std::process::id()));
     let _cleanup = Cleanup(tmp.clone());
-    say!("setup: the state of `bench filters` ({partitions} partitions)");
+    say!("setup: the state of `feedlog-bench filters` ({partitions} partitions)");
     let (dir, _, _) = processed(&tmp.join("state"), partitions, &events(true))?;
     let paths = |g: u64, path: &dyn Fn(u64, u64) -> String| -> Vec<String> {
         (0..READERS)

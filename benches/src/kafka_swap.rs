@@ -1,14 +1,14 @@
-//! `bench kafka-swap`: what swapping generations costs readers in Kafka
-//! mode. Two generation-0 processors and one generation-1 processor run
-//! the log of a processed data directory (the demo's); `wrk` reads
-//! timeline pages through one generation-0 processor before the swap,
-//! while `--generation 1 swap` runs (with posts arriving), after it (every
-//! read forwarded to generation 1) and from generation 1 directly.
+//! `feedlog-bench kafka-swap`: what swapping generations costs readers in
+//! Kafka mode. Two generation-0 processors and one generation-1 processor
+//! run the log of a processed data directory (the demo's); `wrk` reads
+//! timeline pages through one generation-0 processor before the swap, while
+//! `--generation 1 swap` runs (with posts arriving), after it (every read
+//! forwarded to generation 1) and from generation 1 directly.
 
-use super::http::{paths_script, readers_sample, which, wrk_at, wrk_field, wrk_ms};
-use super::procs::{feedlog, free_addr, workload, Procs, Workload};
-use super::Cleanup;
-use crate::cli::say::say;
+use crate::common::Cleanup;
+use crate::http::{paths_script, readers_sample, which, wrk_at, wrk_field, wrk_ms};
+use crate::procs::{feedlog, free_addr, workload, Procs, Workload};
+use crate::say::say;
 use anyhow::{bail, Context, Result};
 use feedlog::core::event::{Event, PostId, Ts, UserId};
 use feedlog::core::Generation;
@@ -39,7 +39,7 @@ struct Phase {
 
 impl Phase {
     fn of(text: &str) -> Option<Phase> {
-        let load = super::http::parse_wrk(text)?;
+        let load = crate::http::parse_wrk(text)?;
         // "Latency  avg  stdev  max  +/- stdev" (the thread stats).
         let max_ms = wrk_field(text, "Latency")?.split_whitespace().nth(2)?;
         let non_2xx = wrk_field(text, "Non-2xx or 3xx responses:").map_or(Ok(0), str::parse);

@@ -1,37 +1,8 @@
-//! `feedlog bench`: end-to-end figures with a raw baseline measured in the
-//! same run (raw RocksDB puts and seeks of the same keys, raw log reads),
-//! so each result is a ratio that survives a noisy machine.
+//! What the benches share: the generated workloads, a temporary directory
+//! removed on drop, throughput lines, and the bytes and CPU time a run
+//! takes.
 
-mod explain;
-mod failover;
-mod fanout;
-mod filters;
-mod http;
-mod kafka;
-mod kafka_swap;
-mod mixed;
-mod procs;
-mod pulled;
-mod rebuild;
-mod redis;
-mod redis_server;
-mod redis_worker;
-mod resp;
-mod rewind;
-
-pub use explain::explain;
-pub use failover::failover;
-pub use fanout::fanout;
-pub use filters::filters;
-pub use http::http;
-pub use kafka::kafka;
-pub use kafka_swap::{kafka_swap, SwapLoad};
-pub use mixed::mixed;
-pub use pulled::pulled;
-pub use rebuild::rebuild;
-pub use redis::{redis, RedisBench};
-pub use rewind::rewind;
-
+use crate::args::Shape;
 use anyhow::Result;
 use feedlog::core::event::{Event, PostId, Ts, UserId};
 use feedlog::ingest::generate::Rng;
@@ -39,77 +10,10 @@ use feedlog::task::embedded::Processor;
 use feedlog::task::Shutdown;
 use std::time::Instant;
 
-/// The shape of a generated benchmark workload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Shape {
-    /// Every user follows --follows power-law-chosen users (the follow
-    /// graph, processed first), then --posts posts by power-law-chosen
-    /// authors.
-    PostHeavy,
-    /// A messaging network over time: --events events among --users users,
-    /// about 45 % first-contact follows and the rest posts, most accounts
-    /// small (generated as `ingest::generate::follow_heavy`).
-    FollowHeavy,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub enum BenchKind {
-    /// Fan-out inbox writes/s through the processor vs raw RocksDB puts.
-    Fanout,
-    /// Timeline pages/s and latency through the HTTP API (wrk), with the
-    /// page cache and without, vs raw RocksDB seek + 20 reads, on the
-    /// state in --data.
-    Http,
-    /// Timeline pages/s and p99 through the HTTP API of readers who follow
-    /// 0, 10 and 50 pulled authors, on a generated state.
-    Pulled,
-    /// What mutes cost: processing with and without them, and timeline
-    /// pages (first and deep) of readers who mute 100 of the 200 accounts
-    /// they follow against readers who mute none.
-    Filters,
-    /// What explaining costs: timeline pages with `explain=1` and
-    /// `timeline/why` answers against plain pages, on the state `filters`
-    /// builds.
-    Explain,
-    /// Events/s and deliveries/s through Kafka with one and two processors
-    /// vs the embedded log (processing a produced log, and producing while
-    /// it runs), same workload (--kafka BROKERS, else an in-process mock
-    /// broker).
-    Kafka,
-    /// Failover in Kafka mode: from a SIGKILL of one of two processors to
-    /// every partition served fresh by the other, without standbys and with
-    /// `--standbys 1`, on the log in --data (the demo's; --kafka BROKERS,
-    /// else an in-process mock broker).
-    Failover,
-    /// A swap of generations in Kafka mode under read load: timeline pages
-    /// through a generation-0 processor (wrk) before, during and after
-    /// `--generation 1 swap`, and from generation 1 directly, on the log
-    /// in --data (the demo's; --kafka BROKERS, else an in-process mock
-    /// broker).
-    KafkaSwap,
-    /// Rebuild of the state in --data from its log vs raw reads of the log
-    /// and raw RocksDB puts of the rebuilt records.
-    Rebuild,
-    /// Views as of an earlier time on the state in --data: the first
-    /// request (a replay of the log up to it) vs a rebuild from the same
-    /// log, later ones, and pages as of it vs live pages.
-    Rewind,
-    /// Timeline pages read while the writes are applied, feedlog against
-    /// the Redis design on the same events (the log in --data when it
-    /// exists, else the generated workload): pages/s, p50/p99, and the
-    /// writes' entries/s alone and under the reads.
-    Mixed,
-    /// feedlog against the Redis sorted-set design on the same events (the
-    /// log in --data when it exists, else the generated workload): inbox
-    /// entries/s end to end, timeline pages/s and p50/p99 with the page
-    /// cache and without (wrk against redis-benchmark ZREVRANGE at the
-    /// same concurrency; with reposts in the log, a script reading each
-    /// row's sources too).
-    Redis,
-}
-
 /// The processed data directory at `data`, or what to do to make one.
-fn processed_dir(data: &std::path::Path) -> anyhow::Result<feedlog::state::datadir::DataDir> {
+pub(crate) fn processed_dir(
+    data: &std::path::Path,
+) -> anyhow::Result<feedlog::state::datadir::DataDir> {
     use anyhow::Context;
     feedlog::state::datadir::DataDir::open(data).with_context(|| {
         format!(
@@ -121,7 +25,7 @@ fn processed_dir(data: &std::path::Path) -> anyhow::Result<feedlog::state::datad
 }
 
 /// Bytes on disk under `path` (files, recursively; 0 where unreadable).
-fn dir_bytes(path: &std::path::Path) -> u64 {
+pub(crate) fn dir_bytes(path: &std::path::Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(path) else {
         return 0;
     };
@@ -137,7 +41,7 @@ fn dir_bytes(path: &std::path::Path) -> u64 {
 /// The bytes of a processed data directory against the input: its logs
 /// against `events` written as the JSON lines `produce` accepts, and its
 /// state (flushed by the caller) per inbox entry it holds.
-fn bytes_line(
+pub(crate) fn bytes_line(
     dir: &feedlog::state::datadir::DataDir,
     events: &[&Event],
     inbox_entries: u64,
@@ -163,13 +67,13 @@ fn bytes_line(
 }
 
 /// Processes until idle: inbox deliveries and seconds.
-fn run_until_idle(p: &Processor) -> Result<(u64, f64)> {
+pub(crate) fn run_until_idle(p: &Processor) -> Result<(u64, f64)> {
     let start = Instant::now();
     let totals = p.run(&Shutdown::new(), true)?;
     Ok((totals.delivered, start.elapsed().as_secs_f64()))
 }
 
-/// The generated workload of `bench fanout`, `redis` and `kafka`.
+/// The generated workload of `fanout`, `redis` and `kafka`.
 #[derive(Debug, Clone, Copy)]
 pub struct Generated {
     /// Its shape.
@@ -191,7 +95,7 @@ const FOLLOW_SHARE: f64 = 0.55;
 impl Generated {
     /// The workload (deterministic): a setup part (`fanout` processes it
     /// before measuring) and the measured part.
-    fn events(&self) -> (Vec<Event>, Vec<Event>) {
+    pub(crate) fn events(&self) -> (Vec<Event>, Vec<Event>) {
         let mut rng = Rng(42);
         match self.shape {
             Shape::PostHeavy => post_heavy(self.users, self.follows, self.posts, &mut rng),
@@ -259,7 +163,7 @@ fn post_heavy(users: u64, follows: u64, posts: u64, rng: &mut Rng) -> (Vec<Event
 }
 
 /// A directory removed on drop.
-struct Cleanup(std::path::PathBuf);
+pub(crate) struct Cleanup(pub(crate) std::path::PathBuf);
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
@@ -268,18 +172,18 @@ impl Drop for Cleanup {
 }
 
 /// One run's figures: input events and inbox deliveries per second.
-struct Throughput {
-    events: u64,
-    delivered: u64,
-    secs: f64,
+pub(crate) struct Throughput {
+    pub(crate) events: u64,
+    pub(crate) delivered: u64,
+    pub(crate) secs: f64,
     /// Processor time (user + system, every thread of the process) spent
     /// in the timed span: with the cores shared, how much of the run was
     /// CPU.
-    cpu_secs: f64,
+    pub(crate) cpu_secs: f64,
 }
 
 impl Throughput {
-    fn line(&self, what: &str) -> String {
+    pub(crate) fn line(&self, what: &str) -> String {
         format!(
             "{what}: {} events, {} deliveries in {:.2}s ({:.2}s of CPU) = {:.0} events/s, {:.0} deliveries/s",
             self.events,
@@ -294,7 +198,7 @@ impl Throughput {
 
 /// This process's CPU time so far (user + system, all threads), in
 /// seconds; 0 where `/proc/self/stat` cannot be read.
-fn process_cpu_secs() -> f64 {
+pub(crate) fn process_cpu_secs() -> f64 {
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return 0.0;
     };

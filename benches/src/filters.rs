@@ -1,15 +1,15 @@
-//! `bench filters`: what blocks and mutes cost. The write path: the same
-//! follows and posts processed without mutes and with every reader of one
-//! group muting half the authors they follow (the mutes are events of
+//! `feedlog-bench filters`: what blocks and mutes cost. The write path: the
+//! same follows and posts processed without mutes and with every reader of
+//! one group muting half the authors they follow (the mutes are events of
 //! their own; deliveries do not change, a mute filters when a page is
 //! read). The read path: timeline pages of readers who mute 100 of the 200
 //! accounts they follow against readers who mute none, on one state — the
 //! first page, and a page deep enough that the muted readers' inbox no
 //! longer holds it (their pages complete from the followees' outboxes).
 
-use super::http::{paths_script, through_http, which, with_wrk, Load};
-use super::{run_until_idle, Cleanup};
-use crate::cli::say::say;
+use crate::common::{run_until_idle, Cleanup};
+use crate::http::{paths_script, through_http, which, with_wrk, Load};
+use crate::say::say;
 use anyhow::{Context, Result};
 use feedlog::api::query::Reader;
 use feedlog::core::codec::Format;

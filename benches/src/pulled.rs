@@ -1,10 +1,10 @@
-//! `bench pulled`: timeline pages of readers who follow 0, 10 and 50
+//! `feedlog-bench pulled`: timeline pages of readers who follow 0, 10 and 50
 //! pulled authors (whose posts the read merges from the partition's
 //! copies), each against the readers who follow none, in one run.
 
-use super::http::{through_http, which, Load};
-use super::{run_until_idle, Cleanup};
-use crate::cli::say::say;
+use crate::common::{run_until_idle, Cleanup};
+use crate::http::{through_http, which, Load};
+use crate::say::say;
 use anyhow::{Context, Result};
 use feedlog::api::query::Reader;
 use feedlog::core::codec::Format;

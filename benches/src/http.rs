@@ -1,8 +1,8 @@
-//! `bench http`: timeline pages through the HTTP API against raw RocksDB
-//! seeks of the same inboxes.
+//! `feedlog-bench http`: timeline pages through the HTTP API against raw
+//! RocksDB seeks of the same inboxes.
 
-use super::Cleanup;
-use crate::cli::say::say;
+use crate::common::Cleanup;
+use crate::say::say;
 use anyhow::{Context, Result};
 use feedlog::api::query::Reader;
 use feedlog::core::event::UserId;

@@ -1,13 +1,13 @@
-//! `bench failover`: the time from a SIGKILL of one of two Kafka-mode
+//! `feedlog-bench failover`: the time from a SIGKILL of one of two Kafka-mode
 //! processors to every partition served fresh again by the other, without
 //! standbys (the survivor rebuilds the dead one's partitions from the log)
 //! and with them, on the log of a processed data directory (the demo's);
 //! the baseline is the same failover on an empty log, the group
 //! coordinator's share alone.
 
-use super::procs::{free_addr, workload, Procs};
-use super::Cleanup;
-use crate::cli::say::say;
+use crate::common::Cleanup;
+use crate::procs::{free_addr, workload, Procs};
+use crate::say::say;
 use anyhow::{anyhow, bail, Result};
 use feedlog::api::http::client;
 use feedlog::core::event::UserId;
