@@ -12,7 +12,7 @@ use crate::cli::say::say;
 use anyhow::{Context, Result};
 use feedlog::api::query::{Reader, Rewind};
 use feedlog::core::codec::Format;
-use feedlog::core::event::Ts;
+use feedlog::core::event::{EventKind, Ts};
 use feedlog::core::metrics::StepStats;
 use feedlog::ingest::generate::{self, Activity, Graph, Rng};
 use feedlog::ingest::import::SnapFormat;
@@ -158,20 +158,20 @@ fn load(data: &Path, a: &DemoArgs) -> Result<()> {
         counted.count_event(e.kind());
         producer.event(e, Format::Postcard)?;
     }
-    let kinds = counted.events;
+    let n = |kind| counted.events.get(kind);
     let s = producer.finish()?;
     say!(
         "  then {} posts in bursts, {} reposts (mostly of the most followed accounts), {} new follows, {} unfollows, {} deletes, {} app opens (`seen`; half the users never come back), {} mutes, {} blocks and {} hidden reposts (and {} undone): {} events in the log ({:.1}s)",
-        kinds.post,
-        kinds.repost,
-        kinds.follow,
-        kinds.unfollow,
-        kinds.delete_post,
-        kinds.seen,
-        kinds.mute,
-        kinds.block,
-        kinds.hide_reposts,
-        kinds.unmute + kinds.unblock + kinds.show_reposts,
+        n(EventKind::Post),
+        n(EventKind::Repost),
+        n(EventKind::Follow),
+        n(EventKind::Unfollow),
+        n(EventKind::DeletePost),
+        n(EventKind::Seen),
+        n(EventKind::Mute),
+        n(EventKind::Block),
+        n(EventKind::HideReposts),
+        n(EventKind::Unmute) + n(EventKind::Unblock) + n(EventKind::ShowReposts),
         s.accepted,
         start.elapsed().as_secs_f64()
     );
