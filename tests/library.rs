@@ -86,3 +86,58 @@ fn a_state_is_processed_only_with_the_inbox_cap_it_was_built_with() {
     assert_eq!(reopened.inbox_cap_or_built(None), 50);
     Processor::open(&reopened, cfg(50)).unwrap();
 }
+
+// Proves a paused processor applies nothing until resumed and then applies what came meanwhile, a pause taken back before it holds answers false and leaves the run going, and a pause after the run ended answers false at once.
+#[test]
+fn a_running_processor_pauses_and_resumes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = DataDir::create_or_open(tmp.path(), Some(2)).unwrap();
+    let produce = |users, events| {
+        let mut producer = Producer::new(&data).unwrap();
+        let log = generated_log(users, events);
+        producer.json_lines(log.as_bytes(), "generated").unwrap();
+        producer.finish().unwrap().accepted
+    };
+    let first = produce(20, 300);
+    let processor = Processor::open(&data, ProcessorConfig::default()).unwrap();
+    let applied = || processor.progress().totals().events.total();
+    let wait_for = |n: u64| {
+        let start = std::time::Instant::now();
+        while applied() < n {
+            assert!(
+                start.elapsed().as_secs() < 60,
+                "{} of {n} events applied",
+                applied()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    };
+    let stop = Shutdown::new();
+    std::thread::scope(|s| {
+        let running = s.spawn(|| processor.run(&stop, false));
+        wait_for(first);
+        assert!(processor.pause(), "a running processor pauses");
+        let more = produce(20, 300);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert_eq!(applied(), first, "nothing is applied while paused");
+        processor.resume();
+        wait_for(first + more);
+        // Taken back while it waits: the pause answers false, the run goes on.
+        let pausing = s.spawn(|| processor.pause());
+        processor.resume();
+        let paused = pausing.join().unwrap();
+        if paused {
+            processor.resume(); // it held before the resume came
+        }
+        assert!(!processor.ended(), "the run goes on");
+        let last = produce(20, 300);
+        wait_for(first + more + last);
+        stop.request();
+        running.join().unwrap().unwrap();
+    });
+    assert!(processor.ended());
+    assert!(
+        !processor.pause(),
+        "a pause after the run ended answers false"
+    );
+}

@@ -189,21 +189,22 @@ impl Processor {
 
     /// Stops every owner after its batch (committed and shipped) and waits
     /// until all are stopped; readers keep reading. `false` when
-    /// [`Processor::run`] is not running (or ended while waiting). Undo
-    /// with [`Processor::resume`].
+    /// [`Processor::run`] has ended (or ends while waiting), or when a
+    /// [`Processor::resume`] takes the pause back before it holds; before
+    /// a run starts, it waits for it. Undo with [`Processor::resume`].
     pub fn pause(&self) -> bool {
         let mut st = self.pausing.lock();
         st.asked = true;
         if let Some(run) = &st.run {
             run.request();
         }
-        while !st.paused && !st.ended {
+        while st.asked && !st.paused && !st.ended {
             st = self.pausing.wait(st);
         }
         if !st.paused {
             st.asked = false;
         }
-        st.paused
+        st.paused && st.asked
     }
 
     /// Starts the owners again after [`Processor::pause`].
@@ -211,8 +212,12 @@ impl Processor {
         let mut st = self.pausing.lock();
         st.asked = false;
         if let Some(held) = st.held.take() {
+            // Not paused from here on: a pause asked now waits for the
+            // owners to stop again.
+            st.paused = false;
             held.request();
         }
+        self.pausing.changed.notify_all();
     }
 
     /// Whether [`Processor::run`] has returned.
@@ -302,6 +307,9 @@ impl Processor {
     /// [`Processor::resume`].
     pub fn run(&self, shutdown: &Shutdown, until_idle: bool) -> Result<StepStats, ProcessorError> {
         self.pausing.lock().ended = false;
+        // However `run` ends (an owner's panic included), a `pause` that
+        // waits learns it.
+        let _ended = Ended(&self.pausing);
         let mut total = StepStats::default();
         let result = loop {
             // This run of the owners stops on `shutdown` or a pause.
@@ -320,8 +328,15 @@ impl Processor {
                 Ok(stats) => total.add(&stats),
                 Err(e) => break Err(e),
             }
-            if !st.asked || shutdown.is_requested() {
+            if shutdown.is_requested() {
                 break Ok(total);
+            }
+            if !st.asked {
+                if run.is_requested() {
+                    // A pause taken back before the owners stopped for it.
+                    continue;
+                }
+                break Ok(total); // idle, with `until_idle`
             }
             // Paused: held until `resume` or `shutdown`.
             let held = shutdown.linked();
@@ -334,10 +349,6 @@ impl Processor {
             st.paused = false;
             st.held = None;
         };
-        let mut st = self.pausing.lock();
-        st.ended = true;
-        self.pausing.changed.notify_all();
-        drop(st);
         result
     }
 
@@ -441,6 +452,17 @@ impl Pausing {
 
     fn wait<'a>(&self, st: MutexGuard<'a, PauseState>) -> MutexGuard<'a, PauseState> {
         self.changed.wait(st).unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Marks [`Processor::run`] ended when dropped, and wakes a waiting
+/// [`Processor::pause`].
+struct Ended<'a>(&'a Pausing);
+
+impl Drop for Ended<'_> {
+    fn drop(&mut self) {
+        self.0.lock().ended = true;
+        self.0.changed.notify_all();
     }
 }
 
