@@ -21,6 +21,10 @@ pub(super) struct Load {
     /// The 99.9th percentile, where the load generator reports it.
     pub(super) p999_ms: Option<f64>,
     pub(super) per_sec: f64,
+    /// The server's CPU during the run, in cores (CPU seconds per second),
+    /// where it was measured: what a load generator on the same cores
+    /// leaves out of `per_sec`.
+    pub(super) server_cores: Option<f64>,
 }
 
 impl Load {
@@ -39,6 +43,7 @@ impl Load {
             p99_ms: pct(0.99)?,
             p999_ms: pct(0.999),
             per_sec: lat.len() as f64 / secs,
+            server_cores: None,
         })
     }
 
@@ -47,11 +52,55 @@ impl Load {
             Some(ms) => format!(", p99.9 {ms:.3} ms"),
             None => String::new(),
         };
+        let cores = match self.server_cores {
+            Some(c) => format!("; server on {c:.2} cores"),
+            None => String::new(),
+        };
         format!(
-            "{:.0} pages/s, p50 {:.3} ms, p99 {:.3} ms{p999}",
+            "{:.0} pages/s, p50 {:.3} ms, p99 {:.3} ms{p999}{cores}",
             self.per_sec, self.p50_ms, self.p99_ms
         )
     }
+
+    /// Pages per CPU second of the server, where its CPU was measured.
+    pub(super) fn per_server_cpu_sec(&self) -> Option<f64> {
+        self.server_cores
+            .filter(|c| *c > 0.0)
+            .map(|c| self.per_sec / c)
+    }
+}
+
+/// CPU seconds used so far by this process's threads whose name starts
+/// with `name` (Linux: /proc/self/task), by thread id.
+fn threads_cpu_secs(name: &str) -> std::collections::HashMap<u64, f64> {
+    let mut cpu = std::collections::HashMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return cpu;
+    };
+    for t in tasks.flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u64>().ok()) else {
+            continue;
+        };
+        if !comm.trim_end().starts_with(name) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        if let Some(secs) = stat_cpu_secs(&stat) {
+            cpu.insert(tid, secs);
+        }
+    }
+    cpu
+}
+
+/// utime + stime of a `/proc/…/stat` line, in seconds (clock ticks of
+/// 1/100 s): the 14th and 15th fields, counted after the command name in
+/// parentheses.
+pub(super) fn stat_cpu_secs(stat: &str) -> Option<f64> {
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
 }
 
 /// What every `wrk` script here ends with: its `done` prints the 99.9th
@@ -204,28 +253,34 @@ pub(super) fn with_wrk(
     connections: usize,
     secs: u64,
 ) -> Result<Load> {
-    let text = serving(dir, reader, threads, |addr| {
+    let (text, cores) = serving(dir, reader, threads, |addr| {
         wrk_at(wrk, addr, script, threads, connections, secs)
     })?;
     anyhow::ensure!(
         !text.contains("Non-2xx"),
         "some requests did not answer 200:\n{text}"
     );
-    parse_wrk(&text).with_context(|| format!("reading wrk's report:\n{text}"))
+    let load = parse_wrk(&text).with_context(|| format!("reading wrk's report:\n{text}"))?;
+    Ok(Load {
+        server_cores: cores,
+        ..load
+    })
 }
 
 /// Serves `reader` on loopback (`threads` server threads) while `client`
-/// runs against its address.
+/// runs against its address; with what the client returns, the server's
+/// CPU over the client's run in cores (its threads', the blocking pool's
+/// included), where /proc tells.
 fn serving<T>(
     dir: &DataDir,
     reader: Reader,
     threads: usize,
     client: impl FnOnce(std::net::SocketAddr) -> Result<T>,
-) -> Result<T> {
+) -> Result<(T, Option<f64>)> {
     use feedlog::api::http::{Api, ApiConfig};
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
-        .thread_name("page-server")
+        .thread_name(SERVER_THREADS)
         .enable_all()
         .build()?;
     let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
@@ -238,11 +293,22 @@ fn serving<T>(
             let _ = rx.await;
         }))
     });
+    let (before, start) = (threads_cpu_secs(SERVER_THREADS), Instant::now());
     let out = client(addr);
+    let after = threads_cpu_secs(SERVER_THREADS);
+    let wall = start.elapsed().as_secs_f64();
+    let used: f64 = after
+        .iter()
+        .map(|(tid, secs)| secs - before.get(tid).copied().unwrap_or(0.0))
+        .sum();
+    let cores = (!after.is_empty() && wall > 0.0).then(|| used / wall);
     let _ = tx.send(());
     let _ = server.join();
-    out
+    Ok((out?, cores))
 }
+
+/// The name of the server's threads (tokio's workers and blocking pool).
+const SERVER_THREADS: &str = "page-server";
 
 /// Each of `paths` requested once through HTTP from `reader` served on
 /// loopback, over `connections` keep-alive connections (connection `c`
@@ -261,7 +327,7 @@ pub(super) fn once_each(
     threads: usize,
     connections: usize,
 ) -> Result<Load> {
-    serving(dir, reader, threads, |addr| {
+    let (load, cores) = serving(dir, reader, threads, |addr| {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads.max(1))
             .enable_all()
@@ -294,6 +360,10 @@ pub(super) fn once_each(
         })?;
         let secs = start.elapsed().as_secs_f64();
         Load::of(lat.into_iter().flatten().collect(), secs).context("no page was requested")
+    })?;
+    Ok(Load {
+        server_cores: cores,
+        ..load
     })
 }
 
@@ -414,6 +484,7 @@ pub(super) fn parse_wrk(text: &str) -> Option<Load> {
         p99_ms: ms(field("99%")?)?,
         p999_ms: field("p99.9:").and_then(ms),
         per_sec: field("Requests/sec:")?.parse().ok()?,
+        server_cores: None,
     })
 }
 
@@ -493,4 +564,15 @@ fn raw_seeks(dir: &DataDir, users: &[u64], threads: usize, secs: u64) -> Result<
         .flat_map(|(l, _)| l.iter().copied())
         .collect();
     Load::of(lat, secs as f64).context("no raw reads were made")
+}
+
+#[cfg(test)]
+mod tests {
+    // Proves a /proc stat line's CPU is utime + stime in seconds, read after the command name even when that holds spaces and parentheses.
+    #[test]
+    fn stat_cpu_is_read_after_the_command_name() {
+        let stat = "4242 (page (server) x) S 1 2 3 4 5 6 7 8 9 10 250 125 0 0 20 0 1";
+        assert_eq!(super::stat_cpu_secs(stat), Some(3.75));
+        assert_eq!(super::stat_cpu_secs("4242 (short) S 1"), None);
+    }
 }

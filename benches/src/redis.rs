@@ -234,8 +234,14 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
             (Some(l), Some(r)) => format!("; p99.9 {:.2}", r / l),
             _ => String::new(),
         };
+        // Per CPU second of each server: what the load generator, on the
+        // same cores, takes from each side is left out.
+        let per_cpu = match (l.per_server_cpu_sec(), r.per_server_cpu_sec()) {
+            (Some(l), Some(r)) => format!("; per server CPU second {:.2}", l / r),
+            _ => String::new(),
+        };
         println!(
-            "ratio feedlog/redis {what}: {:.2}; p50 {:.2}; p99 {:.2}{p999} (latency ratios: redis/feedlog)",
+            "ratio feedlog/redis {what}: {:.2}; p50 {:.2}; p99 {:.2}{p999}{per_cpu} (latency ratios: redis/feedlog)",
             l.per_sec / r.per_sec,
             r.p50_ms / l.p50_ms,
             r.p99_ms / l.p99_ms

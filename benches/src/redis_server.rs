@@ -114,13 +114,7 @@ impl RedisServer {
     /// CPU seconds the server has used (Linux: /proc), if known.
     pub(super) fn cpu_secs(&self) -> Option<f64> {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
-        // Fields after the command name in parentheses; utime and stime are
-        // the 14th and 15th fields, in clock ticks (100 per second on Linux).
-        let rest = stat.rsplit_once(')')?.1;
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let ticks: u64 =
-            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-        Some(ticks as f64 / 100.0)
+        super::http::stat_cpu_secs(&stat)
     }
 
     pub(super) fn used_memory(&self) -> Result<String> {
@@ -228,6 +222,7 @@ impl RedisServer {
     ) -> Result<Load> {
         let key = format!("{prefix}:__rand_int__");
         let run = |n: u64| -> Result<Load> {
+            let (cpu_before, start) = (self.cpu_secs(), std::time::Instant::now());
             let out = std::process::Command::new(bin)
                 .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
                 .args([
@@ -251,8 +246,17 @@ impl RedisServer {
                 "redis-benchmark failed:\n{text}{}",
                 String::from_utf8_lossy(&out.stderr)
             );
-            parse_benchmark(&text)
-                .with_context(|| format!("reading redis-benchmark's report:\n{text}"))
+            let wall = start.elapsed().as_secs_f64();
+            let load = parse_benchmark(&text)
+                .with_context(|| format!("reading redis-benchmark's report:\n{text}"))?;
+            let cores = match (cpu_before, self.cpu_secs()) {
+                (Some(a), Some(b)) if wall > 0.0 => Some((b - a) / wall),
+                _ => None,
+            };
+            Ok(Load {
+                server_cores: cores,
+                ..load
+            })
         };
         run(n)
     }
@@ -314,5 +318,6 @@ fn parse_benchmark(text: &str) -> Option<Load> {
         p50_ms: field("p50")?,
         p99_ms: field("p99")?,
         p999_ms,
+        server_cores: None,
     })
 }
