@@ -198,23 +198,22 @@ impl Processor {
         if let Some(run) = &st.run {
             run.request();
         }
-        while st.asked && !st.paused && !st.ended {
+        while st.asked && !st.paused() && !st.ended {
             st = self.pausing.wait(st);
         }
-        if !st.paused {
+        if !st.paused() {
             st.asked = false;
         }
-        st.paused && st.asked
+        st.paused()
     }
 
     /// Starts the owners again after [`Processor::pause`].
     pub fn resume(&self) {
         let mut st = self.pausing.lock();
         st.asked = false;
+        // Not paused from here on (the hold is gone): a pause asked now
+        // waits for the owners to stop again.
         if let Some(held) = st.held.take() {
-            // Not paused from here on: a pause asked now waits for the
-            // owners to stop again.
-            st.paused = false;
             held.request();
         }
         self.pausing.changed.notify_all();
@@ -235,7 +234,7 @@ impl Processor {
         inbox_cap: u64,
         generation: Generation,
     ) -> bool {
-        if !self.pausing.lock().paused {
+        if !self.pausing.lock().paused() {
             return false;
         }
         self.inbox_cap.store(inbox_cap, Ordering::SeqCst);
@@ -341,13 +340,10 @@ impl Processor {
             // Paused: held until `resume` or `shutdown`.
             let held = shutdown.linked();
             st.held = Some(held.clone());
-            st.paused = true;
             self.pausing.changed.notify_all();
             drop(st);
             while !held.wait(Duration::from_secs(3600)) {}
-            let mut st = self.pausing.lock();
-            st.paused = false;
-            st.held = None;
+            self.pausing.lock().held = None;
         };
         result
     }
@@ -435,14 +431,20 @@ struct Pausing {
 struct PauseState {
     /// A pause is asked for, until [`Processor::resume`].
     asked: bool,
-    /// The owners are stopped for the pause.
-    paused: bool,
     /// [`Processor::run`] has returned.
     ended: bool,
     /// Stops the current run of owners (a pause requests it).
     run: Option<Shutdown>,
-    /// Holds a paused run until requested ([`Processor::resume`]).
+    /// Holds a paused run until requested ([`Processor::resume`]): there
+    /// is one while the owners are stopped for a pause.
     held: Option<Shutdown>,
+}
+
+impl PauseState {
+    /// Whether the owners are stopped for a pause.
+    fn paused(&self) -> bool {
+        self.held.is_some()
+    }
 }
 
 impl Pausing {
