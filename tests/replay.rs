@@ -365,7 +365,14 @@ fn user_records(dir: &Path) -> Vec<UserVal> {
     let cache = feedlog::state::BlockCache::new(1 << 20);
     Partition::all(d.partitions())
         .flat_map(|p| {
-            let s = Store::open_read_only(&d.state_dir(p), p, d.partitions(), &cache, 0).unwrap();
+            let s = Store::open_read_only(
+                &d.state_dir(p),
+                p,
+                d.partitions(),
+                &cache,
+                feedlog::state::Kept::NONE,
+            )
+            .unwrap();
             s.scan(Cf::Users, &[], None)
                 .map(|r| UserVal::decode(&r.unwrap().1).unwrap())
                 .collect::<Vec<_>>()

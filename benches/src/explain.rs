@@ -11,6 +11,7 @@ use crate::http::{paths_script, which, with_wrk, Load};
 use crate::say::say;
 use anyhow::{Context, Result};
 use feedlog::api::query::Reader;
+use feedlog::state::Kept;
 
 /// The measurements, as the module says.
 pub fn explain(partitions: u32, threads: usize, connections: usize, secs: u64) -> Result<()> {
@@ -66,7 +67,7 @@ pub fn explain(partitions: u32, threads: usize, connections: usize, secs: u64) -
     println!("through HTTP, page cache off ({threads} server threads, wrk -t{threads} -c{connections}, {secs}s):");
     let mut base: Option<Load> = None;
     for (what, p) in runs {
-        let open = Reader::open_with_page_cache(&dir, 0)?;
+        let open = Reader::open_keeping(&dir, Kept::NONE)?;
         let load = with_wrk(
             &wrk,
             &dir,

@@ -16,6 +16,7 @@ use feedlog::core::codec::Format;
 use feedlog::core::event::{Event, FilterChange, PostId, Ts, UserId};
 use feedlog::ingest::produce::Producer;
 use feedlog::state::datadir::DataDir;
+use feedlog::state::Kept;
 use feedlog::task::embedded::{Processor, ProcessorConfig};
 
 /// Readers per group.
@@ -147,7 +148,7 @@ pub fn filters(partitions: u32, threads: usize, connections: usize, secs: u64) -
         let open = || -> Result<Reader> {
             Ok(match cache {
                 true => Reader::open(&dir)?,
-                false => Reader::open_with_page_cache(&dir, 0)?,
+                false => Reader::open_keeping(&dir, Kept::NONE)?,
             })
         };
         let label = if cache {
@@ -161,7 +162,7 @@ pub fn filters(partitions: u32, threads: usize, connections: usize, secs: u64) -
         print_pair(&format!("{label}, first pages"), &base, &filtered);
     }
     // Deep pages are read without the page cache: a reader pages down once.
-    let open = || Reader::open_with_page_cache(&dir, 0);
+    let open = || Reader::open_keeping(&dir, Kept::NONE);
     let reader = open()?;
     for page in DEEP_PAGES {
         let (p0, p1) = (deep(&reader, 0, page)?, deep(&reader, 1, page)?);

@@ -11,6 +11,7 @@ use feedlog::ingest::generate::Rng;
 use feedlog::ops::serve::LogNode;
 use feedlog::state::datadir::DataDir;
 use feedlog::state::Cf;
+use feedlog::state::Kept;
 use rocksdb::{Options, DB};
 use std::time::Instant;
 
@@ -30,7 +31,7 @@ pub(super) struct Load {
 impl Load {
     /// The figures of `lat`, each request's latency in ns, made in `secs`
     /// seconds; `None` without any.
-    fn of(mut lat: Vec<u64>, secs: f64) -> Option<Load> {
+    pub(super) fn of(mut lat: Vec<u64>, secs: f64) -> Option<Load> {
         lat.sort_unstable();
         let pct = |q: f64| {
             Some(
@@ -131,21 +132,31 @@ pub fn http(data: &std::path::Path, threads: usize, connections: usize, secs: u6
     );
     let load = |reader| through_http(&wrk, &dir, reader, &users, threads, connections, secs);
     let http = load(reader)?;
-    let cold = load(Reader::open_with_page_cache(&dir, 0)?)?;
+    let no_pages = Kept {
+        pages: 0,
+        ..Kept::default()
+    };
+    let cold = load(Reader::open_keeping(&dir, no_pages)?)?;
+    let bare = load(Reader::open_keeping(&dir, Kept::NONE)?)?;
     // Raw RocksDB: the same users, seek to their inbox and read 20 entries.
     let raw = raw_seeks(&dir, &users, threads, secs)?;
     println!("timeline pages of 20 through HTTP ({threads} server threads, wrk -t{threads} -c{connections}, {secs}s):");
     println!("  {}", http.line());
     println!(
-        "  without the page cache (every page read from RocksDB): {}",
+        "  without the page cache (pages from the inbox heads): {}",
         cold.line()
+    );
+    println!(
+        "  with nothing kept (every page read from RocksDB): {}",
+        bare.line()
     );
     println!("raw RocksDB seek + 20 reads of the same inbox keys ({threads} threads, {secs}s):");
     println!("  {}", raw.line());
     println!(
-        "ratio HTTP/raw pages/s: {:.3}; without the page cache {:.3}",
+        "ratio HTTP/raw pages/s: {:.3}; without the page cache {:.3}; with nothing kept {:.3}",
         http.per_sec / raw.per_sec,
-        cold.per_sec / raw.per_sec
+        cold.per_sec / raw.per_sec,
+        bare.per_sec / raw.per_sec
     );
     Ok(())
 }
@@ -271,7 +282,7 @@ pub(super) fn with_wrk(
 /// runs against its address; with what the client returns, the server's
 /// CPU over the client's run in cores (its threads', the blocking pool's
 /// included), where /proc tells.
-fn serving<T>(
+pub(super) fn serving<T>(
     dir: &DataDir,
     reader: Reader,
     threads: usize,
@@ -309,104 +320,6 @@ fn serving<T>(
 
 /// The name of the server's threads (tokio's workers and blocking pool).
 const SERVER_THREADS: &str = "page-server";
-
-/// Each of `paths` requested once through HTTP from `reader` served on
-/// loopback, over `connections` keep-alive connections (connection `c`
-/// asks for paths `c`, `c + connections`, …): the pages every reader's
-/// first read costs, with no page read twice. Throughput over the whole
-/// pass, latencies of every request.
-///
-/// The client is built as wrk is: `threads` threads, each driving its share
-/// of the connections from one event loop. (A blocking thread per
-/// connection capped the pass at about a third of what wrk drives, every
-/// page a page-cache hit: the client measured itself.)
-pub(super) fn once_each(
-    dir: &DataDir,
-    reader: Reader,
-    paths: &[String],
-    threads: usize,
-    connections: usize,
-) -> Result<Load> {
-    let (load, cores) = serving(dir, reader, threads, |addr| {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads.max(1))
-            .enable_all()
-            .build()?;
-        let paths: std::sync::Arc<[String]> = paths.into();
-        let start = Instant::now();
-        let lat: Vec<Vec<u64>> = rt.block_on(async {
-            let tasks: Vec<_> = (0..connections)
-                .map(|c| {
-                    let paths = paths.clone();
-                    tokio::spawn(async move {
-                        let mut conn = tokio::net::TcpStream::connect(addr).await?;
-                        conn.set_nodelay(true)?;
-                        let mut buf = Vec::new();
-                        let mut lat = Vec::new();
-                        for path in paths.iter().skip(c).step_by(connections) {
-                            let t = Instant::now();
-                            get(&mut conn, addr, path, &mut buf).await?;
-                            lat.push(t.elapsed().as_nanos() as u64);
-                        }
-                        anyhow::Ok(lat)
-                    })
-                })
-                .collect();
-            let mut lat = Vec::with_capacity(tasks.len());
-            for t in tasks {
-                lat.push(t.await.context("a client task panicked")??);
-            }
-            anyhow::Ok(lat)
-        })?;
-        let secs = start.elapsed().as_secs_f64();
-        Load::of(lat.into_iter().flatten().collect(), secs).context("no page was requested")
-    })?;
-    Ok(Load {
-        server_cores: cores,
-        ..load
-    })
-}
-
-/// One `GET path` on the keep-alive connection `conn`, its body read
-/// into `buf` (by its `content-length`); an error unless it answers 200.
-async fn get(
-    conn: &mut tokio::net::TcpStream,
-    addr: std::net::SocketAddr,
-    path: &str,
-    buf: &mut Vec<u8>,
-) -> Result<()> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    conn.write_all(format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\n\r\n").as_bytes())
-        .await?;
-    buf.clear();
-    let mut chunk = [0u8; 16 << 10];
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        let n = conn.read(&mut chunk).await?;
-        anyhow::ensure!(n > 0, "the server closed the connection on {path}");
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = std::str::from_utf8(&buf[..head_end])?.to_ascii_lowercase();
-    anyhow::ensure!(
-        head.starts_with("http/1.1 200"),
-        "{path} answered {}",
-        head.lines().next().unwrap_or_default()
-    );
-    let length: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .context("an answer without content-length")?
-        .trim()
-        .parse()?;
-    while buf.len() < head_end + length {
-        let n = conn.read(&mut chunk).await?;
-        anyhow::ensure!(n > 0, "the server closed the connection on {path}");
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    Ok(())
-}
 
 /// Runs `wrk` with the Lua `script` against `http://ADDR` for `secs`
 /// seconds; its report.

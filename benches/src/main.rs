@@ -5,6 +5,7 @@
 //! bench, and what they share in [`common`].
 
 mod args;
+mod cold;
 mod common;
 mod explain;
 mod failover;

@@ -11,6 +11,7 @@ use feedlog::core::codec::Format;
 use feedlog::core::event::{Event, PostId, Ts, UserId};
 use feedlog::ingest::produce::Producer;
 use feedlog::state::datadir::DataDir;
+use feedlog::state::Kept;
 use feedlog::task::embedded::{Processor, ProcessorConfig};
 
 /// Readers per group; also the followers of each pushed author.
@@ -93,7 +94,7 @@ pub fn pulled(partitions: u32, threads: usize, connections: usize, secs: u64) ->
     let load = |users: &[u64], cache: bool| -> Result<Load> {
         let reader = match cache {
             true => Reader::open(&dir)?,
-            false => Reader::open_with_page_cache(&dir, 0)?,
+            false => Reader::open_keeping(&dir, Kept::NONE)?,
         };
         through_http(&wrk, &dir, reader, users, threads, connections, secs)
     };

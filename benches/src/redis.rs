@@ -22,10 +22,9 @@
 //! (each row with its 10 newest sources and their count; the Redis side is
 //! `redis_server.rs`).
 
+use crate::cold::{once_each, opened_with_heads};
 use crate::common::{Cleanup, Generated};
-use crate::http::{
-    once_each, paths_script, readers, second_pages, through_http, which, with_wrk, Load,
-};
+use crate::http::{paths_script, readers, second_pages, through_http, which, with_wrk, Load};
 pub(super) use crate::redis_server::RedisServer;
 use crate::say::say;
 use anyhow::Result;
@@ -38,6 +37,7 @@ use feedlog::core::DEFAULT_INBOX_CAP;
 use feedlog::ingest::produce::Producer;
 use feedlog::log::{Log, Topic};
 use feedlog::state::datadir::DataDir;
+use feedlog::state::Kept;
 use feedlog::task::embedded::{Processor, ProcessorConfig};
 use feedlog::task::Shutdown;
 use std::path::Path;
@@ -168,20 +168,23 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     let (threads, connections, secs) = (b.threads, b.connections, b.secs);
     let load = |reader| through_http(&wrk, &dir, reader, &users, threads, connections, secs);
     // Cold first: each reader's first page once, from a reader opened now
-    // (page cache and block cache empty; the files in the OS's cache).
+    // (page cache and block cache empty; the files in the OS's cache), its
+    // inbox heads read.
+    let (cold_reader, heads) = opened_with_heads(&dir)?;
     let first_paths: Vec<String> = users
         .iter()
         .map(|u| format!("/v1/users/{u}/timeline?limit=20"))
         .collect();
-    let first = once_each(
-        &dir,
-        Reader::open(&dir)?,
-        &first_paths,
-        threads,
-        connections,
-    )?;
+    let first = once_each(&dir, cold_reader, &first_paths, threads, connections)?;
     let http = load(reader)?;
-    let cold = load(Reader::open_with_page_cache(&dir, 0)?)?;
+    // Without the page cache: pages from the inbox heads kept in memory,
+    // then with nothing kept (every page read from RocksDB).
+    let no_pages = Kept {
+        pages: 0,
+        ..Kept::default()
+    };
+    let cold = load(Reader::open_keeping(&dir, no_pages)?)?;
+    let bare = load(Reader::open_keeping(&dir, Kept::NONE)?)?;
     server.name_pages(&users)?;
     let zrev = server.pages_under_load(&bench_bin, (users.len(), 0), threads, connections, secs)?;
     // Second pages: the readers who have one, through the first page's
@@ -221,9 +224,11 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
         "timeline pages of 20, {} readers, {connections} connections, {threads} threads, {secs}s:",
         users.len()
     );
+    println!("  {heads}");
     println!("  feedlog HTTP, cold (each once):   {}", first.line());
     println!("  feedlog HTTP (wrk):               {}", http.line());
     println!("  feedlog HTTP, no page cache:      {}", cold.line());
+    println!("  feedlog HTTP, nothing kept:       {}", bare.line());
     let design = match reposts {
         true => "redis page script (rows + sources)",
         false => "redis ZREVRANGE (redis-benchmark)",
@@ -250,6 +255,7 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     ratio("first pages/s cold (each reader once)", &first, &zrev);
     ratio("pages/s", &http, &zrev);
     ratio("pages/s without the page cache", &cold, &zrev);
+    ratio("pages/s with nothing kept in memory", &bare, &zrev);
     match second {
         None => println!("second pages: no reader has one"),
         Some((same, ours, theirs)) => {

@@ -242,7 +242,7 @@ fn build(events: &[Event], ctx: &Ctx, t: Ts, dir: &Path) -> Result<Scratch, Quer
     let opts = StoreOptions {
         sync: false,
         write_buffer_bytes: 16 << 20,
-        page_cache_bytes: 0,
+        kept: crate::state::Kept::NONE,
     };
     let store = Store::open(dir, Partition(0), 1, &BlockCache::new(8 << 20), &opts)?;
     let scratch = Scratch {

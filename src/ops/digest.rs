@@ -250,7 +250,10 @@ pub fn first_difference(
 
 /// Opens every store of a data directory read-only.
 pub fn open_stores(dir: &Path) -> Result<Vec<Arc<Store>>, ReplayError> {
-    Ok(crate::state::set::open_read_only(&DataDir::open(dir)?, 0)?)
+    Ok(crate::state::set::open_read_only(
+        &DataDir::open(dir)?,
+        crate::state::Kept::NONE,
+    )?)
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -101,7 +101,8 @@ pub fn seed_generation(
                 c.positions.events.0
             )));
         }
-        let state = Store::open_read_only(&path.join("state"), p, n, &cache, 0)?;
+        let state =
+            Store::open_read_only(&path.join("state"), p, n, &cache, crate::state::Kept::NONE)?;
         if state.scan(Cf::Pending, &[], None).next().is_some() {
             return Err(refused(format!(
                 "{}: the checkpoint holds records it had not sent, so it was not taken at a \

@@ -113,8 +113,10 @@ impl Locator for MembersLocator {
     }
 }
 
-/// A reader over an embedded processor's live stores (it follows a swap).
+/// A reader over an embedded processor's live stores (it follows a swap);
+/// their inbox heads are read in the background from now on.
 pub fn reader_of(processor: &Processor) -> Reader {
+    processor.read_heads();
     let set: Arc<dyn Partitions> = processor.store_set().clone();
     Reader::over(set, None)
 }

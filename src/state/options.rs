@@ -12,9 +12,41 @@ pub struct StoreOptions {
     pub sync: bool,
     /// Memtable size per column family, bytes.
     pub write_buffer_bytes: usize,
-    /// Bytes of encoded first timeline pages kept beside the stores of a
-    /// process, all partitions together (see [`super::PageCache`]; `0`: none).
-    pub page_cache_bytes: usize,
+    /// What is kept in memory for readers beside the stores of a process.
+    pub kept: Kept,
+}
+
+/// Bytes kept in memory for readers beside the stores of a process, all
+/// partitions together (`0`: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kept {
+    /// Encoded timeline pages ([`super::PageCache`]).
+    pub pages: usize,
+    /// The newest rows of readers' inboxes ([`super::Heads`]).
+    pub heads: usize,
+}
+
+impl Kept {
+    /// Nothing kept: every page is read from the stores.
+    pub const NONE: Kept = Kept { pages: 0, heads: 0 };
+
+    /// Each budget's share of one store of `partitions`.
+    pub fn per_store(self, partitions: u32) -> Kept {
+        let n = partitions.max(1) as usize;
+        Kept {
+            pages: self.pages / n,
+            heads: self.heads / n,
+        }
+    }
+}
+
+impl Default for Kept {
+    fn default() -> Self {
+        Kept {
+            pages: 64 << 20,
+            heads: 64 << 20,
+        }
+    }
 }
 
 impl Default for StoreOptions {
@@ -22,7 +54,7 @@ impl Default for StoreOptions {
         StoreOptions {
             sync: true,
             write_buffer_bytes: 16 << 20,
-            page_cache_bytes: 64 << 20,
+            kept: Kept::default(),
         }
     }
 }

@@ -278,9 +278,9 @@ fn touched_users(writes: &Writes) -> Vec<u64> {
     users
 }
 
-/// The user a key of the inbox or users column family belongs to (its
-/// first 8 bytes, big-endian).
-fn user_of(key: &[u8]) -> u64 {
+/// The user a key of the inbox, users, filters or inbox-reposts column
+/// family belongs to (its first 8 bytes, big-endian).
+pub(super) fn user_of(key: &[u8]) -> u64 {
     let mut b = [0; 8];
     let n = key.len().min(8);
     b[..n].copy_from_slice(&key[..n]);

@@ -3,7 +3,7 @@
 
 use super::cache::BlockCache;
 use super::datadir::DataDir;
-use super::store::{Store, StoreError, StoreOptions};
+use super::store::{Kept, Store, StoreError, StoreOptions};
 use crate::core::position::Positions;
 use crate::core::Partition;
 use std::path::Path;
@@ -172,18 +172,13 @@ pub fn open_stores(
 }
 
 /// Opens every store read-only, for queries beside a running processor
-/// (they see the state as of the open), with `page_cache_bytes` of first
-/// timeline pages kept for them all.
-pub fn open_read_only(
-    dir: &DataDir,
-    page_cache_bytes: usize,
-) -> Result<Vec<Arc<Store>>, StoreError> {
+/// (they see the state as of the open), with `kept` bytes of pages and
+/// inbox heads kept for them all.
+pub fn open_read_only(dir: &DataDir, kept: Kept) -> Result<Vec<Arc<Store>>, StoreError> {
     let cache = BlockCache::new(64 << 20);
     let n = dir.partitions();
     Partition::all(n)
-        .map(|p| {
-            Store::open_read_only(&dir.state_dir(p), p, n, &cache, page_cache_bytes).map(Arc::new)
-        })
+        .map(|p| Store::open_read_only(&dir.state_dir(p), p, n, &cache, kept).map(Arc::new))
         .collect()
 }
 

@@ -2,9 +2,10 @@
 //! and the atomic commit of a batch's state with its input positions.
 
 use super::cache::BlockCache;
+use super::heads::Heads;
 use super::meta;
 use super::options::cf_options;
-pub use super::options::StoreOptions;
+pub use super::options::{Kept, StoreOptions};
 use super::pages::PageCache;
 use crate::core::gauges::{self, Gauges};
 use crate::core::keys;
@@ -32,6 +33,7 @@ pub struct Store {
     /// never sees two states.
     follow: Option<std::sync::RwLock<()>>,
     pages: PageCache,
+    heads: Heads,
     /// Set once a read found a live repost in this store (a hint, never
     /// cleared: see [`Store::reposts_seen`]).
     reposts_seen: std::sync::atomic::AtomicBool,
@@ -44,7 +46,7 @@ pub struct Store {
 /// read-only.
 enum Follow {
     Yes,
-    No { page_cache_bytes: usize },
+    No { kept: Kept },
 }
 
 impl Store {
@@ -98,7 +100,8 @@ impl Store {
             path: path.to_path_buf(),
             write_opts,
             follow: None,
-            pages: PageCache::new(opts.page_cache_bytes / partitions.max(1) as usize),
+            pages: PageCache::new(opts.kept.per_store(partitions).pages),
+            heads: Heads::new(opts.kept.per_store(partitions).heads),
             reposts_seen: Default::default(),
             marked: Default::default(),
         };
@@ -114,16 +117,16 @@ impl Store {
     }
 
     /// Opens an existing store read-only (beside a running processor): sees
-    /// the state as of the open. `page_cache_bytes` is for the stores of
+    /// the state as of the open. `kept` is for the stores of
     /// the process together, as in [`StoreOptions`].
     pub fn open_read_only(
         path: &Path,
         partition: Partition,
         partitions: u32,
         cache: &BlockCache,
-        page_cache_bytes: usize,
+        kept: Kept,
     ) -> Result<Store, StoreError> {
-        let follow = Follow::No { page_cache_bytes };
+        let follow = Follow::No { kept };
         Store::open_existing(path, partition, partitions, cache, follow, |cfs| {
             DB::open_cf_descriptors_read_only(&Options::default(), path, cfs, false)
         })
@@ -141,7 +144,7 @@ impl Store {
             return Ok(None);
         }
         let cache = BlockCache::new(1 << 20);
-        let store = Store::open_read_only(path, partition, partitions, &cache, 0)?;
+        let store = Store::open_read_only(path, partition, partitions, &cache, Kept::NONE)?;
         Ok(Some(store.positions()?))
     }
 
@@ -183,11 +186,9 @@ impl Store {
         upgrade::refuse_older(path)?;
         let opts = StoreOptions::default();
         // A secondary's data changes at each catch-up, without a commit.
-        let (follow, pages) = match follow {
-            Follow::Yes => (Some(std::sync::RwLock::new(())), 0),
-            Follow::No { page_cache_bytes } => {
-                (None, page_cache_bytes / partitions.max(1) as usize)
-            }
+        let (follow, kept) = match follow {
+            Follow::Yes => (Some(std::sync::RwLock::new(())), Kept::NONE),
+            Follow::No { kept } => (None, kept.per_store(partitions)),
         };
         let db =
             open(upgrade::descriptors(path, cache, &opts)).map_err(|source| StoreError::Rocks {
@@ -199,7 +200,8 @@ impl Store {
             path: path.to_path_buf(),
             write_opts: WriteOptions::default(),
             follow,
-            pages: PageCache::new(pages),
+            pages: PageCache::new(kept.pages),
+            heads: Heads::new(kept.heads),
             reposts_seen: Default::default(),
             marked: Default::default(),
         };
@@ -362,12 +364,20 @@ impl Store {
             }
         }
         let _landing = self.pages.landing(writes, raw.pages_touched);
-        self.write(batch)
+        let heads = self.heads.landing(writes, raw.pages_touched);
+        let written = self.write(batch);
+        heads.close(written.is_ok());
+        written
     }
 
     /// The first timeline pages kept beside this store.
     pub fn pages(&self) -> &PageCache {
         &self.pages
+    }
+
+    /// The newest inbox rows of readers, kept beside this store.
+    pub fn heads(&self) -> &Heads {
+        &self.heads
     }
 
     /// Whether a read found a live repost here once ([`Store::saw_reposts`]).

@@ -106,6 +106,10 @@ impl ProcessorError {
 
 /// An opened data directory, ready to process.
 pub struct Processor {
+    /// The thread reading inbox heads once a reader of the stores was
+    /// asked for ([`Processor::read_heads`]); first, so that dropping the
+    /// processor stops it before the stores close.
+    warming: std::sync::Mutex<Option<crate::state::heads::warm::Warming>>,
     dir: DataDir,
     cfg: ProcessorConfig,
     /// The inbox cap in force (a swap to a state built with another cap
@@ -134,6 +138,7 @@ impl Processor {
         let cache = BlockCache::new(cfg.cache_bytes);
         let stores = crate::state::set::open_stores(&dir, &cache, cfg.sync)?;
         Ok(Processor {
+            warming: Default::default(),
             logs: Arc::new(dir.logs()),
             epoch: AtomicU64::new(dir.generation().0.into()),
             dir,
@@ -144,6 +149,19 @@ impl Processor {
             progress: Arc::default(),
             pausing: Pausing::default(),
         })
+    }
+
+    /// Starts reading the inbox heads of the stores in the background, once
+    /// (see [`crate::state::heads::warm`]): for a processor whose views are
+    /// read.
+    pub fn read_heads(&self) {
+        let mut warming = self
+            .warming
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if warming.is_none() {
+            *warming = crate::state::heads::warm::in_background(&self.stores.get());
+        }
     }
 
     /// The data directory it processes.

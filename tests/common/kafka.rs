@@ -213,7 +213,7 @@ pub fn final_reader(members: &[&Path], status: &Status) -> Reader {
                 .iter()
                 .filter_map(|d| {
                     let dir = d.join("state").join(format!("{p:05}"));
-                    Store::open_read_only(&dir, p, n, &cache, 0).ok()
+                    Store::open_read_only(&dir, p, n, &cache, feedlog::state::Kept::NONE).ok()
                 })
                 .collect();
             let at = |s: &Store| {

@@ -312,16 +312,20 @@ fn render_gauges(o: &mut String, api: &Api) {
     }
 }
 
-/// The first pages kept beside each store: answered from it, read, bytes.
+/// What is kept beside each store for readers: first pages (answered
+/// from them, read, bytes) and inbox heads (pages answered, heads, bytes).
 fn render_page_cache(o: &mut String, api: &Api) {
-    // Read once per store, so the three families agree.
-    let figures: Vec<(Partition, [u64; 3])> = api
+    // Read once per store, so the families agree.
+    let figures: Vec<(Partition, [u64; 6])> = api
         .reader
         .stores()
         .iter()
         .map(|(p, s)| {
             let (hits, misses) = s.pages().hits_and_misses();
-            (*p, [hits, misses, s.pages().bytes() as u64])
+            let (heads, bytes) = s.heads().held();
+            let kept = [hits, misses, s.pages().bytes() as u64];
+            let head = [s.heads().pages(), heads as u64, bytes as u64];
+            (*p, [kept[0], kept[1], kept[2], head[0], head[1], head[2]])
         })
         .collect();
     for (i, (name, kind, help)) in [
@@ -339,6 +343,21 @@ fn render_page_cache(o: &mut String, api: &Api) {
             "feedlog_page_cache_bytes",
             "gauge",
             "Bytes of first timeline pages kept.",
+        ),
+        (
+            "feedlog_inbox_head_pages_total",
+            "counter",
+            "Timeline pages not in the page cache read from the inbox heads kept in memory.",
+        ),
+        (
+            "feedlog_inbox_heads",
+            "gauge",
+            "Readers whose newest inbox rows are kept in memory.",
+        ),
+        (
+            "feedlog_inbox_heads_bytes",
+            "gauge",
+            "Bytes of inbox heads kept.",
         ),
     ]
     .into_iter()

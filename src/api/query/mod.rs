@@ -73,6 +73,9 @@ pub struct Reader {
     remote: Option<Arc<dyn Remote>>,
     partitions: u32,
     secondary: bool,
+    /// The thread reading the inbox heads of stores this reader opened:
+    /// it stops when the last copy of the reader is dropped.
+    warming: Option<Arc<crate::state::heads::warm::Warming>>,
 }
 
 fn check_limit(limit: usize) -> Result<(), QueryError> {
@@ -101,15 +104,20 @@ impl Reader {
     /// A reader of `dir`'s state, opened read-only (beside a running
     /// processor it sees the state as of the open).
     pub fn open(dir: &DataDir) -> Result<Reader, StoreError> {
-        let pages = crate::state::StoreOptions::default().page_cache_bytes;
-        Reader::open_with_page_cache(dir, pages)
+        Reader::open_keeping(dir, crate::state::Kept::default())
     }
 
-    /// As [`Reader::open`], keeping `bytes` of first timeline pages
-    /// ([`crate::state::PageCache`]; `0`: every page is read from the
-    /// stores).
-    pub fn open_with_page_cache(dir: &DataDir, bytes: usize) -> Result<Reader, StoreError> {
-        Ok(Reader::new(crate::state::set::open_read_only(dir, bytes)?))
+    /// As [`Reader::open`], keeping `kept` bytes of timeline pages
+    /// ([`crate::state::PageCache`]) and of readers' newest inbox rows
+    /// ([`crate::state::Heads`], read in the background from the open on);
+    /// [`crate::state::Kept::NONE`]: every page is read from the stores.
+    pub fn open_keeping(dir: &DataDir, kept: crate::state::Kept) -> Result<Reader, StoreError> {
+        let stores = crate::state::set::open_read_only(dir, kept)?;
+        let warming = crate::state::heads::warm::in_background(&stores);
+        Ok(Reader {
+            warming: warming.map(Arc::new),
+            ..Reader::new(stores)
+        })
     }
 
     /// A reader over `parts`, reading outboxes it does not hold through
@@ -120,6 +128,7 @@ impl Reader {
             parts,
             remote,
             secondary: false,
+            warming: None,
         }
     }
 
@@ -141,6 +150,12 @@ impl Reader {
             },
             None => self.clone(),
         }
+    }
+
+    /// Whether the inbox heads of the stores this reader opened are read
+    /// (true when it opened none: see [`Reader::open_keeping`]).
+    pub fn heads_read(&self) -> bool {
+        self.warming.as_ref().is_none_or(|w| w.is_done())
     }
 
     /// The partition count.

@@ -16,6 +16,7 @@ use crate::core::repost::{self, Entry};
 use crate::core::timeline::{held_timeline, TOP};
 use std::collections::{BTreeMap, BinaryHeap, HashSet};
 
+mod head;
 mod held;
 use held::{any_filter, any_repost, held_page};
 
@@ -153,6 +154,9 @@ impl Reader {
     ) -> Result<Option<Page<PostItem>>, QueryError> {
         let mode = RepostMode::Newest;
         let after = timeline_after(user, mode, limit, cursor)?;
+        if let Some(page) = head::page(store, user, after, limit) {
+            return Ok(Some(page));
+        }
         let want = limit + 1;
         // Reposts known before the scan: the page is the full read's, and
         // the scan below would be thrown away.
@@ -163,6 +167,7 @@ impl Reader {
         // One view for the record, the scan and the checks: what they say
         // of each other holds. (One snapshot only: on a secondary a second
         // would take its read lock twice.)
+        let epoch = store.heads().epoch();
         let snap = store.snapshot();
         if reposts_seen {
             let filtered = any_filter(store, &snap, user)?;
@@ -205,6 +210,9 @@ impl Reader {
         // the inbox holds the timeline up to its horizon, and short of the
         // page it is the whole rest of the timeline when there is none.
         if u.marks == 0 {
+            if after.is_none() {
+                head::keep(store, epoch, user, (&page, page.len() < want), u);
+            }
             let whole = page.len() == want || u.horizon.is_none();
             return Ok(whole.then(|| timeline_page(user, mode, limit, plain(page))));
         }

@@ -153,7 +153,7 @@ fn a_layout_3_store_is_upgraded_in_place() {
     let tmp = tempfile::tempdir().unwrap();
     let cache = BlockCache::new(1 << 20);
     layout_3_store(tmp.path(), 3, false);
-    let err = Store::open_read_only(tmp.path(), Partition(0), 1, &cache, 0)
+    let err = Store::open_read_only(tmp.path(), Partition(0), 1, &cache, Kept::NONE)
         .err()
         .unwrap()
         .to_string();
@@ -176,7 +176,7 @@ fn a_layout_3_store_is_upgraded_in_place() {
     drop(s);
     let cfs = DB::list_cf(&Options::default(), tmp.path()).unwrap();
     assert!(!cfs.iter().any(|c| c == LAYOUT_3_INDEX), "{cfs:?}");
-    let s = Store::open_read_only(tmp.path(), Partition(0), 1, &cache, 0).unwrap();
+    let s = Store::open_read_only(tmp.path(), Partition(0), 1, &cache, Kept::NONE).unwrap();
     assert_eq!(
         s.get(Cf::Meta, meta::LAYOUT).unwrap(),
         Some(LAYOUT_VERSION.to_be_bytes().to_vec())
@@ -189,7 +189,7 @@ fn an_upgrade_cut_before_the_drop_finishes_at_the_next_open() {
     let tmp = tempfile::tempdir().unwrap();
     layout_3_store(tmp.path(), LAYOUT_VERSION, true);
     let cache = BlockCache::new(1 << 20);
-    drop(Store::open_read_only(tmp.path(), Partition(0), 1, &cache, 0).unwrap());
+    drop(Store::open_read_only(tmp.path(), Partition(0), 1, &cache, Kept::NONE).unwrap());
     drop(scratch(tmp.path()));
     let cfs = DB::list_cf(&Options::default(), tmp.path()).unwrap();
     assert!(!cfs.iter().any(|c| c == LAYOUT_3_INDEX), "{cfs:?}");
@@ -238,7 +238,7 @@ fn a_layout_4_store_gets_its_sources() {
         put(Cf::RepostDir, &by_repost, &keys::key([9, 1, 4]));
     }
     let cache = BlockCache::new(1 << 20);
-    let err = Store::open_read_only(tmp.path(), Partition(0), 1, &cache, 0)
+    let err = Store::open_read_only(tmp.path(), Partition(0), 1, &cache, Kept::NONE)
         .err()
         .unwrap()
         .to_string();
@@ -349,7 +349,7 @@ fn held_column_families_are_marked_by_commits_and_at_the_open() {
     }
     assert!(scratch(tmp.path()).may_hold(Cf::RepostDir), "reopened");
     let cache = BlockCache::new(1 << 20);
-    let ro = Store::open_read_only(tmp.path(), Partition(0), 1, &cache, 0).unwrap();
+    let ro = Store::open_read_only(tmp.path(), Partition(0), 1, &cache, Kept::NONE).unwrap();
     assert!(
         ro.may_hold(Cf::RepostDir) && !ro.may_hold(Cf::Filters),
         "read-only"

@@ -1,0 +1,133 @@
+//! The cold pass of the page runs: each reader's first page once, from a
+//! reader opened now, through a client built as `wrk` is.
+
+use crate::http::{serving, Load};
+use anyhow::{Context, Result};
+use feedlog::api::query::Reader;
+use feedlog::state::datadir::DataDir;
+use std::time::Instant;
+
+/// A reader of `dir` opened now, once the inbox heads it reads in the
+/// background are read (at most a minute), and a line saying how many,
+/// their bytes, and how long they took.
+pub(super) fn opened_with_heads(dir: &DataDir) -> Result<(Reader, String)> {
+    let opened = Instant::now();
+    let reader = Reader::open(dir)?;
+    while !reader.heads_read() && opened.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let (mut heads, mut bytes) = (0, 0);
+    for (_, store) in reader.stores() {
+        let (h, b) = store.heads().held();
+        (heads, bytes) = (heads + h, bytes + b);
+    }
+    let line = format!(
+        "inbox heads: {heads} readers, {:.1} MB, read {:.2} s after the open{}",
+        bytes as f64 / 1e6,
+        opened.elapsed().as_secs_f64(),
+        if reader.heads_read() {
+            ""
+        } else {
+            " (not all: stopped waiting)"
+        }
+    );
+    Ok((reader, line))
+}
+
+/// Each of `paths` requested once through HTTP from `reader` served on
+/// loopback, over `connections` keep-alive connections (connection `c`
+/// asks for paths `c`, `c + connections`, …): the pages every reader's
+/// first read costs, with no page read twice. Throughput over the whole
+/// pass, latencies of every request.
+///
+/// The client is built as wrk is: `threads` threads, each driving its share
+/// of the connections from one event loop. (A blocking thread per
+/// connection capped the pass at about a third of what wrk drives, every
+/// page a page-cache hit: the client measured itself.)
+pub(super) fn once_each(
+    dir: &DataDir,
+    reader: Reader,
+    paths: &[String],
+    threads: usize,
+    connections: usize,
+) -> Result<Load> {
+    let (load, cores) = serving(dir, reader, threads, |addr| {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads.max(1))
+            .enable_all()
+            .build()?;
+        let paths: std::sync::Arc<[String]> = paths.into();
+        let start = Instant::now();
+        let lat: Vec<Vec<u64>> = rt.block_on(async {
+            let tasks: Vec<_> = (0..connections)
+                .map(|c| {
+                    let paths = paths.clone();
+                    tokio::spawn(async move {
+                        let mut conn = tokio::net::TcpStream::connect(addr).await?;
+                        conn.set_nodelay(true)?;
+                        let mut buf = Vec::new();
+                        let mut lat = Vec::new();
+                        for path in paths.iter().skip(c).step_by(connections) {
+                            let t = Instant::now();
+                            get(&mut conn, addr, path, &mut buf).await?;
+                            lat.push(t.elapsed().as_nanos() as u64);
+                        }
+                        anyhow::Ok(lat)
+                    })
+                })
+                .collect();
+            let mut lat = Vec::with_capacity(tasks.len());
+            for t in tasks {
+                lat.push(t.await.context("a client task panicked")??);
+            }
+            anyhow::Ok(lat)
+        })?;
+        let secs = start.elapsed().as_secs_f64();
+        Load::of(lat.into_iter().flatten().collect(), secs).context("no page was requested")
+    })?;
+    Ok(Load {
+        server_cores: cores,
+        ..load
+    })
+}
+
+/// One `GET path` on the keep-alive connection `conn`, its body read
+/// into `buf` (by its `content-length`); an error unless it answers 200.
+async fn get(
+    conn: &mut tokio::net::TcpStream,
+    addr: std::net::SocketAddr,
+    path: &str,
+    buf: &mut Vec<u8>,
+) -> Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    conn.write_all(format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\n\r\n").as_bytes())
+        .await?;
+    buf.clear();
+    let mut chunk = [0u8; 16 << 10];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = conn.read(&mut chunk).await?;
+        anyhow::ensure!(n > 0, "the server closed the connection on {path}");
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = std::str::from_utf8(&buf[..head_end])?.to_ascii_lowercase();
+    anyhow::ensure!(
+        head.starts_with("http/1.1 200"),
+        "{path} answered {}",
+        head.lines().next().unwrap_or_default()
+    );
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .context("an answer without content-length")?
+        .trim()
+        .parse()?;
+    while buf.len() < head_end + length {
+        let n = conn.read(&mut chunk).await?;
+        anyhow::ensure!(n > 0, "the server closed the connection on {path}");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    Ok(())
+}

@@ -1,0 +1,59 @@
+//! Pages read from a reader's inbox head in memory ([`crate::state::Heads`]),
+//! and the head kept after a page read from the store.
+
+use super::timeline_page;
+use crate::api::query::{Page, PostItem, RepostMode};
+use crate::core::event::UserId;
+use crate::core::keys::{TimelineKey, UserVal};
+use crate::core::repost::Entry;
+use crate::core::timeline::TOP;
+use crate::state::{heads::Head, Cf, Store};
+
+/// The page of `limit` entries of `user`'s timeline after `after` from the
+/// head kept beside `store`, when it holds the page and the page is the
+/// inbox's rows as they are: the partition has no repost, the reader
+/// neither follows pulled authors nor sleeps (the inbox read's own
+/// conditions, `Reader::materialized`).
+pub(super) fn page(
+    store: &Store,
+    user: UserId,
+    after: Option<TimelineKey>,
+    limit: usize,
+) -> Option<Page<PostItem>> {
+    let want = limit + 1;
+    let (rows, u) = store.heads().read(user.0, |h| {
+        h.after(after, want).map(|r| (r.to_vec(), h.user))
+    })??;
+    // After the read: a commit that wrote the first repost marked the
+    // store before its write, so before its rows reached the head.
+    if store.reposts_seen() || store.may_hold(Cf::RepostDir) {
+        return None;
+    }
+    if u.marks != 0 || u.read_horizon() == Some(TOP) {
+        return None;
+    }
+    // Short of the page, the rows are the whole timeline only without a
+    // horizon.
+    if rows.len() < want && u.horizon.is_some() {
+        return None;
+    }
+    store.heads().answered();
+    let entries = rows.into_iter().map(Entry::plain).collect();
+    Some(timeline_page(user, RepostMode::Newest, limit, entries))
+}
+
+/// Keeps `rows`, the first of `user`'s inbox read at `epoch` (`all`: every
+/// one), with the user record `u` of the same read, as the user's head.
+pub(super) fn keep(
+    store: &Store,
+    epoch: Option<u64>,
+    user: UserId,
+    (rows, all): (&[TimelineKey], bool),
+    u: UserVal,
+) {
+    if let Some(epoch) = epoch {
+        store
+            .heads()
+            .keep(epoch, user.0, Head::new(rows.to_vec(), all, u), true);
+    }
+}

@@ -1,0 +1,429 @@
+//! The newest entries of each reader's inbox, kept in memory beside a
+//! store and changed by the commit that changes the inbox.
+//!
+//! A page that the [`super::PageCache`] does not hold costs a RocksDB
+//! seek and a read per entry, most of the work of an uncached page; a
+//! reader whose page was dropped by a commit (a followee posted) or never
+//! read since the open pays it. An [`Heads`] entry holds the first rows
+//! of one reader's inbox (its newest entries) and the reader's user
+//! record, so that such a page is read from memory. It is not a cache
+//! dropped by writes: a commit applies its inbox and user-record writes
+//! to the heads it touches when it lands.
+//!
+//! It is exact:
+//! - a head is the first rows of the user's inbox in a committed state,
+//!   with `all` saying whether they are every row, and the user record of
+//!   the same state; it enters the map only as read from the store
+//!   ([`Heads::keep`]) when no commit landed while it was read (the epoch,
+//!   as the page cache's);
+//! - [`Store::commit`](super::Store::commit) opens a [`HeadsLanding`]
+//!   before it writes and closes it after, under the heads' lock: a write
+//!   to a row at or above a head's last row (or anywhere in a head holding
+//!   `all`) is applied, one below it changes nothing the head holds, and
+//!   a user record written replaces the head's. A write the head cannot
+//!   follow (the reader's filters, the sources of its reposts, a key of
+//!   another layout) drops the head; a failed write drops them all;
+//! - heads are held only for readers without blocks or mutes; whether the
+//!   partition has reposts, pulled authors or a sleeping reader is decided
+//!   by the reader from the head's user record and the store's marks, as
+//!   the inbox read decides it.
+//!
+//! A store whose data changes without a commit (a secondary) keeps none.
+//! The contract tests read pages through the heads between processing
+//! steps; `heads_equal_the_store` below checks every head against the
+//! store after random commits.
+
+pub mod warm;
+
+use rustc_hash::FxHashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use super::pages::user_of;
+use crate::core::keys::{TimelineKey, UserVal};
+use crate::core::kv::{Cf, Writes};
+
+/// Rows a head holds at most: new entries push the oldest out.
+pub const HEAD_ROWS: usize = 48;
+
+/// Bytes counted for a head on top of its rows (map slot, vector, record).
+const HEAD_OVERHEAD: usize = 64 + std::mem::size_of::<UserVal>();
+
+/// Bytes counted for a head holding `rows` rows.
+fn head_bytes(rows: usize) -> usize {
+    HEAD_OVERHEAD + rows * std::mem::size_of::<TimelineKey>()
+}
+
+/// The first rows of readers' inboxes, by user, at most `budget` bytes.
+pub struct Heads {
+    inner: Mutex<Inner>,
+    budget: usize,
+    /// Pages answered from a head.
+    pages: AtomicU64,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Landings closed so far.
+    epoch: u64,
+    /// Whether a commit is landing now.
+    landing: bool,
+    bytes: usize,
+    heads: FxHashMap<u64, Head>,
+}
+
+/// One reader's newest inbox rows and user record, in one committed state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    /// The first rows of the inbox, in key order (newest first).
+    pub rows: Vec<TimelineKey>,
+    /// Whether `rows` are every row of the inbox.
+    pub all: bool,
+    /// The user record.
+    pub user: UserVal,
+    /// Read since the last sweep.
+    read: bool,
+}
+
+impl Head {
+    /// A head of `rows` (the inbox's first, `all`: every one) and `user`.
+    pub fn new(mut rows: Vec<TimelineKey>, all: bool, user: UserVal) -> Head {
+        let all = all && rows.len() <= HEAD_ROWS;
+        rows.truncate(HEAD_ROWS);
+        Head {
+            rows,
+            all,
+            user,
+            read: false,
+        }
+    }
+
+    /// Up to `want` rows after `after` (`None`: from the first), when the
+    /// head knows them: `want` rows, or fewer when they are the inbox's
+    /// last.
+    pub fn after(&self, after: Option<TimelineKey>, want: usize) -> Option<&[TimelineKey]> {
+        let from = match after {
+            None => 0,
+            Some(a) => match self.rows.binary_search(&a) {
+                Ok(i) => i + 1,
+                Err(i) => i,
+            },
+        };
+        let end = from.saturating_add(want).min(self.rows.len());
+        let rows = &self.rows[from.min(end)..end];
+        (rows.len() == want || self.all).then_some(rows)
+    }
+
+    /// Applies a write of inbox row `k` (`true`: put); `false` when the
+    /// head can no longer follow the inbox.
+    fn apply_row(&mut self, k: TimelineKey, put: bool) -> bool {
+        match (self.rows.binary_search(&k), put) {
+            (Ok(_), true) => {}
+            (Ok(i), false) => {
+                self.rows.remove(i);
+            }
+            // Below the last row held, and rows follow: not held.
+            (Err(i), true) if i == self.rows.len() && !self.all => {}
+            (Err(i), true) => {
+                self.rows.insert(i, k);
+                if self.rows.len() > HEAD_ROWS {
+                    self.rows.pop();
+                    self.all = false;
+                }
+            }
+            (Err(_), false) => {}
+        }
+        // Rows that follow but none held: nothing left to answer from.
+        self.all || !self.rows.is_empty()
+    }
+}
+
+impl Heads {
+    /// No heads yet, at most `budget` bytes of them (`0`: none kept).
+    pub fn new(budget: usize) -> Heads {
+        Heads {
+            inner: Mutex::default(),
+            budget,
+            pages: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether heads are kept at all.
+    pub fn is_on(&self) -> bool {
+        self.budget > 0
+    }
+
+    /// The epoch to read a head at for [`Heads::keep`]; `None` while a
+    /// commit is landing (nothing read now can be kept) or when heads are
+    /// off.
+    pub fn epoch(&self) -> Option<u64> {
+        let inner = self.lock();
+        (self.is_on() && !inner.landing).then_some(inner.epoch)
+    }
+
+    /// `f` of `user`'s head, if one is held.
+    pub fn read<T>(&self, user: u64, f: impl FnOnce(&Head) -> T) -> Option<T> {
+        if !self.is_on() {
+            return None;
+        }
+        let mut inner = self.lock();
+        let head = inner.heads.get_mut(&user)?;
+        head.read = true;
+        Some(f(head))
+    }
+
+    /// Keeps `head`, `user`'s, read after [`Heads::epoch`] returned
+    /// `epoch`: refused (`false`) when a commit landed since or is
+    /// landing, and when the budget is spent (`sweep`: then drops the
+    /// heads not read since the last sweep first, and keeps it if that
+    /// made room).
+    pub fn keep(&self, epoch: u64, user: u64, head: Head, sweep: bool) -> bool {
+        let size = head_bytes(head.rows.capacity());
+        let mut inner = self.lock();
+        if inner.epoch != epoch || inner.landing {
+            return false;
+        }
+        let old = inner
+            .heads
+            .get(&user)
+            .map_or(0, |h| head_bytes(h.rows.capacity()));
+        if inner.bytes + size - old > self.budget {
+            if !sweep {
+                return false;
+            }
+            inner.sweep();
+            if inner.bytes + size > self.budget {
+                return false;
+            }
+        }
+        let old = inner.heads.insert(user, head);
+        let old = old.map_or(0, |h| head_bytes(h.rows.capacity()));
+        inner.bytes = inner.bytes + size - old;
+        true
+    }
+
+    /// Opens the landing of a commit of `writes`, before they are written:
+    /// no head is kept until it closes ([`HeadsLanding::close`], after the
+    /// write), which applies them to the heads held (`everything`: the
+    /// commit also writes raw operations that may change any inbox, and
+    /// drops every head).
+    pub fn landing<'a>(&'a self, writes: &'a Writes, everything: bool) -> HeadsLanding<'a> {
+        if !self.is_on() {
+            return HeadsLanding(None);
+        }
+        self.lock().landing = true;
+        HeadsLanding(Some((self, writes, everything)))
+    }
+
+    /// Counts a page answered from a head.
+    pub fn answered(&self) {
+        self.pages.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Pages answered from a head since the start.
+    pub fn pages(&self) -> u64 {
+        self.pages.load(Ordering::Relaxed)
+    }
+
+    /// Users with a head, and the bytes counted for them.
+    pub fn held(&self) -> (usize, usize) {
+        let inner = self.lock();
+        (inner.heads.len(), inner.bytes)
+    }
+}
+
+/// A commit on its way into RocksDB (see [`Heads::landing`]).
+pub struct HeadsLanding<'a>(Option<(&'a Heads, &'a Writes, bool)>);
+
+impl HeadsLanding<'_> {
+    /// Closes the landing after the write: applies the writes to the heads
+    /// when it succeeded (`written`), drops every head when it did not.
+    pub fn close(mut self, written: bool) {
+        self.finish(written);
+    }
+
+    fn finish(&mut self, written: bool) {
+        let Some((heads, writes, everything)) = self.0.take() else {
+            return;
+        };
+        let mut inner = heads.lock();
+        inner.epoch += 1;
+        inner.landing = false;
+        if !written || everything {
+            inner.heads.clear();
+            inner.bytes = 0;
+        } else if !inner.heads.is_empty() {
+            inner.apply(writes);
+        }
+    }
+}
+
+impl Drop for HeadsLanding<'_> {
+    /// A landing left unclosed (the write panicked): as a failed write.
+    fn drop(&mut self) {
+        self.finish(false);
+    }
+}
+
+impl Inner {
+    /// Applies committed `writes` to the heads they touch.
+    fn apply(&mut self, writes: &Writes) {
+        let mut lost = Vec::new();
+        for (k, v) in writes.cf(Cf::Inbox) {
+            let Some(head) = self.heads.get_mut(&user_of(k)) else {
+                continue;
+            };
+            let row = (k.len() == 8 + TimelineKey::LEN)
+                .then(|| TimelineKey::decode(&k[8..]))
+                .flatten();
+            let before = head.rows.capacity();
+            let kept = row.is_some_and(|row| head.apply_row(row, v.is_some()));
+            self.bytes = self.bytes + head_bytes(head.rows.capacity()) - head_bytes(before);
+            if !kept {
+                lost.push(user_of(k));
+            }
+        }
+        for (k, v) in writes.cf(Cf::Users) {
+            let Some(head) = self.heads.get_mut(&user_of(k)) else {
+                continue;
+            };
+            let user = match v {
+                None => Some(UserVal::default()),
+                Some(v) => UserVal::decode(v).filter(|_| k.len() == 8),
+            };
+            match user {
+                Some(user) => head.user = user,
+                None => lost.push(user_of(k)),
+            }
+        }
+        // What a head does not hold but its page depends on: the reader's
+        // filters, and the sources of the reposts in its inbox.
+        for cf in [Cf::Filters, Cf::InboxReposts] {
+            lost.extend(writes.cf(cf).keys().map(|k| user_of(k)));
+        }
+        for user in lost {
+            if let Some(h) = self.heads.remove(&user) {
+                self.bytes -= head_bytes(h.rows.capacity());
+            }
+        }
+    }
+
+    /// Keeps the heads read since the last sweep.
+    fn sweep(&mut self) {
+        self.heads
+            .retain(|_, h| std::mem::replace(&mut h.read, false));
+        self.bytes = self
+            .heads
+            .values()
+            .map(|h| head_bytes(h.rows.capacity()))
+            .sum();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::event::{PostId, Ts, UserId};
+    use crate::core::keys;
+    use crate::core::kv::{Kv, Txn};
+    use crate::core::Partition;
+    use crate::state::{BlockCache, Store, StoreOptions};
+    use proptest::prelude::*;
+
+    /// Every inbox row of `user` in `store`, in key order.
+    fn inbox(store: &Store, user: u64) -> Vec<TimelineKey> {
+        let prefix = keys::key([user]);
+        store
+            .scan_prefix_from(Cf::Inbox, &prefix, &prefix)
+            .map(|r| TimelineKey::decode(&r.unwrap().0[8..]).unwrap())
+            .collect()
+    }
+
+    fn row(ts: u8) -> TimelineKey {
+        TimelineKey {
+            ts: Ts(u64::from(ts)),
+            post_id: PostId(u64::from(ts) + 1),
+            author: UserId(9),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        // Proves every head equals its user's first inbox rows and user record in the store after each commit (puts, deletes, pushed-out rows, re-reads between commits).
+        #[test]
+        fn heads_equal_the_store(
+            batches in proptest::collection::vec(
+                (
+                    proptest::collection::vec((0u64..3, 0u8..80, any::<bool>()), 0..40),
+                    proptest::option::of((0u64..3, 0u64..5)),
+                    0u64..3,
+                    1usize..30,
+                ),
+                1..14,
+            ),
+        ) {
+            let tmp = tempfile::tempdir().unwrap();
+            let opts = StoreOptions { sync: false, ..StoreOptions::default() };
+            let store = Store::open(tmp.path(), Partition(0), 1, &BlockCache::new(1 << 20), &opts).unwrap();
+            for (rows, record, reread, take) in batches {
+                // A head read from the store, as a page read keeps it.
+                let epoch = store.heads().epoch().unwrap();
+                let all = inbox(&store, reread);
+                let u = crate::core::views::user(&store, UserId(reread)).unwrap();
+                let head = Head::new(all.iter().take(take).copied().collect(), take >= all.len(), u);
+                prop_assert!(store.heads().keep(epoch, reread, head, true));
+                let mut txn = Txn::new(&store);
+                for (user, ts, put) in rows {
+                    let k = keys::inbox(UserId(user), &row(ts));
+                    match put {
+                        true => txn.put(Cf::Inbox, k, Vec::new()),
+                        false => txn.delete(Cf::Inbox, k),
+                    }
+                }
+                if let Some((user, posts)) = record {
+                    let val = UserVal { posts, ..UserVal::default() };
+                    txn.put(Cf::Users, keys::key([user]), val.encode());
+                }
+                store.commit(&txn.into_writes(), |_| {}).unwrap();
+                for user in 0..3 {
+                    let Some(head) = store.heads().read(user, Head::clone) else { continue };
+                    let all = inbox(&store, user);
+                    prop_assert!(head.rows.len() <= HEAD_ROWS);
+                    prop_assert_eq!(&head.rows[..], &all[..head.rows.len().min(all.len())]);
+                    if head.all {
+                        prop_assert_eq!(&head.rows, &all);
+                    }
+                    prop_assert_eq!(head.user, crate::core::views::user(&store, UserId(user)).unwrap());
+                }
+            }
+        }
+    }
+
+    /// A head read before a commit landed is refused; one read after is kept.
+    #[test]
+    fn a_head_read_across_a_landing_is_refused() {
+        let heads = Heads::new(1 << 20);
+        let head = || Head::new(vec![row(1)], true, UserVal::default());
+        let before = heads.epoch().unwrap();
+        let writes = Writes::default();
+        let landing = heads.landing(&writes, false);
+        assert_eq!(heads.epoch(), None, "nothing read while landing is kept");
+        assert!(
+            !heads.keep(before, 1, head(), true),
+            "refused while landing"
+        );
+        landing.close(true);
+        assert!(
+            !heads.keep(before, 1, head(), true),
+            "read before it landed"
+        );
+        assert!(heads.keep(heads.epoch().unwrap(), 1, head(), true));
+        let landing = heads.landing(&writes, true);
+        landing.close(true);
+        assert_eq!(heads.held().0, 0, "raw writes drop every head");
+    }
+}
