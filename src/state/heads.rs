@@ -17,12 +17,15 @@
 //!   ([`Heads::keep`]) when no commit landed while it was read (the epoch,
 //!   as the page cache's);
 //! - [`Store::commit`](super::Store::commit) opens a [`HeadsLanding`]
-//!   before it writes and closes it after, under the heads' lock: a write
-//!   to a row at or above a head's last row (or anywhere in a head holding
-//!   `all`) is applied, one below it changes nothing the head holds, and
-//!   a user record written replaces the head's. A write the head cannot
-//!   follow (the reader's filters, the sources of its reposts, a key of
-//!   another layout) drops the head; a failed write drops them all;
+//!   before it writes and closes it after, which applies the commit to
+//!   each head it touches under the lock of the head's shard (all of one
+//!   reader's writes at once): a write to a row at or above a head's last
+//!   row (or anywhere in a head holding `all`) is applied, one below it
+//!   changes nothing the head holds, and a user record written replaces
+//!   the head's. A write the head cannot follow (the reader's filters, the
+//!   sources of its reposts, a key of another layout) drops the head; a
+//!   failed write, raw operations and a partition's first repost drop
+//!   them all;
 //! - heads are held only for readers without blocks or mutes; whether the
 //!   partition has reposts, pulled authors or a sleeping reader is decided
 //!   by the reader from the head's user record and the store's marks, as
@@ -36,7 +39,7 @@
 pub mod warm;
 
 use rustc_hash::FxHashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use super::pages::user_of;
@@ -54,20 +57,31 @@ fn head_bytes(rows: usize) -> usize {
     HEAD_OVERHEAD + rows * std::mem::size_of::<TimelineKey>()
 }
 
+/// Shards of the heads, each behind its own lock: a commit applies its
+/// writes shard by shard, so a page read waits for at most one shard's
+/// share of a large commit.
+const SHARDS: usize = 16;
+
+/// The shard of `user`'s head.
+fn shard_of(user: u64) -> usize {
+    (user.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60) as usize % SHARDS
+}
+
 /// The first rows of readers' inboxes, by user, at most `budget` bytes.
 pub struct Heads {
-    inner: Mutex<Inner>,
+    shards: Box<[Mutex<Shard>]>,
+    /// Twice the landings closed so far, plus one while a commit lands.
+    state: AtomicU64,
+    /// Bytes per shard at most.
     budget: usize,
+    /// Heads held, all shards together.
+    held: AtomicUsize,
     /// Pages answered from a head.
     pages: AtomicU64,
 }
 
 #[derive(Default)]
-struct Inner {
-    /// Landings closed so far.
-    epoch: u64,
-    /// Whether a commit is landing now.
-    landing: bool,
+struct Shard {
     bytes: usize,
     heads: FxHashMap<u64, Head>,
 }
@@ -142,14 +156,18 @@ impl Heads {
     /// No heads yet, at most `budget` bytes of them (`0`: none kept).
     pub fn new(budget: usize) -> Heads {
         Heads {
-            inner: Mutex::default(),
-            budget,
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            state: AtomicU64::new(0),
+            budget: budget / SHARDS,
+            held: AtomicUsize::new(0),
             pages: AtomicU64::new(0),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self, shard: usize) -> std::sync::MutexGuard<'_, Shard> {
+        self.shards[shard]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Whether heads are kept at all.
@@ -161,17 +179,17 @@ impl Heads {
     /// commit is landing (nothing read now can be kept) or when heads are
     /// off.
     pub fn epoch(&self) -> Option<u64> {
-        let inner = self.lock();
-        (self.is_on() && !inner.landing).then_some(inner.epoch)
+        let state = self.state.load(Ordering::SeqCst);
+        (self.is_on() && state % 2 == 0).then_some(state)
     }
 
     /// `f` of `user`'s head, if one is held.
     pub fn read<T>(&self, user: u64, f: impl FnOnce(&Head) -> T) -> Option<T> {
-        if !self.is_on() {
+        if !self.is_on() || self.held.load(Ordering::Relaxed) == 0 {
             return None;
         }
-        let mut inner = self.lock();
-        let head = inner.heads.get_mut(&user)?;
+        let mut shard = self.lock(shard_of(user));
+        let head = shard.heads.get_mut(&user)?;
         head.read = true;
         Some(f(head))
     }
@@ -181,28 +199,39 @@ impl Heads {
     /// landing, and when the budget is spent (`sweep`: then drops the
     /// heads not read since the last sweep first, and keeps it if that
     /// made room).
+    ///
+    /// Checked under the shard's lock: a commit that opens its landing
+    /// after the check writes after the head was read, and applies itself
+    /// to the head once the lock is released.
     pub fn keep(&self, epoch: u64, user: u64, head: Head, sweep: bool) -> bool {
         let size = head_bytes(head.rows.capacity());
-        let mut inner = self.lock();
-        if inner.epoch != epoch || inner.landing {
+        let mut shard = self.lock(shard_of(user));
+        if !self.is_on() || self.state.load(Ordering::SeqCst) != epoch {
             return false;
         }
-        let old = inner
+        let old = shard
             .heads
             .get(&user)
             .map_or(0, |h| head_bytes(h.rows.capacity()));
-        if inner.bytes + size - old > self.budget {
+        if shard.bytes + size - old > self.budget {
             if !sweep {
                 return false;
             }
-            inner.sweep();
-            if inner.bytes + size > self.budget {
+            let before = shard.heads.len();
+            shard.sweep();
+            self.held
+                .fetch_sub(before - shard.heads.len(), Ordering::Relaxed);
+            if shard.bytes + size > self.budget {
                 return false;
             }
         }
-        let old = inner.heads.insert(user, head);
-        let old = old.map_or(0, |h| head_bytes(h.rows.capacity()));
-        inner.bytes = inner.bytes + size - old;
+        match shard.heads.insert(user, head) {
+            Some(old) => shard.bytes -= head_bytes(old.rows.capacity()),
+            None => {
+                self.held.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        shard.bytes += size;
         true
     }
 
@@ -210,12 +239,13 @@ impl Heads {
     /// no head is kept until it closes ([`HeadsLanding::close`], after the
     /// write), which applies them to the heads held (`everything`: the
     /// commit also writes raw operations that may change any inbox, and
-    /// drops every head).
+    /// drops every head, as does a commit that writes the partition's
+    /// directory of reposts).
     pub fn landing<'a>(&'a self, writes: &'a Writes, everything: bool) -> HeadsLanding<'a> {
         if !self.is_on() {
             return HeadsLanding(None);
         }
-        self.lock().landing = true;
+        self.state.fetch_add(1, Ordering::SeqCst);
         HeadsLanding(Some((self, writes, everything)))
     }
 
@@ -231,10 +261,47 @@ impl Heads {
 
     /// Users with a head, and the bytes counted for them.
     pub fn held(&self) -> (usize, usize) {
-        let inner = self.lock();
-        (inner.heads.len(), inner.bytes)
+        (0..SHARDS).fold((0, 0), |(n, b), i| {
+            let shard = self.lock(i);
+            (n + shard.heads.len(), b + shard.bytes)
+        })
+    }
+
+    /// Drops every head.
+    fn clear(&self) {
+        for i in 0..SHARDS {
+            let mut shard = self.lock(i);
+            self.held.fetch_sub(shard.heads.len(), Ordering::Relaxed);
+            shard.heads.clear();
+            shard.bytes = 0;
+        }
+    }
+
+    /// Applies committed `writes` to the heads they touch, shard by shard.
+    fn apply(&self, writes: &Writes) {
+        let mut by_shard: Vec<Vec<Written<'_>>> = (0..SHARDS).map(|_| Vec::new()).collect();
+        for cf in [Cf::Inbox, Cf::Users, Cf::Filters, Cf::InboxReposts] {
+            for (k, v) in writes.cf(cf) {
+                by_shard[shard_of(user_of(k))].push((cf, k, v.as_deref()));
+            }
+        }
+        for (i, written) in by_shard.iter().enumerate() {
+            if written.is_empty() {
+                continue;
+            }
+            let mut shard = self.lock(i);
+            let before = shard.heads.len();
+            if before > 0 {
+                shard.apply(written);
+                self.held
+                    .fetch_sub(before - shard.heads.len(), Ordering::Relaxed);
+            }
+        }
     }
 }
+
+/// A committed write: its column family, key and value (`None`: deleted).
+type Written<'a> = (Cf, &'a [u8], Option<&'a [u8]>);
 
 /// A commit on its way into RocksDB (see [`Heads::landing`]).
 pub struct HeadsLanding<'a>(Option<(&'a Heads, &'a Writes, bool)>);
@@ -250,15 +317,16 @@ impl HeadsLanding<'_> {
         let Some((heads, writes, everything)) = self.0.take() else {
             return;
         };
-        let mut inner = heads.lock();
-        inner.epoch += 1;
-        inner.landing = false;
-        if !written || everything {
-            inner.heads.clear();
-            inner.bytes = 0;
-        } else if !inner.heads.is_empty() {
-            inner.apply(writes);
+        // A repost makes every page of the partition an aggregated one,
+        // which heads do not answer (`api::query::timeline::head`).
+        if !written || everything || !writes.cf(Cf::RepostDir).is_empty() {
+            heads.clear();
+        } else if heads.held.load(Ordering::Relaxed) > 0 {
+            heads.apply(writes);
         }
+        // Applied before the landing ends: a head kept from now on was
+        // read after the write.
+        heads.state.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -269,41 +337,43 @@ impl Drop for HeadsLanding<'_> {
     }
 }
 
-impl Inner {
-    /// Applies committed `writes` to the heads they touch.
-    fn apply(&mut self, writes: &Writes) {
+impl Shard {
+    /// Applies committed writes of this shard's users, in column family
+    /// order (inbox rows, user records, then what drops a head).
+    fn apply(&mut self, written: &[Written<'_>]) {
         let mut lost = Vec::new();
-        for (k, v) in writes.cf(Cf::Inbox) {
-            let Some(head) = self.heads.get_mut(&user_of(k)) else {
+        for &(cf, k, v) in written {
+            let user = user_of(k);
+            let Some(head) = self.heads.get_mut(&user) else {
                 continue;
             };
-            let row = (k.len() == 8 + TimelineKey::LEN)
-                .then(|| TimelineKey::decode(&k[8..]))
-                .flatten();
-            let before = head.rows.capacity();
-            let kept = row.is_some_and(|row| head.apply_row(row, v.is_some()));
-            self.bytes = self.bytes + head_bytes(head.rows.capacity()) - head_bytes(before);
-            if !kept {
-                lost.push(user_of(k));
+            match cf {
+                Cf::Inbox => {
+                    let row = (k.len() == 8 + TimelineKey::LEN)
+                        .then(|| TimelineKey::decode(&k[8..]))
+                        .flatten();
+                    let before = head.rows.capacity();
+                    let kept = row.is_some_and(|row| head.apply_row(row, v.is_some()));
+                    self.bytes = self.bytes + head_bytes(head.rows.capacity()) - head_bytes(before);
+                    if !kept {
+                        lost.push(user);
+                    }
+                }
+                Cf::Users => {
+                    let record = match v {
+                        None => Some(UserVal::default()),
+                        Some(v) => UserVal::decode(v).filter(|_| k.len() == 8),
+                    };
+                    match record {
+                        Some(record) => head.user = record,
+                        None => lost.push(user),
+                    }
+                }
+                // What a head does not hold but its page depends on: the
+                // reader's filters, and the sources of the reposts in its
+                // inbox.
+                _ => lost.push(user),
             }
-        }
-        for (k, v) in writes.cf(Cf::Users) {
-            let Some(head) = self.heads.get_mut(&user_of(k)) else {
-                continue;
-            };
-            let user = match v {
-                None => Some(UserVal::default()),
-                Some(v) => UserVal::decode(v).filter(|_| k.len() == 8),
-            };
-            match user {
-                Some(user) => head.user = user,
-                None => lost.push(user_of(k)),
-            }
-        }
-        // What a head does not hold but its page depends on: the reader's
-        // filters, and the sources of the reposts in its inbox.
-        for cf in [Cf::Filters, Cf::InboxReposts] {
-            lost.extend(writes.cf(cf).keys().map(|k| user_of(k)));
         }
         for user in lost {
             if let Some(h) = self.heads.remove(&user) {
@@ -403,7 +473,8 @@ mod tests {
         }
     }
 
-    /// A head read before a commit landed is refused; one read after is kept.
+    /// A head read before a commit landed is refused; one read after is
+    /// kept; raw writes and a first repost drop them all.
     #[test]
     fn a_head_read_across_a_landing_is_refused() {
         let heads = Heads::new(1 << 20);
@@ -425,5 +496,12 @@ mod tests {
         let landing = heads.landing(&writes, true);
         landing.close(true);
         assert_eq!(heads.held().0, 0, "raw writes drop every head");
+        assert!(heads.keep(heads.epoch().unwrap(), 1, head(), true));
+        let mem = crate::core::kv::MemKv::default();
+        let mut repost = crate::core::kv::Txn::new(&mem);
+        repost.put(Cf::RepostDir, vec![1], vec![]);
+        let repost = repost.into_writes();
+        heads.landing(&repost, false).close(true);
+        assert_eq!(heads.held().0, 0, "a repost drops every head");
     }
 }

@@ -43,7 +43,9 @@ impl Drop for Warming {
 
 /// Starts a thread, at the lowest priority, that reads the heads of every
 /// reader of `stores` who has an inbox (awake, no pulled authors, no
-/// filters), store after store, until each store's budget is spent. It
+/// filters), store after store, until each store's budget is spent (a
+/// store that may hold a repost is left: its pages are aggregated, which
+/// heads do not answer). It
 /// holds the stores weakly (a store dropped meanwhile, by a swap, is left)
 /// and ends when the [`Warming`] returned is dropped. `None`: nothing to
 /// read (no store keeps heads), or no thread could start.
@@ -98,6 +100,9 @@ fn warm(store: &Weak<Store>, stop: &AtomicBool) -> Result<usize, KvError> {
         let Some(store) = store.upgrade() else {
             return Ok(kept);
         };
+        if store.may_hold(Cf::RepostDir) {
+            return Ok(kept);
+        }
         let Some(epoch) = store.heads().epoch() else {
             drop(store);
             std::thread::sleep(std::time::Duration::from_millis(1));
