@@ -312,7 +312,9 @@ pub(super) fn serving<T>(
         .iter()
         .map(|(tid, secs)| secs - before.get(tid).copied().unwrap_or(0.0))
         .sum();
-    let cores = (!after.is_empty() && wall > 0.0).then(|| used / wall);
+    // The kernel counts a thread's CPU in ticks of 10 ms: over a pass
+    // shorter than a second the figure says nothing.
+    let cores = (!after.is_empty() && wall >= 1.0).then(|| used / wall);
     let _ = tx.send(());
     let _ = server.join();
     Ok((out?, cores))

@@ -22,7 +22,7 @@
 //! (each row with its 10 newest sources and their count; the Redis side is
 //! `redis_server.rs`).
 
-use crate::cold::{once_each, opened_with_heads};
+use crate::cold::cold_passes;
 use crate::common::{Cleanup, Generated};
 use crate::http::{paths_script, readers, second_pages, through_http, which, with_wrk, Load};
 pub(super) use crate::redis_server::RedisServer;
@@ -169,13 +169,12 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     let load = |reader| through_http(&wrk, &dir, reader, &users, threads, connections, secs);
     // Cold first: each reader's first page once, from a reader opened now
     // (page cache and block cache empty; the files in the OS's cache), its
-    // inbox heads read.
-    let (cold_reader, heads) = opened_with_heads(&dir)?;
+    // inbox heads read; the median of a few such passes.
     let first_paths: Vec<String> = users
         .iter()
         .map(|u| format!("/v1/users/{u}/timeline?limit=20"))
         .collect();
-    let first = once_each(&dir, cold_reader, &first_paths, threads, connections)?;
+    let (first, heads) = cold_passes(&dir, &first_paths, threads, connections)?;
     let http = load(reader)?;
     // Without the page cache: pages from the inbox heads kept in memory,
     // then with nothing kept (every page read from RocksDB).

@@ -180,7 +180,7 @@ impl Heads {
     /// off.
     pub fn epoch(&self) -> Option<u64> {
         let state = self.state.load(Ordering::SeqCst);
-        (self.is_on() && state % 2 == 0).then_some(state)
+        (self.is_on() && state.is_multiple_of(2)).then_some(state)
     }
 
     /// `f` of `user`'s head, if one is held.
