@@ -141,14 +141,12 @@ fn warm(store: &Weak<Store>, stop: &AtomicBool) -> Result<usize, KvError> {
     }
 }
 
+/// Readers with their records, and the key to go on from.
+type Chunk = (Vec<(UserId, UserVal)>, Option<Vec<u8>>);
+
 /// Up to [`CHUNK`] users from key `from` on whose head can be kept, with
 /// their records, and the key to go on from (`None`: no user left).
-#[allow(clippy::type_complexity)]
-fn readers(
-    kv: &impl Kv,
-    from: &[u8],
-    filters: bool,
-) -> Result<(Vec<(UserId, UserVal)>, Option<Vec<u8>>), KvError> {
+fn readers(kv: &impl Kv, from: &[u8], filters: bool) -> Result<Chunk, KvError> {
     let (mut readers, mut last) = (Vec::new(), None);
     for r in kv.scan(Cf::Users, from, None).take(CHUNK) {
         let (k, v) = r?;

@@ -25,8 +25,9 @@ pub(super) fn page(
         h.after(after, want).map(|r| (r.to_vec(), h.user))
     })??;
     // After the read: a commit that wrote the first repost marked the
-    // store before its write, so before its rows reached the head.
-    if store.reposts_seen() || store.may_hold(Cf::RepostDir) {
+    // store before its write, so before its rows reached the head (and a
+    // read sees a repost only where the store is marked).
+    if store.may_hold(Cf::RepostDir) {
         return None;
     }
     if u.marks != 0 || u.read_horizon() == Some(TOP) {
