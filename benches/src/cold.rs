@@ -18,7 +18,7 @@ pub(super) fn opened_with_heads(dir: &DataDir) -> Result<(Reader, String)> {
     }
     let (mut heads, mut bytes) = (0, 0);
     for (_, store) in reader.stores() {
-        let (h, b) = store.heads().held();
+        let (h, _, b) = store.heads().held();
         (heads, bytes) = (heads + h, bytes + b);
     }
     let line = format!(

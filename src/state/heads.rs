@@ -36,6 +36,7 @@
 //! steps; `heads_equal_the_store` below checks every head against the
 //! store after random commits.
 
+pub mod outbox;
 pub mod warm;
 
 use rustc_hash::FxHashMap;
@@ -52,9 +53,9 @@ pub const HEAD_ROWS: usize = 48;
 /// Bytes counted for a head on top of its rows (map slot, vector, record).
 const HEAD_OVERHEAD: usize = 64 + std::mem::size_of::<UserVal>();
 
-/// Bytes counted for a head holding `rows` rows.
-fn head_bytes(rows: usize) -> usize {
-    HEAD_OVERHEAD + rows * std::mem::size_of::<TimelineKey>()
+/// Bytes counted for `rows` on top of what holds them.
+fn rows_bytes(rows: &Rows) -> usize {
+    rows.rows.capacity() * std::mem::size_of::<TimelineKey>()
 }
 
 /// Shards of the heads, each behind its own lock: a commit applies its
@@ -84,37 +85,29 @@ pub struct Heads {
 struct Shard {
     bytes: usize,
     heads: FxHashMap<u64, Head>,
+    /// Authors' outbox heads ([`outbox`]).
+    outboxes: FxHashMap<u64, outbox::Outbox>,
 }
 
-/// One reader's newest inbox rows and user record, in one committed state.
+/// The first rows of an inbox or an outbox, in key order (newest first).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Head {
-    /// The first rows of the inbox, in key order (newest first).
+pub struct Rows {
+    /// The rows, at most [`HEAD_ROWS`].
     pub rows: Vec<TimelineKey>,
-    /// Whether `rows` are every row of the inbox.
+    /// Whether `rows` are every row.
     pub all: bool,
-    /// The user record.
-    pub user: UserVal,
-    /// Read since the last sweep.
-    read: bool,
 }
 
-impl Head {
-    /// A head of `rows` (the inbox's first, `all`: every one) and `user`.
-    pub fn new(mut rows: Vec<TimelineKey>, all: bool, user: UserVal) -> Head {
+impl Rows {
+    /// The first `rows` (`all`: every one), cut to [`HEAD_ROWS`].
+    pub fn new(mut rows: Vec<TimelineKey>, all: bool) -> Rows {
         let all = all && rows.len() <= HEAD_ROWS;
         rows.truncate(HEAD_ROWS);
-        Head {
-            rows,
-            all,
-            user,
-            read: false,
-        }
+        Rows { rows, all }
     }
 
-    /// Up to `want` rows after `after` (`None`: from the first), when the
-    /// head knows them: `want` rows, or fewer when they are the inbox's
-    /// last.
+    /// Up to `want` rows after `after` (`None`: from the first), when
+    /// these rows know them: `want` rows, or fewer when they are the last.
     pub fn after(&self, after: Option<TimelineKey>, want: usize) -> Option<&[TimelineKey]> {
         let from = match after {
             None => 0,
@@ -128,8 +121,8 @@ impl Head {
         (rows.len() == want || self.all).then_some(rows)
     }
 
-    /// Applies a write of inbox row `k` (`true`: put); `false` when the
-    /// head can no longer follow the inbox.
+    /// Applies a write of row `k` (`true`: put); `false` when the rows
+    /// can no longer follow the store.
     fn apply_row(&mut self, k: TimelineKey, put: bool) -> bool {
         match (self.rows.binary_search(&k), put) {
             (Ok(_), true) => {}
@@ -149,6 +142,33 @@ impl Head {
         }
         // Rows that follow but none held: nothing left to answer from.
         self.all || !self.rows.is_empty()
+    }
+}
+
+/// One reader's newest inbox rows and user record, in one committed state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    /// The first rows of the inbox.
+    pub inbox: Rows,
+    /// The user record.
+    pub user: UserVal,
+    /// Read since the last sweep.
+    read: bool,
+}
+
+impl Head {
+    /// Bytes counted for the head.
+    fn bytes(&self) -> usize {
+        HEAD_OVERHEAD + rows_bytes(&self.inbox)
+    }
+
+    /// A head of `rows` (the inbox's first, `all`: every one) and `user`.
+    pub fn new(rows: Vec<TimelineKey>, all: bool, user: UserVal) -> Head {
+        Head {
+            inbox: Rows::new(rows, all),
+            user,
+            read: false,
+        }
     }
 }
 
@@ -204,35 +224,48 @@ impl Heads {
     /// after the check writes after the head was read, and applies itself
     /// to the head once the lock is released.
     pub fn keep(&self, epoch: u64, user: u64, head: Head, sweep: bool) -> bool {
-        let size = head_bytes(head.rows.capacity());
-        let mut shard = self.lock(shard_of(user));
-        if !self.is_on() || self.state.load(Ordering::SeqCst) != epoch {
+        let size = head.bytes();
+        let old = |s: &Shard| s.heads.get(&user).map_or(0, Head::bytes);
+        let Some(mut shard) = self.room(epoch, user, (size, old), sweep) else {
             return false;
-        }
-        let old = shard
-            .heads
-            .get(&user)
-            .map_or(0, |h| head_bytes(h.rows.capacity()));
-        if shard.bytes + size - old > self.budget {
-            if !sweep {
-                return false;
-            }
-            let before = shard.heads.len();
-            shard.sweep();
-            self.held
-                .fetch_sub(before - shard.heads.len(), Ordering::Relaxed);
-            if shard.bytes + size > self.budget {
-                return false;
-            }
-        }
+        };
         match shard.heads.insert(user, head) {
-            Some(old) => shard.bytes -= head_bytes(old.rows.capacity()),
+            Some(old) => shard.bytes -= old.bytes(),
             None => {
                 self.held.fetch_add(1, Ordering::Relaxed);
             }
         }
         shard.bytes += size;
         true
+    }
+
+    /// The locked shard of `key` when an entry of `size` bytes read at
+    /// `epoch` may replace the one of `old` bytes there: `None` when a
+    /// commit landed since or is landing, or when the budget is spent
+    /// (`sweep`: after dropping what was not read since the last sweep).
+    fn room(
+        &self,
+        epoch: u64,
+        key: u64,
+        (size, old): (usize, impl Fn(&Shard) -> usize),
+        sweep: bool,
+    ) -> Option<std::sync::MutexGuard<'_, Shard>> {
+        let mut shard = self.lock(shard_of(key));
+        if !self.is_on() || self.state.load(Ordering::SeqCst) != epoch {
+            return None;
+        }
+        if shard.bytes + size - old(&shard) > self.budget {
+            if !sweep {
+                return None;
+            }
+            let before = shard.len();
+            shard.sweep();
+            self.held.fetch_sub(before - shard.len(), Ordering::Relaxed);
+            if shard.bytes + size > self.budget {
+                return None;
+            }
+        }
+        Some(shard)
     }
 
     /// Opens the landing of a commit of `writes`, before they are written:
@@ -259,28 +292,43 @@ impl Heads {
         self.pages.load(Ordering::Relaxed)
     }
 
-    /// Users with a head, and the bytes counted for them.
-    pub fn held(&self) -> (usize, usize) {
-        (0..SHARDS).fold((0, 0), |(n, b), i| {
+    /// Readers with an inbox head, authors with an outbox head, and the
+    /// bytes counted for them.
+    pub fn held(&self) -> (usize, usize, usize) {
+        (0..SHARDS).fold((0, 0, 0), |(n, o, b), i| {
             let shard = self.lock(i);
-            (n + shard.heads.len(), b + shard.bytes)
+            (
+                n + shard.heads.len(),
+                o + shard.outboxes.len(),
+                b + shard.bytes,
+            )
         })
     }
 
-    /// Drops every head.
-    fn clear(&self) {
+    /// Drops every inbox head, and every outbox head too with `outboxes`.
+    fn clear(&self, outboxes: bool) {
         for i in 0..SHARDS {
             let mut shard = self.lock(i);
-            self.held.fetch_sub(shard.heads.len(), Ordering::Relaxed);
+            let before = shard.len();
             shard.heads.clear();
-            shard.bytes = 0;
+            if outboxes {
+                shard.outboxes.clear();
+            }
+            shard.bytes = shard.outboxes.values().map(outbox::Outbox::bytes).sum();
+            self.held.fetch_sub(before - shard.len(), Ordering::Relaxed);
         }
     }
 
     /// Applies committed `writes` to the heads they touch, shard by shard.
     fn apply(&self, writes: &Writes) {
         let mut by_shard: Vec<Vec<Written<'_>>> = (0..SHARDS).map(|_| Vec::new()).collect();
-        for cf in [Cf::Inbox, Cf::Users, Cf::Filters, Cf::InboxReposts] {
+        for cf in [
+            Cf::Inbox,
+            Cf::Users,
+            Cf::Filters,
+            Cf::InboxReposts,
+            Cf::Outbox,
+        ] {
             for (k, v) in writes.cf(cf) {
                 by_shard[shard_of(user_of(k))].push((cf, k, v.as_deref()));
             }
@@ -290,11 +338,10 @@ impl Heads {
                 continue;
             }
             let mut shard = self.lock(i);
-            let before = shard.heads.len();
+            let before = shard.len();
             if before > 0 {
                 shard.apply(written);
-                self.held
-                    .fetch_sub(before - shard.heads.len(), Ordering::Relaxed);
+                self.held.fetch_sub(before - shard.len(), Ordering::Relaxed);
             }
         }
     }
@@ -317,12 +364,18 @@ impl HeadsLanding<'_> {
         let Some((heads, writes, everything)) = self.0.take() else {
             return;
         };
-        // A repost makes every page of the partition an aggregated one,
-        // which heads do not answer (`api::query::timeline::head`).
-        if !written || everything || !writes.cf(Cf::RepostDir).is_empty() {
-            heads.clear();
-        } else if heads.held.load(Ordering::Relaxed) > 0 {
-            heads.apply(writes);
+        if !written || everything {
+            heads.clear(true);
+        } else {
+            // A repost makes every page of the partition an aggregated
+            // one, which inbox heads do not answer
+            // (`api::query::timeline::head`); outbox rows are keys alone.
+            if !writes.cf(Cf::RepostDir).is_empty() {
+                heads.clear(false);
+            }
+            if heads.held.load(Ordering::Relaxed) > 0 {
+                heads.apply(writes);
+            }
         }
         // Applied before the landing ends: a head kept from now on was
         // read after the write.
@@ -338,12 +391,21 @@ impl Drop for HeadsLanding<'_> {
 }
 
 impl Shard {
+    /// Inbox and outbox heads held.
+    fn len(&self) -> usize {
+        self.heads.len() + self.outboxes.len()
+    }
+
     /// Applies committed writes of this shard's users, in column family
-    /// order (inbox rows, user records, then what drops a head).
+    /// order (inbox rows, user records, what drops a head, outbox rows).
     fn apply(&mut self, written: &[Written<'_>]) {
         let mut lost = Vec::new();
         for &(cf, k, v) in written {
             let user = user_of(k);
+            if cf == Cf::Outbox {
+                self.apply_outbox(user, k, v.is_some());
+                continue;
+            }
             let Some(head) = self.heads.get_mut(&user) else {
                 continue;
             };
@@ -352,9 +414,9 @@ impl Shard {
                     let row = (k.len() == 8 + TimelineKey::LEN)
                         .then(|| TimelineKey::decode(&k[8..]))
                         .flatten();
-                    let before = head.rows.capacity();
-                    let kept = row.is_some_and(|row| head.apply_row(row, v.is_some()));
-                    self.bytes = self.bytes + head_bytes(head.rows.capacity()) - head_bytes(before);
+                    let before = head.bytes();
+                    let kept = row.is_some_and(|row| head.inbox.apply_row(row, v.is_some()));
+                    self.bytes = self.bytes + head.bytes() - before;
                     if !kept {
                         lost.push(user);
                     }
@@ -377,7 +439,7 @@ impl Shard {
         }
         for user in lost {
             if let Some(h) = self.heads.remove(&user) {
-                self.bytes -= head_bytes(h.rows.capacity());
+                self.bytes -= h.bytes();
             }
         }
     }
@@ -386,11 +448,10 @@ impl Shard {
     fn sweep(&mut self) {
         self.heads
             .retain(|_, h| std::mem::replace(&mut h.read, false));
-        self.bytes = self
-            .heads
-            .values()
-            .map(|h| head_bytes(h.rows.capacity()))
-            .sum();
+        self.outboxes
+            .retain(|_, o| std::mem::replace(&mut o.read, false));
+        let outboxes: usize = self.outboxes.values().map(outbox::Outbox::bytes).sum();
+        self.bytes = outboxes + self.heads.values().map(Head::bytes).sum::<usize>();
     }
 }
 
@@ -462,10 +523,11 @@ mod tests {
                 for user in 0..3 {
                     let Some(head) = store.heads().read(user, Head::clone) else { continue };
                     let all = inbox(&store, user);
-                    prop_assert!(head.rows.len() <= HEAD_ROWS);
-                    prop_assert_eq!(&head.rows[..], &all[..head.rows.len().min(all.len())]);
-                    if head.all {
-                        prop_assert_eq!(&head.rows, &all);
+                    let rows = &head.inbox.rows;
+                    prop_assert!(rows.len() <= HEAD_ROWS);
+                    prop_assert_eq!(&rows[..], &all[..rows.len().min(all.len())]);
+                    if head.inbox.all {
+                        prop_assert_eq!(rows, &all);
                     }
                     prop_assert_eq!(head.user, crate::core::views::user(&store, UserId(user)).unwrap());
                 }

@@ -405,11 +405,14 @@ impl Store {
     pub fn snapshot(&self) -> Snapshot<'_> {
         match &self.follow {
             Some(lock) => Snapshot {
+                heads_epoch: None,
                 store: self,
                 snap: None,
                 _frozen: Some(lock.read().unwrap_or_else(PoisonError::into_inner)),
             },
             None => Snapshot {
+                // Before the snapshot: heads at this epoch agree with it.
+                heads_epoch: self.heads.epoch(),
                 store: self,
                 snap: Some(self.db.snapshot()),
                 _frozen: None,
@@ -507,7 +510,8 @@ impl Kv for Store {
 pub struct Batch<'s> {
     store: &'s Store,
     batch: &'s mut WriteBatch,
-    /// A raw write may change a timeline page: the commit drops them all.
+    /// A raw write may change a timeline page or an outbox the pull path
+    /// reads: the commit drops every page and head.
     pages_touched: bool,
     /// Raw writes to each of [`MARKED`].
     marked: [bool; MARKED.len()],
@@ -539,6 +543,7 @@ impl Batch<'_> {
                 | Cf::Pulls
                 | Cf::RepostDir
                 | Cf::Filters
+                | Cf::Outbox
         );
     }
 }
@@ -546,9 +551,19 @@ impl Batch<'_> {
 /// A read view of one store at one instant.
 pub struct Snapshot<'a> {
     store: &'a Store,
+    /// The heads' epoch the view was taken at (`None`: none agrees).
+    heads_epoch: Option<u64>,
     snap: Option<SnapshotWithThreadMode<'a, DB>>,
     /// On a secondary: holds catch-ups off while the view lives.
     _frozen: Option<std::sync::RwLockReadGuard<'a, ()>>,
+}
+
+impl Snapshot<'_> {
+    /// The store's heads, with the epoch at which they agree with this
+    /// view ([`Heads::outbox`]); `None` when none does.
+    pub fn heads(&self) -> Option<(&Heads, u64)> {
+        Some((&self.store.heads, self.heads_epoch?))
+    }
 }
 
 impl Kv for Snapshot<'_> {

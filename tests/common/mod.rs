@@ -113,15 +113,17 @@ impl Views for Reader {
 }
 
 /// Reads the first and second pages of `limit` entries of each of `users`
-/// through the page cache, so that it keeps them, and checks that what it
-/// answers (kept now or at an earlier step) is the page read in full now:
-/// a commit that should have dropped a kept page and did not is found at
-/// the next step.
+/// through the page cache and the heads, so that they keep them, and
+/// checks that what they answer (kept now or at an earlier step) is the
+/// page read in full from the stores now: a commit that should have
+/// dropped a kept page or changed a head and did not is found at the next
+/// step.
 pub fn check_kept_pages(
     reader: &Reader,
     users: impl IntoIterator<Item = u64>,
     limit: usize,
 ) -> Result<(), String> {
+    let store_only = reader.past_heads();
     for u in users {
         let u = UserId(u);
         // A partition that is moving answers an error: nothing is kept.
@@ -130,9 +132,18 @@ pub fn check_kept_pages(
         };
         let second = first.next_cursor.clone();
         for cursor in std::iter::once(None).chain(second.as_deref().map(Some)) {
-            let Ok(full) = reader.timeline(u, limit, cursor) else {
+            let Ok(full) = store_only.timeline(u, limit, cursor) else {
                 continue;
             };
+            // The pull path reads outboxes from their heads: the same page.
+            if let Ok(held) = reader.timeline(u, limit, cursor) {
+                if held != full {
+                    return Err(format!(
+                        "timeline of {} from {cursor:?}: read through the heads {held:?}, from the stores {full:?}",
+                        u.0
+                    ));
+                }
+            }
             let Ok(Some(kept)) =
                 reader.page_encoded(u, limit, cursor, |p| kept_timeline_page(u, limit, p))
             else {

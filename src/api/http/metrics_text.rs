@@ -313,19 +313,21 @@ fn render_gauges(o: &mut String, api: &Api) {
 }
 
 /// What is kept beside each store for readers: first pages (answered
-/// from them, read, bytes) and inbox heads (pages answered, heads, bytes).
+/// from them, read, bytes) and heads (pages answered from inbox heads,
+/// inbox heads, bytes of all heads, outbox heads).
 fn render_page_cache(o: &mut String, api: &Api) {
     // Read once per store, so the families agree.
-    let figures: Vec<(Partition, [u64; 6])> = api
+    let figures: Vec<(Partition, [u64; 7])> = api
         .reader
         .stores()
         .iter()
         .map(|(p, s)| {
             let (hits, misses) = s.pages().hits_and_misses();
-            let (heads, bytes) = s.heads().held();
+            let (heads, outboxes, bytes) = s.heads().held();
             let kept = [hits, misses, s.pages().bytes() as u64];
             let head = [s.heads().pages(), heads as u64, bytes as u64];
-            (*p, [kept[0], kept[1], kept[2], head[0], head[1], head[2]])
+            let [a, b, c] = kept;
+            (*p, [a, b, c, head[0], head[1], head[2], outboxes as u64])
         })
         .collect();
     for (i, (name, kind, help)) in [
@@ -357,7 +359,12 @@ fn render_page_cache(o: &mut String, api: &Api) {
         (
             "feedlog_inbox_heads_bytes",
             "gauge",
-            "Bytes of inbox heads kept.",
+            "Bytes of inbox and outbox heads kept.",
+        ),
+        (
+            "feedlog_outbox_heads",
+            "gauge",
+            "Authors whose newest outbox rows are kept in memory for the pull path.",
         ),
     ]
     .into_iter()

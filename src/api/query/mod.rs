@@ -76,6 +76,9 @@ pub struct Reader {
     /// The thread reading the inbox heads of stores this reader opened:
     /// it stops when the last copy of the reader is dropped.
     warming: Option<Arc<crate::state::heads::warm::Warming>>,
+    /// Whether pages are read from the inbox and outbox heads kept beside
+    /// the stores (off only to check them: [`Reader::past_heads`]).
+    heads: bool,
 }
 
 fn check_limit(limit: usize) -> Result<(), QueryError> {
@@ -129,6 +132,7 @@ impl Reader {
             remote,
             secondary: false,
             warming: None,
+            heads: true,
         }
     }
 
@@ -149,6 +153,15 @@ impl Reader {
                 ..self.clone()
             },
             None => self.clone(),
+        }
+    }
+
+    /// This reader reading every page from the stores, past the inbox and
+    /// outbox heads: a page it reads is the one the heads must give.
+    pub fn past_heads(&self) -> Reader {
+        Reader {
+            heads: false,
+            ..self.clone()
         }
     }
 

@@ -5,25 +5,19 @@ use super::cursor::{decode_cursor, encode_cursor, CursorView};
 use super::{check_limit, check_user, Page, PostItem, QueryError, Reader, RepostMode};
 use crate::core::event::UserId;
 use crate::core::kv::Kv;
-use crate::core::views::{self, live_edges};
-use crate::core::Partition;
-use crate::state::{Cf, Snapshot, Store, Unavailable};
-use std::sync::Arc;
+use crate::core::views;
+use crate::state::{Cf, Snapshot, Store};
 
 use crate::core::filter::ReadFilter;
 use crate::core::keys::{self, TimelineKey};
 use crate::core::repost::{self, Entry};
 use crate::core::timeline::{held_timeline, TOP};
-use std::collections::{BTreeMap, BinaryHeap, HashSet};
+use std::collections::HashSet;
 
 mod head;
 mod held;
+mod pull;
 use held::{any_filter, any_repost, held_page};
-
-/// Followees' outboxes in this processor's stores, by partition: the
-/// store (`None`: the reader's own, read through the page's snapshot) and
-/// the followees there.
-type OutboxesHere = BTreeMap<Partition, (Option<Arc<Store>>, Vec<UserId>)>;
 
 /// The most followees of a reader whose page [`Reader::timeline_if_short`]
 /// reads: at most a seek into each one's outbox, tens of microseconds.
@@ -154,7 +148,8 @@ impl Reader {
     ) -> Result<Option<Page<PostItem>>, QueryError> {
         let mode = RepostMode::Newest;
         let after = timeline_after(user, mode, limit, cursor)?;
-        if let Some(page) = head::page(store, user, after, limit) {
+        let from_head = self.heads.then(|| head::page(store, user, after, limit));
+        if let Some(page) = from_head.flatten() {
             return Ok(Some(page));
         }
         let want = limit + 1;
@@ -268,138 +263,6 @@ impl Reader {
         };
         pages.keep(epoch, (user.0, limit, cursor), body.clone());
         Ok(Some(body))
-    }
-
-    /// Where `user`'s followees' outboxes are read (but those of `hidden`):
-    /// by partition, from the stores here (the user's own partition as
-    /// `None`: read through the page's snapshot), and the followees whose
-    /// partitions another processor serves.
-    fn followee_outboxes(
-        &self,
-        snap: &Snapshot<'_>,
-        user: UserId,
-        hidden: &HashSet<UserId>,
-    ) -> Result<(OutboxesHere, Vec<UserId>), QueryError> {
-        // Followees' outboxes: from the stores here, by partition, or in one
-        // request per other processor. The user's own partition is read
-        // through `snap` (its store is `None` below): a second snapshot of a
-        // secondary would take its read lock twice, which deadlocks against
-        // a catch-up waiting between the two.
-        let own = self.partition_of(user);
-        let mut here: OutboxesHere = BTreeMap::new();
-        let mut elsewhere: Vec<UserId> = Vec::new();
-        for r in live_edges(snap, Cf::Followees, user, None) {
-            let (author, _) = r?;
-            if hidden.contains(&author) {
-                continue;
-            }
-            let p = self.partition_of(author);
-            if let Some((_, authors)) = here.get_mut(&p) {
-                authors.push(author);
-                continue;
-            }
-            match self.parts.store(p) {
-                Ok(s) => {
-                    here.insert(p, ((p != own).then_some(s), vec![author]));
-                }
-                Err(Unavailable::Elsewhere { .. }) if self.remote.is_some() => {
-                    elsewhere.push(author)
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok((here, elsewhere))
-    }
-
-    /// Completes a timeline page past the inbox's horizon: the first
-    /// entries of the current followees' outboxes from `from` on, until
-    /// `keys` holds `want` — one positioned read per partition, a seek per
-    /// followee, each outbox left as soon as its next entry cannot enter
-    /// the page (a heap holds the best so far), so about `want +
-    /// followees` entries are read whatever the timeline's length.
-    fn pull(
-        &self,
-        snap: &Snapshot<'_>,
-        user: UserId,
-        (from, after): (TimelineKey, Option<TimelineKey>),
-        want: usize,
-        hidden: &HashSet<UserId>,
-        keys: &mut Vec<TimelineKey>,
-    ) -> Result<(), QueryError> {
-        let (here, elsewhere) = self.followee_outboxes(snap, user, hidden)?;
-        let fetched = match (&self.remote, elsewhere.is_empty()) {
-            (Some(remote), false) => {
-                remote.outboxes(&elsewhere, (from.ts, from.post_id), want + 1)?
-            }
-            _ => Vec::new(),
-        };
-        let snaps: Vec<(Option<Snapshot<'_>>, &Vec<UserId>)> = here
-            .values()
-            .map(|(store, authors)| (store.as_ref().map(|s| s.snapshot()), authors))
-            .collect();
-        // The `need` first entries from `from` on (but `after`) among every
-        // followee's outbox: a max-heap of the best so far, and each
-        // outbox read only while its entries can still enter it.
-        let need = want.saturating_sub(keys.len());
-        if need == 0 {
-            return Ok(());
-        }
-        let mut best: BinaryHeap<TimelineKey> = BinaryHeap::with_capacity(need + 1);
-        let mut offer = |k: TimelineKey| {
-            if k < from || Some(k) == after {
-                return true;
-            }
-            if best.len() == need && best.peek().is_some_and(|worst| k >= *worst) {
-                // The rest of this outbox sorts after `k`: none enters.
-                return false;
-            }
-            best.push(k);
-            if best.len() > need {
-                best.pop();
-            }
-            true
-        };
-        for (other, authors) in &snaps {
-            let s = other.as_ref().unwrap_or(snap);
-            // One positioned read over the partition's followees' outboxes
-            // (ascending ids: disjoint, ascending ranges).
-            let ranges: Vec<(Vec<u8>, Vec<u8>)> = authors
-                .iter()
-                .map(|&a| (keys::outbox(a, from.ts, from.post_id), keys::key([a.0])))
-                .collect();
-            let mut bad = None;
-            s.for_each_in_ranges(
-                Cf::Outbox,
-                &ranges,
-                &mut |i, k, _| match views::outbox_entry(k) {
-                    Ok((ts, post_id)) => offer(TimelineKey {
-                        ts,
-                        post_id,
-                        author: authors[i],
-                    }),
-                    Err(e) => {
-                        bad = Some(e);
-                        false
-                    }
-                },
-            )?;
-            if let Some(e) = bad {
-                return Err(e.into());
-            }
-        }
-        for (author, posts) in fetched {
-            for (ts, post_id) in posts {
-                if !offer(TimelineKey {
-                    ts,
-                    post_id,
-                    author,
-                }) {
-                    break;
-                }
-            }
-        }
-        keys.extend(best.into_sorted_vec());
-        Ok(())
     }
 }
 

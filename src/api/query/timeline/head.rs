@@ -22,7 +22,7 @@ pub(super) fn page(
 ) -> Option<Page<PostItem>> {
     let want = limit + 1;
     let (rows, u) = store.heads().read(user.0, |h| {
-        h.after(after, want).map(|r| (r.to_vec(), h.user))
+        h.inbox.after(after, want).map(|r| (r.to_vec(), h.user))
     })??;
     // After the read: a commit that wrote the first repost marked the
     // store before its write, so before its rows reached the head (and a
