@@ -26,10 +26,11 @@
 //!   sources of its reposts, a key of another layout) drops the head; a
 //!   failed write, raw operations and a partition's first repost drop
 //!   them all;
-//! - heads are held only for readers without blocks or mutes; whether the
-//!   partition has reposts, pulled authors or a sleeping reader is decided
-//!   by the reader from the head's user record and the store's marks, as
-//!   the inbox read decides it.
+//! - a head holds rows only for a reader without blocks or mutes (a
+//!   sleeping reader's head holds none and no more than it: every inbox
+//!   write drops it); whether the partition has reposts, pulled authors or
+//!   a sleeping reader is decided by the reader from the head's user
+//!   record and the store's marks, as the inbox read decides it.
 //!
 //! A store whose data changes without a commit (a secondary) keeps none.
 //! The contract tests read pages through the heads between processing

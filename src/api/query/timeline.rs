@@ -49,7 +49,12 @@ impl Reader {
         let after = timeline_after(user, mode, limit, cursor)?;
         let store = self.store_of(user)?;
         let snap = store.snapshot();
-        let filter = ReadFilter::of(&snap, user, views::clock(&snap)?)?;
+        // No read when the store never held a filter (checked after the
+        // snapshot: a commit marks the store before it writes one).
+        let filter = match store.may_hold(Cf::Filters) {
+            true => ReadFilter::of(&snap, user, views::clock(&snap)?)?,
+            false => ReadFilter::default(),
+        };
         if !any_repost(&store, &snap)? {
             // No repost anywhere: each appearance is an entry of its own,
             // shown unless its author is hidden (read on past those).
@@ -128,7 +133,14 @@ impl Reader {
             return Ok(None);
         }
         let store = self.store_of(user)?;
-        if views::user(&store.snapshot(), user)?.followees > SHORT_READ_FOLLOWEES {
+        // The user record of the reader's head (a committed state) or
+        // of the store: only a bound on the read's length.
+        let held = store.heads().read(user.0, |h| h.user.followees);
+        let followees = match held.filter(|_| self.heads) {
+            Some(n) => n,
+            None => views::user(&store.snapshot(), user)?.followees,
+        };
+        if followees > SHORT_READ_FOLLOWEES {
             return Ok(None);
         }
         self.timeline(user, limit, cursor).map(Some)
@@ -148,9 +160,12 @@ impl Reader {
     ) -> Result<Option<Page<PostItem>>, QueryError> {
         let mode = RepostMode::Newest;
         let after = timeline_after(user, mode, limit, cursor)?;
-        let from_head = self.heads.then(|| head::page(store, user, after, limit));
-        if let Some(page) = from_head.flatten() {
-            return Ok(Some(page));
+        if self.heads {
+            match head::page(store, user, after, limit) {
+                head::FromHead::Page(page) => return Ok(Some(page)),
+                head::FromHead::Asleep => return Ok(None),
+                head::FromHead::Unknown => {}
+            }
         }
         let want = limit + 1;
         // Reposts known before the scan: the page is the full read's, and
@@ -174,6 +189,8 @@ impl Reader {
         // fell asleep leaves a deletion per entry where the scan would
         // start, until compaction drops them.
         if u.read_horizon() == Some(TOP) {
+            // The head says so next time: no inbox row, not all of them.
+            head::keep(store, epoch, user, (&[], false), u);
             return Ok(None);
         }
         let prefix = keys::key([user.0]);

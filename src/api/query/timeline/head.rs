@@ -9,38 +9,54 @@ use crate::core::repost::Entry;
 use crate::core::timeline::TOP;
 use crate::state::{heads::Head, Cf, Store};
 
+/// What a reader's inbox head says of a page.
+pub(super) enum FromHead {
+    /// The page, read from the head.
+    Page(Page<PostItem>),
+    /// The reader sleeps: the pull path reads the page.
+    Asleep,
+    /// Nothing: no head, or not one that holds the page.
+    Unknown,
+}
+
 /// The page of `limit` entries of `user`'s timeline after `after` from the
 /// head kept beside `store`, when it holds the page and the page is the
 /// inbox's rows as they are: the partition has no repost, the reader
 /// neither follows pulled authors nor sleeps (the inbox read's own
-/// conditions, `Reader::materialized`).
+/// conditions, `Reader::materialized`); or that the reader sleeps.
 pub(super) fn page(
     store: &Store,
     user: UserId,
     after: Option<TimelineKey>,
     limit: usize,
-) -> Option<Page<PostItem>> {
+) -> FromHead {
     let want = limit + 1;
-    let (rows, u) = store.heads().read(user.0, |h| {
-        h.inbox.after(after, want).map(|r| (r.to_vec(), h.user))
-    })??;
+    let read = store.heads().read(user.0, |h| {
+        (h.inbox.after(after, want).map(<[_]>::to_vec), h.user)
+    });
+    let Some((rows, u)) = read else {
+        return FromHead::Unknown;
+    };
     // After the read: a commit that wrote the first repost marked the
     // store before its write, so before its rows reached the head (and a
     // read sees a repost only where the store is marked).
     if store.may_hold(Cf::RepostDir) {
-        return None;
+        return FromHead::Unknown;
     }
-    if u.marks != 0 || u.read_horizon() == Some(TOP) {
-        return None;
+    if u.read_horizon() == Some(TOP) {
+        return FromHead::Asleep;
     }
+    let Some(rows) = rows.filter(|_| u.marks == 0) else {
+        return FromHead::Unknown;
+    };
     // Short of the page, the rows are the whole timeline only without a
     // horizon.
     if rows.len() < want && u.horizon.is_some() {
-        return None;
+        return FromHead::Unknown;
     }
     store.heads().answered();
     let entries = rows.into_iter().map(Entry::plain).collect();
-    Some(timeline_page(user, RepostMode::Newest, limit, entries))
+    FromHead::Page(timeline_page(user, RepostMode::Newest, limit, entries))
 }
 
 /// Keeps `rows`, the first of `user`'s inbox read at `epoch` (`all`: every
