@@ -63,10 +63,12 @@ impl Reader {
 
     /// Completes a timeline page past the inbox's horizon: the first
     /// entries of the current followees' outboxes from `from` on, until
-    /// `keys` holds `want` — one positioned read per partition, a seek per
-    /// followee, each outbox left as soon as its next entry cannot enter
-    /// the page (a heap holds the best so far), so about `want +
-    /// followees` entries are read whatever the timeline's length.
+    /// `keys` holds `want` — each outbox read from its head in memory
+    /// where one agrees with the partition's view, the rest in one
+    /// positioned read per partition, a seek per followee; each outbox
+    /// left as soon as its next entry cannot enter the page (a heap holds
+    /// the best so far), so about `want + followees` entries are read
+    /// whatever the timeline's length.
     pub(super) fn pull(
         &self,
         snap: &Snapshot<'_>,
