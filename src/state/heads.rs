@@ -230,20 +230,20 @@ impl Heads {
         let Some(mut shard) = self.room(epoch, user, (size, old), sweep) else {
             return false;
         };
-        match shard.heads.insert(user, head) {
-            Some(old) => shard.bytes -= old.bytes(),
-            None => {
-                self.held.fetch_add(1, Ordering::Relaxed);
-            }
+        // Counted by `room` already: a replaced head is not one more.
+        if let Some(old) = shard.heads.insert(user, head) {
+            shard.bytes -= old.bytes();
+            self.held.fetch_sub(1, Ordering::SeqCst);
         }
         shard.bytes += size;
         true
     }
 
     /// The locked shard of `key` when an entry of `size` bytes read at
-    /// `epoch` may replace the one of `old` bytes there: `None` when a
-    /// commit landed since or is landing, or when the budget is spent
-    /// (`sweep`: after dropping what was not read since the last sweep).
+    /// `epoch` may replace the one of `old` bytes there, the entry counted
+    /// as held: `None` when a commit landed since or is landing, or when
+    /// the budget is spent (`sweep`: after dropping what was not read
+    /// since the last sweep).
     fn room(
         &self,
         epoch: u64,
@@ -251,7 +251,26 @@ impl Heads {
         (size, old): (usize, impl Fn(&Shard) -> usize),
         sweep: bool,
     ) -> Option<std::sync::MutexGuard<'_, Shard>> {
-        let mut shard = self.lock(shard_of(key));
+        // Counted before the epoch is checked: a commit that finds no
+        // head held skips applying its writes, and it read the count
+        // before this, so it moved the state before the check below.
+        self.held.fetch_add(1, Ordering::SeqCst);
+        let shard = self.lock(shard_of(key));
+        let room = self.fit(shard, epoch, (size, old), sweep);
+        if room.is_none() {
+            self.held.fetch_sub(1, Ordering::SeqCst);
+        }
+        room
+    }
+
+    /// [`Heads::room`] once counted and locked.
+    fn fit<'a>(
+        &self,
+        mut shard: std::sync::MutexGuard<'a, Shard>,
+        epoch: u64,
+        (size, old): (usize, impl Fn(&Shard) -> usize),
+        sweep: bool,
+    ) -> Option<std::sync::MutexGuard<'a, Shard>> {
         if !self.is_on() || self.state.load(Ordering::SeqCst) != epoch {
             return None;
         }
@@ -261,7 +280,7 @@ impl Heads {
             }
             let before = shard.len();
             shard.sweep();
-            self.held.fetch_sub(before - shard.len(), Ordering::Relaxed);
+            self.held.fetch_sub(before - shard.len(), Ordering::SeqCst);
             if shard.bytes + size > self.budget {
                 return None;
             }
@@ -374,7 +393,8 @@ impl HeadsLanding<'_> {
             if !writes.cf(Cf::RepostDir).is_empty() {
                 heads.clear(false);
             }
-            if heads.held.load(Ordering::Relaxed) > 0 {
+            // A head being kept counts already (`Heads::room`).
+            if heads.held.load(Ordering::SeqCst) > 0 {
                 heads.apply(writes);
             }
         }

@@ -80,11 +80,10 @@ impl Heads {
         let Some(mut shard) = self.room(epoch, author, (size, old), true) else {
             return false;
         };
-        match shard.outboxes.insert(author, head) {
-            Some(old) => shard.bytes -= old.bytes(),
-            None => {
-                self.held.fetch_add(1, Ordering::Relaxed);
-            }
+        // Counted by `room` already: a replaced head is not one more.
+        if let Some(old) = shard.outboxes.insert(author, head) {
+            shard.bytes -= old.bytes();
+            self.held.fetch_sub(1, Ordering::SeqCst);
         }
         shard.bytes += size;
         true
@@ -128,6 +127,58 @@ mod tests {
             .scan_prefix_from(Cf::Outbox, &prefix, &prefix)
             .map(|r| row(author, &r.unwrap().0).unwrap())
             .collect()
+    }
+
+    /// Proves a head kept while a commit lands follows that commit: the
+    /// keeper, counted before its check, makes the commit apply its
+    /// writes (after the keeper's insert, under the shard's lock) instead
+    /// of skipping them as when no head is held.
+    #[test]
+    fn a_head_kept_while_a_commit_lands_follows_it() {
+        let heads = std::sync::Arc::new(Heads::new(1 << 20));
+        let key = |ts: u64| TimelineKey {
+            ts: Ts(ts),
+            post_id: PostId(ts),
+            author: UserId(1),
+        };
+        let epoch = heads.epoch().unwrap();
+        let (checked, go) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+        let keeper = {
+            let heads = heads.clone();
+            std::thread::spawn(move || {
+                // `keep_outbox`, stalled between its check and its insert.
+                let rows = Rows::new(vec![key(1)], true);
+                let head = Outbox { rows, read: false };
+                let size = head.bytes();
+                let mut shard = heads.room(epoch, 1, (size, |_: &Shard| 0), true).unwrap();
+                checked.0.send(()).unwrap();
+                go.1.recv().unwrap();
+                shard.outboxes.insert(1, head);
+                shard.bytes += size;
+            })
+        };
+        checked.1.recv().unwrap();
+        let committer = {
+            let heads = heads.clone();
+            std::thread::spawn(move || {
+                let mem = crate::core::kv::MemKv::default();
+                let mut txn = Txn::new(&mem);
+                txn.put(
+                    Cf::Outbox,
+                    keys::outbox(UserId(1), Ts(2), PostId(2)),
+                    vec![],
+                );
+                let writes = txn.into_writes();
+                heads.landing(&writes, false).close(true);
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        go.0.send(()).unwrap();
+        keeper.join().unwrap();
+        committer.join().unwrap();
+        let now = heads.epoch().unwrap();
+        let held = heads.outbox(now, 1, Rows::clone);
+        assert_eq!(held.map(|r| r.rows), Some(vec![key(2), key(1)]));
     }
 
     proptest! {
