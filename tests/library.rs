@@ -141,3 +141,88 @@ fn a_running_processor_pauses_and_resumes() {
         "a pause after the run ended answers false"
     );
 }
+
+// Proves a sleeper's pages read through the outbox heads equal those read from the stores alone and the oracle, page after page and at several limits, with followees' outboxes longer than a head (48 keys) and commits that add, push out and delete keys between reads.
+#[test]
+fn a_sleepers_pages_through_outbox_heads_follow_long_outboxes() {
+    use feedlog::core::event::UserId;
+    use feedlog::core::partition::partition_for;
+    let tmp = tempfile::tempdir().unwrap();
+    let data = DataDir::create_or_open(tmp.path(), Some(2)).unwrap();
+    let config = ProcessorConfig {
+        inactive_after: Some(1_000),
+        ..ProcessorConfig::default()
+    };
+    let processor = Processor::open(&data, config).unwrap();
+    let reader = UserId(10);
+    let own = partition_for(reader, 2);
+    // A user of the reader's partition moves its clock past the span.
+    let mover = (11..)
+        .find(|&u| partition_for(UserId(u), 2) == own)
+        .unwrap();
+    let post = |a: u64, id: u64, ts: u64| {
+        format!(r#"{{"type":"post","author":{a},"post_id":{id},"ts":{ts}}}"#)
+    };
+    let mut log: Vec<String> = (1..=3)
+        .map(|a| format!(r#"{{"type":"follow","follower":10,"followee":{a},"ts":{a}}}"#))
+        .collect();
+    log.push(post(mover, 1, 5_000));
+    common::api::append_and_process(tmp.path(), &processor, &[&log.join("\n")]);
+    let mut fed = log.len();
+    for i in 0..70 {
+        log.extend((1..=3).map(|a| post(a, a * 1000 + i, 10_000 + i * 10 + a)));
+    }
+    let mut step = |log: &[String]| {
+        common::api::append_and_process(tmp.path(), &processor, &[&log[fed..].join("\n")]);
+        fed = log.len();
+        let store = processor.store(own);
+        let record = feedlog::core::views::user(&*store, reader).unwrap();
+        assert_eq!(
+            record.read_horizon(),
+            Some(feedlog::core::timeline::TOP),
+            "10 sleeps: {record:?}, clock {:?}",
+            feedlog::core::views::clock(&*store)
+        );
+        pages_through_heads_equal_the_stores(&reader_of(&processor), reader);
+        let (oracle, max_user) = oracle_of(&(log.join("\n") + "\n"));
+        check_all(&reader_of(&processor), &oracle, max_user, 10).unwrap();
+    };
+    step(&log);
+    // Newer posts push keys out of author 1's head; deletes fall inside
+    // the heads, at their edge and below them.
+    for i in 70..80 {
+        log.push(post(1, 1000 + i, 20_000 + i));
+    }
+    for (a, i) in [(1, 79), (1, 40), (2, 69), (2, 21), (2, 22), (3, 5)] {
+        let ts = 30_000 + i;
+        log.push(format!(
+            r#"{{"type":"delete_post","author":{a},"post_id":{},"ts":{ts}}}"#,
+            a * 1000 + i
+        ));
+    }
+    step(&log);
+}
+
+/// Checks every page of `user`'s timeline, at limits 5, 20 and 50, read
+/// twice (the first read keeps the heads, the second reads them) through
+/// the heads against the same page from the stores alone.
+fn pages_through_heads_equal_the_stores(
+    reader: &feedlog::Reader,
+    user: feedlog::core::event::UserId,
+) {
+    let stores = reader.past_heads();
+    for _ in 0..2 {
+        for limit in [5, 20, 50] {
+            let mut cursor: Option<String> = None;
+            loop {
+                let held = reader.timeline(user, limit, cursor.as_deref()).unwrap();
+                let full = stores.timeline(user, limit, cursor.as_deref()).unwrap();
+                assert_eq!(held, full, "limit {limit} from {cursor:?}");
+                match held.next_cursor {
+                    Some(c) => cursor = Some(c),
+                    None => break,
+                }
+            }
+        }
+    }
+}
