@@ -165,16 +165,27 @@ pub trait Kv {
         ranges: &[(Vec<u8>, Vec<u8>)],
         f: &mut InRange<'_>,
     ) -> Result<(), KvError> {
-        for (i, (lo, prefix)) in ranges.iter().enumerate() {
-            for r in self.scan_prefix_from(cf, lo, prefix) {
-                let (k, v) = r?;
-                if !f(i, &k, &v) {
-                    break;
-                }
+        walk_ranges(self, cf, ranges, f)
+    }
+}
+
+/// [`Kv::for_each_in_ranges`] as a scan of each range in turn (the
+/// trait's own walk, for a view that answers scans itself).
+pub fn walk_ranges<K: Kv + ?Sized>(
+    kv: &K,
+    cf: Cf,
+    ranges: &[(Vec<u8>, Vec<u8>)],
+    f: &mut InRange<'_>,
+) -> Result<(), KvError> {
+    for (i, (lo, prefix)) in ranges.iter().enumerate() {
+        for r in kv.scan_prefix_from(cf, lo, prefix) {
+            let (k, v) = r?;
+            if !f(i, &k, &v) {
+                break;
             }
         }
-        Ok(())
     }
+    Ok(())
 }
 
 /// Calls `f` with the keys of `scan` until it returns `false`.

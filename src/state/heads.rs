@@ -38,6 +38,7 @@
 //! store after random commits.
 
 pub mod outbox;
+pub mod view;
 pub mod warm;
 
 use rustc_hash::FxHashMap;
@@ -153,6 +154,8 @@ pub struct Head {
     pub inbox: Rows,
     /// The user record.
     pub user: UserVal,
+    /// The reader's sources (`inbox_reposts`), when held whole ([`view`]).
+    pub sources: Option<view::Sources>,
     /// Read since the last sweep.
     read: bool,
 }
@@ -160,7 +163,9 @@ pub struct Head {
 impl Head {
     /// Bytes counted for the head.
     fn bytes(&self) -> usize {
-        HEAD_OVERHEAD + rows_bytes(&self.inbox)
+        HEAD_OVERHEAD
+            + rows_bytes(&self.inbox)
+            + self.sources.as_ref().map_or(0, view::Sources::bytes)
     }
 
     /// A head of `rows` (the inbox's first, `all`: every one) and `user`.
@@ -168,6 +173,7 @@ impl Head {
         Head {
             inbox: Rows::new(rows, all),
             user,
+            sources: None,
             read: false,
         }
     }
@@ -388,11 +394,8 @@ impl HeadsLanding<'_> {
             heads.clear(true);
         } else {
             // A repost makes every page of the partition an aggregated
-            // one, which inbox heads do not answer
-            // (`api::query::timeline::head`); outbox rows are keys alone.
-            if !writes.cf(Cf::RepostDir).is_empty() {
-                heads.clear(false);
-            }
+            // one: a head then answers only the page's inbox reads and
+            // user record (`view`), which reposts do not change.
             // A head being kept counts already (`Heads::room`).
             if heads.held.load(Ordering::SeqCst) > 0 {
                 heads.apply(writes);
@@ -452,9 +455,16 @@ impl Shard {
                         None => lost.push(user),
                     }
                 }
+                Cf::InboxReposts => {
+                    let before = head.bytes();
+                    let kept = view::apply_source(head, k, v);
+                    self.bytes = self.bytes + head.bytes() - before;
+                    if !kept {
+                        lost.push(user);
+                    }
+                }
                 // What a head does not hold but its page depends on: the
-                // reader's filters, and the sources of the reposts in its
-                // inbox.
+                // reader's filters.
                 _ => lost.push(user),
             }
         }
@@ -557,7 +567,7 @@ mod tests {
     }
 
     /// A head read before a commit landed is refused; one read after is
-    /// kept; raw writes and a first repost drop them all.
+    /// kept; raw writes drop them all, a first repost none.
     #[test]
     fn a_head_read_across_a_landing_is_refused() {
         let heads = Heads::new(1 << 20);
@@ -585,6 +595,6 @@ mod tests {
         repost.put(Cf::RepostDir, vec![1], vec![]);
         let repost = repost.into_writes();
         heads.landing(&repost, false).close(true);
-        assert_eq!(heads.held().0, 0, "a repost drops every head");
+        assert_eq!(heads.held().0, 1, "a repost keeps the inbox heads");
     }
 }

@@ -44,7 +44,7 @@ impl Default for Kept {
     fn default() -> Self {
         Kept {
             pages: 64 << 20,
-            heads: 64 << 20,
+            heads: 256 << 20,
         }
     }
 }

@@ -181,7 +181,7 @@ impl Reader {
         let snap = store.snapshot();
         if reposts_seen {
             let filtered = any_filter(store, &snap, user)?;
-            return held_page(&snap, (user, mode, after), limit, filtered);
+            return held_page(&snap, (user, mode, after), limit, (filtered, self.heads));
         }
         let u = views::user(&snap, user)?;
         // Asleep or waiting for refills: nothing is held, the pull path
@@ -215,7 +215,7 @@ impl Reader {
             if !copies {
                 return Ok(None);
             }
-            return held_page(&snap, (user, mode, after), limit, filtered);
+            return held_page(&snap, (user, mode, after), limit, (filtered, self.heads));
         }
         let plain = |keys: Vec<TimelineKey>| keys.into_iter().map(Entry::plain).collect();
         // A reader who never had a pulled followee nor slept (`marks`):
@@ -284,10 +284,11 @@ impl Reader {
 }
 
 /// The entries (up to `limit + 1`) of a timeline page in `mode` past
-/// `after`, from the appearances `read` gives a chunk at a time (from a
-/// key, how many); `None` when `read` cannot give a chunk.
+/// `after`, read through `kv`, from the appearances `read` gives a chunk
+/// at a time (from a key, how many); `None` when `read` cannot give a
+/// chunk.
 fn aggregated(
-    snap: &Snapshot<'_>,
+    kv: &(impl Kv + ?Sized),
     (user, mode, after): (UserId, RepostMode, Option<TimelineKey>),
     limit: usize,
     filter: ReadFilter,
@@ -304,7 +305,7 @@ fn aggregated(
             return Ok(None);
         };
         for k in &keys {
-            entries.push(snap, *k, &mut out)?;
+            entries.push(kv, *k, &mut out)?;
         }
         if keys.len() < chunk {
             entries.flush(&mut out);

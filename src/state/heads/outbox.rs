@@ -17,7 +17,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{rows_bytes, shard_of, Heads, Rows, Shard};
+use super::{rows_bytes, Heads, Rows, Shard};
 use crate::core::event::UserId;
 use crate::core::keys::TimelineKey;
 use crate::core::views::outbox_entry;
@@ -57,13 +57,7 @@ impl Heads {
     /// Checked under the shard's lock: a commit landing after the check
     /// applies itself to the head once the lock is free, after this read.
     pub fn outbox<T>(&self, epoch: u64, author: u64, f: impl FnOnce(&Rows) -> T) -> Option<T> {
-        if !self.is_on() || self.held.load(Ordering::Relaxed) == 0 {
-            return None;
-        }
-        let mut shard = self.lock(shard_of(author));
-        if self.state.load(Ordering::SeqCst) != epoch {
-            return None;
-        }
+        let mut shard = self.at_epoch(epoch, author)?;
         let head = shard.outboxes.get_mut(&author)?;
         head.read = true;
         Some(f(&head.rows))

@@ -100,9 +100,6 @@ fn warm(store: &Weak<Store>, stop: &AtomicBool) -> Result<usize, KvError> {
         let Some(store) = store.upgrade() else {
             return Ok(kept);
         };
-        if store.may_hold(Cf::RepostDir) {
-            return Ok(kept);
-        }
         let Some(epoch) = store.heads().epoch() else {
             drop(store);
             std::thread::sleep(std::time::Duration::from_millis(1));

@@ -12,18 +12,21 @@ use crate::core::kv::{Cf, Kv};
 use crate::core::repost;
 use crate::core::timeline::held_timeline;
 use crate::core::views;
+use crate::state::heads::view::HeadView;
 use crate::state::{Snapshot, Store};
 
 /// The page of `user`'s timeline past `after` that the partition holds
 /// (inbox and copies, nothing past the horizon), read in full through
-/// `snap`, a view of the user's store: entries aggregated and filtered
-/// (`filtered`: the reader has blocks or mutes).
-/// `None` when it is not held, or for a reader with a mute that ends.
+/// `snap`, a view of the user's store, with the user's inbox head in front
+/// of it (`heads`: when one is held, else kept from this read):
+/// entries aggregated and filtered (`filtered`: the reader has blocks or
+/// mutes). `None` when it is not held, or for a reader with a mute that
+/// ends.
 pub(super) fn held_page(
     snap: &Snapshot<'_>,
     (user, mode, after): (UserId, RepostMode, Option<TimelineKey>),
     limit: usize,
-    filtered: bool,
+    (filtered, heads): (bool, bool),
 ) -> Result<Option<Page<PostItem>>, QueryError> {
     // A page the partition holds depends on this store alone — the reposts
     // it aggregates and the reader's filters included: a page kept from it
@@ -37,11 +40,15 @@ pub(super) fn held_page(
     if filter.timed {
         return Ok(None);
     }
+    let view = HeadView::new(snap, user, heads);
     let held = |from, n| {
-        let (keys, past_horizon) = held_timeline(snap, user, from, n)?;
+        let (keys, past_horizon) = held_timeline(&view, user, from, n)?;
         Ok(past_horizon.is_none().then_some(keys))
     };
-    let entries = aggregated(snap, (user, mode, after), limit, filter, held)?;
+    let entries = aggregated(&view, (user, mode, after), limit, filter, held)?;
+    if heads {
+        view.keep();
+    }
     Ok(entries.map(|e| timeline_page(user, mode, limit, e)))
 }
 

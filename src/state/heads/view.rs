@@ -1,0 +1,526 @@
+//! A snapshot read through one reader's inbox head: their user record, the
+//! first rows of their inbox and their sources answered from memory,
+//! every other read from the snapshot, with the same answers.
+//!
+//! An aggregated page (reposts, filters, pulled authors) reads more than
+//! the inbox: the reader's sources of each post (`inbox_reposts`, read
+//! whole by every page), the directory, the copies. This view spares the
+//! page its inbox seek, its user record reads and, for a reader with at
+//! most [`SOURCES_MOST`] sources, their range; the directory and the
+//! copies are read from the store. The head is taken only at the
+//! snapshot's own epoch ([`Heads::inbox_at`]), so the memory and the
+//! snapshot are one committed state. Without a head, or a head without
+//! sources, the view records what the page reads from the store, to keep.
+
+use super::{shard_of, Head, Heads, Shard, HEAD_ROWS};
+use crate::core::event::UserId;
+use crate::core::keys::{self, TimelineKey, UserVal};
+use crate::core::kv::{Cf, InRange, Kv, KvError, Scan};
+use crate::state::Snapshot;
+use std::cell::RefCell;
+use std::sync::atomic::Ordering;
+use std::sync::MutexGuard;
+
+impl Heads {
+    /// `f` of `user`'s head, when one is held and no commit landed since
+    /// `epoch` (a snapshot's: [`crate::state::Snapshot::heads`]). Checked
+    /// under the shard's lock, as [`Heads::outbox`].
+    pub fn inbox_at<T>(&self, epoch: u64, user: u64, f: impl FnOnce(&Head) -> T) -> Option<T> {
+        let mut shard = self.at_epoch(epoch, user)?;
+        let head = shard.heads.get_mut(&user)?;
+        head.read = true;
+        Some(f(head))
+    }
+
+    /// The locked shard of `key`, when heads are held and no commit landed
+    /// since `epoch`: what the shard holds is then that epoch's state until
+    /// the lock is released.
+    pub(super) fn at_epoch(&self, epoch: u64, key: u64) -> Option<MutexGuard<'_, Shard>> {
+        if !self.is_on() || self.held.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let shard = self.lock(shard_of(key));
+        (self.state.load(Ordering::SeqCst) == epoch).then_some(shard)
+    }
+}
+
+impl Heads {
+    /// Adds `sources`, read from a snapshot taken at `epoch`, to `user`'s
+    /// head: nothing when a commit landed since, the head is gone or the
+    /// budget is spent even after a sweep (which leaves the head: it was
+    /// just read).
+    fn keep_sources(&self, epoch: u64, user: u64, sources: Sources) {
+        let Some(mut shard) = self.room(epoch, user, (sources.bytes(), |_: &Shard| 0), true) else {
+            return;
+        };
+        // Counted by `room`: no head is added.
+        self.held.fetch_sub(1, Ordering::SeqCst);
+        let shard = &mut *shard;
+        if let Some(head) = shard.heads.get_mut(&user) {
+            shard.bytes -= head.bytes();
+            head.sources = Some(sources);
+            shard.bytes += head.bytes();
+        }
+    }
+}
+
+/// `snap` with `user`'s head in front of it (see the module).
+pub struct HeadView<'s, 'a> {
+    snap: &'s Snapshot<'a>,
+    user: UserId,
+    /// `user | ` of their inbox keys and user record.
+    prefix: [u8; 8],
+    held: Option<Held>,
+    /// Without a head: what the page read of the inbox's top and of the
+    /// user record, to keep as one.
+    seen: RefCell<Seen>,
+}
+
+/// Sources a head holds at most: a reader with more reads them from the
+/// store.
+pub const SOURCES_MOST: usize = 256;
+
+/// Width of a source key past its user: `a | p | !ts | !repost | !reposter`.
+const SOURCE: usize = 40;
+
+/// A reader's sources: their `inbox_reposts` keys past the user,
+/// ascending, every one.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Sources(Vec<[u8; SOURCE]>);
+
+impl Sources {
+    /// Bytes counted for them.
+    pub(super) fn bytes(&self) -> usize {
+        self.0.capacity() * SOURCE
+    }
+}
+
+/// Applies a committed write of source key `k` (`v`: the value put,
+/// `None`: deleted) to `head`; `false` when the head can no longer follow
+/// the store. Past [`SOURCES_MOST`] the head keeps no sources.
+pub(super) fn apply_source(head: &mut Head, k: &[u8], v: Option<&[u8]>) -> bool {
+    let Some(sources) = &mut head.sources else {
+        return true;
+    };
+    let Ok(key) = <[u8; SOURCE]>::try_from(k.get(8..).unwrap_or_default()) else {
+        return false;
+    };
+    // Sources are keys alone.
+    if v.is_some_and(|v| !v.is_empty()) {
+        return false;
+    }
+    match (sources.0.binary_search(&key), v.is_some()) {
+        (Ok(_), true) | (Err(_), false) => {}
+        (Ok(i), false) => {
+            sources.0.remove(i);
+        }
+        (Err(i), true) => sources.0.insert(i, key),
+    }
+    if sources.0.len() > SOURCES_MOST {
+        head.sources = None;
+    }
+    true
+}
+
+/// A head as the view answers from it.
+struct Held {
+    /// The user record as stored; `None`: a default record, read from the
+    /// snapshot (which may hold none at all).
+    record: Option<Vec<u8>>,
+    /// The first inbox keys, ascending, and whether they are every one.
+    rows: Vec<Vec<u8>>,
+    all: bool,
+    sources: Option<Sources>,
+}
+
+#[derive(Default)]
+struct Seen {
+    user: Option<UserVal>,
+    /// Every source, read whole from the store.
+    sources: Option<Sources>,
+    /// Inbox keys read from the top, in order.
+    rows: Vec<TimelineKey>,
+    /// Whether a read from the top ran to the inbox's end.
+    all: bool,
+    /// Whether any read started at the top.
+    top: bool,
+}
+
+impl<'s, 'a> HeadView<'s, 'a> {
+    /// `snap` read through `user`'s head when one is held at the
+    /// snapshot's epoch (`use_heads`: else never).
+    pub fn new(snap: &'s Snapshot<'a>, user: UserId, use_heads: bool) -> HeadView<'s, 'a> {
+        let prefix = user.0.to_be_bytes();
+        let held = use_heads
+            .then(|| snap.heads())
+            .flatten()
+            .and_then(|(heads, epoch)| {
+                heads.inbox_at(epoch, user.0, |h| Held {
+                    record: (h.user != UserVal::default()).then(|| h.user.encode()),
+                    rows: h.inbox.rows.iter().map(|r| keys::inbox(user, r)).collect(),
+                    all: h.inbox.all,
+                    sources: h.sources.clone(),
+                })
+            });
+        HeadView {
+            snap,
+            user,
+            prefix,
+            held,
+            seen: RefCell::default(),
+        }
+    }
+
+    /// Whether the reads were answered from a head.
+    pub fn is_held(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// Keeps, as `user`'s head, what the page read from the store: the
+    /// user record and the inbox's first rows (or none for a reader whose
+    /// inbox is emptied: asleep). Nothing when the view had a head, the
+    /// page read neither, or a commit landed since the snapshot.
+    pub fn keep(self) {
+        let Some((heads, epoch)) = self.snap.heads() else {
+            return;
+        };
+        let seen = self.seen.into_inner();
+        if let Some(held) = &self.held {
+            if let (None, Some(sources)) = (&held.sources, seen.sources) {
+                heads.keep_sources(epoch, self.user.0, sources);
+            }
+            return;
+        }
+        let Some(user) = seen.user else {
+            return;
+        };
+        let asleep = user.read_horizon() == Some(crate::core::timeline::TOP);
+        let mut head = if asleep {
+            Head::new(Vec::new(), false, user)
+        } else if seen.top && (seen.all || !seen.rows.is_empty()) {
+            Head::new(seen.rows, seen.all, user)
+        } else {
+            return;
+        };
+        head.sources = seen.sources;
+        heads.keep(epoch, self.user.0, head, true);
+    }
+
+    /// Whether `ranges` are all of the user's sources, as a page reads them.
+    fn all_sources(&self, cf: Cf, ranges: &[(Vec<u8>, Vec<u8>)]) -> bool {
+        cf == Cf::InboxReposts
+            && matches!(ranges, [(lo, p)] if lo.as_slice() == self.prefix && p.as_slice() == self.prefix)
+    }
+
+    /// Every source of the user from the store, through `f`, recorded
+    /// when the walk reads them all.
+    fn read_sources(
+        &self,
+        ranges: &[(Vec<u8>, Vec<u8>)],
+        f: &mut InRange<'_>,
+    ) -> Result<(), KvError> {
+        let (mut list, mut whole) = (Vec::new(), true);
+        self.snap
+            .for_each_in_ranges(Cf::InboxReposts, ranges, &mut |i, k, v| {
+                match <[u8; SOURCE]>::try_from(k.get(8..).unwrap_or_default()) {
+                    Ok(key) if v.is_empty() && list.len() < SOURCES_MOST => list.push(key),
+                    _ => whole = false,
+                }
+                let on = f(i, k, v);
+                whole &= on;
+                on
+            })?;
+        if whole {
+            self.seen.borrow_mut().sources = Some(Sources(list));
+        }
+        Ok(())
+    }
+
+    /// Whether `[lo, hi)` lies in the user's inbox.
+    fn in_inbox(&self, lo: &[u8], hi: Option<&[u8]>) -> bool {
+        let end = keys::prefix_end(&self.prefix);
+        lo.starts_with(&self.prefix)
+            && match (hi, end.as_deref()) {
+                (Some(hi), Some(end)) => hi <= end,
+                (None, None) => true,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+            }
+    }
+}
+
+impl Kv for HeadView<'_, '_> {
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
+        let mine = cf == Cf::Users && key == self.prefix;
+        if let (true, Some(record)) = (mine, self.held.as_ref().and_then(|h| h.record.as_ref())) {
+            return Ok(Some(record.clone()));
+        }
+        let got = self.snap.get(cf, key)?;
+        if mine && self.held.is_none() {
+            let record = match &got {
+                None => Some(UserVal::default()),
+                Some(v) => UserVal::decode(v),
+            };
+            self.seen.borrow_mut().user = record;
+        }
+        Ok(got)
+    }
+
+    fn scan<'b>(&'b self, cf: Cf, lo: &[u8], hi: Option<&[u8]>) -> Scan<'b> {
+        if cf != Cf::Inbox || !self.in_inbox(lo, hi) {
+            return self.snap.scan(cf, lo, hi);
+        }
+        let Some(held) = &self.held else {
+            if lo != self.prefix {
+                return self.snap.scan(cf, lo, hi);
+            }
+            // From the top: the rows read are the inbox's first.
+            self.seen.borrow_mut().top = true;
+            return Box::new(Recorded {
+                scan: self.snap.scan(cf, lo, hi),
+                seen: &self.seen,
+                to_end: hi.map(<[u8]>::to_vec) == keys::prefix_end(&self.prefix),
+            });
+        };
+        let below = |k: &Vec<u8>| hi.is_none_or(|hi| k.as_slice() < hi);
+        let from_head: Vec<_> = (held.rows.iter())
+            .filter(|k| k.as_slice() >= lo && below(k))
+            .map(|k| Ok((k.clone(), Vec::new())))
+            .collect();
+        if held.all {
+            return Box::new(from_head.into_iter());
+        }
+        // Past the last row held, the store at the same state goes on.
+        let rest = match held.rows.last() {
+            Some(last) => {
+                let mut after = last.clone();
+                after.push(0);
+                after.max(lo.to_vec())
+            }
+            None => lo.to_vec(),
+        };
+        if crate::core::kv::empty_range(&rest, hi) {
+            return Box::new(from_head.into_iter());
+        }
+        Box::new(from_head.into_iter().chain(self.snap.scan(cf, &rest, hi)))
+    }
+
+    fn for_each_in_ranges(
+        &self,
+        cf: Cf,
+        ranges: &[(Vec<u8>, Vec<u8>)],
+        f: &mut InRange<'_>,
+    ) -> Result<(), KvError> {
+        if self.all_sources(cf, ranges) {
+            let held = self.held.as_ref().and_then(|h| h.sources.as_ref());
+            let Some(sources) = held else {
+                return self.read_sources(ranges, f);
+            };
+            let mut key = self.prefix.to_vec();
+            for s in &sources.0 {
+                key.truncate(8);
+                key.extend_from_slice(s);
+                if !f(0, &key, &[]) {
+                    break;
+                }
+            }
+            return Ok(());
+        }
+        if cf != Cf::Inbox {
+            return self.snap.for_each_in_ranges(cf, ranges, f);
+        }
+        // The trait's own walk, through `scan` above.
+        crate::core::kv::walk_ranges(self, cf, ranges, f)
+    }
+}
+
+/// A store scan of the inbox from its top that records its first keys.
+struct Recorded<'b> {
+    scan: Scan<'b>,
+    seen: &'b RefCell<Seen>,
+    /// Whether the scan runs to the end of the user's inbox.
+    to_end: bool,
+}
+
+impl Iterator for Recorded<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>), KvError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let next = self.scan.next();
+        let mut seen = self.seen.borrow_mut();
+        match &next {
+            Some(Ok((k, _))) => {
+                let row = k.get(8..).and_then(TimelineKey::decode);
+                match row {
+                    Some(row) if seen.rows.len() <= HEAD_ROWS => {
+                        if seen.rows.last().is_none_or(|r| *r < row) {
+                            seen.rows.push(row);
+                        }
+                    }
+                    Some(_) => {}
+                    // Not a row: nothing of this read is kept.
+                    None => seen.top = false,
+                }
+            }
+            Some(Err(_)) => seen.top = false,
+            None => seen.all |= self.to_end,
+        }
+        next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::event::{PostId, Ts};
+    use crate::core::kv::Txn;
+    use crate::core::Partition;
+    use crate::state::{BlockCache, Store, StoreOptions};
+    use proptest::prelude::*;
+
+    fn row(ts: u8) -> TimelineKey {
+        TimelineKey {
+            ts: Ts(u64::from(ts)),
+            post_id: PostId(u64::from(ts) + 1),
+            author: UserId(9),
+        }
+    }
+
+    /// A key of `user`'s inbox range: its start, a row's key, or its end.
+    fn bound(user: u64, at: Option<u8>) -> Vec<u8> {
+        match at {
+            Some(ts) => keys::inbox(UserId(user), &row(ts)),
+            None => keys::key([user]),
+        }
+    }
+
+    type Read = Result<Vec<(Vec<u8>, Vec<u8>)>, KvError>;
+
+    fn scan(kv: &impl Kv, lo: &[u8], hi: Option<&[u8]>) -> Read {
+        kv.scan(Cf::Inbox, lo, hi).collect()
+    }
+
+    fn in_ranges(kv: &impl Kv, ranges: &[(Vec<u8>, Vec<u8>)]) -> Read {
+        let mut out = Vec::new();
+        kv.for_each_in_ranges(Cf::Inbox, ranges, &mut |_, k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// Up to `most` of the sources walked in `ranges`.
+    fn sources(kv: &impl Kv, ranges: &[(Vec<u8>, Vec<u8>)], most: usize) -> Read {
+        let mut out = Vec::new();
+        kv.for_each_in_ranges(Cf::InboxReposts, ranges, &mut |_, k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            out.len() < most
+        })?;
+        Ok(out)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        // Proves a snapshot read through a reader's head answers every inbox scan, range walk, walk of the sources (whole or cut short) and user record read exactly as the snapshot alone, with heads kept from a page's reads (a first page's rows or the whole inbox, the sources when read whole) and changed by later commits.
+        #[test]
+        fn a_view_through_a_head_reads_as_the_snapshot(
+            batches in proptest::collection::vec(
+                (
+                    proptest::collection::vec((0u64..3, 0u8..80, any::<bool>(), any::<bool>()), 0..40),
+                    proptest::option::of((0u64..3, 0u64..5)),
+                    0u64..3,
+                    1usize..60,
+                    proptest::collection::vec(
+                        (0u64..3, proptest::option::of(0u8..82), proptest::option::of(0u8..82)),
+                        1..6,
+                    ),
+                ),
+                1..12,
+            ),
+        ) {
+            let tmp = tempfile::tempdir().unwrap();
+            let opts = StoreOptions { sync: false, ..StoreOptions::default() };
+            let store = Store::open(tmp.path(), Partition(0), 1, &BlockCache::new(1 << 20), &opts).unwrap();
+            for (rows, record, reader, take, reads) in batches {
+                // A head kept from a page's reads: the record and the
+                // inbox's first `take` rows read from the top.
+                let snap = store.snapshot();
+                let view = HeadView::new(&snap, UserId(reader), false);
+                crate::core::views::user(&view, UserId(reader)).unwrap();
+                let _ = crate::core::views::inbox(&view, UserId(reader), None).take(take).count();
+                let whole = [(keys::key([reader]), keys::key([reader]))];
+                let _ = sources(&view, &whole, take).unwrap();
+                view.keep();
+                drop(snap);
+                let mut txn = Txn::new(&store);
+                for (user, ts, put, source) in rows {
+                    let k = match source {
+                        false => (Cf::Inbox, keys::inbox(UserId(user), &row(ts))),
+                        true => (Cf::InboxReposts, keys::inbox_repost(UserId(user), (UserId(5), PostId(u64::from(ts % 7))), &row(ts))),
+                    };
+                    match put {
+                        true => txn.put(k.0, k.1, Vec::new()),
+                        false => txn.delete(k.0, k.1),
+                    }
+                }
+                if let Some((user, posts)) = record {
+                    let val = UserVal { posts, ..UserVal::default() };
+                    txn.put(Cf::Users, keys::key([user]), val.encode());
+                }
+                store.commit(&txn.into_writes(), |_| {}).unwrap();
+                let snap = store.snapshot();
+                for (user, lo, hi) in reads {
+                    let view = HeadView::new(&snap, UserId(user), true);
+                    let user_key = keys::key([user]);
+                    prop_assert_eq!(view.get(Cf::Users, &user_key).unwrap(), snap.get(Cf::Users, &user_key).unwrap());
+                    let lo = bound(user, lo);
+                    let end = keys::prefix_end(&keys::key([user]));
+                    let hi = hi.map(|h| bound(user, Some(h))).or(end);
+                    prop_assert_eq!(scan(&view, &lo, hi.as_deref()).unwrap(), scan(&snap, &lo, hi.as_deref()).unwrap());
+                    let ranges = [(lo.clone(), keys::key([user]))];
+                    prop_assert_eq!(in_ranges(&view, &ranges).unwrap(), in_ranges(&snap, &ranges).unwrap());
+                    let whole = [(keys::key([user]), keys::key([user]))];
+                    prop_assert_eq!(sources(&view, &whole, take).unwrap(), sources(&snap, &whole, take).unwrap());
+                    prop_assert_eq!(sources(&view, &whole, usize::MAX).unwrap(), sources(&snap, &whole, usize::MAX).unwrap());
+                }
+            }
+        }
+    }
+
+    /// A head answers only at its snapshot's epoch: a view of a snapshot
+    /// taken before a commit reads the store.
+    #[test]
+    fn a_view_of_an_older_snapshot_reads_the_store() {
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = StoreOptions {
+            sync: false,
+            ..StoreOptions::default()
+        };
+        let store = Store::open(
+            tmp.path(),
+            Partition(0),
+            1,
+            &BlockCache::new(1 << 20),
+            &opts,
+        )
+        .unwrap();
+        let snap = store.snapshot();
+        let view = HeadView::new(&snap, UserId(1), true);
+        let _ = crate::core::views::inbox(&view, UserId(1), None).count();
+        crate::core::views::user(&view, UserId(1)).unwrap();
+        view.keep();
+        assert!(HeadView::new(&store.snapshot(), UserId(1), true).is_held());
+        let old = store.snapshot();
+        let mut txn = Txn::new(&store);
+        txn.put(Cf::Inbox, keys::inbox(UserId(1), &row(3)), Vec::new());
+        store.commit(&txn.into_writes(), |_| {}).unwrap();
+        assert!(
+            !HeadView::new(&old, UserId(1), true).is_held(),
+            "a head of a later state"
+        );
+        let now = store.snapshot();
+        let view = HeadView::new(&now, UserId(1), true);
+        assert!(view.is_held(), "the commit changed the head");
+        assert_eq!(scan(&view, &bound(1, None), None).unwrap().len(), 1);
+    }
+}
