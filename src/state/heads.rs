@@ -156,6 +156,9 @@ pub struct Head {
     pub user: UserVal,
     /// The reader's sources (`inbox_reposts`), when held whole ([`view`]).
     pub sources: Option<view::Sources>,
+    /// Kept by a read that found the reader without filters (a filter's
+    /// write drops the head): its rows alone may answer a plain page.
+    pub plain: bool,
     /// Read since the last sweep.
     read: bool,
 }
@@ -168,13 +171,17 @@ impl Head {
             + self.sources.as_ref().map_or(0, view::Sources::bytes)
     }
 
-    /// A head of `rows` (the inbox's first, `all`: every one) and `user`.
+    /// A head of `rows` (the inbox's first, `all`: every one) and `user`,
+    /// a reader without filters.
     pub fn new(rows: Vec<TimelineKey>, all: bool, user: UserVal) -> Head {
+        let (inbox, sources) = (Rows::new(rows, all), None);
+        let (plain, read) = (true, false);
         Head {
-            inbox: Rows::new(rows, all),
+            inbox,
             user,
-            sources: None,
-            read: false,
+            sources,
+            plain,
+            read,
         }
     }
 }
@@ -487,114 +494,4 @@ impl Shard {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::core::event::{PostId, Ts, UserId};
-    use crate::core::keys;
-    use crate::core::kv::{Kv, Txn};
-    use crate::core::Partition;
-    use crate::state::{BlockCache, Store, StoreOptions};
-    use proptest::prelude::*;
-
-    /// Every inbox row of `user` in `store`, in key order.
-    fn inbox(store: &Store, user: u64) -> Vec<TimelineKey> {
-        let prefix = keys::key([user]);
-        store
-            .scan_prefix_from(Cf::Inbox, &prefix, &prefix)
-            .map(|r| TimelineKey::decode(&r.unwrap().0[8..]).unwrap())
-            .collect()
-    }
-
-    fn row(ts: u8) -> TimelineKey {
-        TimelineKey {
-            ts: Ts(u64::from(ts)),
-            post_id: PostId(u64::from(ts) + 1),
-            author: UserId(9),
-        }
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(48))]
-        // Proves every head equals its user's first inbox rows and user record in the store after each commit (puts, deletes, pushed-out rows, re-reads between commits).
-        #[test]
-        fn heads_equal_the_store(
-            batches in proptest::collection::vec(
-                (
-                    proptest::collection::vec((0u64..3, 0u8..80, any::<bool>()), 0..40),
-                    proptest::option::of((0u64..3, 0u64..5)),
-                    0u64..3,
-                    1usize..30,
-                ),
-                1..14,
-            ),
-        ) {
-            let tmp = tempfile::tempdir().unwrap();
-            let opts = StoreOptions { sync: false, ..StoreOptions::default() };
-            let store = Store::open(tmp.path(), Partition(0), 1, &BlockCache::new(1 << 20), &opts).unwrap();
-            for (rows, record, reread, take) in batches {
-                // A head read from the store, as a page read keeps it.
-                let epoch = store.heads().epoch().unwrap();
-                let all = inbox(&store, reread);
-                let u = crate::core::views::user(&store, UserId(reread)).unwrap();
-                let head = Head::new(all.iter().take(take).copied().collect(), take >= all.len(), u);
-                prop_assert!(store.heads().keep(epoch, reread, head, true));
-                let mut txn = Txn::new(&store);
-                for (user, ts, put) in rows {
-                    let k = keys::inbox(UserId(user), &row(ts));
-                    match put {
-                        true => txn.put(Cf::Inbox, k, Vec::new()),
-                        false => txn.delete(Cf::Inbox, k),
-                    }
-                }
-                if let Some((user, posts)) = record {
-                    let val = UserVal { posts, ..UserVal::default() };
-                    txn.put(Cf::Users, keys::key([user]), val.encode());
-                }
-                store.commit(&txn.into_writes(), |_| {}).unwrap();
-                for user in 0..3 {
-                    let Some(head) = store.heads().read(user, Head::clone) else { continue };
-                    let all = inbox(&store, user);
-                    let rows = &head.inbox.rows;
-                    prop_assert!(rows.len() <= HEAD_ROWS);
-                    prop_assert_eq!(&rows[..], &all[..rows.len().min(all.len())]);
-                    if head.inbox.all {
-                        prop_assert_eq!(rows, &all);
-                    }
-                    prop_assert_eq!(head.user, crate::core::views::user(&store, UserId(user)).unwrap());
-                }
-            }
-        }
-    }
-
-    /// A head read before a commit landed is refused; one read after is
-    /// kept; raw writes drop them all, a first repost none.
-    #[test]
-    fn a_head_read_across_a_landing_is_refused() {
-        let heads = Heads::new(1 << 20);
-        let head = || Head::new(vec![row(1)], true, UserVal::default());
-        let before = heads.epoch().unwrap();
-        let writes = Writes::default();
-        let landing = heads.landing(&writes, false);
-        assert_eq!(heads.epoch(), None, "nothing read while landing is kept");
-        assert!(
-            !heads.keep(before, 1, head(), true),
-            "refused while landing"
-        );
-        landing.close(true);
-        assert!(
-            !heads.keep(before, 1, head(), true),
-            "read before it landed"
-        );
-        assert!(heads.keep(heads.epoch().unwrap(), 1, head(), true));
-        let landing = heads.landing(&writes, true);
-        landing.close(true);
-        assert_eq!(heads.held().0, 0, "raw writes drop every head");
-        assert!(heads.keep(heads.epoch().unwrap(), 1, head(), true));
-        let mem = crate::core::kv::MemKv::default();
-        let mut repost = crate::core::kv::Txn::new(&mem);
-        repost.put(Cf::RepostDir, vec![1], vec![]);
-        let repost = repost.into_writes();
-        heads.landing(&repost, false).close(true);
-        assert_eq!(heads.held().0, 1, "a repost keeps the inbox heads");
-    }
-}
+mod tests;

@@ -32,9 +32,13 @@ pub(super) fn page(
 ) -> FromHead {
     let want = limit + 1;
     let read = store.heads().read(user.0, |h| {
-        (h.inbox.after(after, want).map(<[_]>::to_vec), h.user)
+        (
+            h.inbox.after(after, want).map(<[_]>::to_vec),
+            h.user,
+            h.plain,
+        )
     });
-    let Some((rows, u)) = read else {
+    let Some((rows, u, plain)) = read else {
         return FromHead::Unknown;
     };
     // After the read: a commit that wrote the first repost marked the
@@ -46,7 +50,8 @@ pub(super) fn page(
     if u.read_horizon() == Some(TOP) {
         return FromHead::Asleep;
     }
-    let Some(rows) = rows.filter(|_| u.marks == 0) else {
+    // A head kept by an aggregated page may be a filtered reader's.
+    let Some(rows) = rows.filter(|_| u.marks == 0 && plain) else {
         return FromHead::Unknown;
     };
     // Short of the page, the rows are the whole timeline only without a
