@@ -338,16 +338,14 @@ impl Heads {
         })
     }
 
-    /// Drops every inbox head, and every outbox head too with `outboxes`.
-    fn clear(&self, outboxes: bool) {
+    /// Drops every head, inbox and outbox.
+    fn clear(&self) {
         for i in 0..SHARDS {
             let mut shard = self.lock(i);
             let before = shard.len();
             shard.heads.clear();
-            if outboxes {
-                shard.outboxes.clear();
-            }
-            shard.bytes = shard.outboxes.values().map(outbox::Outbox::bytes).sum();
+            shard.outboxes.clear();
+            shard.bytes = 0;
             self.held.fetch_sub(before - shard.len(), Ordering::Relaxed);
         }
     }
@@ -398,7 +396,7 @@ impl HeadsLanding<'_> {
             return;
         };
         if !written || everything {
-            heads.clear(true);
+            heads.clear();
         } else {
             // A repost makes every page of the partition an aggregated
             // one: a head then answers only the page's inbox reads and
