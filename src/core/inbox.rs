@@ -15,17 +15,18 @@ use crate::views;
 /// however many inboxes take the entry, and only for a reader who keeps
 /// sources ([`crate::keys::UserVal::whole`]).
 #[derive(Default)]
-pub(super) struct Root(Option<Option<PostRef>>);
+pub(super) struct Root(Option<Option<(PostRef, Ts)>>);
 
 impl Root {
-    /// What `k` files under in a reader's sources: its original when it
-    /// is a live repost and `whole` (the reader keeps sources), else none.
+    /// What `k` files under in a reader's sources: its original, with the
+    /// original's time, when it is a live repost and `whole` (the reader
+    /// keeps sources), else none.
     pub(super) fn of<K: Kv + ?Sized>(
         &mut self,
         t: &Txn<'_, K>,
         k: &TimelineKey,
         whole: bool,
-    ) -> Result<Option<PostRef>, KvError> {
+    ) -> Result<Option<(PostRef, Ts)>, KvError> {
         if !whole {
             return Ok(None);
         }

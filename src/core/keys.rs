@@ -216,13 +216,17 @@ pub fn dir_count(root: PostRef) -> Vec<u8> {
     k
 }
 
-/// `repost_dir`: `1 | reposter | repost`, valued `a | p | original ts`: the
-/// original a live repost reposts.
+/// `repost_dir`: `1 | reposter | repost`, valued `a | p | original ts |
+/// repost ts`: the original a live repost reposts (and what its
+/// [`dir_by_original`] entry holds, so a reposter's entries alone say it).
 pub fn dir_by_repost(reposter: UserId, repost: PostId) -> Vec<u8> {
     let mut k = vec![1];
     k.extend_from_slice(&key([reposter.0, repost.0]));
     k
 }
+
+/// Bytes of a [`dir_by_repost`] entry's value.
+pub const DIR_REPOST_LEN: usize = 32;
 
 /// `repost_dir`: `1 | reposter`, the prefix of [`dir_by_repost`]:
 /// `reposter`'s live reposts.

@@ -213,11 +213,11 @@ pub fn original_of(
     let k = keys::dir_by_repost(author, post_id);
     match kv.get(Cf::RepostDir, &k)? {
         None => Ok(None),
-        Some(v) if v.len() == 24 => {
+        Some(v) if v.len() == keys::DIR_REPOST_LEN => {
             let at = |i| u64_at(Cf::RepostDir, &k, &v, i);
             Ok(Some(((UserId(at(0)?), PostId(at(8)?)), Ts(at(16)?))))
         }
-        Some(_) => Err(KvError::corrupt(Cf::RepostDir, &k, "expected 24 bytes")),
+        Some(_) => Err(KvError::corrupt(Cf::RepostDir, &k, "expected 32 bytes")),
     }
 }
 
@@ -358,24 +358,25 @@ impl<K: Kv + ?Sized> Txn<'_, K> {
 
     /// Adds an inbox entry, and the marker of its author if it is not set
     /// (see [`Txn::inbox_of_author`]); with `root` (the original it
-    /// reposts, for a reader who keeps sources: [`UserVal::whole`]) it
-    /// enters the reader's sources of that post.
+    /// reposts and the original's time, for a reader who keeps sources:
+    /// [`UserVal::whole`]) it enters the reader's sources of that post,
+    /// valued the original's time.
     pub fn add_inbox(
         &mut self,
         user: UserId,
         k: &TimelineKey,
-        root: Option<PostRef>,
+        root: Option<(PostRef, Ts)>,
     ) -> Result<(), KvError> {
         self.put(Cf::Inbox, keys::inbox(user, k), Vec::new());
         let marker = keys::inbox_author(user, k.author);
         if !self.contains(Cf::InboxAuthors, &marker)? {
             self.put(Cf::InboxAuthors, marker, Vec::new());
         }
-        if let Some(root) = root {
+        if let Some((root, post_ts)) = root {
             self.put(
                 Cf::InboxReposts,
                 keys::inbox_repost(user, root, k),
-                Vec::new(),
+                keys::key([post_ts.0]),
             );
         }
         Ok(())
@@ -383,9 +384,9 @@ impl<K: Kv + ?Sized> Txn<'_, K> {
 
     /// Removes an inbox entry (its author's marker stays); with `root`,
     /// from the reader's sources of that post too.
-    pub fn remove_inbox(&mut self, user: UserId, k: &TimelineKey, root: Option<PostRef>) {
+    pub fn remove_inbox(&mut self, user: UserId, k: &TimelineKey, root: Option<(PostRef, Ts)>) {
         self.delete(Cf::Inbox, keys::inbox(user, k));
-        if let Some(root) = root {
+        if let Some((root, _)) = root {
             self.delete(Cf::InboxReposts, keys::inbox_repost(user, root, k));
         }
     }
@@ -396,8 +397,8 @@ impl<K: Kv + ?Sized> Txn<'_, K> {
     /// reposter's partition sends its directory change before its
     /// deliveries and after its retractions), so a source is there exactly
     /// while its repost is in the inbox.
-    pub fn root_of(&self, k: &TimelineKey) -> Result<Option<PostRef>, KvError> {
-        Ok(original_of(self, (k.author, k.post_id))?.map(|(root, _)| root))
+    pub fn root_of(&self, k: &TimelineKey) -> Result<Option<(PostRef, Ts)>, KvError> {
+        original_of(self, (k.author, k.post_id))
     }
 
     /// Drops `user`'s sources: their inbox stopped being their whole

@@ -32,12 +32,17 @@
 //!   a sleeping reader is decided by the reader from the head's user
 //!   record and the store's marks, as the inbox read decides it.
 //!
+//! Beside them, the same budget holds authors' outbox heads ([`outbox`])
+//! and a few reposters' entries of the directory ([`reposters`]), under
+//! the same rules.
+//!
 //! A store whose data changes without a commit (a secondary) keeps none.
 //! The contract tests read pages through the heads between processing
 //! steps; `heads_equal_the_store` below checks every head against the
 //! store after random commits.
 
 pub mod outbox;
+pub mod reposters;
 pub mod view;
 pub mod warm;
 
@@ -89,6 +94,8 @@ struct Shard {
     heads: FxHashMap<u64, Head>,
     /// Authors' outbox heads ([`outbox`]).
     outboxes: FxHashMap<u64, outbox::Outbox>,
+    /// Reposters' entries of the directory ([`reposters`]).
+    reposters: FxHashMap<u64, reposters::Reposter>,
 }
 
 /// The first rows of an inbox or an outbox, in key order (newest first).
@@ -338,13 +345,14 @@ impl Heads {
         })
     }
 
-    /// Drops every head, inbox and outbox.
+    /// Drops every head, inbox and outbox, and every reposter held.
     fn clear(&self) {
         for i in 0..SHARDS {
             let mut shard = self.lock(i);
             let before = shard.len();
             shard.heads.clear();
             shard.outboxes.clear();
+            shard.reposters.clear();
             shard.bytes = 0;
             self.held.fetch_sub(before - shard.len(), Ordering::Relaxed);
         }
@@ -362,6 +370,12 @@ impl Heads {
         ] {
             for (k, v) in writes.cf(cf) {
                 by_shard[shard_of(user_of(k))].push((cf, k, v.as_deref()));
+            }
+        }
+        // A reposter's entries, under the reposter.
+        for (k, v) in writes.cf(Cf::RepostDir) {
+            if let Some(reposter) = reposters::reposter_of(k) {
+                by_shard[shard_of(reposter)].push((Cf::RepostDir, k, v.as_deref()));
             }
         }
         for (i, written) in by_shard.iter().enumerate() {
@@ -420,9 +434,9 @@ impl Drop for HeadsLanding<'_> {
 }
 
 impl Shard {
-    /// Inbox and outbox heads held.
+    /// Inbox and outbox heads and reposters held.
     fn len(&self) -> usize {
-        self.heads.len() + self.outboxes.len()
+        self.heads.len() + self.outboxes.len() + self.reposters.len()
     }
 
     /// Applies committed writes of this shard's users, in column family
@@ -433,6 +447,10 @@ impl Shard {
             let user = user_of(k);
             if cf == Cf::Outbox {
                 self.apply_outbox(user, k, v.is_some());
+                continue;
+            }
+            if cf == Cf::RepostDir {
+                self.apply_repost_dir(k, v);
                 continue;
             }
             let Some(head) = self.heads.get_mut(&user) else {
@@ -486,8 +504,15 @@ impl Shard {
             .retain(|_, h| std::mem::replace(&mut h.read, false));
         self.outboxes
             .retain(|_, o| std::mem::replace(&mut o.read, false));
+        self.reposters
+            .retain(|_, r| std::mem::replace(&mut r.read, false));
         let outboxes: usize = self.outboxes.values().map(outbox::Outbox::bytes).sum();
-        self.bytes = outboxes + self.heads.values().map(Head::bytes).sum::<usize>();
+        let reposters: usize = self
+            .reposters
+            .values()
+            .map(reposters::Reposter::bytes)
+            .sum();
+        self.bytes = outboxes + reposters + self.heads.values().map(Head::bytes).sum::<usize>();
     }
 }
 

@@ -161,12 +161,12 @@ pub fn directory_matches(kv: &MemKv, p: usize, oracle: &Oracle) -> Result<(), St
 
 /// The sources (`inbox_reposts`) of each reader whose inbox is their
 /// whole timeline are exactly the live reposts among its inbox entries,
-/// under the originals the directory names, and other readers have none:
-/// the first row missing or left over.
+/// under the originals the directory names and valued their times, and
+/// other readers have none: the first row missing or left over.
 pub fn sources_match(kv: &MemKv, p: usize) -> Result<(), String> {
-    let got: BTreeSet<Vec<u8>> = kv
+    let got: BTreeSet<(Vec<u8>, Vec<u8>)> = kv
         .scan(Cf::InboxReposts, &[], None)
-        .map(|r| r.unwrap().0)
+        .map(|r| r.unwrap())
         .collect();
     let mut want = BTreeSet::new();
     for r in kv.scan(Cf::Inbox, &[], None) {
@@ -176,8 +176,8 @@ pub fn sources_match(kv: &MemKv, p: usize) -> Result<(), String> {
         if !views::user(kv, user).unwrap().whole() {
             continue;
         }
-        if let Some((root, _)) = repost::original_of(kv, (app.author, app.post_id)).unwrap() {
-            want.insert(keys::inbox_repost(user, root, &app));
+        if let Some((root, ts)) = repost::original_of(kv, (app.author, app.post_id)).unwrap() {
+            want.insert((keys::inbox_repost(user, root, &app), keys::key([ts.0])));
         }
     }
     if let Some(k) = want.difference(&got).next() {

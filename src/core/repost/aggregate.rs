@@ -118,7 +118,7 @@ pub fn live_reposts(kv: &(impl Kv + ?Sized)) -> Result<Vec<(PostRef, PostRef, Ts
     kv.scan_prefix(Cf::RepostDir, &[1])
         .map(|r| {
             let (k, v) = r?;
-            if k.len() != 17 || v.len() != 24 {
+            if k.len() != 17 || v.len() != keys::DIR_REPOST_LEN {
                 return Err(KvError::corrupt(Cf::RepostDir, &k, "bad repost entry"));
             }
             let at = |b: &[u8], i| u64_at(Cf::RepostDir, &k, b, i);
@@ -384,8 +384,9 @@ impl Memo {
 
     /// The original `app` reposts, with its time (`None`: `app` is an
     /// original). A whole reader's appearance from their inbox is a repost
-    /// exactly when they have a source row for it; the directory is asked
-    /// only then, for the original's time, and for pulled authors' copies.
+    /// exactly when they have a source row for it, which holds the
+    /// original and its time; the directory is asked only for pulled
+    /// authors' copies and for other readers.
     fn original_of(
         &mut self,
         kv: &(impl Kv + ?Sized),
@@ -393,7 +394,10 @@ impl Memo {
         app: TimelineKey,
     ) -> Result<Option<(PostRef, Ts)>, KvError> {
         if let Some(own) = self.own(kv, user)? {
-            if !own.root.contains_key(&app) && !own.pulled.contains(&app.author) {
+            if let Some(&root) = own.root.get(&app) {
+                return Ok(Some(root));
+            }
+            if !own.pulled.contains(&app.author) {
                 return Ok(None);
             }
         }

@@ -443,7 +443,7 @@ pub(super) fn directory<K: Kv + ?Sized>(
     let present = t.get(Cf::RepostDir, &by_repost)?.is_some();
     if live {
         t.put(Cf::RepostDir, by_original, keys::key([ts.0, post_ts.0]));
-        let v = keys::key([root.0 .0, root.1 .0, post_ts.0]);
+        let v = keys::key([root.0 .0, root.1 .0, post_ts.0, ts.0]);
         t.put(Cf::RepostDir, by_repost, v);
     } else {
         t.delete(Cf::RepostDir, by_original);

@@ -12,13 +12,18 @@
 //! snapshot are one committed state. Without a head, or a head without
 //! sources, the view records what the page reads from the store, to keep.
 
+mod directory;
+
+use super::reposters::Entries;
 use super::{shard_of, Head, Heads, Shard, HEAD_ROWS};
 use crate::core::event::UserId;
 use crate::core::keys::{self, TimelineKey, UserVal};
 use crate::core::kv::{Cf, InRange, Kv, KvError, Scan};
 use crate::state::Snapshot;
+use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::sync::MutexGuard;
 
 impl Heads {
@@ -71,6 +76,10 @@ pub struct HeadView<'s, 'a> {
     /// `user | ` of their inbox keys and user record.
     prefix: [u8; 8],
     held: Option<Held>,
+    /// The heads and the snapshot's epoch, when the view reads them.
+    heads: Option<(&'s Heads, u64)>,
+    /// The reposters asked about, with their entries when held.
+    reposters: RefCell<FxHashMap<u64, Option<Arc<Entries>>>>,
     /// Without a head: what the page read of the inbox's top and of the
     /// user record, to keep as one.
     seen: RefCell<Seen>,
@@ -83,15 +92,36 @@ pub const SOURCES_MOST: usize = 256;
 /// Width of a source key past its user: `a | p | !ts | !repost | !reposter`.
 const SOURCE: usize = 40;
 
-/// A reader's sources: their `inbox_reposts` keys past the user,
-/// ascending, every one.
+/// Width of a source's value: the original's time.
+const SOURCE_VALUE: usize = 8;
+
+/// A source as held: its key past the user, then its value.
+type Source = [u8; SOURCE + SOURCE_VALUE];
+
+/// A reader's sources: their `inbox_reposts` keys past the user with
+/// their values, ascending, every one.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Sources(Vec<[u8; SOURCE]>);
+pub struct Sources(Vec<Source>);
 
 impl Sources {
     /// Bytes counted for them.
     pub(super) fn bytes(&self) -> usize {
-        self.0.capacity() * SOURCE
+        self.0.capacity() * std::mem::size_of::<Source>()
+    }
+
+    /// The source of key `k` (with its user) valued `v`; `None` when
+    /// either is not of a source's width.
+    fn source(k: &[u8], v: &[u8]) -> Option<Source> {
+        let key = k.get(8..).filter(|key| key.len() == SOURCE)?;
+        let mut s = [0; SOURCE + SOURCE_VALUE];
+        s[..SOURCE].copy_from_slice(key);
+        s[SOURCE..].copy_from_slice(<&[u8; SOURCE_VALUE]>::try_from(v).ok()?);
+        Some(s)
+    }
+
+    /// Where `key` (a source key past its user) is, or would be.
+    fn find(&self, key: &[u8]) -> Result<usize, usize> {
+        self.0.binary_search_by(|s| s[..SOURCE].cmp(key))
     }
 }
 
@@ -102,19 +132,21 @@ pub(super) fn apply_source(head: &mut Head, k: &[u8], v: Option<&[u8]>) -> bool 
     let Some(sources) = &mut head.sources else {
         return true;
     };
-    let Ok(key) = <[u8; SOURCE]>::try_from(k.get(8..).unwrap_or_default()) else {
+    let Some(key) = k.get(8..).filter(|key| key.len() == SOURCE) else {
         return false;
     };
-    // Sources are keys alone.
-    if v.is_some_and(|v| !v.is_empty()) {
-        return false;
-    }
-    match (sources.0.binary_search(&key), v.is_some()) {
-        (Ok(_), true) | (Err(_), false) => {}
-        (Ok(i), false) => {
+    let put = match v.map(|v| Sources::source(k, v)) {
+        Some(None) => return false,
+        Some(Some(s)) => Some(s),
+        None => None,
+    };
+    match (sources.find(key), put) {
+        (Err(_), None) => {}
+        (Ok(i), Some(s)) => sources.0[i] = s,
+        (Ok(i), None) => {
             sources.0.remove(i);
         }
-        (Err(i), true) => sources.0.insert(i, key),
+        (Err(i), Some(s)) => sources.0.insert(i, s),
     }
     if sources.0.len() > SOURCES_MOST {
         head.sources = None;
@@ -144,6 +176,8 @@ struct Seen {
     all: bool,
     /// Whether any read started at the top.
     top: bool,
+    /// Reposters asked about and not held ([`super::reposters`]).
+    reposters: Vec<u64>,
 }
 
 impl<'s, 'a> HeadView<'s, 'a> {
@@ -151,22 +185,22 @@ impl<'s, 'a> HeadView<'s, 'a> {
     /// snapshot's epoch (`use_heads`: else never).
     pub fn new(snap: &'s Snapshot<'a>, user: UserId, use_heads: bool) -> HeadView<'s, 'a> {
         let prefix = user.0.to_be_bytes();
-        let held = use_heads
-            .then(|| snap.heads())
-            .flatten()
-            .and_then(|(heads, epoch)| {
-                heads.inbox_at(epoch, user.0, |h| Held {
-                    record: (h.user != UserVal::default()).then(|| h.user.encode()),
-                    rows: h.inbox.rows.iter().map(|r| keys::inbox(user, r)).collect(),
-                    all: h.inbox.all,
-                    sources: h.sources.clone(),
-                })
-            });
+        let heads = use_heads.then(|| snap.heads()).flatten();
+        let held = heads.and_then(|(heads, epoch)| {
+            heads.inbox_at(epoch, user.0, |h| Held {
+                record: (h.user != UserVal::default()).then(|| h.user.encode()),
+                rows: h.inbox.rows.iter().map(|r| keys::inbox(user, r)).collect(),
+                all: h.inbox.all,
+                sources: h.sources.clone(),
+            })
+        });
         HeadView {
             snap,
             user,
             prefix,
             held,
+            heads,
+            reposters: RefCell::default(),
             seen: RefCell::default(),
         }
     }
@@ -186,7 +220,8 @@ impl<'s, 'a> HeadView<'s, 'a> {
         let Some((heads, epoch)) = self.snap.heads() else {
             return;
         };
-        let seen = self.seen.into_inner();
+        let mut seen = self.seen.take();
+        self.keep_reposters(heads, epoch, &mut seen.reposters);
         if let Some(held) = &self.held {
             if let (None, Some(sources)) = (&held.sources, seen.sources) {
                 heads.keep_sources(epoch, self.user.0, sources);
@@ -225,8 +260,8 @@ impl<'s, 'a> HeadView<'s, 'a> {
         let (mut list, mut whole) = (Vec::new(), true);
         self.snap
             .for_each_in_ranges(Cf::InboxReposts, ranges, &mut |i, k, v| {
-                match <[u8; SOURCE]>::try_from(k.get(8..).unwrap_or_default()) {
-                    Ok(key) if v.is_empty() && list.len() < SOURCES_MOST => list.push(key),
+                match Sources::source(k, v) {
+                    Some(s) if list.len() < SOURCES_MOST => list.push(s),
                     _ => whole = false,
                 }
                 let on = f(i, k, v);
@@ -254,6 +289,9 @@ impl<'s, 'a> HeadView<'s, 'a> {
 
 impl Kv for HeadView<'_, '_> {
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
+        if let Some(held) = (cf == Cf::RepostDir).then(|| self.dir_get(key)).flatten() {
+            return Ok(held);
+        }
         let mine = cf == Cf::Users && key == self.prefix;
         if let (true, Some(record)) = (mine, self.held.as_ref().and_then(|h| h.record.as_ref())) {
             return Ok(Some(record.clone()));
@@ -322,12 +360,15 @@ impl Kv for HeadView<'_, '_> {
             let mut key = self.prefix.to_vec();
             for s in &sources.0 {
                 key.truncate(8);
-                key.extend_from_slice(s);
-                if !f(0, &key, &[]) {
+                key.extend_from_slice(&s[..SOURCE]);
+                if !f(0, &key, &s[SOURCE..]) {
                     break;
                 }
             }
             return Ok(());
+        }
+        if cf == Cf::RepostDir {
+            return self.dir_ranges(ranges, f);
         }
         if cf != Cf::Inbox {
             return self.snap.for_each_in_ranges(cf, ranges, f);
@@ -461,8 +502,10 @@ mod tests {
                         false => (Cf::Inbox, keys::inbox(UserId(user), &row(ts))),
                         true => (Cf::InboxReposts, keys::inbox_repost(UserId(user), (UserId(5), PostId(u64::from(ts % 7))), &row(ts))),
                     };
+                    // A source is valued its original's time.
+                    let v = if source { keys::key([u64::from(ts) + 1]) } else { Vec::new() };
                     match put {
-                        true => txn.put(k.0, k.1, Vec::new()),
+                        true => txn.put(k.0, k.1, v),
                         false => txn.delete(k.0, k.1),
                     }
                 }

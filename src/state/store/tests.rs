@@ -195,16 +195,22 @@ fn an_upgrade_cut_before_the_drop_finishes_at_the_next_open() {
     assert!(!cfs.iter().any(|c| c == LAYOUT_3_INDEX), "{cfs:?}");
 }
 
-// Proves a layout-4 store (no sources) is refused by read-only opens with the way out, and upgraded by a writable open: a source row for each inbox entry that is a live repost of a reader without a horizon, none for a plain post or a reader with one, layout 5 recorded.
+// Proves layout-4 (no sources) and layout-5 (sources without values) stores are refused by read-only opens with the way out, and upgraded by a writable open: a source row valued its original's time for each inbox entry that is a live repost of a reader without a horizon, none for a plain post or a reader with one, the directory's entry by repost with the repost's time, layout 6 recorded.
 #[test]
-fn a_layout_4_store_gets_its_sources() {
+fn layout_4_and_5_stores_get_their_sources_and_times() {
+    for layout in [4u32, 5] {
+        older_store_upgrades(layout);
+    }
+}
+
+fn older_store_upgrades(layout: u32) {
     let tmp = tempfile::tempdir().unwrap();
     let mut opts = Options::default();
     opts.create_if_missing(true);
     opts.create_missing_column_families(true);
     let names = Cf::ALL
         .iter()
-        .filter(|&&cf| cf != Cf::InboxReposts)
+        .filter(|&&cf| layout > 4 || cf != Cf::InboxReposts)
         .map(|cf| cf.name());
     let (reader, root) = (UserId(5), (UserId(9), crate::core::event::PostId(1)));
     let repost = keys::TimelineKey {
@@ -217,11 +223,12 @@ fn a_layout_4_store_gets_its_sources() {
         post_id: crate::core::event::PostId(2),
         author: UserId(11),
     };
+    let by_repost = keys::dir_by_repost(repost.author, repost.post_id);
     {
         let db = DB::open_cf(&opts, tmp.path(), names).unwrap();
         let put =
             |cf: Cf, k: &[u8], v: &[u8]| db.put_cf(db.cf_handle(cf.name()).unwrap(), k, v).unwrap();
-        put(Cf::Meta, meta::LAYOUT, &4u32.to_be_bytes());
+        put(Cf::Meta, meta::LAYOUT, &layout.to_be_bytes());
         put(Cf::Meta, meta::PARTITION, &0u32.to_be_bytes());
         put(Cf::Meta, meta::PARTITIONS, &1u32.to_be_bytes());
         put(Cf::Inbox, &keys::inbox(reader, &repost), &[]);
@@ -234,22 +241,36 @@ fn a_layout_4_store_gets_its_sources() {
             ..keys::UserVal::default()
         };
         put(Cf::Users, &keys::key([6]), &cut.encode());
-        let by_repost = keys::dir_by_repost(repost.author, repost.post_id);
+        // The original (9, 1) was posted at 4; the repost at 7.
         put(Cf::RepostDir, &by_repost, &keys::key([9, 1, 4]));
+        let by_original = keys::dir_by_original(root, repost.author, repost.post_id);
+        put(Cf::RepostDir, &by_original, &keys::key([7, 4]));
+        if layout == 5 {
+            put(
+                Cf::InboxReposts,
+                &keys::inbox_repost(reader, root, &repost),
+                &[],
+            );
+        }
     }
     let cache = BlockCache::new(1 << 20);
     let err = Store::open_read_only(tmp.path(), Partition(0), 1, &cache, Kept::NONE)
         .err()
         .unwrap()
         .to_string();
-    assert!(err.contains("state layout 4"), "{err}");
+    assert!(err.contains(&format!("state layout {layout}")), "{err}");
     assert!(err.contains("`feedlog run`) on it once"), "{err}");
     let s = scratch(tmp.path());
-    let rows: Vec<Vec<u8>> = s
+    let rows: Vec<(Vec<u8>, Vec<u8>)> = s
         .scan(Cf::InboxReposts, &[], None)
-        .map(|r| r.unwrap().0)
+        .map(|r| r.unwrap())
         .collect();
-    assert_eq!(rows, vec![keys::inbox_repost(reader, root, &repost)]);
+    let row = keys::inbox_repost(reader, root, &repost);
+    assert_eq!(rows, vec![(row, keys::key([4]))], "layout {layout}");
+    assert_eq!(
+        s.get(Cf::RepostDir, &by_repost).unwrap(),
+        Some(keys::key([9, 1, 4, 7]))
+    );
     assert_eq!(
         s.get(Cf::Meta, meta::LAYOUT).unwrap(),
         Some(LAYOUT_VERSION.to_be_bytes().to_vec())

@@ -1,14 +1,16 @@
-//! The in-place upgrade of a layout-3 or layout-4 store to layout 5 (see
+//! The in-place upgrade of a layout-3, -4 or -5 store to layout 6 (see
 //! `state/README.md`): layout 3 indexed every inbox entry by author
 //! (`inbox_by_author`, a key per entry), where layout 4 keeps a marker per
 //! user and author (`inbox_authors`); layout 5 adds each reader's sources
 //! of a post (`inbox_reposts`), written here from the inbox and the
-//! directory of live reposts.
+//! directory of live reposts; layout 6 values each source with its
+//! original's time and each repost's directory entry with the repost's
+//! time.
 
 use super::{cf_options, meta, BlockCache, Store, StoreError, StoreOptions, LAYOUT_VERSION};
-use crate::core::event::UserId;
-use crate::core::keys;
-use crate::core::kv::{timeline_key_at, Cf};
+use crate::core::event::{PostId, UserId};
+use crate::core::keys::{self, PostRef};
+use crate::core::kv::{timeline_key_at, Cf, Kv};
 use crate::core::views;
 use rocksdb::{ColumnFamilyDescriptor, Options, WriteBatch, DB};
 use std::path::Path;
@@ -19,7 +21,7 @@ use std::path::Path;
 pub(super) const LAYOUT_3_INDEX: &str = "inbox_by_author";
 
 /// The layouts a writable open upgrades in place.
-pub(super) const UPGRADABLE: [u32; 2] = [3, 4];
+pub(super) const UPGRADABLE: [u32; 3] = [3, 4, 5];
 
 /// Whether the store at `path` still has layout 3's author index.
 fn has_layout_3_index(path: &Path) -> bool {
@@ -72,10 +74,10 @@ pub(super) fn refuse_older(path: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// After a writable open found `layout`: upgrades a layout-3 or layout-4
+/// After a writable open found `layout`: upgrades a layout-3, -4 or -5
 /// store (one batch, with the new layout version), and drops layout 3's
 /// index wherever it is still present (an open after a crash in between
-/// finds layout 5 and drops it).
+/// finds layout 6 and drops it).
 pub(super) fn finish(store: &mut Store, layout: u32) -> Result<(), StoreError> {
     if UPGRADABLE.contains(&layout) {
         let mut b = WriteBatch::default();
@@ -83,6 +85,7 @@ pub(super) fn finish(store: &mut Store, layout: u32) -> Result<(), StoreError> {
             write_markers(store, &mut b)?;
         }
         write_sources(store, &mut b)?;
+        write_directory(store, &mut b)?;
         b.put_cf(
             store.cf(Cf::Meta),
             meta::LAYOUT,
@@ -136,7 +139,8 @@ fn write_markers(store: &Store, b: &mut WriteBatch) -> Result<(), StoreError> {
 /// Each reader's sources onto `b`: for a reader whose inbox is their
 /// whole timeline (`UserVal::whole`), a row in `inbox_reposts` for every
 /// inbox entry that is a live repost, under the original the directory
-/// names (what the processor keeps from layout 5 on).
+/// names, valued the original's time (what the processor keeps from
+/// layout 6 on; a layout-5 store's rows are written again with it).
 fn write_sources(store: &Store, b: &mut WriteBatch) -> Result<(), StoreError> {
     let mut it = store.db.raw_iterator_cf(store.cf(Cf::Inbox));
     it.seek_to_first();
@@ -151,13 +155,78 @@ fn write_sources(store: &Store, b: &mut WriteBatch) -> Result<(), StoreError> {
         reader = Some((user, whole));
         let app = timeline_key_at(Cf::Inbox, k, 8)?;
         let root = match whole {
-            true => views::original_of(store, (app.author, app.post_id))?,
+            true => old_original_of(store, (app.author, app.post_id))?,
             false => None,
         };
-        if let Some((root, _)) = root {
+        if let Some((root, post_ts)) = root {
             let row = keys::inbox_repost(UserId(user), root, &app);
-            b.put_cf(store.cf(Cf::InboxReposts), row, []);
+            b.put_cf(store.cf(Cf::InboxReposts), row, post_ts.to_be_bytes());
         }
+        it.next();
+    }
+    it.status().map_err(|e| store.rocks(e))
+}
+
+/// The original a repost reposts and its time, from a directory entry of
+/// layout 5 or before (`a | p | original ts`) or of layout 6 (and the
+/// repost's time).
+fn old_original_of(
+    store: &Store,
+    (author, post_id): PostRef,
+) -> Result<Option<(PostRef, u64)>, StoreError> {
+    let k = keys::dir_by_repost(author, post_id);
+    let Some(v) = store.get(Cf::RepostDir, &k)? else {
+        return Ok(None);
+    };
+    let at = |i| keys::be(&v, i).filter(|_| v.len() == 24 || v.len() == keys::DIR_REPOST_LEN);
+    match (at(0), at(8), at(16)) {
+        (Some(a), Some(p), Some(ts)) => Ok(Some(((UserId(a), PostId(p)), ts))),
+        _ => Err(StoreError::corrupt(
+            Cf::RepostDir,
+            &k,
+            "expected 24 or 32 bytes",
+        )),
+    }
+}
+
+/// Each live repost's `1 | reposter | repost` entry of the directory onto
+/// `b` with the repost's time (from its `0 | a | p | reposter | repost`
+/// entry), what layout 6 keeps.
+fn write_directory(store: &Store, b: &mut WriteBatch) -> Result<(), StoreError> {
+    let mut it = store.db.raw_iterator_cf(store.cf(Cf::RepostDir));
+    it.seek([1u8]);
+    while let (Some(k), Some(v)) = (it.key(), it.value()) {
+        if k.first() != Some(&1) {
+            break;
+        }
+        let at = |b: &[u8], i| keys::be(b, i);
+        let (reposter, repost) = match (k.len(), at(k, 1), at(k, 9)) {
+            (17, Some(r), Some(p)) => (UserId(r), PostId(p)),
+            _ => return Err(StoreError::corrupt(Cf::RepostDir, k, "expected 17 bytes")),
+        };
+        let root = match (v.len(), at(v, 0), at(v, 8), at(v, 16)) {
+            (24 | 32, Some(a), Some(p), Some(ts)) => ((UserId(a), PostId(p)), ts),
+            _ => {
+                return Err(StoreError::corrupt(
+                    Cf::RepostDir,
+                    k,
+                    "expected 24 or 32 bytes",
+                ))
+            }
+        };
+        let by_original = keys::dir_by_original(root.0, reposter, repost);
+        let ts = store
+            .get(Cf::RepostDir, &by_original)?
+            .and_then(|o| at(&o, 0))
+            .ok_or_else(|| {
+                StoreError::corrupt(
+                    Cf::RepostDir,
+                    k,
+                    "a live repost without its entry by original",
+                )
+            })?;
+        let value = keys::key([root.0 .0 .0, root.0 .1 .0, root.1, ts]);
+        b.put_cf(store.cf(Cf::RepostDir), k, value);
         it.next();
     }
     it.status().map_err(|e| store.rocks(e))

@@ -69,7 +69,9 @@ impl ByReposter {
             }
             at = Some(i);
             match (k.len(), keys::be(v, 0), keys::be(v, 8)) {
-                (17, Some(a), Some(p)) if v.len() == 24 => of.push((UserId(a), PostId(p))),
+                (17, Some(a), Some(p)) if v.len() == keys::DIR_REPOST_LEN => {
+                    of.push((UserId(a), PostId(p)))
+                }
                 _ => bad = Some(KvError::corrupt(Cf::RepostDir, k, "bad repost entry")),
             }
             bad.is_none() && of.len() <= LOADED_MOST

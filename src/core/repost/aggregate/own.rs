@@ -3,7 +3,7 @@
 //! posts their pulled followees repost (the directory's `1 | reposter`).
 
 use super::by_reposter::ByReposter;
-use crate::event::{PostId, UserId};
+use crate::event::{PostId, Ts, UserId};
 use crate::keys::{self, PostRef, TimelineKey};
 use crate::kv::{Cf, Kv, KvError};
 use std::collections::HashMap;
@@ -21,13 +21,14 @@ pub(super) struct Own {
     pub(super) pulled_index: ByReposter,
     /// Their sources of each original, as appearance keys.
     pub(super) of: HashMap<PostRef, Vec<TimelineKey>>,
-    /// The original each of those reposts reposts.
-    pub(super) root: HashMap<TimelineKey, PostRef>,
+    /// The original each of those reposts reposts, with its time.
+    pub(super) root: HashMap<TimelineKey, (PostRef, Ts)>,
 }
 
 impl Own {
-    /// `user`'s rows of `inbox_reposts` (`user | root | appearance`): one
-    /// range, however many posts the page shows.
+    /// `user`'s rows of `inbox_reposts` (`user | root | appearance`,
+    /// valued the root's time): one range, however many posts the page
+    /// shows.
     pub(super) fn read(
         kv: &(impl Kv + ?Sized),
         user: UserId,
@@ -42,20 +43,22 @@ impl Own {
         kv.for_each_in_ranges(
             Cf::InboxReposts,
             &[(prefix.clone(), prefix)],
-            &mut |_, k, _| {
-                let row = || -> Option<(PostRef, TimelineKey)> {
+            &mut |_, k, v| {
+                let row = || -> Option<(PostRef, TimelineKey, Ts)> {
                     let root = (UserId(keys::be(k, 8)?), PostId(keys::be(k, 16)?));
-                    Some((
-                        root,
-                        TimelineKey::decode(k.get(24..).filter(|a| a.len() == 24)?)?,
-                    ))
+                    let app = TimelineKey::decode(k.get(24..).filter(|a| a.len() == 24)?)?;
+                    let ts = Ts(keys::be(v, 0).filter(|_| v.len() == 8)?);
+                    Some((root, app, ts))
                 };
                 match row() {
-                    Some((root, app)) => {
+                    Some((root, app, ts)) => {
                         own.of.entry(root).or_default().push(app);
-                        own.root.insert(app, root);
+                        own.root.insert(app, (root, ts));
                     }
-                    None => bad = Some(KvError::corrupt(Cf::InboxReposts, k, "expected 48 bytes")),
+                    None => {
+                        let why = "expected a key of 48 bytes valued 8";
+                        bad = Some(KvError::corrupt(Cf::InboxReposts, k, why));
+                    }
                 }
                 bad.is_none()
             },
