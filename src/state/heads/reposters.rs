@@ -166,22 +166,28 @@ impl Entries {
         lo: &[u8],
         f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) {
+        // One key buffer: its last 8 bytes are the repost's id.
+        let mut k = Vec::with_capacity(33);
         match *range {
             DirRange::Reposts(reposter) => {
+                k.push(1);
+                k.extend_from_slice(&reposter.to_be_bytes());
                 for (&repost, v) in &self.by_repost {
-                    let k = keys::dir_by_repost(
-                        crate::core::event::UserId(reposter),
-                        crate::core::event::PostId(repost),
-                    );
+                    k.truncate(9);
+                    k.extend_from_slice(&repost.to_be_bytes());
                     if k.as_slice() >= lo && !f(&k, v) {
                         return;
                     }
                 }
             }
             DirRange::RepostsOf(reposter, (a, p)) => {
+                k.push(0);
+                for part in [a, p, reposter] {
+                    k.extend_from_slice(&part.to_be_bytes());
+                }
                 for (&(_, _, repost), v) in self.by_original.range((a, p, 0)..=(a, p, u64::MAX)) {
-                    let k = keys::key([a, p, reposter, repost]);
-                    let k = [&[0u8][..], &k].concat();
+                    k.truncate(25);
+                    k.extend_from_slice(&repost.to_be_bytes());
                     if k.as_slice() >= lo && !f(&k, v) {
                         return;
                     }

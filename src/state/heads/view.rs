@@ -343,7 +343,10 @@ impl Kv for HeadView<'_, '_> {
         if crate::core::kv::empty_range(&rest, hi) {
             return Box::new(from_head.into_iter());
         }
-        Box::new(from_head.into_iter().chain(self.snap.scan(cf, &rest, hi)))
+        // Opened (a seek) only when a read goes past the head's rows.
+        let hi = hi.map(<[u8]>::to_vec);
+        let rest = std::iter::once(()).flat_map(move |()| self.snap.scan(cf, &rest, hi.as_deref()));
+        Box::new(from_head.into_iter().chain(rest))
     }
 
     fn for_each_in_ranges(

@@ -80,6 +80,9 @@ pub(super) fn refuse_older(path: &Path) -> Result<(), StoreError> {
 /// finds layout 6 and drops it).
 pub(super) fn finish(store: &mut Store, layout: u32) -> Result<(), StoreError> {
     if UPGRADABLE.contains(&layout) {
+        let start = std::time::Instant::now();
+        let path = store.path.display().to_string();
+        tracing::info!(%path, from = layout, to = LAYOUT_VERSION, "upgrading the state layout in place");
         let mut b = WriteBatch::default();
         if layout == 3 {
             write_markers(store, &mut b)?;
@@ -92,6 +95,8 @@ pub(super) fn finish(store: &mut Store, layout: u32) -> Result<(), StoreError> {
             LAYOUT_VERSION.to_be_bytes(),
         );
         store.write(b)?;
+        let secs = start.elapsed().as_secs_f64();
+        tracing::info!(%path, secs, "state layout upgraded");
     }
     if store.db.cf_handle(LAYOUT_3_INDEX).is_some() {
         store
