@@ -171,11 +171,16 @@ pub fn open_stores(
     Ok(stores.into_iter().map(|(_, s)| s).collect())
 }
 
+/// The block cache of a reader's stores (read-only or secondaries), as
+/// the processor's: an aggregated page reads a reader's sources, edges and
+/// the directory from blocks it shares with other readers.
+pub const READER_CACHE_BYTES: usize = 128 << 20;
+
 /// Opens every store read-only, for queries beside a running processor
 /// (they see the state as of the open), with `kept` bytes of pages and
 /// inbox heads kept for them all.
 pub fn open_read_only(dir: &DataDir, kept: Kept) -> Result<Vec<Arc<Store>>, StoreError> {
-    let cache = BlockCache::new(64 << 20);
+    let cache = BlockCache::new(READER_CACHE_BYTES);
     let n = dir.partitions();
     Partition::all(n)
         .map(|p| Store::open_read_only(&dir.state_dir(p), p, n, &cache, kept).map(Arc::new))
@@ -187,7 +192,7 @@ pub fn open_read_only(dir: &DataDir, kept: Kept) -> Result<Vec<Arc<Store>>, Stor
 /// [`Store::catch_up`] moves them to the latest committed state. `scratch`
 /// holds the secondaries' own files.
 pub fn open_secondaries(dir: &DataDir, scratch: &Path) -> Result<Vec<Arc<Store>>, StoreError> {
-    let cache = BlockCache::new(64 << 20);
+    let cache = BlockCache::new(READER_CACHE_BYTES);
     let scratch = scratch.join(dir.state_name());
     std::fs::create_dir_all(&scratch).map_err(|source| StoreError::Refused {
         path: scratch.clone(),

@@ -243,11 +243,6 @@ const STEPS_PER_SEEK: u64 = 32;
 /// followee; a reader who follows more is asked per reposting user.
 const FOLLOWEES_LOADED_MOST: u64 = 1024;
 
-/// Users a read asks "does the reader follow them" about one by one (a
-/// point read each) before it loads the reader's followees whole
-/// ([`FOLLOWEES_LOADED_MOST`]).
-const FOLLOWS_ASKED_MOST: usize = 4;
-
 /// What one read has looked up already: a timeline's appearances keep
 /// meeting the same posts and the same reposting users.
 #[derive(Default)]
@@ -284,13 +279,6 @@ impl Memo {
     ) -> Result<bool, KvError> {
         if let Some(&f) = self.follows.get(&other) {
             return Ok(f);
-        }
-        // Past a few point reads, one range read of them all.
-        if !self.loaded && self.follows.len() >= FOLLOWS_ASKED_MOST {
-            self.followees(kv, user)?;
-            if let Some(&f) = self.follows.get(&other) {
-                return Ok(f);
-            }
         }
         if self.followees.is_some() {
             return Ok(false);
