@@ -345,6 +345,12 @@ impl Heads {
         })
     }
 
+    /// The share of the budget held.
+    pub fn filled(&self) -> f64 {
+        let total = self.budget * SHARDS;
+        self.held().2 as f64 / total.max(1) as f64
+    }
+
     /// Drops every head, inbox and outbox, and every reposter held.
     fn clear(&self) {
         for i in 0..SHARDS {

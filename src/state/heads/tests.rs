@@ -110,3 +110,83 @@ fn a_head_read_across_a_landing_is_refused() {
     heads.landing(&repost, false).close(true);
     assert_eq!(heads.held().0, 1, "a repost keeps the inbox heads");
 }
+
+/// A store of one partition at `path`, written without syncs.
+pub(super) fn scratch(path: &std::path::Path) -> Store {
+    let opts = StoreOptions {
+        sync: false,
+        ..StoreOptions::default()
+    };
+    Store::open(path, Partition(0), 1, &BlockCache::new(1 << 20), &opts).unwrap()
+}
+
+/// Every source of `user` in `store`, with its value, as a head holds it.
+fn sources(store: &Store, user: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
+    store
+        .scan_prefix(Cf::InboxReposts, &keys::key([user]))
+        .map(|r| r.unwrap())
+        .collect()
+}
+
+// Proves the background read after an open gives each whole reader's head their sources exactly as stored (none, a few, the most a head holds) and none to a reader with more than a head holds.
+#[test]
+fn heads_read_after_the_open_hold_the_readers_sources() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = scratch(tmp.path());
+    let most = view::SOURCES_MOST as u64;
+    // Users 1 to 4 have 0, 3, the most and one more than the most.
+    let counts = [(1u64, 0u64), (2, 3), (3, most), (4, most + 1)];
+    let mut txn = Txn::new(&store);
+    for (user, n) in counts {
+        let u = UserVal {
+            inbox_len: 1,
+            ..UserVal::default()
+        };
+        txn.put(Cf::Users, keys::key([user]), u.encode());
+        txn.put(Cf::Inbox, keys::inbox(UserId(user), &row(200)), Vec::new());
+        for i in 0..n {
+            let app = TimelineKey {
+                ts: Ts(1000 + i),
+                post_id: PostId(i),
+                author: UserId(7),
+            };
+            let root = (UserId(5), PostId(i % 5));
+            txn.put(
+                Cf::InboxReposts,
+                keys::inbox_repost(UserId(user), root, &app),
+                keys::key([i % 5]),
+            );
+        }
+    }
+    txn.put(
+        Cf::RepostDir,
+        keys::dir_count((UserId(5), PostId(0))),
+        keys::key([1]),
+    );
+    store.commit(&txn.into_writes(), |_| {}).unwrap();
+    let store = std::sync::Arc::new(store);
+    let warming = warm::in_background(std::slice::from_ref(&store)).unwrap();
+    while !warming.is_done() {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    for (user, n) in counts {
+        let held = store.heads().read(user, |h| h.sources.clone()).unwrap();
+        let want = sources(&store, user);
+        assert_eq!(want.len() as u64, n);
+        match held {
+            Some(view::Sources(list)) => {
+                assert!(n <= most, "user {user}");
+                let got: Vec<(Vec<u8>, Vec<u8>)> = (list.iter())
+                    .map(|s| {
+                        (
+                            [&keys::key([user])[..], &s[..40]].concat(),
+                            s[40..].to_vec(),
+                        )
+                    })
+                    .collect();
+                assert_eq!(got, want, "user {user}");
+            }
+            None => assert!(n > most, "user {user} has {n} sources and none held"),
+        }
+    }
+}

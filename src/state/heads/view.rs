@@ -51,12 +51,19 @@ impl Heads {
 
 impl Heads {
     /// Adds `sources`, read from a snapshot taken at `epoch`, to `user`'s
-    /// head: nothing when a commit landed since, the head is gone or the
-    /// budget is spent even after a sweep (which leaves the head: it was
-    /// just read).
-    fn keep_sources(&self, epoch: u64, user: u64, sources: Sources) {
-        let Some(mut shard) = self.room(epoch, user, (sources.bytes(), |_: &Shard| 0), true) else {
-            return;
+    /// head: nothing when the head is gone, refused (`false`) when a commit
+    /// landed since or the budget is spent (`sweep`: even after a sweep,
+    /// which leaves the head: it was just read).
+    pub(super) fn keep_sources(
+        &self,
+        epoch: u64,
+        user: u64,
+        sources: Sources,
+        sweep: bool,
+    ) -> bool {
+        let Some(mut shard) = self.room(epoch, user, (sources.bytes(), |_: &Shard| 0), sweep)
+        else {
+            return false;
         };
         // Counted by `room`: no head is added.
         self.held.fetch_sub(1, Ordering::SeqCst);
@@ -66,6 +73,7 @@ impl Heads {
             head.sources = Some(sources);
             shard.bytes += head.bytes();
         }
+        true
     }
 }
 
@@ -96,12 +104,12 @@ const SOURCE: usize = 40;
 const SOURCE_VALUE: usize = 8;
 
 /// A source as held: its key past the user, then its value.
-type Source = [u8; SOURCE + SOURCE_VALUE];
+pub(super) type Source = [u8; SOURCE + SOURCE_VALUE];
 
 /// A reader's sources: their `inbox_reposts` keys past the user with
 /// their values, ascending, every one.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Sources(Vec<Source>);
+pub struct Sources(pub(super) Vec<Source>);
 
 impl Sources {
     /// Bytes counted for them.
@@ -111,7 +119,7 @@ impl Sources {
 
     /// The source of key `k` (with its user) valued `v`; `None` when
     /// either is not of a source's width.
-    fn source(k: &[u8], v: &[u8]) -> Option<Source> {
+    pub(super) fn source(k: &[u8], v: &[u8]) -> Option<Source> {
         let key = k.get(8..).filter(|key| key.len() == SOURCE)?;
         let mut s = [0; SOURCE + SOURCE_VALUE];
         s[..SOURCE].copy_from_slice(key);
@@ -224,7 +232,7 @@ impl<'s, 'a> HeadView<'s, 'a> {
         self.keep_reposters(heads, epoch, &mut seen.reposters);
         if let Some(held) = &self.held {
             if let (None, Some(sources)) = (&held.sources, seen.sources) {
-                heads.keep_sources(epoch, self.user.0, sources);
+                heads.keep_sources(epoch, self.user.0, sources, true);
             }
             return;
         }
@@ -541,18 +549,7 @@ mod tests {
     #[test]
     fn a_view_of_an_older_snapshot_reads_the_store() {
         let tmp = tempfile::tempdir().unwrap();
-        let opts = StoreOptions {
-            sync: false,
-            ..StoreOptions::default()
-        };
-        let store = Store::open(
-            tmp.path(),
-            Partition(0),
-            1,
-            &BlockCache::new(1 << 20),
-            &opts,
-        )
-        .unwrap();
+        let store = crate::state::heads::tests::scratch(tmp.path());
         let snap = store.snapshot();
         let view = HeadView::new(&snap, UserId(1), true);
         let _ = crate::core::views::inbox(&view, UserId(1), None).count();

@@ -1,9 +1,16 @@
 //! Heads read in the background after a store opens, so that a reader's
 //! first page after a start is read from memory too.
+//!
+//! First every pushed reader's newest rows and record; then, in partitions
+//! with reposts and while the budget is under three quarters spent, each
+//! whole reader's sources (those with at most
+//! [`super::view::SOURCES_MOST`]), so that an aggregated first page reads
+//! them from memory as well.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
+use super::view::{Source, Sources, SOURCES_MOST};
 use super::{Head, HEAD_ROWS};
 use crate::core::event::UserId;
 use crate::core::keys::{self, TimelineKey, UserVal};
@@ -66,16 +73,26 @@ pub fn in_background(stores: &[Arc<Store>]) -> Option<Warming> {
             // The lowest priority: pages and processing come first.
             let _ = rustix::process::setpriority_process(None, 19);
             let (start, mut kept) = (std::time::Instant::now(), 0);
-            for store in stores {
-                match warm(&store, &stopped) {
+            for store in &stores {
+                match warm(store, &stopped) {
                     Ok(n) => kept += n,
                     Err(e) => {
                         tracing::warn!(error = %e, "reading inbox heads after the open stopped")
                     }
                 }
             }
+            // Then the readers' sources, in what the budget has left.
+            let mut with_sources = 0;
+            for store in &stores {
+                match warm_sources(store, &stopped) {
+                    Ok(n) => with_sources += n,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reading readers' sources after the open stopped")
+                    }
+                }
+            }
             let secs = start.elapsed().as_secs_f64();
-            tracing::info!(readers = kept, secs, "inbox heads read");
+            tracing::info!(readers = kept, with_sources, secs, "inbox heads read");
         });
     match spawned {
         Ok(thread) => Some(Warming {
@@ -92,6 +109,28 @@ pub fn in_background(stores: &[Arc<Store>]) -> Option<Warming> {
 /// Reads `store`'s heads chunk by chunk while it lives and `stop` is not
 /// set; the heads kept.
 fn warm(store: &Weak<Store>, stop: &AtomicBool) -> Result<usize, KvError> {
+    by_chunks(
+        store,
+        stop,
+        |_| false,
+        |snap, readers| read_heads(snap, readers),
+        |store, epoch, (user, head)| store.heads().keep(epoch, user.0, head, false),
+    )
+}
+
+/// Goes through `store`'s pushed readers chunk by chunk while it lives,
+/// `stop` is not set and `done` does not say so: `read` reads what to keep
+/// of a chunk from a snapshot, and `keep` keeps each item read at the
+/// snapshot's epoch; a refusal at that same epoch (the budget spent) ends
+/// the walk, one after a commit landed reads the chunk again. How many
+/// were kept.
+fn by_chunks<T>(
+    store: &Weak<Store>,
+    stop: &AtomicBool,
+    done: impl Fn(&Store) -> bool,
+    read: impl Fn(&crate::state::Snapshot<'_>, &[(UserId, UserVal)]) -> Result<Vec<T>, KvError>,
+    keep: impl Fn(&Store, u64, T) -> bool,
+) -> Result<usize, KvError> {
     let (mut from, mut kept) = (Vec::new(), 0);
     loop {
         if stop.load(Ordering::Relaxed) {
@@ -100,6 +139,9 @@ fn warm(store: &Weak<Store>, stop: &AtomicBool) -> Result<usize, KvError> {
         let Some(store) = store.upgrade() else {
             return Ok(kept);
         };
+        if done(&store) {
+            return Ok(kept);
+        }
         let Some(epoch) = store.heads().epoch() else {
             drop(store);
             std::thread::sleep(std::time::Duration::from_millis(1));
@@ -110,27 +152,22 @@ fn warm(store: &Weak<Store>, stop: &AtomicBool) -> Result<usize, KvError> {
         let Some(next) = next else {
             return Ok(kept);
         };
-        let heads = read_heads(&snap, &readers)?;
+        let items = read(&snap, &readers)?;
         drop(snap);
-        let mut full = false;
-        for (user, head) in heads {
-            match store.heads().keep(epoch, user.0, head, false) {
-                true => kept += 1,
-                // Refused: a commit landed (read the chunk again) or the
-                // budget is spent (stop).
-                false => {
-                    full = store.heads().epoch() == Some(epoch);
-                    break;
-                }
+        let mut refused = false;
+        for item in items {
+            if !keep(&store, epoch, item) {
+                refused = true;
+                break;
             }
+            kept += 1;
         }
-        if full {
-            return Ok(kept);
-        }
-        match store.heads().epoch() == Some(epoch) {
-            true => from = next,
+        match (refused, store.heads().epoch() == Some(epoch)) {
+            // Refused at the same epoch: the budget is spent.
+            (true, true) => return Ok(kept),
+            (false, true) => from = next,
             // A commit landed while the chunk was read: again, a little later.
-            false => {
+            (_, false) => {
                 drop(store);
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
@@ -159,6 +196,53 @@ fn readers(kv: &impl Kv, from: &[u8], filters: bool) -> Result<Chunk, KvError> {
         }
     }
     Ok((readers, last))
+}
+
+/// Adds each whole reader's sources (at most [`SOURCES_MOST`]) to the
+/// head read for them, chunk by chunk, until every reader of the store is
+/// done, `stop` is set, or the budget is spent (without a sweep: the
+/// heads read after the open are all unread yet); how many got theirs.
+fn warm_sources(store: &Weak<Store>, stop: &AtomicBool) -> Result<usize, KvError> {
+    by_chunks(
+        store,
+        stop,
+        // Without a live repost, no reader has a source; past three
+        // quarters of the budget, the rest is left to pages' own reads
+        // (a page that finds the budget spent sweeps the heads not read).
+        |store| !store.may_hold(Cf::RepostDir) || store.heads().filled() > 0.75,
+        |snap, readers| {
+            let whole: Vec<UserId> = (readers.iter())
+                .filter(|(_, u)| u.whole())
+                .map(|(user, _)| *user)
+                .collect();
+            read_sources(snap, &whole)
+        },
+        |store, epoch, (user, sources)| store.heads().keep_sources(epoch, user.0, sources, false),
+    )
+}
+
+/// The sources of each of `users` (ascending) who has at most
+/// [`SOURCES_MOST`], through one iterator.
+fn read_sources(kv: &impl Kv, users: &[UserId]) -> Result<Vec<(UserId, Sources)>, KvError> {
+    let ranges: Vec<(Vec<u8>, Vec<u8>)> = users
+        .iter()
+        .map(|u| (keys::key([u.0]), keys::key([u.0])))
+        .collect();
+    let mut lists: Vec<Option<Vec<Source>>> = vec![Some(Vec::new()); users.len()];
+    kv.for_each_in_ranges(Cf::InboxReposts, &ranges, &mut |i, k, v| {
+        let list = &mut lists[i];
+        match (list.as_mut(), Sources::source(k, v)) {
+            (Some(l), Some(s)) if l.len() < SOURCES_MOST => l.push(s),
+            // Too many, or not of this layout: none held.
+            _ => *list = None,
+        }
+        list.is_some()
+    })?;
+    Ok(users
+        .iter()
+        .zip(lists)
+        .filter_map(|(&user, list)| Some((user, Sources(list?))))
+        .collect())
 }
 
 /// The first [`WARM_ROWS`] inbox rows of each of `readers` (ascending
