@@ -245,13 +245,20 @@ impl Heads {
     /// after the check writes after the head was read, and applies itself
     /// to the head once the lock is released.
     pub fn keep(&self, epoch: u64, user: u64, head: Head, sweep: bool) -> bool {
-        let size = head.bytes();
-        let old = |s: &Shard| s.heads.get(&user).map_or(0, Head::bytes);
-        let Some(mut shard) = self.room(epoch, user, (size, old), sweep) else {
+        self.insert(epoch, user, head, sweep)
+    }
+
+    /// Keeps `value` under `key` in its map ([`InShard`]), read at `epoch`,
+    /// replacing what was there: refused (`false`) as [`Heads::room`]
+    /// refuses.
+    fn insert<V: InShard>(&self, epoch: u64, key: u64, value: V, sweep: bool) -> bool {
+        let size = value.bytes();
+        let old = |s: &Shard| V::map(s).get(&key).map_or(0, V::bytes);
+        let Some(mut shard) = self.room(epoch, key, (size, old), sweep) else {
             return false;
         };
-        // Counted by `room` already: a replaced head is not one more.
-        if let Some(old) = shard.heads.insert(user, head) {
+        // Counted by `room` already: a replaced one is not one more.
+        if let Some(old) = V::map_mut(&mut shard).insert(key, value) {
             shard.bytes -= old.bytes();
             self.held.fetch_sub(1, Ordering::SeqCst);
         }
@@ -395,6 +402,26 @@ impl Heads {
                 self.held.fetch_sub(before - shard.len(), Ordering::Relaxed);
             }
         }
+    }
+}
+
+/// What a shard keeps in one of its maps, by user, author or reposter.
+trait InShard: Sized {
+    /// Bytes counted for it.
+    fn bytes(&self) -> usize;
+    fn map(shard: &Shard) -> &FxHashMap<u64, Self>;
+    fn map_mut(shard: &mut Shard) -> &mut FxHashMap<u64, Self>;
+}
+
+impl InShard for Head {
+    fn bytes(&self) -> usize {
+        Head::bytes(self)
+    }
+    fn map(shard: &Shard) -> &FxHashMap<u64, Self> {
+        &shard.heads
+    }
+    fn map_mut(shard: &mut Shard) -> &mut FxHashMap<u64, Self> {
+        &mut shard.heads
     }
 }
 

@@ -15,8 +15,6 @@
 //!   (a key pushed past [`super::HEAD_ROWS`] clears `all`); a failed write
 //!   or raw operations drop it. A repost does not: keys stay keys.
 
-use std::sync::atomic::Ordering;
-
 use super::{rows_bytes, Heads, Rows, Shard};
 use crate::core::event::UserId;
 use crate::core::keys::TimelineKey;
@@ -68,19 +66,19 @@ impl Heads {
     /// since or is landing, or when the budget is spent even after a
     /// sweep.
     pub fn keep_outbox(&self, epoch: u64, author: u64, rows: Rows) -> bool {
-        let head = Outbox { rows, read: false };
-        let size = head.bytes();
-        let old = |s: &Shard| s.outboxes.get(&author).map_or(0, Outbox::bytes);
-        let Some(mut shard) = self.room(epoch, author, (size, old), true) else {
-            return false;
-        };
-        // Counted by `room` already: a replaced head is not one more.
-        if let Some(old) = shard.outboxes.insert(author, head) {
-            shard.bytes -= old.bytes();
-            self.held.fetch_sub(1, Ordering::SeqCst);
-        }
-        shard.bytes += size;
-        true
+        self.insert(epoch, author, Outbox { rows, read: false }, true)
+    }
+}
+
+impl super::InShard for Outbox {
+    fn bytes(&self) -> usize {
+        Outbox::bytes(self)
+    }
+    fn map(shard: &Shard) -> &rustc_hash::FxHashMap<u64, Self> {
+        &shard.outboxes
+    }
+    fn map_mut(shard: &mut Shard) -> &mut rustc_hash::FxHashMap<u64, Self> {
+        &mut shard.outboxes
     }
 }
 

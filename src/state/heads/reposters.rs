@@ -25,7 +25,6 @@
 //!   write or raw operations on the directory drop them all.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{Heads, Shard};
@@ -271,18 +270,19 @@ impl Heads {
             entries,
             read: false,
         };
-        let size = held.bytes();
-        let old = |s: &Shard| s.reposters.get(&reposter).map_or(0, Reposter::bytes);
-        let Some(mut shard) = self.room(epoch, reposter, (size, old), true) else {
-            return false;
-        };
-        // Counted by `room` already: a replaced one is not one more.
-        if let Some(old) = shard.reposters.insert(reposter, held) {
-            shard.bytes -= old.bytes();
-            self.held.fetch_sub(1, Ordering::SeqCst);
-        }
-        shard.bytes += size;
-        true
+        self.insert(epoch, reposter, held, true)
+    }
+}
+
+impl super::InShard for Reposter {
+    fn bytes(&self) -> usize {
+        Reposter::bytes(self)
+    }
+    fn map(shard: &Shard) -> &rustc_hash::FxHashMap<u64, Self> {
+        &shard.reposters
+    }
+    fn map_mut(shard: &mut Shard) -> &mut rustc_hash::FxHashMap<u64, Self> {
+        &mut shard.reposters
     }
 }
 
