@@ -68,6 +68,7 @@ impl TimelineKey {
     };
 
     /// `!ts | !post_id | !author`: ascending bytes = newest first.
+    #[inline]
     pub fn encode(&self) -> [u8; 24] {
         let mut k = [0u8; 24];
         k[0..8].copy_from_slice(&(!self.ts.0).to_be_bytes());
@@ -78,6 +79,7 @@ impl TimelineKey {
 
     /// Inverse of [`TimelineKey::encode`]; `None` when `b` is shorter
     /// than a key.
+    #[inline]
     pub fn decode(b: &[u8]) -> Option<TimelineKey> {
         Some(TimelineKey {
             ts: Ts(!be(b, 0)?),
@@ -88,6 +90,7 @@ impl TimelineKey {
 }
 
 impl PartialOrd for TimelineKey {
+    #[inline]
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
     }
@@ -95,6 +98,7 @@ impl PartialOrd for TimelineKey {
 
 /// Timeline order: newest first, so `a < b` means `a` comes first in a page.
 impl Ord for TimelineKey {
+    #[inline]
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         // The encoded bytes' order (`!ts | !post_id | !author`), compared
         // as numbers: each field descending.

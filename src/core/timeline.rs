@@ -89,7 +89,7 @@ pub fn held_timeline(
 
 /// `keys`, and the pull path's start when they fall short of `want` and a
 /// bound exists: the bound, or `after` when that lies past it.
-fn continue_from(
+pub fn continue_from(
     keys: Vec<TimelineKey>,
     want: usize,
     bound: Option<TimelineKey>,

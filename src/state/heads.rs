@@ -32,15 +32,17 @@
 //!   a sleeping reader is decided by the reader from the head's user
 //!   record and the store's marks, as the inbox read decides it.
 //!
-//! Beside them, the same budget holds authors' outbox heads ([`outbox`])
-//! and a few reposters' entries of the directory ([`reposters`]), under
-//! the same rules.
+//! Beside them, the same budget holds authors' outbox heads ([`outbox`]),
+//! a few reposters' entries of the directory ([`reposters`]) and, in a
+//! reader's head, their live followees ([`followees`]), under the same
+//! rules.
 //!
 //! A store whose data changes without a commit (a secondary) keeps none.
 //! The contract tests read pages through the heads between processing
 //! steps; `heads_equal_the_store` below checks every head against the
 //! store after random commits.
 
+pub mod followees;
 pub mod outbox;
 pub mod reposters;
 pub mod view;
@@ -163,6 +165,8 @@ pub struct Head {
     pub user: UserVal,
     /// The reader's sources (`inbox_reposts`), when held whole ([`view`]).
     pub sources: Option<view::Sources>,
+    /// The reader's live followees, when held whole ([`followees`]).
+    pub followees: Option<Vec<crate::core::event::UserId>>,
     /// Kept by a read that found the reader without filters (a filter's
     /// write drops the head): its rows alone may answer a plain page.
     pub plain: bool,
@@ -176,17 +180,19 @@ impl Head {
         HEAD_OVERHEAD
             + rows_bytes(&self.inbox)
             + self.sources.as_ref().map_or(0, view::Sources::bytes)
+            + followees::bytes(&self.followees)
     }
 
     /// A head of `rows` (the inbox's first, `all`: every one) and `user`,
     /// a reader without filters.
     pub fn new(rows: Vec<TimelineKey>, all: bool, user: UserVal) -> Head {
-        let (inbox, sources) = (Rows::new(rows, all), None);
+        let (inbox, sources, followees) = (Rows::new(rows, all), None, None);
         let (plain, read) = (true, false);
         Head {
             inbox,
             user,
             sources,
+            followees,
             plain,
             read,
         }
@@ -380,6 +386,7 @@ impl Heads {
             Cf::Filters,
             Cf::InboxReposts,
             Cf::Outbox,
+            Cf::Followees,
         ] {
             for (k, v) in writes.cf(cf) {
                 by_shard[shard_of(user_of(k))].push((cf, k, v.as_deref()));
@@ -473,7 +480,8 @@ impl Shard {
     }
 
     /// Applies committed writes of this shard's users, in column family
-    /// order (inbox rows, user records, what drops a head, outbox rows).
+    /// order (inbox rows, user records, what drops a head, outbox rows,
+    /// followee edges).
     fn apply(&mut self, written: &[Written<'_>]) {
         let mut lost = Vec::new();
         for &(cf, k, v) in written {
@@ -510,6 +518,11 @@ impl Shard {
                         Some(record) => head.user = record,
                         None => lost.push(user),
                     }
+                }
+                Cf::Followees => {
+                    let before = head.bytes();
+                    followees::apply(head, k, v);
+                    self.bytes = self.bytes + head.bytes() - before;
                 }
                 Cf::InboxReposts => {
                     let before = head.bytes();

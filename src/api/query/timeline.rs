@@ -11,7 +11,7 @@ use crate::state::{Cf, Snapshot, Store};
 use crate::core::filter::ReadFilter;
 use crate::core::keys::{self, TimelineKey};
 use crate::core::repost::{self, Entry};
-use crate::core::timeline::{held_timeline, TOP};
+use crate::core::timeline::{continue_from, held_timeline, TOP};
 use std::collections::HashSet;
 
 mod head;
@@ -96,9 +96,29 @@ impl Reader {
         want: usize,
         hidden: &HashSet<UserId>,
     ) -> Result<Vec<TimelineKey>, QueryError> {
-        let (mut keys, past_horizon) = held_timeline(snap, user, after, want)?;
+        // The reader's record and followees from their head, when it holds
+        // them at the snapshot's epoch: a sleeper's page is then read with
+        // no scan of theirs (the pull path, from the outbox heads).
+        let held = snap
+            .heads()
+            .filter(|_| self.heads)
+            .and_then(|(h, epoch)| h.followees(epoch, user.0));
+        let (mut keys, past_horizon) = match &held {
+            Some((u, _)) if u.read_horizon() == Some(TOP) => {
+                continue_from(Vec::new(), want, Some(TOP), after)
+            }
+            _ => held_timeline(snap, user, after, want)?,
+        };
         if let Some(from) = past_horizon {
-            self.pull(snap, user, (from, after), want, hidden, &mut keys)?;
+            let followees = held.map(|(_, f)| f);
+            self.pull(
+                snap,
+                user,
+                (from, after),
+                want,
+                (hidden, followees),
+                &mut keys,
+            )?;
         }
         Ok(keys)
     }

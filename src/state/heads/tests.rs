@@ -190,3 +190,50 @@ fn heads_read_after_the_open_hold_the_readers_sources() {
         }
     }
 }
+
+// Proves the background read after an open keeps each sleeping reader's record and live followees as stored (none, some, unfollowed ones left out) and none for more than a head holds.
+#[test]
+fn heads_read_after_the_open_hold_sleepers_followees() {
+    use crate::core::keys::EdgeVal;
+    use crate::core::Version;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = scratch(tmp.path());
+    let most = followees::FOLLOWEES_MOST as u64;
+    // Sleepers 1 to 3 follow 0, 5 (and unfollowed 2) and one more than the most.
+    let counts = [(1u64, 0u64), (2, 5), (3, most + 1)];
+    let mut txn = Txn::new(&store);
+    for (user, n) in counts {
+        let u = UserVal {
+            asleep: true,
+            marks: 1,
+            followees: n,
+            ..UserVal::default()
+        };
+        txn.put(Cf::Users, keys::key([user]), u.encode());
+        for other in 0..n {
+            let e = EdgeVal::followed(Version(1), Ts(1));
+            txn.put(Cf::Followees, keys::key([user, 100 + other]), e.encode());
+        }
+        for other in [50, 51].into_iter().filter(|_| n == 5) {
+            let e = EdgeVal::unfollowed(Version(2), Ts(2));
+            txn.put(Cf::Followees, keys::key([user, other]), e.encode());
+        }
+    }
+    store.commit(&txn.into_writes(), |_| {}).unwrap();
+    let store = std::sync::Arc::new(store);
+    let warming = warm::in_background(std::slice::from_ref(&store)).unwrap();
+    while !warming.is_done() {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let epoch = store.heads().epoch().unwrap();
+    for (user, n) in counts {
+        let record = crate::core::views::user(&*store, UserId(user)).unwrap();
+        assert_eq!(store.heads().read(user, |h| h.user), Some(record));
+        let held = store.heads().followees(epoch, user).map(|(_, f)| f);
+        let want: Vec<UserId> = (0..n).map(|o| UserId(100 + o)).collect();
+        match n <= most {
+            true => assert_eq!(held, Some(want), "user {user}"),
+            false => assert_eq!(held, None, "user {user}"),
+        }
+    }
+}

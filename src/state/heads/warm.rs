@@ -1,7 +1,10 @@
 //! Heads read in the background after a store opens, so that a reader's
 //! first page after a start is read from memory too.
 //!
-//! First every pushed reader's newest rows and record; then, in partitions
+//! First every pushed reader's newest rows and record, and every sleeping
+//! reader's record and followees (at most
+//! [`super::followees::FOLLOWEES_MOST`]: the pull path reads their page);
+//! then, in partitions
 //! with reposts and while the budget is under three quarters spent, each
 //! whole reader's sources (those with at most
 //! [`super::view::SOURCES_MOST`]), so that an aggregated first page reads
@@ -10,12 +13,13 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
+use super::followees::FOLLOWEES_MOST;
 use super::view::{Source, Sources, SOURCES_MOST};
 use super::{Head, HEAD_ROWS};
 use crate::core::event::UserId;
-use crate::core::keys::{self, TimelineKey, UserVal};
+use crate::core::keys::{self, EdgeVal, TimelineKey, UserVal};
 use crate::core::kv::{Cf, Kv, KvError};
-use crate::state::Store;
+use crate::state::{Snapshot, Store};
 
 /// Users read per snapshot: a chunk is kept only when no commit landed
 /// while it was read, so it stays short (a few milliseconds).
@@ -73,9 +77,13 @@ pub fn in_background(stores: &[Arc<Store>]) -> Option<Warming> {
             // The lowest priority: pages and processing come first.
             let _ = rustix::process::setpriority_process(None, 19);
             let (start, mut kept) = (std::time::Instant::now(), 0);
+            let mut sleepers = 0;
             for store in &stores {
-                match warm(store, &stopped) {
-                    Ok(n) => kept += n,
+                let read = warm(store, &stopped, pushed, |s, r| read_heads(s, r));
+                // Then the sleepers': their pages are the pull path's.
+                let asleep = |n| warm(store, &stopped, asleep, |s, r| read_sleepers(s, r)).map(|m| (n, m));
+                match read.and_then(asleep) {
+                    Ok((n, m)) => (kept, sleepers) = (kept + n, sleepers + m),
                     Err(e) => {
                         tracing::warn!(error = %e, "reading inbox heads after the open stopped")
                     }
@@ -92,7 +100,7 @@ pub fn in_background(stores: &[Arc<Store>]) -> Option<Warming> {
                 }
             }
             let secs = start.elapsed().as_secs_f64();
-            tracing::info!(readers = kept, with_sources, secs, "inbox heads read");
+            tracing::info!(readers = kept, sleepers, with_sources, secs, "inbox heads read");
         });
     match spawned {
         Ok(thread) => Some(Warming {
@@ -106,19 +114,37 @@ pub fn in_background(stores: &[Arc<Store>]) -> Option<Warming> {
     }
 }
 
-/// Reads `store`'s heads chunk by chunk while it lives and `stop` is not
-/// set; the heads kept.
-fn warm(store: &Weak<Store>, stop: &AtomicBool) -> Result<usize, KvError> {
+/// Reads the heads of `store`'s readers that `pick` picks, as `read`
+/// reads a chunk of them, chunk by chunk while the store lives and `stop`
+/// is not set; the heads kept.
+fn warm(
+    store: &Weak<Store>,
+    stop: &AtomicBool,
+    pick: fn(&UserVal) -> bool,
+    read: impl Fn(&Snapshot<'_>, &[(UserId, UserVal)]) -> Result<Vec<(UserId, Head)>, KvError>,
+) -> Result<usize, KvError> {
     by_chunks(
         store,
         stop,
-        |_| false,
-        |snap, readers| read_heads(snap, readers),
+        (pick, |_| false),
+        read,
         |store, epoch, (user, head)| store.heads().keep(epoch, user.0, head, false),
     )
 }
 
-/// Goes through `store`'s pushed readers chunk by chunk while it lives,
+/// A reader whose page the inbox holds: awake, no pulled authors, an inbox.
+fn pushed(u: &UserVal) -> bool {
+    u.marks == 0 && u.inbox_len > 0 && !u.asleep && u.refills == 0
+}
+
+/// A reader whose page the pull path reads whole, from every followee's
+/// outbox (pulled or not).
+fn asleep(u: &UserVal) -> bool {
+    u.asleep
+}
+
+/// Goes through `store`'s readers that `pick` picks (without filters)
+/// chunk by chunk while it lives,
 /// `stop` is not set and `done` does not say so: `read` reads what to keep
 /// of a chunk from a snapshot, and `keep` keeps each item read at the
 /// snapshot's epoch; a refusal at that same epoch (the budget spent) ends
@@ -127,8 +153,8 @@ fn warm(store: &Weak<Store>, stop: &AtomicBool) -> Result<usize, KvError> {
 fn by_chunks<T>(
     store: &Weak<Store>,
     stop: &AtomicBool,
-    done: impl Fn(&Store) -> bool,
-    read: impl Fn(&crate::state::Snapshot<'_>, &[(UserId, UserVal)]) -> Result<Vec<T>, KvError>,
+    (pick, done): (fn(&UserVal) -> bool, impl Fn(&Store) -> bool),
+    read: impl Fn(&Snapshot<'_>, &[(UserId, UserVal)]) -> Result<Vec<T>, KvError>,
     keep: impl Fn(&Store, u64, T) -> bool,
 ) -> Result<usize, KvError> {
     let (mut from, mut kept) = (Vec::new(), 0);
@@ -148,7 +174,7 @@ fn by_chunks<T>(
             continue;
         };
         let snap = store.snapshot();
-        let (readers, next) = readers(&snap, &from, store.may_hold(Cf::Filters))?;
+        let (readers, next) = readers(&snap, &from, (pick, store.may_hold(Cf::Filters)))?;
         let Some(next) = next else {
             return Ok(kept);
         };
@@ -178,9 +204,14 @@ fn by_chunks<T>(
 /// Readers with their records, and the key to go on from.
 type Chunk = (Vec<(UserId, UserVal)>, Option<Vec<u8>>);
 
-/// Up to [`CHUNK`] users from key `from` on whose head can be kept, with
-/// their records, and the key to go on from (`None`: no user left).
-fn readers(kv: &impl Kv, from: &[u8], filters: bool) -> Result<Chunk, KvError> {
+/// The users that `pick` picks among up to [`CHUNK`] from key `from` on,
+/// without filters (`filters`: the store may hold some), with their
+/// records, and the key to go on from (`None`: no user left).
+fn readers(
+    kv: &impl Kv,
+    from: &[u8],
+    (pick, filters): (fn(&UserVal) -> bool, bool),
+) -> Result<Chunk, KvError> {
     let (mut readers, mut last) = (Vec::new(), None);
     for r in kv.scan(Cf::Users, from, None).take(CHUNK) {
         let (k, v) = r?;
@@ -190,8 +221,7 @@ fn readers(kv: &impl Kv, from: &[u8], filters: bool) -> Result<Chunk, KvError> {
         let mut next = k;
         next.push(0);
         last = Some(next);
-        let pushed = u.marks == 0 && u.inbox_len > 0 && !u.asleep && u.refills == 0;
-        if pushed && !(filters && crate::core::filter::any(kv, user)?) {
+        if pick(&u) && !(filters && crate::core::filter::any(kv, user)?) {
             readers.push((user, u));
         }
     }
@@ -209,7 +239,9 @@ fn warm_sources(store: &Weak<Store>, stop: &AtomicBool) -> Result<usize, KvError
         // Without a live repost, no reader has a source; past three
         // quarters of the budget, the rest is left to pages' own reads
         // (a page that finds the budget spent sweeps the heads not read).
-        |store| !store.may_hold(Cf::RepostDir) || store.heads().filled() > 0.75,
+        (pushed, |store: &Store| {
+            !store.may_hold(Cf::RepostDir) || store.heads().filled() > 0.75
+        }),
         |snap, readers| {
             let whole: Vec<UserId> = (readers.iter())
                 .filter(|(_, u)| u.whole())
@@ -221,13 +253,18 @@ fn warm_sources(store: &Weak<Store>, stop: &AtomicBool) -> Result<usize, KvError
     )
 }
 
+/// The key ranges of each of `users`' rows (a column family's keys that
+/// start with the user), for one positioned read of them all.
+fn of_users(users: impl Iterator<Item = UserId>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    users
+        .map(|u| (keys::key([u.0]), keys::key([u.0])))
+        .collect()
+}
+
 /// The sources of each of `users` (ascending) who has at most
 /// [`SOURCES_MOST`], through one iterator.
 fn read_sources(kv: &impl Kv, users: &[UserId]) -> Result<Vec<(UserId, Sources)>, KvError> {
-    let ranges: Vec<(Vec<u8>, Vec<u8>)> = users
-        .iter()
-        .map(|u| (keys::key([u.0]), keys::key([u.0])))
-        .collect();
+    let ranges = of_users(users.iter().copied());
     let mut lists: Vec<Option<Vec<Source>>> = vec![Some(Vec::new()); users.len()];
     kv.for_each_in_ranges(Cf::InboxReposts, &ranges, &mut |i, k, v| {
         let list = &mut lists[i];
@@ -248,10 +285,7 @@ fn read_sources(kv: &impl Kv, users: &[UserId]) -> Result<Vec<(UserId, Sources)>
 /// The first [`WARM_ROWS`] inbox rows of each of `readers` (ascending
 /// users), as heads.
 fn read_heads(kv: &impl Kv, readers: &[(UserId, UserVal)]) -> Result<Vec<(UserId, Head)>, KvError> {
-    let ranges: Vec<(Vec<u8>, Vec<u8>)> = readers
-        .iter()
-        .map(|(u, _)| (keys::key([u.0]), keys::key([u.0])))
-        .collect();
+    let ranges = of_users(readers.iter().map(|(u, _)| *u));
     let mut rows: Vec<Vec<TimelineKey>> = vec![Vec::new(); readers.len()];
     let mut bad = None;
     kv.for_each_in_ranges(Cf::Inbox, &ranges, &mut |i, k, _| {
@@ -271,6 +305,44 @@ fn read_heads(kv: &impl Kv, readers: &[(UserId, UserVal)]) -> Result<Vec<(UserId
             let all = rows.len() <= WARM_ROWS;
             rows.truncate(WARM_ROWS);
             (user, Head::new(rows, all, u))
+        })
+        .collect())
+}
+
+/// A head of each of `readers` (sleepers, ascending users): no rows, the
+/// record, and the live followees when they are at most
+/// [`FOLLOWEES_MOST`].
+fn read_sleepers(
+    kv: &impl Kv,
+    readers: &[(UserId, UserVal)],
+) -> Result<Vec<(UserId, Head)>, KvError> {
+    let ranges = of_users(readers.iter().map(|(u, _)| *u));
+    let mut lists: Vec<Option<Vec<UserId>>> = vec![Some(Vec::new()); readers.len()];
+    let mut bad = None;
+    kv.for_each_in_ranges(Cf::Followees, &ranges, &mut |i, k, v| {
+        let list = &mut lists[i];
+        let edge =
+            EdgeVal::decode(v).ok_or_else(|| KvError::corrupt(Cf::Followees, k, "bad edge value"));
+        match (edge, crate::core::kv::u64_at(Cf::Followees, k, k, 8)) {
+            (Ok(e), Ok(other)) => match list.as_mut() {
+                Some(l) if e.live && l.len() < FOLLOWEES_MOST => l.push(UserId(other)),
+                Some(_) if e.live => *list = None,
+                _ => {}
+            },
+            (Err(e), _) | (_, Err(e)) => bad = Some(e),
+        }
+        bad.is_none() && list.is_some()
+    })?;
+    if let Some(e) = bad {
+        return Err(e);
+    }
+    Ok(readers
+        .iter()
+        .zip(lists)
+        .map(|(&(user, u), followees)| {
+            let mut head = Head::new(Vec::new(), false, u);
+            head.followees = followees;
+            (user, head)
         })
         .collect())
 }

@@ -9,7 +9,7 @@ use crate::core::kv::Kv;
 use crate::core::timeline::TOP;
 use crate::core::views::{self, live_edges};
 use crate::core::Partition;
-use crate::state::heads::{Heads, Rows, HEAD_ROWS};
+use crate::state::heads::{followees::FOLLOWEES_MOST, Heads, Rows, HEAD_ROWS};
 use crate::state::{Cf, Snapshot, Store, Unavailable};
 use std::collections::{BTreeMap, BinaryHeap, HashSet};
 use std::sync::Arc;
@@ -23,13 +23,28 @@ impl Reader {
     /// Where `user`'s followees' outboxes are read (but those of `hidden`):
     /// by partition, from the stores here (the user's own partition as
     /// `None`: read through the page's snapshot), and the followees whose
-    /// partitions another processor serves.
+    /// partitions another processor serves. The followees are `held` (the
+    /// reader's head's, at the snapshot's epoch), else read from `snap`
+    /// and kept in the reader's head when one is held.
     fn followee_outboxes(
         &self,
         snap: &Snapshot<'_>,
         user: UserId,
-        hidden: &HashSet<UserId>,
+        (hidden, held): (&HashSet<UserId>, Option<Vec<UserId>>),
     ) -> Result<(OutboxesHere, Vec<UserId>), QueryError> {
+        let followees = match held {
+            Some(f) => f,
+            None => {
+                let f = live_edges(snap, Cf::Followees, user, None)
+                    .map(|r| r.map(|(a, _)| a))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let heads = snap.heads().filter(|_| self.heads);
+                if let Some((h, epoch)) = heads.filter(|_| f.len() <= FOLLOWEES_MOST) {
+                    h.keep_followees(epoch, user.0, f.clone());
+                }
+                f
+            }
+        };
         // Followees' outboxes: from the stores here, by partition, or in one
         // request per other processor. The user's own partition is read
         // through `snap` (its store is `None` below): a second snapshot of a
@@ -38,8 +53,7 @@ impl Reader {
         let own = self.partition_of(user);
         let mut here: OutboxesHere = BTreeMap::new();
         let mut elsewhere: Vec<UserId> = Vec::new();
-        for r in live_edges(snap, Cf::Followees, user, None) {
-            let (author, _) = r?;
+        for author in followees {
             if hidden.contains(&author) {
                 continue;
             }
@@ -68,17 +82,19 @@ impl Reader {
     /// positioned read per partition, a seek per followee; each outbox
     /// left as soon as its next entry cannot enter the page (a heap holds
     /// the best so far), so about `want + followees` entries are read
-    /// whatever the timeline's length.
+    /// whatever the timeline's length. `followees`: the hidden users,
+    /// whose outboxes are not read, and the reader's followees when their
+    /// head holds them.
     pub(super) fn pull(
         &self,
         snap: &Snapshot<'_>,
         user: UserId,
         (from, after): (TimelineKey, Option<TimelineKey>),
         want: usize,
-        hidden: &HashSet<UserId>,
+        followees: (&HashSet<UserId>, Option<Vec<UserId>>),
         keys: &mut Vec<TimelineKey>,
     ) -> Result<(), QueryError> {
-        let (here, elsewhere) = self.followee_outboxes(snap, user, hidden)?;
+        let (here, elsewhere) = self.followee_outboxes(snap, user, followees)?;
         let fetched = match (&self.remote, elsewhere.is_empty()) {
             (Some(remote), false) => {
                 remote.outboxes(&elsewhere, (from.ts, from.post_id), want + 1)?
