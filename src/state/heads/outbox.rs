@@ -63,10 +63,10 @@ impl Heads {
 
     /// Keeps `rows`, the first keys of `author`'s outbox read from a
     /// snapshot taken at `epoch`: refused (`false`) when a commit landed
-    /// since or is landing, or when the budget is spent even after a
-    /// sweep.
-    pub fn keep_outbox(&self, epoch: u64, author: u64, rows: Rows) -> bool {
-        self.insert(epoch, author, Outbox { rows, read: false }, true)
+    /// since or is landing, or when the budget is spent (`sweep`: even
+    /// after a sweep).
+    pub fn keep_outbox(&self, epoch: u64, author: u64, rows: Rows, sweep: bool) -> bool {
+        self.insert(epoch, author, Outbox { rows, read: false }, sweep)
     }
 }
 
@@ -196,7 +196,7 @@ mod tests {
                 let (heads, epoch) = snap.heads().unwrap();
                 let all = outbox(&store, reread);
                 let rows = Rows::new(all.iter().take(take).copied().collect(), take >= all.len());
-                prop_assert!(heads.keep_outbox(epoch, reread, rows));
+                prop_assert!(heads.keep_outbox(epoch, reread, rows, true));
                 let mut txn = Txn::new(&store);
                 for (author, ts, put, repost) in writes {
                     let k = keys::outbox(UserId(author), Ts(u64::from(ts)), PostId(u64::from(ts) * 7));

@@ -191,7 +191,7 @@ fn heads_read_after_the_open_hold_the_readers_sources() {
     }
 }
 
-// Proves the background read after an open keeps each sleeping reader's record and live followees as stored (none, some, unfollowed ones left out) and none for more than a head holds.
+// Proves the background read after an open keeps each sleeping reader's record and live followees as stored (none, some, unfollowed ones left out; none for more than a head holds) and each followed author's newest outbox keys (all of a short outbox, the first of a long one).
 #[test]
 fn heads_read_after_the_open_hold_sleepers_followees() {
     use crate::core::keys::EdgeVal;
@@ -219,6 +219,23 @@ fn heads_read_after_the_open_hold_sleepers_followees() {
             txn.put(Cf::Followees, keys::key([user, other]), e.encode());
         }
     }
+    // Followed authors 100 and 101 with a short and a long outbox.
+    let outboxes = [(100u64, 3u64), (101, HEAD_ROWS as u64 + 2)];
+    for (author, n) in outboxes {
+        let u = UserVal {
+            followers: 1,
+            posts: n,
+            ..UserVal::default()
+        };
+        txn.put(Cf::Users, keys::key([author]), u.encode());
+        for p in 0..n {
+            txn.put(
+                Cf::Outbox,
+                keys::outbox(UserId(author), Ts(p), PostId(p)),
+                Vec::new(),
+            );
+        }
+    }
     store.commit(&txn.into_writes(), |_| {}).unwrap();
     let store = std::sync::Arc::new(store);
     let warming = warm::in_background(std::slice::from_ref(&store)).unwrap();
@@ -226,6 +243,22 @@ fn heads_read_after_the_open_hold_sleepers_followees() {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     let epoch = store.heads().epoch().unwrap();
+    for (author, n) in outboxes {
+        let held = store.heads().outbox(epoch, author, Rows::clone).unwrap();
+        let want: Vec<TimelineKey> = (0..n)
+            .rev()
+            .map(|p| TimelineKey {
+                ts: Ts(p),
+                post_id: PostId(p),
+                author: UserId(author),
+            })
+            .collect();
+        let first = want.len().min(HEAD_ROWS);
+        assert_eq!(
+            held,
+            Rows::new(want[..first].to_vec(), n as usize <= HEAD_ROWS)
+        );
+    }
     for (user, n) in counts {
         let record = crate::core::views::user(&*store, UserId(user)).unwrap();
         assert_eq!(store.heads().read(user, |h| h.user), Some(record));

@@ -4,18 +4,18 @@
 //! First every pushed reader's newest rows and record, and every sleeping
 //! reader's record and followees (at most
 //! [`super::followees::FOLLOWEES_MOST`]: the pull path reads their page);
-//! then, in partitions
-//! with reposts and while the budget is under three quarters spent, each
-//! whole reader's sources (those with at most
+//! then, while the budget is under three quarters spent, in partitions
+//! with reposts each whole reader's sources (those with at most
 //! [`super::view::SOURCES_MOST`]), so that an aggregated first page reads
-//! them from memory as well.
+//! them from memory as well, and last the newest keys of each followed
+//! author's outbox, which sleepers' pages read.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use super::followees::FOLLOWEES_MOST;
 use super::view::{Source, Sources, SOURCES_MOST};
-use super::{Head, HEAD_ROWS};
+use super::{Head, Rows, HEAD_ROWS};
 use crate::core::event::UserId;
 use crate::core::keys::{self, EdgeVal, TimelineKey, UserVal};
 use crate::core::kv::{Cf, Kv, KvError};
@@ -99,8 +99,25 @@ pub fn in_background(stores: &[Arc<Store>]) -> Option<Warming> {
                     }
                 }
             }
+            // Then the authors' outboxes, which sleepers' pages read.
+            let mut outboxes = 0;
+            for store in &stores {
+                match warm_outboxes(store, &stopped) {
+                    Ok(n) => outboxes += n,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reading outbox heads after the open stopped")
+                    }
+                }
+            }
             let secs = start.elapsed().as_secs_f64();
-            tracing::info!(readers = kept, sleepers, with_sources, secs, "inbox heads read");
+            tracing::info!(
+                readers = kept,
+                sleepers,
+                with_sources,
+                outboxes,
+                secs,
+                "inbox heads read"
+            );
         });
     match spawned {
         Ok(thread) => Some(Warming {
@@ -130,6 +147,59 @@ fn warm(
         read,
         |store, epoch, (user, head)| store.heads().keep(epoch, user.0, head, false),
     )
+}
+
+/// Keeps the newest keys of each followed author's outbox of `store`,
+/// chunk by chunk, until every author is done, `stop` is set, or the
+/// heads hold three quarters of their budget; how many were kept.
+fn warm_outboxes(store: &Weak<Store>, stop: &AtomicBool) -> Result<usize, KvError> {
+    by_chunks(
+        store,
+        stop,
+        (followed, |store: &Store| store.heads().filled() > 0.75),
+        |snap, authors| read_outboxes(snap, authors),
+        |store, epoch, (author, rows)| store.heads().keep_outbox(epoch, author.0, rows, false),
+    )
+}
+
+/// An author whose outbox the pull path may read: followed, with posts or
+/// reposts.
+fn followed(u: &UserVal) -> bool {
+    u.followers > 0 && (u.posts > 0 || u.reposts > 0)
+}
+
+/// The first [`HEAD_ROWS`] outbox keys of each of `authors` (ascending),
+/// as outbox heads.
+fn read_outboxes(
+    kv: &impl Kv,
+    authors: &[(UserId, UserVal)],
+) -> Result<Vec<(UserId, Rows)>, KvError> {
+    let ids = authors.iter().map(|(a, _)| *a);
+    // One past a head's rows: then whether they are all is known.
+    let rows = per_user(
+        kv,
+        Cf::Outbox,
+        ids,
+        (Vec::new(), authors.len()),
+        |rows, k, _| {
+            let (ts, post_id) = crate::core::views::outbox_entry(k)?;
+            let author = UserId(crate::core::kv::u64_at(Cf::Outbox, k, k, 0)?);
+            rows.push(TimelineKey {
+                ts,
+                post_id,
+                author,
+            });
+            Ok(rows.len() <= HEAD_ROWS)
+        },
+    )?;
+    Ok(authors
+        .iter()
+        .zip(rows)
+        .map(|(&(author, _), rows)| {
+            let all = rows.len() <= HEAD_ROWS;
+            (author, Rows::new(rows, all))
+        })
+        .collect())
 }
 
 /// A reader whose page the inbox holds: awake, no pulled authors, an inbox.
@@ -253,28 +323,55 @@ fn warm_sources(store: &Weak<Store>, stop: &AtomicBool) -> Result<usize, KvError
     )
 }
 
-/// The key ranges of each of `users`' rows (a column family's keys that
-/// start with the user), for one positioned read of them all.
-fn of_users(users: impl Iterator<Item = UserId>) -> Vec<(Vec<u8>, Vec<u8>)> {
-    users
+/// Each of `users`' rows of `cf` (ascending users) in one positioned
+/// read: `step` folds a row (key, value) into its user's state, saying
+/// whether to read on; the states, in `users`' order.
+fn per_user<S: Clone>(
+    kv: &impl Kv,
+    cf: Cf,
+    users: impl Iterator<Item = UserId>,
+    (empty, n): (S, usize),
+    mut step: impl FnMut(&mut S, &[u8], &[u8]) -> Result<bool, KvError>,
+) -> Result<Vec<S>, KvError> {
+    let ranges: Vec<(Vec<u8>, Vec<u8>)> = users
         .map(|u| (keys::key([u.0]), keys::key([u.0])))
-        .collect()
+        .collect();
+    let (mut states, mut bad) = (vec![empty; n], None);
+    kv.for_each_in_ranges(
+        cf,
+        &ranges,
+        &mut |i, k, v| match step(&mut states[i], k, v) {
+            Ok(on) => on,
+            Err(e) => {
+                bad = Some(e);
+                false
+            }
+        },
+    )?;
+    match bad {
+        Some(e) => Err(e),
+        None => Ok(states),
+    }
 }
 
 /// The sources of each of `users` (ascending) who has at most
 /// [`SOURCES_MOST`], through one iterator.
 fn read_sources(kv: &impl Kv, users: &[UserId]) -> Result<Vec<(UserId, Sources)>, KvError> {
-    let ranges = of_users(users.iter().copied());
-    let mut lists: Vec<Option<Vec<Source>>> = vec![Some(Vec::new()); users.len()];
-    kv.for_each_in_ranges(Cf::InboxReposts, &ranges, &mut |i, k, v| {
-        let list = &mut lists[i];
-        match (list.as_mut(), Sources::source(k, v)) {
-            (Some(l), Some(s)) if l.len() < SOURCES_MOST => l.push(s),
-            // Too many, or not of this layout: none held.
-            _ => *list = None,
-        }
-        list.is_some()
-    })?;
+    let empty: Option<Vec<Source>> = Some(Vec::new());
+    let lists = per_user(
+        kv,
+        Cf::InboxReposts,
+        users.iter().copied(),
+        (empty, users.len()),
+        |list, k, v| {
+            match (list.as_mut(), Sources::source(k, v)) {
+                (Some(l), Some(s)) if l.len() < SOURCES_MOST => l.push(s),
+                // Too many, or not of this layout: none held.
+                _ => *list = None,
+            }
+            Ok(list.is_some())
+        },
+    )?;
     Ok(users
         .iter()
         .zip(lists)
@@ -285,19 +382,17 @@ fn read_sources(kv: &impl Kv, users: &[UserId]) -> Result<Vec<(UserId, Sources)>
 /// The first [`WARM_ROWS`] inbox rows of each of `readers` (ascending
 /// users), as heads.
 fn read_heads(kv: &impl Kv, readers: &[(UserId, UserVal)]) -> Result<Vec<(UserId, Head)>, KvError> {
-    let ranges = of_users(readers.iter().map(|(u, _)| *u));
-    let mut rows: Vec<Vec<TimelineKey>> = vec![Vec::new(); readers.len()];
-    let mut bad = None;
-    kv.for_each_in_ranges(Cf::Inbox, &ranges, &mut |i, k, _| {
-        match crate::core::kv::timeline_key_at(Cf::Inbox, k, 8) {
-            Ok(row) => rows[i].push(row),
-            Err(e) => bad = Some(e),
-        }
-        bad.is_none() && rows[i].len() <= WARM_ROWS.min(HEAD_ROWS)
-    })?;
-    if let Some(e) = bad {
-        return Err(e);
-    }
+    let ids = readers.iter().map(|(u, _)| *u);
+    let rows = per_user(
+        kv,
+        Cf::Inbox,
+        ids,
+        (Vec::new(), readers.len()),
+        |rows, k, _| {
+            rows.push(crate::core::kv::timeline_key_at(Cf::Inbox, k, 8)?);
+            Ok(rows.len() <= WARM_ROWS.min(HEAD_ROWS))
+        },
+    )?;
     Ok(readers
         .iter()
         .zip(rows)
@@ -316,26 +411,25 @@ fn read_sleepers(
     kv: &impl Kv,
     readers: &[(UserId, UserVal)],
 ) -> Result<Vec<(UserId, Head)>, KvError> {
-    let ranges = of_users(readers.iter().map(|(u, _)| *u));
-    let mut lists: Vec<Option<Vec<UserId>>> = vec![Some(Vec::new()); readers.len()];
-    let mut bad = None;
-    kv.for_each_in_ranges(Cf::Followees, &ranges, &mut |i, k, v| {
-        let list = &mut lists[i];
-        let edge =
-            EdgeVal::decode(v).ok_or_else(|| KvError::corrupt(Cf::Followees, k, "bad edge value"));
-        match (edge, crate::core::kv::u64_at(Cf::Followees, k, k, 8)) {
-            (Ok(e), Ok(other)) => match list.as_mut() {
-                Some(l) if e.live && l.len() < FOLLOWEES_MOST => l.push(UserId(other)),
-                Some(_) if e.live => *list = None,
+    let ids = readers.iter().map(|(u, _)| *u);
+    let empty: Option<Vec<UserId>> = Some(Vec::new());
+    let lists = per_user(
+        kv,
+        Cf::Followees,
+        ids,
+        (empty, readers.len()),
+        |list, k, v| {
+            let bad = || KvError::corrupt(Cf::Followees, k, "bad edge value");
+            let live = EdgeVal::decode(v).ok_or_else(bad)?.live;
+            let other = UserId(crate::core::kv::u64_at(Cf::Followees, k, k, 8)?);
+            match list.as_mut() {
+                Some(l) if live && l.len() < FOLLOWEES_MOST => l.push(other),
+                Some(_) if live => *list = None,
                 _ => {}
-            },
-            (Err(e), _) | (_, Err(e)) => bad = Some(e),
-        }
-        bad.is_none() && list.is_some()
-    })?;
-    if let Some(e) = bad {
-        return Err(e);
-    }
+            }
+            Ok(list.is_some())
+        },
+    )?;
     Ok(readers
         .iter()
         .zip(lists)

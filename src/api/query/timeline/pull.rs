@@ -250,7 +250,7 @@ fn offer_outboxes(
             if let Some(rows) = r.keep {
                 // Fewer than one past a head's rows: the range ended.
                 let all = rows.len() <= HEAD_ROWS;
-                h.keep_outbox(epoch, authors[r.author].0, Rows::new(rows, all));
+                h.keep_outbox(epoch, authors[r.author].0, Rows::new(rows, all), true);
             }
         }
     }
