@@ -126,6 +126,13 @@ pub trait Kv {
     /// of the column family.
     fn scan<'a>(&'a self, cf: Cf, lo: &[u8], hi: Option<&[u8]>) -> Scan<'a>;
 
+    /// `user`'s live followees (ascending ids) when this view holds them in
+    /// memory: the users whose followee edge of `user` a scan would read
+    /// live. `None`: read the edges.
+    fn held_followees(&self, _user: UserId) -> Option<Vec<UserId>> {
+        None
+    }
+
     /// Entries that start with `prefix`, from `lo` (which must start with
     /// `prefix` or sort before every key that does), ascending.
     fn scan_prefix_from<'a>(&'a self, cf: Cf, lo: &[u8], prefix: &[u8]) -> Scan<'a> {

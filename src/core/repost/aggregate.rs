@@ -280,8 +280,14 @@ impl Memo {
         if let Some(&f) = self.follows.get(&other) {
             return Ok(f);
         }
+        if !self.loaded {
+            // Held in memory: no point read at all.
+            if let Some(list) = kv.held_followees(user) {
+                self.load(list);
+            }
+        }
         if self.followees.is_some() {
-            return Ok(false);
+            return Ok(self.follows.get(&other) == Some(&true));
         }
         let f = views::edge(kv, Cf::Followees, user, other)?.is_some_and(|e| e.live);
         self.follows.insert(other, f);
@@ -297,17 +303,25 @@ impl Memo {
     ) -> Result<Option<&[UserId]>, KvError> {
         if !self.loaded {
             self.loaded = true;
-            if views::user(kv, user)?.followees <= FOLLOWEES_LOADED_MOST {
+            if let Some(list) = kv.held_followees(user) {
+                self.load(list);
+            } else if views::user(kv, user)?.followees <= FOLLOWEES_LOADED_MOST {
                 let list: Vec<UserId> = views::live_edges(kv, Cf::Followees, user, None)
                     .map(|r| r.map(|(f, _)| f))
                     .collect::<Result<_, _>>()?;
-                for f in &list {
-                    self.follows.insert(*f, true);
-                }
-                self.followees = Some(list);
+                self.load(list);
             }
         }
         Ok(self.followees.as_deref())
+    }
+
+    /// Takes `list` as the reader's live followees, loaded whole.
+    fn load(&mut self, list: Vec<UserId>) {
+        self.loaded = true;
+        for f in &list {
+            self.follows.insert(*f, true);
+        }
+        self.followees = Some(list);
     }
 
     /// The live reposts of `original` that count for `user`'s timeline

@@ -128,7 +128,7 @@ fn sources(store: &Store, user: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
         .collect()
 }
 
-// Proves the background read after an open gives each whole reader's head their sources exactly as stored (none, a few, the most a head holds) and none to a reader with more than a head holds.
+// Proves the background read after an open gives each whole reader's head their sources exactly as stored (none, a few, the most a head holds; none to a reader with more than a head holds) and, with reposts in the partition, their live followees.
 #[test]
 fn heads_read_after_the_open_hold_the_readers_sources() {
     let tmp = tempfile::tempdir().unwrap();
@@ -163,12 +163,24 @@ fn heads_read_after_the_open_hold_the_readers_sources() {
         keys::dir_count((UserId(5), PostId(0))),
         keys::key([1]),
     );
+    // User 2 follows 6 and 8, and no longer 7.
+    for (other, live) in [(6u64, true), (7, false), (8, true)] {
+        let e = match live {
+            true => crate::core::keys::EdgeVal::followed(crate::core::Version(1), Ts(1)),
+            false => crate::core::keys::EdgeVal::unfollowed(crate::core::Version(2), Ts(2)),
+        };
+        txn.put(Cf::Followees, keys::key([2, other]), e.encode());
+    }
     store.commit(&txn.into_writes(), |_| {}).unwrap();
     let store = std::sync::Arc::new(store);
     let warming = warm::in_background(std::slice::from_ref(&store)).unwrap();
     while !warming.is_done() {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
+    let epoch = store.heads().epoch().unwrap();
+    let followees = store.heads().followees(epoch, 2).unwrap().1;
+    assert_eq!(followees, vec![UserId(6), UserId(8)]);
+    assert_eq!(store.heads().followees(epoch, 1).unwrap().1, vec![]);
     for (user, n) in counts {
         let held = store.heads().read(user, |h| h.sources.clone()).unwrap();
         let want = sources(&store, user);

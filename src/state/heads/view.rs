@@ -1,6 +1,7 @@
 //! A snapshot read through one reader's inbox head: their user record, the
-//! first rows of their inbox and their sources answered from memory,
-//! every other read from the snapshot, with the same answers.
+//! first rows of their inbox, their sources and their live followees
+//! answered from memory, every other read from the snapshot, with the
+//! same answers.
 //!
 //! An aggregated page (reposts, filters, pulled authors) reads more than
 //! the inbox: the reader's sources of each post (`inbox_reposts`, read
@@ -171,6 +172,7 @@ struct Held {
     rows: Vec<Vec<u8>>,
     all: bool,
     sources: Option<Sources>,
+    followees: Option<Vec<UserId>>,
 }
 
 #[derive(Default)]
@@ -200,6 +202,7 @@ impl<'s, 'a> HeadView<'s, 'a> {
                 rows: h.inbox.rows.iter().map(|r| keys::inbox(user, r)).collect(),
                 all: h.inbox.all,
                 sources: h.sources.clone(),
+                followees: h.followees.clone(),
             })
         });
         HeadView {
@@ -296,6 +299,11 @@ impl<'s, 'a> HeadView<'s, 'a> {
 }
 
 impl Kv for HeadView<'_, '_> {
+    fn held_followees(&self, user: UserId) -> Option<Vec<UserId>> {
+        let held = self.held.as_ref().filter(|_| user == self.user)?;
+        held.followees.clone()
+    }
+
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
         if let Some(held) = (cf == Cf::RepostDir).then(|| self.dir_get(key)).flatten() {
             return Ok(held);

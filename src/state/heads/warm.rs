@@ -5,10 +5,11 @@
 //! reader's record and followees (at most
 //! [`super::followees::FOLLOWEES_MOST`]: the pull path reads their page);
 //! then, while the budget is under three quarters spent, in partitions
-//! with reposts each whole reader's sources (those with at most
-//! [`super::view::SOURCES_MOST`]), so that an aggregated first page reads
-//! them from memory as well, and last the newest keys of each followed
-//! author's outbox, which sleepers' pages read.
+//! with reposts each pushed reader's live followees and each whole
+//! reader's sources (those with at most [`super::view::SOURCES_MOST`]),
+//! so that an aggregated first page reads them from memory as well, and
+//! last the newest keys of each followed author's outbox, which sleepers'
+//! pages read.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -92,7 +93,10 @@ pub fn in_background(stores: &[Arc<Store>]) -> Option<Warming> {
             // Then the readers' sources, in what the budget has left.
             let mut with_sources = 0;
             for store in &stores {
-                match warm_sources(store, &stopped) {
+                // Followees first: a few ids a reader, asked about by
+                // every aggregated page.
+                let sources = |_| warm_sources(store, &stopped);
+                match warm_followees(store, &stopped).and_then(sources) {
                     Ok(n) => with_sources += n,
                     Err(e) => {
                         tracing::warn!(error = %e, "reading readers' sources after the open stopped")
@@ -323,6 +327,26 @@ fn warm_sources(store: &Weak<Store>, stop: &AtomicBool) -> Result<usize, KvError
     )
 }
 
+/// Adds each pushed reader's live followees (at most [`FOLLOWEES_MOST`])
+/// to the head read for them, in partitions with reposts (an aggregated
+/// page asks whether its reader follows each post's author), chunk by
+/// chunk, as [`warm_sources`] does; how many got theirs.
+fn warm_followees(store: &Weak<Store>, stop: &AtomicBool) -> Result<usize, KvError> {
+    by_chunks(
+        store,
+        stop,
+        (pushed, |store: &Store| {
+            !store.may_hold(Cf::RepostDir) || store.heads().filled() > 0.75
+        }),
+        |snap, readers| {
+            let lists = followee_lists(snap, readers)?;
+            let ids = readers.iter().map(|(u, _)| *u);
+            Ok(ids.zip(lists).filter_map(|(u, l)| Some((u, l?))).collect())
+        },
+        |store, epoch, (user, list)| store.heads().keep_followees(epoch, user.0, list),
+    )
+}
+
 /// Each of `users`' rows of `cf` (ascending users) in one positioned
 /// read: `step` folds a row (key, value) into its user's state, saying
 /// whether to read on; the states, in `users`' order.
@@ -404,16 +428,15 @@ fn read_heads(kv: &impl Kv, readers: &[(UserId, UserVal)]) -> Result<Vec<(UserId
         .collect())
 }
 
-/// A head of each of `readers` (sleepers, ascending users): no rows, the
-/// record, and the live followees when they are at most
-/// [`FOLLOWEES_MOST`].
-fn read_sleepers(
+/// The live followees of each of `readers` (ascending users), when they
+/// are at most [`FOLLOWEES_MOST`].
+fn followee_lists(
     kv: &impl Kv,
     readers: &[(UserId, UserVal)],
-) -> Result<Vec<(UserId, Head)>, KvError> {
+) -> Result<Vec<Option<Vec<UserId>>>, KvError> {
     let ids = readers.iter().map(|(u, _)| *u);
     let empty: Option<Vec<UserId>> = Some(Vec::new());
-    let lists = per_user(
+    per_user(
         kv,
         Cf::Followees,
         ids,
@@ -429,7 +452,17 @@ fn read_sleepers(
             }
             Ok(list.is_some())
         },
-    )?;
+    )
+}
+
+/// A head of each of `readers` (sleepers, ascending users): no rows, the
+/// record, and the live followees when they are at most
+/// [`FOLLOWEES_MOST`].
+fn read_sleepers(
+    kv: &impl Kv,
+    readers: &[(UserId, UserVal)],
+) -> Result<Vec<(UserId, Head)>, KvError> {
+    let lists = followee_lists(kv, readers)?;
     Ok(readers
         .iter()
         .zip(lists)
