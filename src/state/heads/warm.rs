@@ -302,6 +302,14 @@ fn readers(
     Ok((readers, last))
 }
 
+/// Whether what aggregated pages read is not to be read after the open:
+/// without a live repost, no page is aggregated; past three quarters of
+/// the budget, the rest is left to pages' own reads (a page that finds
+/// the budget spent sweeps the heads not read).
+fn aggregated_done(store: &Store) -> bool {
+    !store.may_hold(Cf::RepostDir) || store.heads().filled() > 0.75
+}
+
 /// Adds each whole reader's sources (at most [`SOURCES_MOST`]) to the
 /// head read for them, chunk by chunk, until every reader of the store is
 /// done, `stop` is set, or the budget is spent (without a sweep: the
@@ -310,12 +318,7 @@ fn warm_sources(store: &Weak<Store>, stop: &AtomicBool) -> Result<usize, KvError
     by_chunks(
         store,
         stop,
-        // Without a live repost, no reader has a source; past three
-        // quarters of the budget, the rest is left to pages' own reads
-        // (a page that finds the budget spent sweeps the heads not read).
-        (pushed, |store: &Store| {
-            !store.may_hold(Cf::RepostDir) || store.heads().filled() > 0.75
-        }),
+        (pushed, aggregated_done),
         |snap, readers| {
             let whole: Vec<UserId> = (readers.iter())
                 .filter(|(_, u)| u.whole())
@@ -335,9 +338,7 @@ fn warm_followees(store: &Weak<Store>, stop: &AtomicBool) -> Result<usize, KvErr
     by_chunks(
         store,
         stop,
-        (pushed, |store: &Store| {
-            !store.may_hold(Cf::RepostDir) || store.heads().filled() > 0.75
-        }),
+        (pushed, aggregated_done),
         |snap, readers| {
             let lists = followee_lists(snap, readers)?;
             let ids = readers.iter().map(|(u, _)| *u);
