@@ -280,11 +280,9 @@ impl Memo {
         if let Some(&f) = self.follows.get(&other) {
             return Ok(f);
         }
-        if !self.loaded {
-            // Held in memory: no point read at all.
-            if let Some(list) = kv.held_followees(user) {
-                self.load(list);
-            }
+        // Held in memory: no point read at all.
+        if let Some(list) = (!self.loaded).then(|| kv.held_followees(user)).flatten() {
+            self.load(list);
         }
         if self.followees.is_some() {
             return Ok(self.follows.get(&other) == Some(&true));
