@@ -120,6 +120,16 @@ pub(super) fn scratch(path: &std::path::Path) -> Store {
     Store::open(path, Partition(0), 1, &BlockCache::new(1 << 20), &opts).unwrap()
 }
 
+/// `store` once the background read after an open is done with it.
+fn warmed(store: Store) -> std::sync::Arc<Store> {
+    let store = std::sync::Arc::new(store);
+    let warming = warm::in_background(std::slice::from_ref(&store)).unwrap();
+    while !warming.is_done() {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    store
+}
+
 /// Every source of `user` in `store`, with its value, as a head holds it.
 fn sources(store: &Store, user: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
     store
@@ -172,11 +182,7 @@ fn heads_read_after_the_open_hold_the_readers_sources() {
         txn.put(Cf::Followees, keys::key([2, other]), e.encode());
     }
     store.commit(&txn.into_writes(), |_| {}).unwrap();
-    let store = std::sync::Arc::new(store);
-    let warming = warm::in_background(std::slice::from_ref(&store)).unwrap();
-    while !warming.is_done() {
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    let store = warmed(store);
     let epoch = store.heads().epoch().unwrap();
     let followees = store.heads().followees(epoch, 2).unwrap().1;
     assert_eq!(followees, vec![UserId(6), UserId(8)]);
@@ -249,11 +255,7 @@ fn heads_read_after_the_open_hold_sleepers_followees() {
         }
     }
     store.commit(&txn.into_writes(), |_| {}).unwrap();
-    let store = std::sync::Arc::new(store);
-    let warming = warm::in_background(std::slice::from_ref(&store)).unwrap();
-    while !warming.is_done() {
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    let store = warmed(store);
     let epoch = store.heads().epoch().unwrap();
     for (author, n) in outboxes {
         let held = store.heads().outbox(epoch, author, Rows::clone).unwrap();
