@@ -133,6 +133,14 @@ pub trait Kv {
         None
     }
 
+    /// How many live reposts `reposter` has, when this view holds their
+    /// entries of the directory of reposts in memory (a lookup of their
+    /// reposts of one post then costs no seek). `None`: read from the
+    /// store.
+    fn held_reposts(&self, _reposter: UserId) -> Option<usize> {
+        None
+    }
+
     /// Entries that start with `prefix`, from `lo` (which must start with
     /// `prefix` or sort before every key that does), ascending.
     fn scan_prefix_from<'a>(&'a self, cf: Cf, lo: &[u8], prefix: &[u8]) -> Scan<'a> {

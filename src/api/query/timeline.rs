@@ -12,6 +12,7 @@ use crate::core::filter::ReadFilter;
 use crate::core::keys::{self, TimelineKey};
 use crate::core::repost::{self, Entry};
 use crate::core::timeline::{continue_from, held_timeline, TOP};
+use crate::state::heads::view::HeadView;
 use std::collections::HashSet;
 
 mod head;
@@ -55,13 +56,16 @@ impl Reader {
             true => ReadFilter::of(&snap, user, views::clock(&snap)?)?,
             false => ReadFilter::default(),
         };
-        if !any_repost(&store, &snap)? {
+        // The reader's head, and the reposters held beside the heads, in
+        // front of the snapshot (`state/heads/view.rs`): the same answers.
+        let view = HeadView::new(&snap, user, self.heads);
+        let entries = if !any_repost(&store, &snap)? {
             // No repost anywhere: each appearance is an entry of its own,
             // shown unless its author is hidden (read on past those).
             let (want, mut entries) = (limit + 1, Vec::with_capacity(limit + 1));
             let mut from = after;
             loop {
-                let keys = self.appearances(&snap, user, from, want, &filter.hidden)?;
+                let keys = self.appearances((&snap, &view), user, from, want, &filter.hidden)?;
                 let read = keys.len();
                 from = keys.last().copied().or(from);
                 let shown = keys
@@ -73,24 +77,31 @@ impl Reader {
                 }
             }
             entries.truncate(want);
-            return Ok(timeline_page(user, mode, limit, entries));
+            entries
+        } else {
+            // Hidden users' outboxes are not read past the horizon: nothing
+            // of theirs would show.
+            let hidden = filter.hidden.clone();
+            let read = |from, n| self.appearances((&snap, &view), user, from, n, &hidden);
+            let entries = aggregated(&view, (user, mode, after), limit, filter, |f, n| {
+                read(f, n).map(Some)
+            })?;
+            entries.unwrap_or_default()
+        };
+        if self.heads {
+            view.keep(!any_filter(&store, &snap, user)?);
         }
-        // Hidden users' outboxes are not read past the horizon: nothing of
-        // theirs would show.
-        let hidden = filter.hidden.clone();
-        let read = |from, n| self.appearances(&snap, user, from, n, &hidden).map(Some);
-        let entries = aggregated(&snap, (user, mode, after), limit, filter, read)?;
-        let entries = entries.unwrap_or_default();
         Ok(timeline_page(user, mode, limit, entries))
     }
 
     /// Up to `want` appearances (live posts and reposts of followees) of
-    /// `user`'s timeline after `after`, in order: what the partition holds,
-    /// completed from the followees' outboxes past its bound (but those of
-    /// `hidden`, whose appearances a filter drops).
+    /// `user`'s timeline after `after`, in order: what the partition holds
+    /// (read through `inbox`, a view of `snap`), completed from the
+    /// followees' outboxes past its bound (but those of `hidden`, whose
+    /// appearances a filter drops).
     fn appearances(
         &self,
-        snap: &Snapshot<'_>,
+        (snap, inbox): (&Snapshot<'_>, &(impl Kv + ?Sized)),
         user: UserId,
         after: Option<TimelineKey>,
         want: usize,
@@ -107,7 +118,7 @@ impl Reader {
             Some((u, _)) if u.read_horizon() == Some(TOP) => {
                 continue_from(Vec::new(), want, Some(TOP), after)
             }
-            _ => held_timeline(snap, user, after, want)?,
+            _ => held_timeline(inbox, user, after, want)?,
         };
         if let Some(from) = past_horizon {
             let followees = held.map(|(_, f)| f);

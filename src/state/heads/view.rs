@@ -7,11 +7,14 @@
 //! the inbox: the reader's sources of each post (`inbox_reposts`, read
 //! whole by every page), the directory, the copies. This view spares the
 //! page its inbox seek, its user record reads and, for a reader with at
-//! most [`SOURCES_MOST`] sources, their range; the directory and the
-//! copies are read from the store. The head is taken only at the
-//! snapshot's own epoch ([`Heads::inbox_at`]), so the memory and the
-//! snapshot are one committed state. Without a head, or a head without
-//! sources, the view records what the page reads from the store, to keep.
+//! most [`SOURCES_MOST`] sources, their range; the directory's entries of
+//! the reposters held beside the heads are read from memory, the copies
+//! and the rest from the store. Every aggregated page reads its partition
+//! through it, whether the partition holds the page or the pull path
+//! completes it. The head is taken only at the snapshot's own epoch
+//! ([`Heads::inbox_at`]), so the memory and the snapshot are one
+//! committed state. Without a head, or a head without sources, the view
+//! records what the page reads from the store, to keep.
 
 mod directory;
 
@@ -302,6 +305,10 @@ impl Kv for HeadView<'_, '_> {
     fn held_followees(&self, user: UserId) -> Option<Vec<UserId>> {
         let held = self.held.as_ref().filter(|_| user == self.user)?;
         held.followees.clone()
+    }
+
+    fn held_reposts(&self, reposter: UserId) -> Option<usize> {
+        self.reposter(reposter.0).map(|e| e.len())
     }
 
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {

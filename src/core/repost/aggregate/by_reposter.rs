@@ -1,6 +1,11 @@
 //! The posts a few users repost, loaded once per page from the directory's
 //! `1 | reposter | repost` entries: a page then reads the directory only
 //! for the posts they repost, not a count and a seek for every post.
+//!
+//! A user whose entries the page's view holds in memory
+//! ([`Kv::held_reposts`]) and who reposts much is not loaded: a lookup
+//! per post the page shows costs no seek there, and less than entering
+//! hundreds of reposts in the page's map.
 
 use crate::event::{PostId, UserId};
 use crate::keys::{self, PostRef, TimelineKey};
@@ -22,16 +27,27 @@ pub(super) const USERS_LOADED_MOST: usize = 64;
 pub(super) struct ByReposter {
     /// Each original with its reposting users (ascending): every live
     /// repost of the users loaded but `unloaded`.
-    of: HashMap<PostRef, Vec<UserId>>,
+    pub(super) of: HashMap<PostRef, Vec<UserId>>,
     /// Users with more live reposts than a page loads ([`LOADED_MOST`]):
     /// looked up per post instead.
     pub(super) unloaded: Vec<UserId>,
+    /// Users whose entries the view holds in memory, with more reposts
+    /// than [`LOOKUPS_PER_LOAD`]: looked up per post, with no seek.
+    pub(super) held: Vec<UserId>,
 }
+
+/// About how many of a user's reposts loading walks (and enters in the
+/// page's map) in the time a page looks their reposts of each post it
+/// shows up in memory: a user held in memory with more is looked up per
+/// post instead.
+const LOOKUPS_PER_LOAD: usize = 32;
 
 impl ByReposter {
     /// The live reposts of `users` (ascending ids), from the directory's
     /// entries of each (one iterator for them all); none when there are
-    /// more than [`USERS_LOADED_MOST`] users, each then looked up per post.
+    /// more than [`USERS_LOADED_MOST`] users, each then looked up per post,
+    /// and none of those held in memory with more than
+    /// [`LOOKUPS_PER_LOAD`] (also looked up per post).
     pub(super) fn load(kv: &(impl Kv + ?Sized), users: &[UserId]) -> Result<Self, KvError> {
         let mut index = ByReposter::default();
         if users.len() > USERS_LOADED_MOST {
@@ -42,6 +58,14 @@ impl ByReposter {
             return Ok(index);
         }
         debug_assert!(users.is_sorted(), "users in ascending order");
+        // Those held in memory with many reposts: looked up per post.
+        let (held, users): (Vec<UserId>, Vec<UserId>) = (users.iter())
+            .partition(|u| kv.held_reposts(**u).is_some_and(|n| n > LOOKUPS_PER_LOAD));
+        index.held = held;
+        let users = users.as_slice();
+        if users.is_empty() {
+            return Ok(index);
+        }
         let ranges: Vec<(Vec<u8>, Vec<u8>)> = (users.iter())
             .map(|a| {
                 let prefix = keys::dir_by_repost_prefix(*a);
@@ -89,14 +113,17 @@ impl ByReposter {
     }
 
     /// The live reposts of `original` by the users loaded, as appearance
-    /// keys: a seek per loaded user who reposts it, and the unloaded ones'
-    /// per post.
+    /// keys: a seek per loaded user who reposts it, and the unloaded and
+    /// held ones' per post.
     pub(super) fn reposts(
         &self,
         kv: &(impl Kv + ?Sized),
         original: PostRef,
     ) -> Result<Vec<TimelineKey>, KvError> {
         let mut out = Vec::new();
+        if !self.held.is_empty() {
+            super::reposts_by(kv, original, &self.held, &mut out)?;
+        }
         if let Some(users) = self.of.get(&original) {
             super::reposts_by(kv, original, users, &mut out)?;
         }

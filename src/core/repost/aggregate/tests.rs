@@ -103,14 +103,46 @@ fn reposts_loaded_by_reposter_equal_a_seek_per_user() {
     for (users, unloaded) in [(&few, vec![UserId(10)]), (&many, many.clone())] {
         let index = ByReposter::load(&kv, users).unwrap();
         assert_eq!(index.unloaded, unloaded, "{} users", users.len());
-        for p in 0..=many_posts + 1 {
-            let post = (UserId(1), PostId(p));
-            let mut want = Vec::new();
-            reposts_by(&kv, post, users, &mut want).unwrap();
-            let mut got = index.reposts(&kv, post).unwrap();
-            got.sort();
-            want.sort();
-            assert_eq!(got, want, "post {p}, {} users", users.len());
-        }
+        assert_eq!(index.held, [], "nothing held in memory");
+        same_reposts(&kv, &index, users, many_posts);
+    }
+    // The same directory, its entries held in memory: user 10 (over
+    // `LOOKUPS_PER_LOAD` reposts) is looked up per post; 11 and 12 loaded.
+    let held = Held(&kv);
+    let index = ByReposter::load(&held, &few).unwrap();
+    assert_eq!(index.held, [UserId(10)]);
+    assert_eq!(index.unloaded, []);
+    assert!(index.of.values().flatten().any(|u| *u == UserId(11)));
+    same_reposts(&held, &index, &few, many_posts);
+}
+
+/// Asserts `index`'s reposts of each post up to `last + 1` equal a seek
+/// per user of `users`.
+fn same_reposts(kv: &impl Kv, index: &ByReposter, users: &[UserId], last: u64) {
+    for p in 0..=last + 1 {
+        let post = (UserId(1), PostId(p));
+        let mut want = Vec::new();
+        reposts_by(kv, post, users, &mut want).unwrap();
+        let mut got = index.reposts(kv, post).unwrap();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "post {p}, {} users", users.len());
+    }
+}
+
+/// A partition whose directory entries of every reposter are held in
+/// memory, as the heads' view holds some (their count read from it).
+struct Held<'a>(&'a MemKv);
+
+impl Kv for Held<'_> {
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
+        self.0.get(cf, key)
+    }
+    fn scan<'b>(&'b self, cf: Cf, lo: &[u8], hi: Option<&[u8]>) -> crate::kv::Scan<'b> {
+        self.0.scan(cf, lo, hi)
+    }
+    fn held_reposts(&self, reposter: UserId) -> Option<usize> {
+        let prefix = keys::dir_by_repost_prefix(reposter);
+        Some(self.0.scan_prefix(Cf::RepostDir, &prefix).count())
     }
 }

@@ -18,7 +18,7 @@ const KEPT_PER_PAGE: usize = 8;
 impl HeadView<'_, '_> {
     /// `reposter`'s entries, when held at the snapshot's epoch (looked up
     /// once per view); a reposter of whom nothing is held is recorded.
-    fn reposter(&self, reposter: u64) -> Option<Arc<Entries>> {
+    pub(super) fn reposter(&self, reposter: u64) -> Option<Arc<Entries>> {
         let (heads, epoch) = self.heads?;
         if let Some(e) = self.reposters.borrow().get(&reposter) {
             return e.clone();
