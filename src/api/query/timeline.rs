@@ -89,7 +89,9 @@ impl Reader {
             entries.unwrap_or_default()
         };
         if self.heads {
-            view.keep(!any_filter(&store, &snap, user)?);
+            // Whether the reader has any filter record is read only for a
+            // head kept now; unknown, the head is not plain.
+            view.keep(|| any_filter(&store, &snap, user).is_ok_and(|any| !any));
         }
         Ok(timeline_page(user, mode, limit, entries))
     }

@@ -389,7 +389,7 @@ mod tests {
                 let view = HeadView::new(&snap, UserId(99), true);
                 let prefix = keys::dir_by_repost_prefix(UserId(reread));
                 walk(&view, &[(prefix.clone(), prefix)], usize::MAX);
-                view.keep(true);
+                view.keep(|| true);
                 let (_, before) = snap.heads().unwrap();
                 drop(snap);
                 let mut txn = Txn::new(&store);

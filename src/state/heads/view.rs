@@ -227,10 +227,11 @@ impl<'s, 'a> HeadView<'s, 'a> {
     /// Keeps, as `user`'s head, what the page read from the store: the
     /// user record and the inbox's first rows (or none for a reader whose
     /// inbox is emptied: asleep), and the sources when read whole;
-    /// `plain`: the page found the reader without filters. Nothing when
-    /// the view had a head (but its missing sources), the page read
-    /// neither, or a commit landed since the snapshot.
-    pub fn keep(self, plain: bool) {
+    /// `plain`: whether the reader has no filter, asked only when a new
+    /// head is kept. Nothing when the view had a head (but its missing
+    /// sources), the page read neither, or a commit landed since the
+    /// snapshot.
+    pub fn keep(self, plain: impl FnOnce() -> bool) {
         let Some((heads, epoch)) = self.snap.heads() else {
             return;
         };
@@ -254,7 +255,7 @@ impl<'s, 'a> HeadView<'s, 'a> {
             return;
         };
         head.sources = seen.sources;
-        head.plain = plain;
+        head.plain = plain();
         heads.keep(epoch, self.user.0, head, true);
     }
 
@@ -520,7 +521,7 @@ mod tests {
                 let _ = crate::core::views::inbox(&view, UserId(reader), None).take(take).count();
                 let whole = [(keys::key([reader]), keys::key([reader]))];
                 let _ = sources(&view, &whole, take).unwrap();
-                view.keep(true);
+                view.keep(|| true);
                 drop(snap);
                 let mut txn = Txn::new(&store);
                 for (user, ts, put, source) in rows {
@@ -569,7 +570,7 @@ mod tests {
         let view = HeadView::new(&snap, UserId(1), true);
         let _ = crate::core::views::inbox(&view, UserId(1), None).count();
         crate::core::views::user(&view, UserId(1)).unwrap();
-        view.keep(true);
+        view.keep(|| true);
         assert!(HeadView::new(&store.snapshot(), UserId(1), true).is_held());
         let old = store.snapshot();
         let mut txn = Txn::new(&store);

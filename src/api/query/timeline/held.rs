@@ -47,7 +47,7 @@ pub(super) fn held_page(
     };
     let entries = aggregated(&view, (user, mode, after), limit, filter, held)?;
     if heads {
-        view.keep(!filtered);
+        view.keep(|| !filtered);
     }
     Ok(entries.map(|e| timeline_page(user, mode, limit, e)))
 }
