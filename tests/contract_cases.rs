@@ -100,6 +100,7 @@ fn rebuild_applies_a_delivery_after_its_follow() {
         },
         sync: false,
         cache_bytes: 1 << 20,
+        kept: feedlog::state::Kept::DEFAULT,
         ..ProcessorConfig::default()
     };
     let run = |events: &[Event]| {
@@ -257,6 +258,7 @@ fn a_backlog_is_processed_under_the_starting_threshold_from_its_first_event() {
             pull_threshold: Some(3),
             sync: false,
             cache_bytes: 1 << 20,
+            kept: feedlog::state::Kept::DEFAULT,
             limits: BatchLimits {
                 max_records,
                 ..BatchLimits::default()
@@ -349,6 +351,7 @@ fn a_first_step_that_applies_nothing_keeps_the_owners_requests() {
         pull_threshold: Some(3),
         sync: false,
         cache_bytes: 1 << 20,
+        kept: feedlog::state::Kept::DEFAULT,
         ..ProcessorConfig::default()
     };
     let processor = Processor::open(&dir, cfg).unwrap();
@@ -424,6 +427,7 @@ fn stale_owner(stale: Stale, successor: u64) -> (Result<(), String>, u64) {
         inactive_after: None,
         sync: false,
         cache_bytes: 1 << 20,
+        kept: feedlog::state::Kept::DEFAULT,
         ..ProcessorConfig::default()
     };
     let mut oracle = Oracle::default();

@@ -268,6 +268,7 @@ fn a_kept_first_page_is_dropped_by_a_mute() {
     let cfg = ProcessorConfig {
         sync: false,
         cache_bytes: 1 << 20,
+        kept: feedlog::state::Kept::DEFAULT,
         ..ProcessorConfig::default()
     };
     let processor = Processor::open(&dir, cfg).unwrap();

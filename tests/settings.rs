@@ -383,3 +383,83 @@ fn config_keys_are_long_flag_names() {
     }
     assert!(!err.contains("`listen`"), "{err}");
 }
+
+/// The values of the samples of `name` in a `/metrics` text, in order.
+fn samples(metrics: &str, name: &str) -> Vec<u64> {
+    metrics
+        .lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|r| r.starts_with([' ', '{']))
+        })
+        .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect()
+}
+
+// Proves the memory and thread settings of `run` and `serve` reach the stores and the server: `/metrics` reports the block cache's capacity, each partition's share of the heads and page budgets (none for `serve`, whose stores follow without commits) and the HTTP threads, as asked.
+#[test]
+fn memory_and_thread_settings_reach_the_stores_and_the_server() {
+    use common::http::Proc;
+    let tmp = tempfile::tempdir().unwrap();
+    let log = generated_log(50, 500);
+    let (code, _, err) = feedlog(tmp.path(), &["produce", "-"], Some(log.as_bytes()));
+    assert_eq!(code, 0, "{err}");
+    let metrics = |p: &Proc| String::from_utf8(p.client().get("/metrics").body).unwrap();
+    let run = Proc::serving(
+        tmp.path(),
+        &[
+            "run",
+            "--no-sync",
+            "--listen",
+            "127.0.0.1:0",
+            "--block-cache-mb",
+            "24",
+            "--heads-mb",
+            "3",
+            "--page-cache-mb",
+            "0",
+            "--http-threads",
+            "3",
+        ],
+    );
+    let m = metrics(&run);
+    assert_eq!(
+        samples(&m, "feedlog_block_cache_capacity_bytes"),
+        [24 << 20],
+        "{m}"
+    );
+    assert_eq!(samples(&m, "feedlog_http_threads"), [3], "{m}");
+    assert_eq!(
+        samples(&m, "feedlog_page_cache_budget_bytes"),
+        [0; 8],
+        "{m}"
+    );
+    let heads = samples(&m, "feedlog_inbox_heads_budget_bytes");
+    let total: u64 = heads.iter().sum();
+    assert_eq!(heads.len(), 8, "{m}");
+    assert!(heads.iter().all(|&h| h == heads[0]), "{heads:?}");
+    // Each partition's share, rounded down to whole shards.
+    assert!(
+        total <= 3 << 20 && total > (3 << 20) * 99 / 100,
+        "{heads:?}"
+    );
+    assert_eq!(run.terminate(), Some(0));
+
+    let serve = Proc::serving(
+        tmp.path(),
+        &["serve", "--listen", "127.0.0.1:0", "--block-cache-mb", "40"],
+    );
+    let m = metrics(&serve);
+    assert_eq!(
+        samples(&m, "feedlog_block_cache_capacity_bytes"),
+        [40 << 20],
+        "{m}"
+    );
+    assert_eq!(
+        samples(&m, "feedlog_inbox_heads_budget_bytes"),
+        [0; 8],
+        "{m}"
+    );
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
+    assert_eq!(samples(&m, "feedlog_http_threads"), [cores as u64], "{m}");
+}

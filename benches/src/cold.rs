@@ -5,14 +5,15 @@ use crate::http::{serving, Load};
 use anyhow::{Context, Result};
 use feedlog::api::query::Reader;
 use feedlog::state::datadir::DataDir;
+use feedlog::state::Kept;
 use std::time::Instant;
 
-/// A reader of `dir` opened now, once the inbox heads it reads in the
-/// background are read (at most a minute), and a line saying how many,
-/// their bytes, and how long they took.
-pub(super) fn opened_with_heads(dir: &DataDir) -> Result<(Reader, String)> {
+/// A reader of `dir` opened now keeping `kept`, once the inbox heads it
+/// reads in the background are read (at most a minute), and a line saying
+/// how many, their bytes, and how long they took.
+pub(super) fn opened_with_heads(dir: &DataDir, kept: Kept) -> Result<(Reader, String)> {
     let opened = Instant::now();
-    let reader = Reader::open(dir)?;
+    let reader = Reader::open_keeping(dir, kept)?;
     while !reader.heads_read() && opened.elapsed() < std::time::Duration::from_secs(60) {
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
@@ -137,18 +138,19 @@ async fn get(
 /// single pass moves with whatever else the machine does.
 pub(super) const COLD_PASSES: usize = 3;
 
-/// [`COLD_PASSES`] cold passes over `paths`, each from a reader of `dir`
-/// opened for it ([`opened_with_heads`]): the pass of median throughput,
-/// and a line with the last reader's heads and every pass's pages/s.
+/// [`COLD_PASSES`] cold passes over `paths` with `threads` and
+/// `connections`, each from a reader of `dir` keeping `kept` opened for it
+/// ([`opened_with_heads`]): the pass of median throughput, and a line with
+/// the last reader's heads and every pass's pages/s.
 pub(super) fn cold_passes(
     dir: &DataDir,
+    kept: Kept,
     paths: &[String],
-    threads: usize,
-    connections: usize,
+    (threads, connections): (usize, usize),
 ) -> Result<(Load, String)> {
     let (mut passes, mut heads) = (Vec::with_capacity(COLD_PASSES), String::new());
     for _ in 0..COLD_PASSES {
-        let (reader, line) = opened_with_heads(dir)?;
+        let (reader, line) = opened_with_heads(dir, kept)?;
         passes.push(once_each(dir, reader, paths, threads, connections)?);
         heads = line;
     }

@@ -132,11 +132,12 @@ pub fn http(data: &std::path::Path, threads: usize, connections: usize, secs: u6
     );
     let load = |reader| through_http(&wrk, &dir, reader, &users, threads, connections, secs);
     let http = load(reader)?;
+    // Without the page cache, once the heads are read after the open.
     let no_pages = Kept {
         pages: 0,
         ..Kept::default()
     };
-    let cold = load(Reader::open_keeping(&dir, no_pages)?)?;
+    let cold = load(crate::cold::opened_with_heads(&dir, no_pages)?.0)?;
     let bare = load(Reader::open_keeping(&dir, Kept::NONE)?)?;
     // Raw RocksDB: the same users, seek to their inbox and read 20 entries.
     let raw = raw_seeks(&dir, &users, threads, secs)?;

@@ -85,6 +85,10 @@ fn run(cli: Cli, kafka: Option<KafkaConfig>) -> Result<()> {
         secs: seconds,
         pull_threshold: cli.pull_threshold,
         inactive_after: span(cli.inactive_after),
+        kept: feedlog::state::Kept {
+            heads: usize::try_from(cli.heads_mb << 20)?,
+            pages: usize::try_from(cli.page_cache_mb << 20)?,
+        },
     };
     match cli.kind {
         BenchKind::Fanout => fanout::fanout(&generated, partitions, hybrid),

@@ -120,7 +120,7 @@ pub fn rebuild(data: &std::path::Path) -> Result<()> {
     let stores = feedlog::state::set::open_stores(
         &DataDir::open(&partial)?,
         &feedlog::state::BlockCache::new(64 << 20),
-        cfg.sync,
+        &cfg.store_options(),
     )?;
     let checkpoint = tmp.join("checkpoint");
     let info = feedlog::state::checkpoint::write_dir_checkpoint(

@@ -22,7 +22,7 @@
 //! (each row with its 10 newest sources and their count; the Redis side is
 //! `redis_server.rs`).
 
-use crate::cold::cold_passes;
+use crate::cold::{cold_passes, opened_with_heads};
 use crate::common::{Cleanup, Generated};
 use crate::http::{paths_script, readers, second_pages, through_http, which, with_wrk, Load};
 pub(super) use crate::redis_server::RedisServer;
@@ -63,6 +63,8 @@ pub struct RedisBench<'a> {
     /// feedlog's inactivity span in ms (`None`: every reader pushed to, as
     /// Redis does).
     pub inactive_after: Option<u64>,
+    /// What feedlog's readers keep in memory.
+    pub kept: Kept,
 }
 
 // Long: one benchmark read top to bottom (the workload, feedlog's write
@@ -129,7 +131,7 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     };
     let memory = server.used_memory().unwrap_or_default();
 
-    let reader = Reader::open(&dir)?;
+    let reader = Reader::open_keeping(&dir, b.kept)?;
     let users = readers(&reader)?;
     let same = server.first_pages_agree(&reader, &users)?;
 
@@ -174,15 +176,13 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
         .iter()
         .map(|u| format!("/v1/users/{u}/timeline?limit=20"))
         .collect();
-    let (first, heads) = cold_passes(&dir, &first_paths, threads, connections)?;
+    let (first, heads) = cold_passes(&dir, b.kept, &first_paths, (threads, connections))?;
     let http = load(reader)?;
     // Without the page cache: pages from the inbox heads kept in memory,
-    // then with nothing kept (every page read from RocksDB).
-    let no_pages = Kept {
-        pages: 0,
-        ..Kept::default()
-    };
-    let cold = load(Reader::open_keeping(&dir, no_pages)?)?;
+    // once they are read after the open (as a processor that has run a
+    // while), then with nothing kept (every page read from RocksDB).
+    let no_pages = Kept { pages: 0, ..b.kept };
+    let cold = load(opened_with_heads(&dir, no_pages)?.0)?;
     let bare = load(Reader::open_keeping(&dir, Kept::NONE)?)?;
     server.name_pages(&users)?;
     let zrev = server.pages_under_load(&bench_bin, (users.len(), 0), threads, connections, secs)?;
@@ -224,6 +224,12 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
         users.len()
     );
     println!("  {heads}");
+    println!(
+        "  memory: redis-server {memory}; feedlog's reader keeps at most {} MiB of heads, {} MiB of pages and a {} MiB block cache",
+        b.kept.heads >> 20,
+        b.kept.pages >> 20,
+        feedlog::state::set::READER_CACHE_BYTES >> 20
+    );
     println!("  feedlog HTTP, cold (each once):   {}", first.line());
     println!("  feedlog HTTP (wrk):               {}", http.line());
     println!("  feedlog HTTP, no page cache:      {}", cold.line());

@@ -1,8 +1,10 @@
-//! The HTTP read API's settings on the command line (`run`, `serve`), and
-//! what `query` passes to a read.
+//! The HTTP read API's settings on the command line (`run`, `serve`),
+//! what those commands keep in memory, and what `query` passes to a read.
 
 use feedlog::api::http::ApiConfig;
 use feedlog::ops::asof::Retention;
+use feedlog::state::Kept;
+use feedlog::task::embedded::DEFAULT_BLOCK_CACHE_BYTES;
 
 /// Settings of the HTTP read API.
 #[derive(clap::Args, Clone)]
@@ -47,6 +49,84 @@ pub struct ApiArgs {
     /// `30d`, `12h`, `90m`, `45s`, `500ms`, `0` (none) or `forever`.
     #[arg(long, env = "FEEDLOG_HISTORY_RETENTION", default_value = "30d", value_parser = Retention::parse)]
     pub history_retention: Retention,
+    /// Threads answering requests (0: one per core, at least 2).
+    #[arg(
+        long,
+        env = "FEEDLOG_HTTP_THREADS",
+        value_name = "N",
+        default_value_t = 0
+    )]
+    pub http_threads: usize,
+}
+
+/// The largest memory setting, MiB (1 TiB).
+const MAX_MIB: u64 = 1 << 20;
+
+/// RocksDB's block cache, for `run` and `serve`.
+#[derive(clap::Args, Clone, Debug)]
+#[command(next_help_heading = "Memory")]
+pub struct CacheArgs {
+    /// RocksDB block cache shared by every partition's store, MiB: blocks
+    /// read by processing and by pages (`serve`: by its pages).
+    #[arg(
+        long,
+        env = "FEEDLOG_BLOCK_CACHE_MB",
+        value_name = "MIB",
+        default_value_t = (DEFAULT_BLOCK_CACHE_BYTES >> 20) as u64,
+        value_parser = clap::value_parser!(u64).range(1..=MAX_MIB)
+    )]
+    pub block_cache_mb: u64,
+}
+
+impl CacheArgs {
+    /// The block cache's size, bytes.
+    pub fn bytes(&self) -> usize {
+        mib(self.block_cache_mb)
+    }
+}
+
+/// What `run` keeps in memory for the pages it serves, beside its stores
+/// (`serve`'s stores change at each catch-up, without the commits these
+/// follow, so it keeps neither).
+#[derive(clap::Args, Clone, Debug)]
+#[command(next_help_heading = "Memory")]
+pub struct KeptArgs {
+    /// Inbox heads, all partitions together, MiB (0: none): readers' newest
+    /// inbox rows and sources, sleepers' followees, authors' newest outbox
+    /// rows and the reposts of frequent reposters, changed by each commit.
+    #[arg(
+        long,
+        env = "FEEDLOG_HEADS_MB",
+        value_name = "MIB",
+        default_value_t = (Kept::DEFAULT.heads >> 20) as u64,
+        value_parser = clap::value_parser!(u64).range(0..=MAX_MIB)
+    )]
+    pub heads_mb: u64,
+    /// First timeline pages kept encoded, all partitions together, MiB (0:
+    /// none); a commit that changes a reader's inbox drops their page.
+    #[arg(
+        long,
+        env = "FEEDLOG_PAGE_CACHE_MB",
+        value_name = "MIB",
+        default_value_t = (Kept::DEFAULT.pages >> 20) as u64,
+        value_parser = clap::value_parser!(u64).range(0..=MAX_MIB)
+    )]
+    pub page_cache_mb: u64,
+}
+
+impl KeptArgs {
+    /// The budgets, bytes.
+    pub fn kept(&self) -> Kept {
+        Kept {
+            pages: mib(self.page_cache_mb),
+            heads: mib(self.heads_mb),
+        }
+    }
+}
+
+/// `n` MiB in bytes.
+fn mib(n: u64) -> usize {
+    usize::try_from(n << 20).unwrap_or(usize::MAX)
 }
 
 impl ApiArgs {
@@ -60,6 +140,7 @@ impl ApiArgs {
             allow_unauthenticated_remote: self.insecure_no_auth,
             cors_origins: self.cors_origins.clone(),
             string_ids: self.string_ids,
+            threads: self.http_threads,
             limits: feedlog::api::http::Limits {
                 max_connections: self.max_connections.max(1),
                 ..d.limits

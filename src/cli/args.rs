@@ -1,6 +1,6 @@
 //! The command line's grammar: every command, flag and setting (clap).
 
-use super::api_args::ApiArgs;
+use super::api_args::{ApiArgs, CacheArgs, KeptArgs};
 use super::values::{at_least_one, progress_secs, view_arg};
 use super::{demo, kafka, log};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -128,6 +128,10 @@ pub enum Command {
         listen: Option<String>,
         #[command(flatten)]
         api: ApiArgs,
+        #[command(flatten)]
+        cache: CacheArgs,
+        #[command(flatten)]
+        kept: KeptArgs,
         #[command(flatten)]
         kafka_run: kafka::KafkaRunArgs,
     },
@@ -329,6 +333,8 @@ pub enum Command {
         listen: String,
         #[command(flatten)]
         api: ApiArgs,
+        #[command(flatten)]
+        cache: CacheArgs,
     },
     /// Import real network data (SNAP formats) into the `events` log.
     Import {

@@ -115,6 +115,8 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             writer_nice,
             listen,
             api,
+            cache,
+            kept,
             kafka_run,
         } => match &settings.kafka {
             Some(_) => {
@@ -126,6 +128,8 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                     inactive_after: span(inactive_after),
                     sync: !no_sync,
                     writer_nice,
+                    cache_bytes: cache.bytes(),
+                    kept: kept.kept(),
                     ..ProcessorConfig::default()
                 };
                 let mode = shell::RunMode::new(until_idle, progress, quiet);
@@ -139,12 +143,14 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                     inactive_after: span(inactive_after),
                     sync: !no_sync,
                     writer_nice,
+                    cache_bytes: cache.bytes(),
+                    kept: kept.kept(),
                     ..ProcessorConfig::default()
                 };
                 run::run_embedded(data, mode, inbox_cap, cfg, listen, &api)
             }
         },
-        Command::Serve { listen, api } => run::serve(data, &listen, &api),
+        Command::Serve { listen, api, cache } => run::serve(data, &listen, &api, &cache),
         Command::Query {
             view,
             user,

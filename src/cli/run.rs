@@ -1,7 +1,7 @@
 //! `run` on the embedded log and `serve` beside it: processing with live
 //! progress, and the read API.
 
-use super::api_args::ApiArgs;
+use super::api_args::{ApiArgs, CacheArgs};
 use super::shell::{per_sec, shutdown_on_signal, tempfile_dir, ApiServer, RunMode};
 use crate::cli::say::say;
 use anyhow::Result;
@@ -67,12 +67,14 @@ pub fn run_embedded(
 }
 
 /// `serve`: the API, read-only, beside a running processor; follows its
-/// commits (RocksDB secondaries) and its swaps.
-pub fn serve(data: &Path, listen: &str, api: &ApiArgs) -> Result<i32> {
+/// commits (RocksDB secondaries) and its swaps, with a block cache of
+/// `cache`'s size.
+pub fn serve(data: &Path, listen: &str, api: &ApiArgs, cache: &CacheArgs) -> Result<i32> {
     let dir = DataDir::open(data)?;
     let scratch = tempfile_dir("serve")?;
+    let cache = feedlog::state::BlockCache::new(cache.bytes());
     let set = Arc::new(StoreSet::new(feedlog::state::set::open_secondaries(
-        &dir, &scratch.0,
+        &dir, &scratch.0, &cache,
     )?));
     let parts: Arc<dyn Partitions> = set.clone();
     let rewind = LogRewind::of(&dir, api.history_retention);
@@ -81,7 +83,9 @@ pub fn serve(data: &Path, listen: &str, api: &ApiArgs) -> Result<i32> {
         Api::new(Reader::over(parts, None).following(), node, cfg)
     })?;
     let shutdown = shutdown_on_signal();
-    feedlog::ops::serve::follow_swaps(&dir, &set, &scratch.0, &shutdown, &|line| say!("{line}"));
+    feedlog::ops::serve::follow_swaps(&dir, &set, &scratch.0, &cache, &shutdown, &|line| {
+        say!("{line}")
+    });
     server.stop();
     Ok(0)
 }

@@ -81,7 +81,7 @@ impl BoundApi {
     /// API beyond loopback without a token unless `cfg` allows it.
     pub fn bind(addr: &str, cfg: &ApiConfig) -> Result<BoundApi> {
         let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(cfg.workers())
             .thread_name("feedlog-http")
             .enable_all()
             .build()?;

@@ -285,7 +285,7 @@ impl Rebuild {
             plan
         };
         let cache = BlockCache::new(cfg.cache_bytes);
-        let stores = crate::state::set::open_stores(&dst, &cache, cfg.sync)?;
+        let stores = crate::state::set::open_stores(&dst, &cache, &cfg.store_options())?;
         let started_at = positions(&stores)?;
         let progress = started_at
             .iter()

@@ -221,7 +221,8 @@ pub fn carry_out(
                 Some(p) => (p.stores().to_vec(), p.config().inbox_cap),
                 None => {
                     let cache = BlockCache::new(64 << 20);
-                    let s = open_stores(d, &cache, true).map_err(ReplayError::from)?;
+                    let s = open_stores(d, &cache, &crate::state::StoreOptions::default())
+                        .map_err(ReplayError::from)?;
                     (s, d.inbox_cap().unwrap_or(DEFAULT_INBOX_CAP))
                 }
             };

@@ -258,13 +258,14 @@ pub fn generation_api(
 }
 
 /// Keeps `set` (read-only secondaries of `dir`'s stores, opened under
-/// `scratch`) on the active state generation until `shutdown`: a swap or a
+/// `scratch` with `cache` as their block cache) on the active state generation until `shutdown`: a swap or a
 /// reset of the processor makes a new generation active, and its stores
 /// replace the old ones all at once. `say` gets a line at each change.
 pub fn follow_swaps(
     dir: &DataDir,
     set: &StoreSet,
     scratch: &Path,
+    cache: &crate::state::BlockCache,
     shutdown: &Shutdown,
     say: &dyn Fn(String),
 ) {
@@ -276,7 +277,7 @@ pub fn follow_swaps(
         if now.state_name() == generation {
             continue;
         }
-        match crate::state::set::open_secondaries(&now, scratch) {
+        match crate::state::set::open_secondaries(&now, scratch, cache) {
             Ok(stores) => {
                 set.replace(stores);
                 generation = now.state_name().to_string();

@@ -169,7 +169,7 @@ pub fn swap(
         Some(p) => p.cache().clone(),
         None => BlockCache::new(cfg.cache_bytes),
     };
-    let stores = open_stores(&rebuilt.dir, &cache, cfg.sync).map_err(|e| {
+    let stores = open_stores(&rebuilt.dir, &cache, &cfg.store_options()).map_err(|e| {
         refused(format!(
             "opening the rebuilt state in {} (is its rebuild still running?): {e}",
             from.display()
@@ -204,7 +204,7 @@ fn swap_idle(
     cache: &BlockCache,
     from: &Path,
 ) -> Result<SwapReport, ReplayError> {
-    let targets = positions(&open_stores(d, cache, cfg.sync)?)?;
+    let targets = positions(&open_stores(d, cache, &cfg.store_options())?)?;
     check_not_ahead(&positions(&stores)?, &targets, from)?;
     let caught_up = catch_up(&stores, log, cfg, &targets)?;
     drop(stores);
@@ -273,7 +273,7 @@ fn swap_live(
         let reopen = Instant::now();
         std::mem::take(&mut stores);
         let generation = install(d, &rebuilt.dir, cfg.inbox_cap)?;
-        let reopened = open_stores(d, cache, cfg.sync)
+        let reopened = open_stores(d, cache, &cfg.store_options())
             .map_err(ReplayError::Store)
             .and_then(|s| {
                 let epoch = crate::state::datadir::generation_number(&generation);

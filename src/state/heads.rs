@@ -222,6 +222,11 @@ impl Heads {
         self.budget > 0
     }
 
+    /// The most bytes kept, all shards together.
+    pub fn budget(&self) -> usize {
+        self.budget * self.shards.len()
+    }
+
     /// The epoch to read a head at for [`Heads::keep`]; `None` while a
     /// commit is landing (nothing read now can be kept) or when heads are
     /// off.

@@ -30,6 +30,15 @@ impl Kept {
     /// Nothing kept: every page is read from the stores.
     pub const NONE: Kept = Kept { pages: 0, heads: 0 };
 
+    /// The default: 64 MiB of pages, 512 MiB of heads (a Twitter-like week
+    /// of 137 k readers, 4.97 M sources, holds every reader's head and
+    /// sources in 345 MB: docs/benchmark-runs.md, "Memory as settings
+    /// (2026-11-30, latest)").
+    pub const DEFAULT: Kept = Kept {
+        pages: 64 << 20,
+        heads: 512 << 20,
+    };
+
     /// Each budget's share of one store of `partitions`.
     pub fn per_store(self, partitions: u32) -> Kept {
         let n = partitions.max(1) as usize;
@@ -42,10 +51,7 @@ impl Kept {
 
 impl Default for Kept {
     fn default() -> Self {
-        Kept {
-            pages: 64 << 20,
-            heads: 256 << 20,
-        }
+        Kept::DEFAULT
     }
 }
 

@@ -103,6 +103,11 @@ impl PageCache {
         self.budget > 0
     }
 
+    /// The most bytes kept.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
     /// The kept page of `limit` entries of `user`'s timeline from `cursor`
     /// (`None`: the first page).
     pub fn get(&self, user: u64, limit: usize, cursor: Option<&str>) -> Option<Bytes> {

@@ -134,12 +134,8 @@ impl Partitions for Vec<Arc<Store>> {
 pub fn open_stores(
     dir: &DataDir,
     cache: &BlockCache,
-    sync: bool,
+    opts: &StoreOptions,
 ) -> Result<Vec<Arc<Store>>, StoreError> {
-    let opts = StoreOptions {
-        sync,
-        ..StoreOptions::default()
-    };
     // The stores that exist open first, one thread each (an open replays
     // the store's write-ahead log and may flush what it recovers, work the
     // stores do independently); missing ones are created only once every
@@ -150,7 +146,7 @@ pub fn open_stores(
             let opening: Vec<_> = parts
                 .into_iter()
                 .map(|p| {
-                    let (path, opts) = (dir.state_dir(p), &opts);
+                    let path = dir.state_dir(p);
                     s.spawn(move || Store::open(&path, p, n, cache, opts).map(|s| (p, Arc::new(s))))
                 })
                 .collect();
@@ -171,8 +167,8 @@ pub fn open_stores(
     Ok(stores.into_iter().map(|(_, s)| s).collect())
 }
 
-/// The block cache of a reader's stores (read-only or secondaries), as
-/// the processor's: an aggregated page reads a reader's sources, edges and
+/// The block cache of a reader's read-only stores (`query`, the
+/// benchmarks), as the processor's: an aggregated page reads a reader's sources, edges and
 /// the directory from blocks it shares with other readers.
 pub const READER_CACHE_BYTES: usize = 128 << 20;
 
@@ -190,9 +186,12 @@ pub fn open_read_only(dir: &DataDir, kept: Kept) -> Result<Vec<Arc<Store>>, Stor
 /// Opens every store of the active state generation as a RocksDB
 /// secondary, for a read API beside a running processor:
 /// [`Store::catch_up`] moves them to the latest committed state. `scratch`
-/// holds the secondaries' own files.
-pub fn open_secondaries(dir: &DataDir, scratch: &Path) -> Result<Vec<Arc<Store>>, StoreError> {
-    let cache = BlockCache::new(READER_CACHE_BYTES);
+/// holds the secondaries' own files; `cache` is their block cache.
+pub fn open_secondaries(
+    dir: &DataDir,
+    scratch: &Path,
+    cache: &BlockCache,
+) -> Result<Vec<Arc<Store>>, StoreError> {
     let scratch = scratch.join(dir.state_name());
     std::fs::create_dir_all(&scratch).map_err(|source| StoreError::Refused {
         path: scratch.clone(),
@@ -205,7 +204,7 @@ pub fn open_secondaries(dir: &DataDir, scratch: &Path) -> Result<Vec<Arc<Store>>
                 &scratch.join(format!("{p:05}")),
                 p,
                 dir.partitions(),
-                &cache,
+                cache,
             )
             .map(Arc::new)
         })

@@ -420,28 +420,6 @@ impl Store {
         }
     }
 
-    /// RocksDB's own statistics property (for `inspect` and metrics).
-    pub fn property(&self, name: &str) -> Option<String> {
-        self.db.property_value(name).ok().flatten()
-    }
-
-    /// The bytes of each column family's table files (RocksDB's
-    /// `rocksdb.total-sst-files-size`; memtables not included: flush first).
-    pub fn cf_bytes(&self) -> Vec<(Cf, u64)> {
-        Cf::ALL
-            .iter()
-            .map(|&cf| {
-                let n = self
-                    .db
-                    .property_int_value_cf(self.cf(cf), "rocksdb.total-sst-files-size")
-                    .ok()
-                    .flatten()
-                    .unwrap_or(0);
-                (cf, n)
-            })
-            .collect()
-    }
-
     fn scan_with<'a>(
         &'a self,
         cf: Cf,
@@ -592,6 +570,7 @@ impl Kv for Snapshot<'_> {
 mod error;
 mod iter;
 mod marks;
+mod properties;
 mod upgrade;
 
 pub use error::StoreError;

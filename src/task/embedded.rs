@@ -13,7 +13,7 @@ use crate::core::{
 use crate::core::{Generation, Partition};
 use crate::log::{Log, Logs};
 use crate::state::datadir::DataDir;
-use crate::state::{BlockCache, Store, StoreSet};
+use crate::state::{BlockCache, Kept, Store, StoreOptions, StoreSet};
 use crate::task::progress::Progress;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -38,6 +38,8 @@ pub struct ProcessorConfig {
     pub sync: bool,
     /// Shared block cache size, bytes.
     pub cache_bytes: usize,
+    /// What the stores keep in memory for readers, all partitions together.
+    pub kept: Kept,
     /// Nice levels by which each partition thread lowers its scheduling
     /// priority, so that reads are served first (see
     /// [`crate::task::priority`]; `0`: none).
@@ -56,7 +58,19 @@ impl ProcessorConfig {
             inactive_after: self.inactive_after,
         }
     }
+
+    /// The options of the stores this config processes into.
+    pub fn store_options(&self) -> StoreOptions {
+        StoreOptions {
+            sync: self.sync,
+            kept: self.kept,
+            ..StoreOptions::default()
+        }
+    }
 }
+
+/// The block cache a processor shares among its stores, by default.
+pub const DEFAULT_BLOCK_CACHE_BYTES: usize = 128 << 20;
 
 impl Default for ProcessorConfig {
     fn default() -> Self {
@@ -67,7 +81,8 @@ impl Default for ProcessorConfig {
             inactive_after: Some(DEFAULT_INACTIVE_AFTER_MS),
             limits: BatchLimits::default(),
             sync: true,
-            cache_bytes: 128 << 20,
+            cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
+            kept: Kept::default(),
             writer_nice: crate::task::priority::DEFAULT_WRITER_NICE,
         }
     }
@@ -136,7 +151,7 @@ impl Processor {
         dir.starting_threshold(cfg.pull_threshold)?;
         dir.settle_inbox_cap(cfg.inbox_cap)?;
         let cache = BlockCache::new(cfg.cache_bytes);
-        let stores = crate::state::set::open_stores(&dir, &cache, cfg.sync)?;
+        let stores = crate::state::set::open_stores(&dir, &cache, &cfg.store_options())?;
         Ok(Processor {
             warming: Default::default(),
             logs: Arc::new(dir.logs()),

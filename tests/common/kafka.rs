@@ -123,6 +123,7 @@ pub fn config(brokers: &str, group: &str, prefix: &str, member: &str) -> Cluster
         inactive_after: Some(500),
         sync: false,
         cache_bytes: 8 << 20,
+        kept: feedlog::state::Kept::DEFAULT,
         ..ProcessorConfig::default()
     };
     cfg

@@ -79,6 +79,7 @@ impl Run {
             inbox_cap,
             sync: false,
             cache_bytes: 1 << 20,
+            kept: feedlog::state::Kept::DEFAULT,
             ..ProcessorConfig::default()
         };
         let mut oracle = Oracle::with_partitions(2);

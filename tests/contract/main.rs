@@ -69,6 +69,7 @@ fn run_case_with(
         },
         sync: false,
         cache_bytes: 1 << 20,
+        kept: feedlog::state::Kept::DEFAULT,
         writer_nice: feedlog::task::priority::DEFAULT_WRITER_NICE,
     };
     let mut h = Harness {

@@ -128,6 +128,7 @@ pub fn render_metrics(api: &Api) -> String {
             }
         }
     }
+    render_memory(o, api);
     render_page_cache(o, api);
     render_fences(o, api);
     render_gauges(o, api);
@@ -312,22 +313,63 @@ fn render_gauges(o: &mut String, api: &Api) {
     }
 }
 
+/// The block cache (shared by every store of the process: one sample) and
+/// the threads answering requests.
+fn render_memory(o: &mut String, api: &Api) {
+    let cache = api.reader.stores().first().map(|(_, s)| s.block_cache());
+    for (i, (name, help)) in [
+        (
+            "feedlog_block_cache_capacity_bytes",
+            "Capacity of RocksDB's block cache, shared by the process's stores.",
+        ),
+        (
+            "feedlog_block_cache_bytes",
+            "Bytes held in RocksDB's block cache.",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        metrics::header(o, name, "gauge", help);
+        if let Some((capacity, held)) = cache {
+            metrics::sample(o, name, "", [capacity, held][i]);
+        }
+    }
+    let name = "feedlog_http_threads";
+    metrics::header(o, name, "gauge", "Threads answering HTTP requests.");
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        metrics::sample(o, name, "", rt.metrics().num_workers() as u64);
+    }
+}
+
 /// What is kept beside each store for readers: first pages (answered
-/// from them, read, bytes) and heads (pages answered from inbox heads,
-/// inbox heads, bytes of all heads, outbox heads).
+/// from them, read, bytes, budget) and heads (pages answered from inbox
+/// heads, inbox heads, bytes of all heads, outbox heads, budget).
 fn render_page_cache(o: &mut String, api: &Api) {
     // Read once per store, so the families agree.
-    let figures: Vec<(Partition, [u64; 7])> = api
+    let figures: Vec<(Partition, Vec<u64>)> = api
         .reader
         .stores()
         .iter()
         .map(|(p, s)| {
             let (hits, misses) = s.pages().hits_and_misses();
             let (heads, outboxes, bytes) = s.heads().held();
-            let kept = [hits, misses, s.pages().bytes() as u64];
-            let head = [s.heads().pages(), heads as u64, bytes as u64];
-            let [a, b, c] = kept;
-            (*p, [a, b, c, head[0], head[1], head[2], outboxes as u64])
+            let (pages, h) = (s.pages(), s.heads());
+            let sizes = [
+                pages.bytes(),
+                heads,
+                bytes,
+                outboxes,
+                pages.budget(),
+                h.budget(),
+            ];
+            let [kept, heads, bytes, outboxes, pages_budget, heads_budget] =
+                sizes.map(|n| n as u64);
+            let figures = [hits, misses, kept, h.pages(), heads, bytes, outboxes];
+            (
+                *p,
+                [figures.as_slice(), &[pages_budget, heads_budget]].concat(),
+            )
         })
         .collect();
     for (i, (name, kind, help)) in [
@@ -365,6 +407,16 @@ fn render_page_cache(o: &mut String, api: &Api) {
             "feedlog_outbox_heads",
             "gauge",
             "Authors whose newest outbox rows are kept in memory for the pull path.",
+        ),
+        (
+            "feedlog_page_cache_budget_bytes",
+            "gauge",
+            "Most bytes of first timeline pages kept (--page-cache-mb, shared among partitions).",
+        ),
+        (
+            "feedlog_inbox_heads_budget_bytes",
+            "gauge",
+            "Most bytes of inbox and outbox heads kept (--heads-mb, shared among partitions).",
         ),
     ]
     .into_iter()

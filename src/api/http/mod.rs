@@ -182,6 +182,20 @@ pub struct ApiConfig {
     pub allow_unauthenticated_remote: bool,
     /// Answers carry ids as strings ([`ids`]).
     pub string_ids: bool,
+    /// Threads answering requests (`0`: one per core, at least 2; see
+    /// [`ApiConfig::workers`]).
+    pub threads: usize,
+}
+
+impl ApiConfig {
+    /// The threads answering requests: `threads`, else one per core and at
+    /// least 2 (a page read inline leaves the other free).
+    pub fn workers(&self) -> usize {
+        match self.threads {
+            0 => std::thread::available_parallelism().map_or(2, |n| n.get().max(2)),
+            n => n,
+        }
+    }
 }
 
 impl Default for ApiConfig {
@@ -196,6 +210,7 @@ impl Default for ApiConfig {
             cors_origins: Vec::new(),
             allow_unauthenticated_remote: false,
             string_ids: false,
+            threads: 0,
         }
     }
 }

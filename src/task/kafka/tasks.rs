@@ -11,7 +11,7 @@ use crate::log::kafka::{GroupMember, REQUEST_TIMEOUT};
 use crate::log::now_ms;
 use crate::log::{Log, LogError, Topic};
 use crate::state::checkpoint::CheckpointDir;
-use crate::state::{meta, Cf, Kv, Store, StoreError, StoreOptions};
+use crate::state::{meta, Cf, Kv, Store, StoreError};
 use crate::task::handover::{best, GroupPosition};
 use crate::task::partition::{start_with_threshold, Takeover};
 use crate::task::progress::Progress;
@@ -24,10 +24,7 @@ use std::time::Instant;
 
 impl Cluster {
     pub(super) fn open_store(&self, p: Partition) -> Result<Arc<Store>, ClusterError> {
-        let opts = StoreOptions {
-            sync: self.cfg.processor.sync,
-            ..StoreOptions::default()
-        };
+        let opts = self.cfg.processor.store_options();
         Ok(Arc::new(Store::open(
             &self.dir.state_dir(p),
             p,
