@@ -133,12 +133,27 @@ async fn get(
     Ok(())
 }
 
-/// Passes that the cold figure is the median of: one pass is each
-/// reader's page once, tens of milliseconds on a small network, where a
-/// single pass moves with whatever else the machine does.
+/// Passes that the cold figure is the median of, at least: one pass is
+/// each reader's page once, tens of milliseconds on a small network, where
+/// a single pass moves with whatever else the machine does.
 pub(super) const COLD_PASSES: usize = 3;
 
-/// [`COLD_PASSES`] cold passes over `paths` with `threads` and
+/// Pages the cold passes read together, at least (fewer readers make more
+/// passes, up to [`MAX_COLD_PASSES`]): on CollegeMsg's 1,322 readers three
+/// passes ranged over 2×.
+const COLD_PAGES: usize = 20_000;
+
+/// The most cold passes.
+const MAX_COLD_PASSES: usize = 15;
+
+/// The cold passes over `readers` pages: enough for [`COLD_PAGES`] within
+/// [`COLD_PASSES`]..=[`MAX_COLD_PASSES`], an odd count (one median).
+fn cold_pass_count(readers: usize) -> usize {
+    let n = COLD_PAGES.div_ceil(readers.max(1));
+    (n | 1).clamp(COLD_PASSES, MAX_COLD_PASSES)
+}
+
+/// Cold passes over `paths` ([`cold_pass_count`]) with `threads` and
 /// `connections`, each from a reader of `dir` keeping `kept` opened for it
 /// ([`opened_with_heads`]): the pass of median throughput, and a line with
 /// the last reader's heads and every pass's pages/s.
@@ -148,8 +163,9 @@ pub(super) fn cold_passes(
     paths: &[String],
     (threads, connections): (usize, usize),
 ) -> Result<(Load, String)> {
-    let (mut passes, mut heads) = (Vec::with_capacity(COLD_PASSES), String::new());
-    for _ in 0..COLD_PASSES {
+    let count = cold_pass_count(paths.len());
+    let (mut passes, mut heads) = (Vec::with_capacity(count), String::new());
+    for _ in 0..count {
         let (reader, line) = opened_with_heads(dir, kept)?;
         passes.push(once_each(dir, reader, paths, threads, connections)?);
         heads = line;
@@ -157,8 +173,24 @@ pub(super) fn cold_passes(
     passes.sort_by(|a, b| a.per_sec.total_cmp(&b.per_sec));
     let each: Vec<String> = passes.iter().map(|l| format!("{:.0}", l.per_sec)).collect();
     let line = format!(
-        "{heads}; {COLD_PASSES} cold passes: {} pages/s (the median shown)",
+        "{heads}; {count} cold passes: {} pages/s (the median shown)",
         each.join(" / ")
     );
-    Ok((passes.swap_remove(COLD_PASSES / 2), line))
+    Ok((passes.swap_remove(count / 2), line))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cold_pass_count;
+
+    // Proves the cold passes read at least 20,000 pages together in an odd count of 3 to 15 passes (three on the week's 20,000 readers, fifteen on CollegeMsg's 1,322).
+    #[test]
+    fn cold_passes_cover_twenty_thousand_pages_in_an_odd_count() {
+        assert_eq!(cold_pass_count(20_000), 3);
+        assert_eq!(cold_pass_count(1_322), 15);
+        assert_eq!(cold_pass_count(5_000), 5);
+        assert_eq!(cold_pass_count(4_000), 5);
+        assert_eq!(cold_pass_count(2_500), 9);
+        assert_eq!(cold_pass_count(0), 15);
+    }
 }
