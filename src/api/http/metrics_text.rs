@@ -355,21 +355,10 @@ fn render_page_cache(o: &mut String, api: &Api) {
             let (hits, misses) = s.pages().hits_and_misses();
             let (heads, outboxes, bytes) = s.heads().held();
             let (pages, h) = (s.pages(), s.heads());
-            let sizes = [
-                pages.bytes(),
-                heads,
-                bytes,
-                outboxes,
-                pages.budget(),
-                h.budget(),
-            ];
-            let [kept, heads, bytes, outboxes, pages_budget, heads_budget] =
-                sizes.map(|n| n as u64);
-            let figures = [hits, misses, kept, h.pages(), heads, bytes, outboxes];
-            (
-                *p,
-                [figures.as_slice(), &[pages_budget, heads_budget]].concat(),
-            )
+            let n = |x: usize| x as u64;
+            let (kept, budgets) = (n(pages.bytes()), [n(pages.budget()), n(h.budget())]);
+            let held = [h.pages(), n(heads), n(bytes), n(outboxes)];
+            (*p, [&[hits, misses, kept][..], &held, &budgets].concat())
         })
         .collect();
     for (i, (name, kind, help)) in [
