@@ -5,6 +5,7 @@
 use clap::Parser;
 use feedlog::core::DEFAULT_PULL_THRESHOLD;
 use feedlog::ops::asof::log_span;
+use feedlog::state::Kept;
 use std::path::PathBuf;
 
 /// `feedlog-bench`: one bench and its options.
@@ -80,10 +81,10 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = log_span)]
     pub inactive_after: u64,
     /// redis: the readers' inbox heads, MiB (as `feedlog run --heads-mb`).
-    #[arg(long, value_name = "MIB", default_value_t = (feedlog::state::Kept::DEFAULT.heads >> 20) as u64)]
+    #[arg(long, value_name = "MIB", default_value_t = (Kept::DEFAULT.heads >> 20) as u64)]
     pub heads_mb: u64,
     /// redis: the readers' page cache, MiB (as `feedlog run --page-cache-mb`).
-    #[arg(long, value_name = "MIB", default_value_t = (feedlog::state::Kept::DEFAULT.pages >> 20) as u64)]
+    #[arg(long, value_name = "MIB", default_value_t = (Kept::DEFAULT.pages >> 20) as u64)]
     pub page_cache_mb: u64,
     /// failover: the processors' session timeout, ms.
     #[arg(long, default_value_t = 3_000)]

@@ -258,9 +258,10 @@ pub fn generation_api(
 }
 
 /// Keeps `set` (read-only secondaries of `dir`'s stores, opened under
-/// `scratch` with `cache` as their block cache) on the active state generation until `shutdown`: a swap or a
-/// reset of the processor makes a new generation active, and its stores
-/// replace the old ones all at once. `say` gets a line at each change.
+/// `scratch` with `cache` as their block cache) on the active state
+/// generation until `shutdown`: a swap or a reset of the processor makes a
+/// new generation active, and its stores replace the old ones all at once.
+/// `say` gets a line at each change.
 pub fn follow_swaps(
     dir: &DataDir,
     set: &StoreSet,
