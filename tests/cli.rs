@@ -100,7 +100,7 @@ fn produce_run_query_small_log() {
         .collect();
     assert_eq!(
         answers[0],
-        serde_json::json!({"user": 2, "followers": 1, "followees": 0, "posts": 1, "reposts": 0})
+        serde_json::json!({"user": 2, "followers": 1, "followees": 0, "posts": 1, "reposts": 0, "likes": 0})
     );
     assert_eq!(
         answers[1],
@@ -112,7 +112,7 @@ fn produce_run_query_small_log() {
     );
     assert_eq!(
         answers[3],
-        serde_json::json!({"items": [{"post_id": 11, "author": 2, "ts": 1004, "reposts": 0}], "next_cursor": null})
+        serde_json::json!({"items": [{"post_id": 11, "author": 2, "ts": 1004, "reposts": 0, "likes": 0}], "next_cursor": null})
     );
     assert_eq!(
         answers[4],

@@ -14,7 +14,9 @@
 
 mod common;
 
-use common::core_views::{directory_matches, posts_view, sources_match, timelines_match};
+use common::core_views::{
+    directory_matches, engagement_matches, posts_view, sources_match, timelines_match,
+};
 use common::generated::core_event as event;
 use common::oracle::Oracle;
 use feedlog::core::event::{Event, UserId};
@@ -427,6 +429,7 @@ impl Sim {
             directory_matches(&p.owner.kv, i, oracle)?;
             sources_match(&p.owner.kv, i)?;
         }
+        engagement_matches(&|u| self.kv_of(u), oracle, 1..=USERS)?;
         for u in 1..=USERS {
             let kv = self.kv_of(u);
             let user = views::user(kv, UserId(u)).unwrap();

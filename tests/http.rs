@@ -39,7 +39,7 @@ fn every_route_equals_the_oracle() {
         let (f, g, p) = oracle.counters(u);
         assert_eq!(
             c,
-            &serde_json::json!({"user": u, "followers": f, "followees": g, "posts": p, "reposts": oracle.reposts_counter(u)})
+            &serde_json::json!({"user": u, "followers": f, "followees": g, "posts": p, "reposts": oracle.reposts_counter(u), "likes": oracle.likes_counter(u)})
         );
     }
 }
@@ -170,7 +170,7 @@ fn bad_inputs_get_clear_errors_never_500() {
     );
     assert_eq!(
         c.json(&format!("/v1/users/{unknown}/counters")).unwrap(),
-        serde_json::json!({"user": unknown, "followers": 0, "followees": 0, "posts": 0, "reposts": 0})
+        serde_json::json!({"user": unknown, "followers": 0, "followees": 0, "posts": 0, "reposts": 0, "likes": 0})
     );
     assert_eq!(
         c.json(&format!("/v1/users/{unknown}/followers/recent"))
@@ -471,7 +471,7 @@ fn run_listen_and_serve_beside_it() {
     let (oracle, _) = oracle_of(&log);
     let want = |o: &common::oracle::Oracle| {
         let (f, g, p) = o.counters(1);
-        serde_json::json!({"user": 1, "followers": f, "followees": g, "posts": p, "reposts": o.reposts_counter(1)})
+        serde_json::json!({"user": 1, "followers": f, "followees": g, "posts": p, "reposts": o.reposts_counter(1), "likes": o.likes_counter(1)})
     };
     // `lag` 0 can come between a commit and the shipping of its messages
     // (the outbox's records are not in the `effects` log yet): the views

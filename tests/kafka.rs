@@ -401,7 +401,7 @@ fn any_processor_answers_for_any_user() {
         });
         for u in 1..=max_user {
             let (f, g, p) = oracle.counters(u);
-            let want = serde_json::json!({"user": u, "followers": f, "followees": g, "posts": p, "reposts": oracle.reposts_counter(u)});
+            let want = serde_json::json!({"user": u, "followers": f, "followees": g, "posts": p, "reposts": oracle.reposts_counter(u), "likes": oracle.likes_counter(u)});
             for c in [&c0, &c1, &c2] {
                 let r = c.get(&format!("/v1/users/{u}/counters"));
                 match r.status {

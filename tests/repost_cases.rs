@@ -66,7 +66,7 @@ fn a_repost_by_a_followee_shows_the_original() {
     );
     assert_eq!(
         r.posts(JEFF),
-        vec![json!({"post_id": 10, "author": JEFF, "ts": 5, "reposts": 1})]
+        vec![json!({"post_id": 10, "author": JEFF, "ts": 5, "reposts": 1, "likes": 0})]
     );
 }
 

@@ -50,11 +50,15 @@ const VALID: &[&str] = &[
     r#"{"type":"unmute","user":1,"target":2,"ts":1700000000009}"#,
     r#"{"type":"hide_reposts","user":1,"target":2,"ts":1700000000010}"#,
     r#"{"type":"show_reposts","user":1,"target":"2","ts":1700000000011}"#,
+    r#"{"type":"like","user":1,"author":2,"post_id":"77","ts":1700000000012}"#,
+    r#"{"type":"unlike","user":1,"author":2,"post_id":77,"ts":1700000000013}"#,
 ];
 
 /// Events the decoder refuses (each a dead letter), one per reason.
 const INVALID: &[&str] = &[
-    r#"{"type":"like","ts":1}"#,
+    r#"{"type":"bookmark","ts":1}"#,
+    r#"{"type":"like","user":1,"author":2,"ts":1}"#,
+    r#"{"type":"unlike","user":0,"author":2,"post_id":3,"ts":1}"#,
     r#"{"follower":1,"followee":2,"ts":1}"#,
     r#"{"type":7,"follower":1,"followee":2,"ts":1}"#,
     r#"{"type":"follow","follower":1,"ts":1}"#,

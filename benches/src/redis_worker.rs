@@ -22,6 +22,8 @@ pub(super) struct Worker {
     /// it may hold more than the cap (the design at its cheapest; a trim
     /// per insert would double the commands).
     bounds: HashMap<u64, u64>,
+    /// The (user, post) pairs liked (the design's sets of liked posts).
+    liked: HashSet<(u64, u64)>,
 }
 
 /// The key of the sources of `original` in `reader`'s timeline.
@@ -54,6 +56,7 @@ impl Worker {
             outboxes: HashMap::new(),
             entries: 0,
             bounds: HashMap::new(),
+            liked: HashSet::new(),
         }
     }
 
@@ -198,6 +201,34 @@ impl Worker {
             // Activity: the push design has nothing to do for it.
             // The design filters nothing: blocks and mutes are feedlog's.
             Event::Seen { .. } | Event::Filter { .. } => {}
+            // The design's like (the seeds' counter and flag): the post's
+            // counts hash `c:{post}` and the user's set of liked posts
+            // `l:{user}`, changed when the set does (no resolution of a
+            // repost's id, no check that the post is live).
+            Event::Like {
+                user,
+                post_id,
+                liked,
+                ..
+            } => {
+                let pair = (user.0, post_id.0);
+                let changed = match liked {
+                    true => self.liked.insert(pair),
+                    false => self.liked.remove(&pair),
+                };
+                if !changed {
+                    return;
+                }
+                out.command(3);
+                out.bytes(if liked { b"SADD" } else { b"SREM" });
+                out.key('l', user.0);
+                out.number(post_id.0);
+                out.command(4);
+                out.bytes(b"HINCRBY");
+                out.key('c', post_id.0);
+                out.bytes(b"likes");
+                out.bytes(if liked { b"1" } else { b"-1" });
+            }
         }
     }
 }

@@ -78,6 +78,9 @@ const DEMO_REPOST_RATE: f64 = 0.1;
 /// Filter events per post in the demo (mutes, hidden reposts and blocks of
 /// followees, and undos of some).
 const DEMO_FILTER_RATE: f64 = 0.02;
+/// Likes per post in the demo (likes outnumber posts on every network; a
+/// tenth of them are undone).
+const DEMO_LIKE_RATE: f64 = 3.0;
 
 /// Start of the generated timeline (2023-11-14T22:13:20Z), fixed so that a
 /// demo directory is the same log every time.
@@ -150,6 +153,7 @@ fn load(data: &Path, a: &DemoArgs) -> Result<()> {
         seen_rate: DEMO_SEEN_RATE,
         repost_rate: DEMO_REPOST_RATE,
         filter_rate: DEMO_FILTER_RATE,
+        like_rate: DEMO_LIKE_RATE,
         ..Activity::default()
     };
     let events = generate::activity(&mut graph, activity, START_MS + follows + 1000, 1, &mut rng);
@@ -161,9 +165,11 @@ fn load(data: &Path, a: &DemoArgs) -> Result<()> {
     let n = |kind| counted.events.get(kind);
     let s = producer.finish()?;
     say!(
-        "  then {} posts in bursts, {} reposts (mostly of the most followed accounts), {} new follows, {} unfollows, {} deletes, {} app opens (`seen`; half the users never come back), {} mutes, {} blocks and {} hidden reposts (and {} undone): {} events in the log ({:.1}s)",
+        "  then {} posts in bursts, {} reposts (mostly of the most followed accounts), {} likes ({} undone), {} new follows, {} unfollows, {} deletes, {} app opens (`seen`; half the users never come back), {} mutes, {} blocks and {} hidden reposts (and {} undone): {} events in the log ({:.1}s)",
         n(EventKind::Post),
         n(EventKind::Repost),
+        n(EventKind::Like),
+        n(EventKind::Unlike),
         n(EventKind::Follow),
         n(EventKind::Unfollow),
         n(EventKind::DeletePost),

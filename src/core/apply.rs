@@ -13,6 +13,7 @@ use super::effect::{Applied, Ctx, Effect, Out, Step};
 use super::filter::{BlockState, Blocking, Pair, Toggle};
 use super::filter_rules;
 use super::follow;
+use super::like;
 use super::post;
 use super::pulled;
 use super::repost;
@@ -93,6 +94,13 @@ pub fn apply_event<K: Kv + ?Sized>(
             post_id,
             ts,
         } => post::delete(s, (author, post_id), (version, ts))?,
+        Event::Like {
+            user,
+            author,
+            post_id,
+            liked,
+            ..
+        } => like::event(s, user, (author, post_id), liked, version),
         // Activity changes no view (docs/design.md, "Inactive readers are pulled"): only the user's record.
         Event::Seen { .. } => false,
     };
@@ -240,6 +248,7 @@ pub fn apply_effect<K: Kv + ?Sized>(
         | Effect::Reposted { .. }
         | Effect::Unrepost { .. }
         | Effect::RepostDir { .. }) => repost::apply_effect(s, e)?,
+        e @ (Effect::LikeOf { .. } | Effect::LikeLive { .. }) => like::apply_effect(s, e)?,
     }
     Ok(applied)
 }

@@ -302,6 +302,39 @@ pub enum Effect {
         /// The new follow's time.
         last: Ts,
     },
+    /// At the partition of the post a like names: `liker`'s like or
+    /// unlike of it. An original (or a post not known yet) registers it,
+    /// the latest by version deciding; another repost passes it on to the
+    /// post that one names. Appended last: variants are append-only.
+    LikeOf {
+        /// The named post's author.
+        of_author: UserId,
+        /// The named post.
+        of_post_id: PostId,
+        /// The liker.
+        liker: UserId,
+        /// A like (true) or an unlike.
+        liked: bool,
+        /// Repost links followed so far (at most
+        /// [`crate::event::MAX_REPOST_HOPS`]).
+        hops: u32,
+        /// The version of the like or unlike event (its place in the
+        /// liker's `events`).
+        version: Version,
+    },
+    /// At the liker's partition: whether `liker` now likes the live
+    /// original `(root_author, root_post_id)` (the user's `likes` counter
+    /// and the `liked` flag).
+    LikeLive {
+        /// The liker.
+        liker: UserId,
+        /// The original's author.
+        root_author: UserId,
+        /// The original.
+        root_post_id: PostId,
+        /// Whether the like counts now.
+        live: bool,
+    },
 }
 
 impl Effect {
@@ -323,6 +356,8 @@ impl Effect {
             Effect::Unrepost { root_author, .. } => *root_author,
             Effect::Blocked { user, .. } => *user,
             Effect::Refollowed { author, .. } => *author,
+            Effect::LikeOf { of_author, .. } => *of_author,
+            Effect::LikeLive { liker, .. } => *liker,
         }
     }
 
@@ -357,7 +392,9 @@ impl Effect {
             | Effect::Unrepost { .. }
             | Effect::RepostDir { .. }
             | Effect::Blocked { .. }
-            | Effect::Refollowed { .. } => Offset(0),
+            | Effect::Refollowed { .. }
+            | Effect::LikeOf { .. }
+            | Effect::LikeLive { .. } => Offset(0),
         }
     }
 
@@ -381,6 +418,8 @@ impl Effect {
             Effect::RepostDir { .. } => "repost_dir",
             Effect::Blocked { .. } => "blocked",
             Effect::Refollowed { .. } => "refollowed",
+            Effect::LikeOf { .. } => "like_of",
+            Effect::LikeLive { .. } => "like_live",
         }
     }
 }

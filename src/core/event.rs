@@ -156,6 +156,22 @@ pub enum Event {
         /// Producer time.
         ts: Ts,
     },
+    /// `user` likes (`liked`) or unlikes `author`'s post `post_id` (a
+    /// like of a repost's id is a like of the original it resolves to).
+    /// The latest such event of the user for an original, in the user's
+    /// log order, decides. Appended last, as `Filter` was.
+    Like {
+        /// The acting user (the liker).
+        user: UserId,
+        /// The author of the post named.
+        author: UserId,
+        /// The post named (an original, or a repost of one).
+        post_id: PostId,
+        /// `like` (true) or `unlike` (false).
+        liked: bool,
+        /// Producer time.
+        ts: Ts,
+    },
 }
 
 /// What a [`Event::Filter`] changes for the pair (user, target). Each kind
@@ -204,7 +220,9 @@ impl Event {
             Event::Post { author, .. }
             | Event::DeletePost { author, .. }
             | Event::Repost { author, .. } => author,
-            Event::Seen { user, .. } | Event::Filter { user, .. } => user,
+            Event::Seen { user, .. } | Event::Filter { user, .. } | Event::Like { user, .. } => {
+                user
+            }
         }
     }
 
@@ -217,6 +235,7 @@ impl Event {
             | Event::DeletePost { ts, .. }
             | Event::Repost { ts, .. }
             | Event::Filter { ts, .. }
+            | Event::Like { ts, .. }
             | Event::Seen { ts, .. } => ts,
         }
     }
@@ -234,7 +253,8 @@ impl Event {
             | Event::Post { .. }
             | Event::Seen { .. }
             | Event::Repost { .. }
-            | Event::Filter { .. } => false,
+            | Event::Filter { .. }
+            | Event::Like { .. } => false,
         }
     }
 
@@ -248,6 +268,8 @@ impl Event {
             Event::Seen { .. } => EventKind::Seen,
             Event::Repost { .. } => EventKind::Repost,
             Event::Filter { change, .. } => change.kind(),
+            Event::Like { liked: true, .. } => EventKind::Like,
+            Event::Like { liked: false, .. } => EventKind::Unlike,
         }
     }
 
@@ -278,14 +300,7 @@ impl Event {
             }
             | Event::DeletePost {
                 author, post_id, ..
-            } => {
-                if author.0 == 0 {
-                    return Err(InvalidEvent::ZeroId { field: "author" });
-                }
-                if post_id.0 == 0 {
-                    return Err(InvalidEvent::ZeroId { field: "post_id" });
-                }
-            }
+            } => nonzero([("author", author.0), ("post_id", post_id.0)])?,
             Event::Seen { user, .. } => {
                 if user.0 == 0 {
                     return Err(InvalidEvent::ZeroId { field: "user" });
@@ -298,18 +313,30 @@ impl Event {
                 of_post_id,
                 ..
             } => {
-                for (field, id) in [
+                nonzero([
                     ("author", author.0),
                     ("post_id", post_id.0),
                     ("of_author", of_author.0),
                     ("of_post_id", of_post_id.0),
+                ])?;
+                if (author, post_id) == (of_author, of_post_id) {
+                    return Err(InvalidEvent::RepostsItself { author, post_id });
+                }
+            }
+            Event::Like {
+                user,
+                author,
+                post_id,
+                ..
+            } => {
+                for (field, id) in [
+                    ("user", user.0),
+                    ("author", author.0),
+                    ("post_id", post_id.0),
                 ] {
                     if id == 0 {
                         return Err(InvalidEvent::ZeroId { field });
                     }
-                }
-                if (author, post_id) == (of_author, of_post_id) {
-                    return Err(InvalidEvent::RepostsItself { author, post_id });
                 }
             }
             Event::Filter {
@@ -345,6 +372,14 @@ impl Event {
     }
 }
 
+/// The first of `ids` (field, id) that is 0, as the error naming it.
+fn nonzero<const N: usize>(ids: [(&'static str, u64); N]) -> Result<(), InvalidEvent> {
+    match ids.iter().find(|(_, id)| *id == 0) {
+        Some(&(field, _)) => Err(InvalidEvent::ZeroId { field }),
+        None => Ok(()),
+    }
+}
+
 /// The event kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventKind {
@@ -372,12 +407,16 @@ pub enum EventKind {
     HideReposts,
     /// `show_reposts`
     ShowReposts,
+    /// `like`
+    Like,
+    /// `unlike`
+    Unlike,
 }
 
 impl EventKind {
     /// Every kind, in the order of the JSON spellings in docs/events.md
     /// (follow, unfollow, post, delete_post, seen, repost, block, unblock,
-    /// mute, unmute, hide_reposts, show_reposts). Derived from
+    /// mute, unmute, hide_reposts, show_reposts, like, unlike). Derived from
     /// [`EventKind::next`], whose exhaustive `match` makes a new kind
     /// impossible to leave out.
     pub fn all() -> impl Iterator<Item = EventKind> {
@@ -413,7 +452,9 @@ impl EventKind {
             EventKind::Mute => Some(EventKind::Unmute),
             EventKind::Unmute => Some(EventKind::HideReposts),
             EventKind::HideReposts => Some(EventKind::ShowReposts),
-            EventKind::ShowReposts => None,
+            EventKind::ShowReposts => Some(EventKind::Like),
+            EventKind::Like => Some(EventKind::Unlike),
+            EventKind::Unlike => None,
         }
     }
 }
@@ -434,6 +475,8 @@ impl EventKind {
             EventKind::Unmute => "unmute",
             EventKind::HideReposts => "hide_reposts",
             EventKind::ShowReposts => "show_reposts",
+            EventKind::Like => "like",
+            EventKind::Unlike => "unlike",
         }
     }
 }
@@ -493,93 +536,4 @@ pub enum InvalidEvent {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    // Proves `EventKind::all` lists every kind once, in declaration order, so `index` and `COUNT` make a table by kind.
-    #[test]
-    fn kinds_are_listed_in_declaration_order() {
-        let all: Vec<EventKind> = EventKind::all().collect();
-        assert_eq!(all.len(), EventKind::COUNT);
-        for (i, k) in all.iter().enumerate() {
-            assert_eq!(k.index(), i, "{k:?}");
-        }
-    }
-
-    // Proves a ts in seconds or in micro/nanoseconds is refused at both edges of each window, and synthetic and real ms clocks are kept.
-    #[test]
-    fn ts_in_the_wrong_unit_is_refused() {
-        let at = |ts| {
-            Event::Seen {
-                user: UserId(1),
-                ts: Ts(ts),
-            }
-            .validate()
-        };
-        for ok in [
-            0,
-            29,
-            Ts::SECONDS_FROM - 1,
-            Ts::MILLIS_FROM,
-            1_700_000_000_000,
-            Ts::MILLIS_UNTIL - 1,
-        ] {
-            assert_eq!(at(ok), Ok(()), "{ok}");
-        }
-        for (bad, unit) in [
-            (Ts::SECONDS_FROM, "seconds"),
-            (1_700_000_000, "seconds"),
-            (Ts::MILLIS_FROM - 1, "seconds"),
-            (Ts::MILLIS_UNTIL, "microseconds or nanoseconds"),
-            (1_700_000_000_000_000, "microseconds or nanoseconds"),
-            (u64::MAX, "microseconds or nanoseconds"),
-        ] {
-            match at(bad) {
-                Err(InvalidEvent::TsUnit { ts, unit: u, .. }) => assert_eq!((ts, u), (bad, unit)),
-                other => panic!("{bad}: {other:?}"),
-            }
-        }
-        let msg = at(1_700_000_000).unwrap_err().to_string();
-        assert!(
-            msg.contains("looks like seconds") && msg.contains("multiply seconds by 1000"),
-            "{msg}"
-        );
-    }
-
-    // Proves validation rejects exactly the records docs/events.md says are not events.
-    #[test]
-    fn validation_rules() {
-        let ok = Event::Follow {
-            follower: UserId(1),
-            followee: UserId(2),
-            ts: Ts(0),
-        };
-        assert_eq!(ok.validate(), Ok(()));
-        let selfie = Event::Unfollow {
-            follower: UserId(3),
-            followee: UserId(3),
-            ts: Ts(0),
-        };
-        assert_eq!(
-            selfie.validate(),
-            Err(InvalidEvent::SelfFollow { user: UserId(3) })
-        );
-        let zero = Event::Post {
-            author: UserId(1),
-            post_id: PostId(0),
-            ts: Ts(5),
-        };
-        assert_eq!(
-            zero.validate(),
-            Err(InvalidEvent::ZeroId { field: "post_id" })
-        );
-        let nobody = Event::Seen {
-            user: UserId(0),
-            ts: Ts(5),
-        };
-        assert_eq!(
-            nobody.validate(),
-            Err(InvalidEvent::ZeroId { field: "user" })
-        );
-    }
-}
+mod tests;

@@ -7,8 +7,10 @@ use crate::event::{PostId, Ts, UserId};
 use crate::partition::Partition;
 
 mod edge;
+mod like;
 mod post;
 pub use edge::EdgeVal;
+pub use like::{like_count, like_of, like_of_prefix, liked, likes_given, reposted};
 pub use post::{PostRef, PostVal, Posted, RepostState, RepostVal};
 
 /// Reads a big-endian u64 at `at`; `None` when `bytes` ends before

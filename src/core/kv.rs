@@ -55,11 +55,14 @@ pub enum Cf {
     /// The reposts among each reader's inbox entries, by original: a
     /// reader's sources of a post without the directory's other reposters.
     InboxReposts,
+    /// Likes registered with the post they name and their counts; each
+    /// user's live likes and reposts by original (the reader's flags).
+    Engagement,
 }
 
 impl Cf {
     /// Every column family, in on-disk order.
-    pub const ALL: [Cf; 17] = [
+    pub const ALL: [Cf; 18] = [
         Cf::Meta,
         Cf::Users,
         Cf::Followees,
@@ -77,6 +80,7 @@ impl Cf {
         Cf::RepostDir,
         Cf::Filters,
         Cf::InboxReposts,
+        Cf::Engagement,
     ];
 
     /// The RocksDB column family name.
@@ -99,6 +103,7 @@ impl Cf {
             Cf::RepostDir => "repost_dir",
             Cf::Filters => "filters",
             Cf::InboxReposts => "inbox_reposts",
+            Cf::Engagement => "engagement",
         }
     }
 

@@ -27,6 +27,7 @@ pub mod generation;
 mod inbox;
 pub mod keys;
 pub mod kv;
+pub mod like;
 pub mod metrics;
 pub mod partition;
 pub mod position;

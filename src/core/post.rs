@@ -8,6 +8,7 @@ use super::edge::follows_at;
 use super::effect::Step;
 use super::fan_out::{announce, Change, Reach};
 use super::inbox::{insert_inbox, Root};
+use super::like;
 use super::repost;
 use crate::event::{Ts, UserId};
 use crate::keys::{PostRef, PostVal, Posted, TimelineKey};
@@ -36,6 +37,7 @@ pub(super) fn post<K: Kv + ?Sized>(
             let how = (Reach::of(u.pulled), Change::Appears);
             announce(s, (author, post_id), ts, how)?;
             repost::original_posted(s, (author, post_id), ts)?;
+            like::original_posted(s, (author, post_id))?;
         }
         Some(PostVal::Deleted(None, deleted)) => {
             let posted = Posted {
@@ -44,6 +46,7 @@ pub(super) fn post<K: Kv + ?Sized>(
             };
             s.t.set_post(author, post_id, &PostVal::Deleted(Some(ts), posted));
             repost::original_dead(s, (author, post_id))?;
+            like::original_dead(s, (author, post_id))?;
         }
         Some(_) => return Ok(false),
     }
@@ -81,6 +84,7 @@ pub(super) fn delete<K: Kv + ?Sized>(
             let how = (Reach::of(u.pulled), Change::Goes);
             announce(s, (author, post_id), ts, how)?;
             repost::original_dead(s, (author, post_id))?;
+            like::original_dead(s, (author, post_id))?;
         }
     }
     Ok(true)

@@ -201,6 +201,10 @@ pub struct Activity {
     /// time), hidden reposts and blocks, and one in four an undo of an
     /// earlier one.
     pub filter_rate: f64,
+    /// Likes per post, by users who are not dormant, drawn as reposts are
+    /// (a tenth of them of a repost's id); one in ten is an unlike of an
+    /// earlier like.
+    pub like_rate: f64,
 }
 
 impl Default for Activity {
@@ -215,6 +219,7 @@ impl Default for Activity {
             seen_rate: 0.0,
             repost_rate: 0.0,
             filter_rate: 0.0,
+            like_rate: 0.0,
         }
     }
 }
@@ -225,7 +230,7 @@ pub fn dormant(user: u64, share: f64) -> bool {
     share > 0.0 && Rng(user).unit() < share
 }
 
-/// Posts, reposts, follows, unfollows, deletes and `seen` events over
+/// Posts, reposts, likes, follows, unfollows, deletes and `seen` events over
 /// `graph`, `ts` from `start_ms`. Post and repost ids are `first_post_id..`.
 // Long: one pass over log time that draws every kind of event from the same
 // running state (the pools of recent and famous posts, the follow graph),
@@ -248,6 +253,8 @@ pub fn activity(
     let mut reposts: Vec<(u64, u64)> = Vec::new();
     // Filters on, to undo some: (user, target, the undoing kind).
     let mut filters: Vec<(u64, u64, FilterChange)> = Vec::new();
+    // Likes given, to undo some: (user, author, post).
+    let mut liked: Vec<(u64, u64, u64)> = Vec::new();
     let n_top = (graph.by_followers.len() / 100).max(1);
     let top: std::collections::HashSet<u64> =
         graph.by_followers.iter().take(n_top).copied().collect();
@@ -316,6 +323,14 @@ pub fn activity(
             }
             repost -= 1.0;
         }
+        let pools = (recent.as_slice(), famous.as_slice(), reposts.as_slice());
+        likes(
+            &mut out,
+            (a.like_rate * burst as f64, &mut liked),
+            pools,
+            &mut ts,
+            &mut || active(rng),
+        );
         if rng.unit() < a.delete_rate * burst as f64 && !recent.is_empty() {
             let (author, id) = recent.swap_remove((rng.next_u64() as usize) % recent.len());
             ts += 1;
@@ -368,6 +383,57 @@ pub fn activity(
         }
     }
     out
+}
+
+/// Pools of posts to pick from: (recent, famous, reposts).
+type Pools<'a> = (&'a [(u64, u64)], &'a [(u64, u64)], &'a [(u64, u64)]);
+
+/// About `rate` like events at `ts` on: by users `who` picks, of a post
+/// from the pools (recent, famous, reposts; drawn as reposts are), one in
+/// ten an unlike of an earlier like still in `liked`.
+fn likes(
+    out: &mut Vec<Event>,
+    (mut rate, liked): (f64, &mut Vec<(u64, u64, u64)>),
+    (recent, famous, reposts): Pools<'_>,
+    ts: &mut u64,
+    who: &mut dyn FnMut() -> u64,
+) {
+    // The picks are drawn from the liker's id and the time, so the
+    // activity's own generator is left as it was without likes.
+    let mut rng = Rng(*ts ^ 0x6c69_6b65);
+    while rate > 0.0 {
+        if rng.unit() < rate {
+            let user = who();
+            let pool = match rng.unit() {
+                x if x < 0.1 && !reposts.is_empty() => reposts,
+                x if x < 0.7 && !famous.is_empty() => famous,
+                _ => recent,
+            };
+            let undo = !liked.is_empty() && rng.unit() < 0.1;
+            let (user, author, post, on) = if undo {
+                let (u, a, p) = liked.swap_remove((rng.next_u64() as usize) % liked.len());
+                (u, a, p, false)
+            } else if let Some(&(a, p)) = pool.get((rng.next_u64() as usize) % pool.len().max(1)) {
+                liked.push((user, a, p));
+                if liked.len() > 1000 {
+                    liked.swap_remove(0);
+                }
+                (user, a, p, true)
+            } else {
+                rate -= 1.0;
+                continue;
+            };
+            *ts += 1;
+            out.push(Event::Like {
+                user: UserId(user),
+                author: UserId(author),
+                post_id: PostId(post),
+                liked: on,
+                ts: Ts(*ts),
+            });
+        }
+        rate -= 1.0;
+    }
 }
 
 /// Filters on: (user, target, the change that undoes it).

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::PoisonError;
 
 /// The state layout this build reads and writes (see `state/README.md`).
-pub const LAYOUT_VERSION: u32 = 6;
+pub const LAYOUT_VERSION: u32 = 7;
 
 /// One partition's RocksDB.
 pub struct Store {

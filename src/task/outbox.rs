@@ -119,7 +119,9 @@ fn items_of(e: &Effect) -> usize {
         | Effect::Unrepost { .. }
         | Effect::RepostDir { .. }
         | Effect::Blocked { .. }
-        | Effect::Refollowed { .. } => 1,
+        | Effect::Refollowed { .. }
+        | Effect::LikeOf { .. }
+        | Effect::LikeLive { .. } => 1,
     }
     .max(1)
 }

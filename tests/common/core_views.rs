@@ -8,7 +8,7 @@ use feedlog::core::explain::{self, Sources};
 use feedlog::core::filter::ReadFilter;
 use feedlog::core::keys::{self, PostRef, PostVal, TimelineKey};
 use feedlog::core::kv::{Cf, Kv, MemKv};
-use feedlog::core::{repost, views};
+use feedlog::core::{like, repost, views};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,6 +24,7 @@ pub fn posts_view(kv: &MemKv, u: u64) -> Vec<serde_json::Value> {
                 }
                 None => {
                     item["reposts"] = repost::count(kv, (UserId(u), x.post_id)).unwrap().into();
+                    item["likes"] = like::count(kv, (UserId(u), x.post_id)).unwrap().into();
                 }
             }
             item
@@ -187,6 +188,54 @@ pub fn sources_match(kv: &MemKv, p: usize) -> Result<(), String> {
         return Err(format!(
             "partition {p}: sources hold {k:?}, no inbox repost of it"
         ));
+    }
+    Ok(())
+}
+
+/// Every post's likes and reposts counts (at its author's partition), and
+/// every user's `likes` counter and flags (liked, reposted) on every live
+/// original (at the user's), against the oracle; the first difference.
+pub fn engagement_matches<'a>(
+    kv_of: &dyn Fn(u64) -> &'a MemKv,
+    oracle: &Oracle,
+    users: impl Iterator<Item = u64>,
+) -> Result<(), String> {
+    let live = oracle.live_originals();
+    for &(a, p) in &live {
+        let post = (UserId(a), PostId(p));
+        let got = (
+            like::count(kv_of(a), post).unwrap(),
+            repost::count(kv_of(a), post).unwrap(),
+        );
+        let want = (
+            oracle.likes_of((a, p)).unwrap_or(0),
+            oracle.reposts_of((a, p)),
+        );
+        if got != want {
+            return Err(format!(
+                "(likes, reposts) of ({a}, {p}): {got:?}, want {want:?}"
+            ));
+        }
+    }
+    for u in users {
+        let kv = kv_of(u);
+        let (got, want) = (like::given(kv, UserId(u)).unwrap(), oracle.likes_counter(u));
+        if got != want {
+            return Err(format!("likes given by {u}: {got}, want {want}"));
+        }
+        for &(a, p) in &live {
+            let post = (UserId(a), PostId(p));
+            let got = (
+                like::likes(kv, UserId(u), post).unwrap(),
+                like::reposted(kv, UserId(u), post).unwrap(),
+            );
+            let want = (oracle.liked(u, (a, p)), oracle.reposted(u, (a, p)));
+            if got != want {
+                return Err(format!(
+                    "(liked, reposted) of ({a}, {p}) by {u}: {got:?}, want {want:?}"
+                ));
+            }
+        }
     }
     Ok(())
 }

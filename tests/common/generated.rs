@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 pub const USERS: u64 = 8;
 
 /// Any event among [`USERS`] users: follows and unfollows, posts, deletions,
-/// `seen`, reposts, blocks, mutes and hidden reposts.
+/// `seen`, reposts, blocks, mutes and hidden reposts, likes and unlikes.
 pub fn core_event() -> impl Strategy<Value = Event> {
     let user = || (1..=USERS).prop_map(UserId);
     let ts = || (0u64..30).prop_map(Ts);
@@ -41,6 +41,10 @@ pub fn core_event() -> impl Strategy<Value = Event> {
         // Blocks, mutes (ending or not) and hidden reposts, and their ends.
         3 => (user(), user(), 0u64..30).prop_filter("no self-filter", |(a, b, _)| a != b)
             .prop_flat_map(|(user, target, t)| filter_change(t).prop_map(move |change| Event::Filter { user, target, change, ts: Ts(t) })),
+        // Likes and unlikes name posts, reposts and ids never posted.
+        3 => (user(), user(), post(), any::<bool>(), ts()).prop_map(|(user, author, post_id, liked, ts)| {
+            Event::Like { user, author, post_id, liked, ts }
+        }),
     ]
 }
 

@@ -227,11 +227,11 @@ pub fn check_all(
             field(&c, "posts")?,
         );
         let want = oracle.counters(u);
-        let reposts = field(&c, "reposts")?;
-        if field(&c, "user")? != u || got != want || reposts != oracle.reposts_counter(u) {
+        let more = (field(&c, "reposts")?, field(&c, "likes")?);
+        let want_more = (oracle.reposts_counter(u), oracle.likes_counter(u));
+        if field(&c, "user")? != u || got != want || more != want_more {
             return Err(format!(
-                "counters of {u}: got {c}, want {want:?} and {} reposts",
-                oracle.reposts_counter(u)
+                "counters of {u}: got {c}, want {want:?} and (reposts, likes) {want_more:?}"
             ));
         }
         for k in [1usize, 3, 100] {

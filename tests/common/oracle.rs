@@ -8,6 +8,8 @@ use feedlog::UserId;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
+#[path = "oracle_likes.rs"]
+mod likes;
 #[path = "oracle_why.rs"]
 mod why;
 pub use why::At;
@@ -112,6 +114,11 @@ pub struct Oracle {
     mute_since: BTreeMap<(u64, u64), (u64, At)>,
     /// (user, other) -> when and where the hiding of reposts on now started.
     hide_since: BTreeMap<(u64, u64), (u64, At)>,
+    /// (liker, post named) -> (liked, the event's place in the liker's
+    /// log order): each pair's latest like or unlike.
+    likes: BTreeMap<(u64, (u64, u64)), (bool, u64)>,
+    /// Events applied so far (orders each user's likes).
+    applied: u64,
 }
 
 impl Oracle {
@@ -141,6 +148,7 @@ impl Oracle {
     /// Applies one valid event, at position `at` of the log.
     pub fn apply_at(&mut self, event: &Event, at: At) {
         *self.reposts_by_root.get_mut() = None;
+        self.applied += 1;
         match *event {
             Event::Follow {
                 follower, followee, ..
@@ -161,6 +169,7 @@ impl Oracle {
                 self.named.insert(user.0);
             }
             Event::Filter { user, target, .. } => self.named.extend([user.0, target.0]),
+            Event::Like { user, author, .. } => self.named.extend([user.0, author.0]),
         }
         let clock = self.clocks.entry(event.actor().0).or_default();
         *clock = (*clock).max(event.ts().0);
@@ -256,6 +265,16 @@ impl Oracle {
                 if !id.deleted {
                     (id.deleted, id.deleted_at) = (true, Some((ts.0, at)));
                 }
+            }
+            Event::Like {
+                user,
+                author,
+                post_id,
+                liked,
+                ..
+            } => {
+                let named = (author.0, post_id.0);
+                self.likes.insert((user.0, named), (liked, self.applied));
             }
             // Activity changes no view.
             Event::Seen { .. } => {}
@@ -471,7 +490,8 @@ impl Oracle {
                 (
                     ts,
                     p,
-                    json!({"post_id": p, "author": u, "ts": ts, "reposts": n}),
+                    json!({"post_id": p, "author": u, "ts": ts, "reposts": n,
+                        "likes": self.likes_of((u, p)).unwrap_or(0)}),
                 )
             })
             .collect();

@@ -116,6 +116,19 @@ pub(crate) fn at_edges(e: Event) -> Event {
             },
             ts: t(ts),
         },
+        Event::Like {
+            user,
+            author,
+            post_id,
+            liked,
+            ts,
+        } => Event::Like {
+            user: u(user),
+            author: u(author),
+            post_id: p(post_id),
+            liked,
+            ts: t(ts),
+        },
     }
 }
 
@@ -179,6 +192,10 @@ pub(crate) fn event(users: u64) -> impl Strategy<Value = Event> {
             .prop_flat_map(|(a, b, t)| filter_change(t).prop_map(move |c| Event::Filter {
                 user: UserId(a), target: UserId(b), change: c, ts: Ts(t),
             })),
+        // Likes and unlikes of posts, reposts and ids never posted.
+        2 => (user(), user(), 1u64..=20, any::<bool>(), 0u64..40).prop_map(|(a, b, p, liked, t)| Event::Like {
+            user: UserId(a), author: UserId(b), post_id: PostId(p), liked, ts: Ts(t),
+        }),
     ]
 }
 

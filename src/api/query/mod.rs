@@ -264,6 +264,7 @@ impl Reader {
                     followees: v.followees,
                     posts: v.posts,
                     reposts: v.reposts,
+                    likes: crate::core::like::given(&snap, u)?,
                 });
             }
         }
@@ -275,13 +276,16 @@ impl Reader {
     /// A user's counters.
     pub fn counters(&self, user: UserId) -> Result<Counters, QueryError> {
         check_user(user)?;
-        let u = views::user(&self.store_of(user)?.snapshot(), user)?;
+        let store = self.store_of(user)?;
+        let snap = store.snapshot();
+        let u = views::user(&snap, user)?;
         Ok(Counters {
             user: user.0,
             followers: u.followers,
             followees: u.followees,
             posts: u.posts,
             reposts: u.reposts,
+            likes: crate::core::like::given(&snap, user)?,
         })
     }
 
@@ -481,6 +485,8 @@ impl Reader {
                     None => {
                         let n = crate::core::repost::count(&snap, (user, x.post_id))?;
                         item.reposts = Some(n);
+                        let n = crate::core::like::count(&snap, (user, x.post_id))?;
+                        item.likes = Some(n);
                     }
                 }
                 Ok::<_, QueryError>(item)

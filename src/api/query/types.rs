@@ -126,7 +126,7 @@ impl QueryError {
 
 /// A post in a timeline or posts page. A timeline entry with no repost
 /// among its appearances, and an original in a posts page, has only
-/// `post_id`, `author` and `ts` (and `reposts` in a posts page).
+/// `post_id`, `author` and `ts` (and `reposts` and `likes` in a posts page).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[schema(as = Post)]
 pub struct PostItem {
@@ -150,6 +150,9 @@ pub struct PostItem {
     /// Posts page, an original: its live reposts, by anyone.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reposts: Option<u64>,
+    /// Posts page, an original: its live likes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub likes: Option<u64>,
     /// Posts page, a repost: the original it reposts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repost_of: Option<RepostOf>,
@@ -170,6 +173,7 @@ impl PostItem {
             reposted_by: None,
             reposters: None,
             reposts: None,
+            likes: None,
             repost_of: None,
             why: None,
         }
@@ -235,6 +239,8 @@ pub struct Counters {
     pub posts: u64,
     /// Live reposts (of live originals).
     pub reposts: u64,
+    /// Live likes given (of live originals).
+    pub likes: u64,
 }
 
 /// One page of a view.

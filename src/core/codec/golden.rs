@@ -65,7 +65,17 @@ fn events() -> Vec<Event> {
             change,
             ts: Ts(1_700_000_000_000 + n),
         });
-    events.into_iter().chain(filters).collect()
+    let likes = [true, false]
+        .into_iter()
+        .zip(12..)
+        .map(|(liked, n)| Event::Like {
+            user: b,
+            author: a,
+            post_id: PostId(77),
+            liked,
+            ts: Ts(1_700_000_000_000 + n),
+        });
+    events.into_iter().chain(filters).chain(likes).collect()
 }
 
 /// One of each effect kind.
@@ -186,6 +196,20 @@ fn effects() -> Vec<Effect> {
             version: Version(5),
             last: Ts(12),
         },
+        Effect::LikeOf {
+            of_author: a,
+            of_post_id: PostId(8),
+            liker: f,
+            liked: true,
+            hops: 2,
+            version: Version(5),
+        },
+        Effect::LikeLive {
+            liker: f,
+            root_author: a,
+            root_post_id: PostId(8),
+            live: true,
+        },
     ]
 }
 
@@ -281,6 +305,12 @@ const GOLDEN: &[(&str, &str)] = &[
     ("json show_reposts", "7b2274797065223a2273686f775f7265706f737473222c2275736572223a3330302c22746172676574223a31383434363734343037333730393535313631352c227473223a313730303030303030303031317d"),
     ("postcard show_reposts", "06ac02ffffffffffffffffff01058bd095ffbc31"),
     ("bincode show_reposts", "06fb2c01fdffffffffffffffff05fd0b68e5cf8b010000"),
+    ("json like", "7b2274797065223a226c696b65222c2275736572223a31383434363734343037333730393535313631352c22617574686f72223a3330302c22706f73745f6964223a37372c227473223a313730303030303030303031327d"),
+    ("postcard like", "07ffffffffffffffffff01ac024d018cd095ffbc31"),
+    ("bincode like", "07fdfffffffffffffffffb2c014d01fd0c68e5cf8b010000"),
+    ("json unlike", "7b2274797065223a22756e6c696b65222c2275736572223a31383434363734343037333730393535313631352c22617574686f72223a3330302c22706f73745f6964223a37372c227473223a313730303030303030303031337d"),
+    ("postcard unlike", "07ffffffffffffffffff01ac024d008dd095ffbc31"),
+    ("bincode unlike", "07fdfffffffffffffffffb2c014d00fd0d68e5cf8b010000"),
     ("stamped follower_added", "0380d0dfb4ab330100ac02020504"),
     ("postcard follower_added", "0100ac02020504"),
     ("bincode follower_added", "00fb2c01020504"),
@@ -332,9 +362,15 @@ const GOLDEN: &[(&str, &str)] = &[
     ("stamped refollowed", "0380d0dfb4ab330110ac0202050c"),
     ("postcard refollowed", "0110ac0202050c"),
     ("bincode refollowed", "10fb2c0102050c"),
+    ("stamped like_of", "0380d0dfb4ab330111ac020802010205"),
+    ("postcard like_of", "0111ac020802010205"),
+    ("bincode like_of", "11fb2c010802010205"),
+    ("stamped like_live", "0380d0dfb4ab33011202ac020801"),
+    ("postcard like_live", "011202ac020801"),
+    ("bincode like_live", "1202fb2c010801"),
     ("postcard forwarded", "02c0843d01027b7d"),
     ("bincode forwarded", "02fc40420f0001027b7d"),
-    ("bincode effects", "1100fb2c0102050401fb2c01020602fb2c01080901020503fb2c01020502090807060104fb2c010809010205fb2c010002090807060001020506fb2c010102090807060007fb102708fb2c0108090109fb2c010205030afb2c0102050300010908010bfb2c0108020c0b02050c020cfb2c01080901050dfb2c0108020c0e020c0bfb2c010809000f02fb2c0105000b010b10fb2c0102050c"),
+    ("bincode effects", "1300fb2c0102050401fb2c01020602fb2c01080901020503fb2c01020502090807060104fb2c010809010205fb2c010002090807060001020506fb2c010102090807060007fb102708fb2c0108090109fb2c010205030afb2c0102050300010908010bfb2c0108020c0b02050c020cfb2c01080901050dfb2c0108020c0e020c0bfb2c010809000f02fb2c0105000b010b10fb2c0102050c11fb2c0108020102051202fb2c010801"),
     ("dead-letter", "7b22666f726d6174223a226a736f6e222c227061796c6f6164223a227b6f6f7073222c22726561736f6e223a226e6f74204a534f4e222c22736f75726365223a7b226f6666736574223a372c22706172746974696f6e223a322c22746f706963223a226576656e7473227d7d"),
 ];
 

@@ -175,6 +175,16 @@ pub(super) fn decode_json(value: &[u8]) -> Result<Event, DecodeError> {
         EventKind::Unmute => filter(FilterChange::Unmute)?,
         EventKind::HideReposts => filter(FilterChange::HideReposts)?,
         EventKind::ShowReposts => filter(FilterChange::ShowReposts)?,
+        EventKind::Like | EventKind::Unlike => {
+            let (author, post_id) = post(raw.author, raw.post_id)?;
+            Event::Like {
+                user: UserId(field(user, "user")?),
+                author,
+                post_id,
+                liked: kind == EventKind::Like,
+                ts,
+            }
+        }
     })
 }
 
@@ -234,6 +244,18 @@ pub fn event_to_json(event: &Event) -> String {
                 | FilterChange::ShowReposts => String::new(),
             };
             format!(r#"{{"type":"{kind}","user":{user},"target":{target}{until},"ts":{ts}}}"#)
+        }
+        Event::Like {
+            user,
+            author,
+            post_id,
+            liked,
+            ts,
+        } => {
+            let kind = if liked { "like" } else { "unlike" };
+            format!(
+                r#"{{"type":"{kind}","user":{user},"author":{author},"post_id":{post_id},"ts":{ts}}}"#
+            )
         }
     }
 }

@@ -265,7 +265,10 @@ fn markers_and_names_round_trip() {
 fn bad_records_have_reasons() {
     let cases = [
         ("not json", "invalid JSON"),
-        (r#"{"type":"like","ts":1}"#, "unknown event type \"like\""),
+        (
+            r#"{"type":"bookmark","ts":1}"#,
+            "unknown event type \"bookmark\"",
+        ),
         (
             r#"{"follower":1,"followee":2,"ts":1}"#,
             "unknown event type \"\"",

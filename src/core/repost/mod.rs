@@ -36,6 +36,7 @@ pub use aggregate::{
 
 use super::effect::{Ctx, Effect, Out, Step};
 use super::fan_out::{announce, Change, Reach};
+use super::like;
 use super::partition::Partition;
 use crate::event::{PostId, Ts, UserId, MAX_REPOST_HOPS};
 use crate::keys::{self, PostRef, PostVal, RepostState, RepostVal};
@@ -212,6 +213,7 @@ pub(super) fn event<K: Kv + ?Sized>(
         unregister(t, (author, post_id), r.reposter, r.repost)?;
         ask(ctx, of, &r, hops + 1, out);
     }
+    like::became_repost(s, (author, post_id), of)?;
     Ok(true)
 }
 
@@ -348,6 +350,7 @@ fn show<K: Kv + ?Sized>(
         u.reposts.saturating_sub(1)
     };
     s.t.set_user(reposter, &u);
+    like::reposted_change(s.t, reposter, root, live)?;
     // Every partition learns of it before any timeline holds it (the
     // messages from here reach each partition in order), and forgets it
     // after every timeline let it go.

@@ -1,4 +1,5 @@
 use super::*;
+use std::collections::BTreeSet;
 
 /// The generated graph is power-law: the top account has far more
 /// followers than the median one, and nobody follows themselves.
@@ -70,8 +71,9 @@ fn follow_heavy_has_its_shape() {
 }
 
 /// Activity writes exactly the posts asked for, only valid events,
-/// unfollows only edges that exist, and filters at about the rate asked
-/// for, each undo of a filter that is on.
+/// unfollows only edges that exist, filters and likes at about the rates
+/// asked for, each undo of a filter that is on and each unlike of a like
+/// given.
 #[test]
 fn activity_is_valid() {
     let ev = follows(300, 5, 0, &mut Rng(2));
@@ -90,6 +92,7 @@ fn activity_is_valid() {
         Activity {
             posts: 2000,
             filter_rate: 0.2,
+            like_rate: 2.0,
             ..Activity::default()
         },
         10,
@@ -98,6 +101,8 @@ fn activity_is_valid() {
     );
     let mut on: Vec<(u64, u64)> = Vec::new();
     let mut filters = 0;
+    let (mut likes, mut unlikes) = (0, 0);
+    let mut liked: BTreeSet<(u64, u64, u64)> = BTreeSet::new();
     let posts = act
         .iter()
         .filter(|e| matches!(e, Event::Post { .. }))
@@ -135,11 +140,33 @@ fn activity_is_valid() {
                     on.push(pair);
                 }
             }
+            Event::Like {
+                user,
+                author,
+                post_id,
+                liked: on,
+                ..
+            } => {
+                let like = (user.0, author.0, post_id.0);
+                if *on {
+                    likes += 1;
+                    liked.insert(like);
+                } else {
+                    unlikes += 1;
+                    assert!(liked.contains(&like), "an unlike of a like given: {like:?}");
+                }
+            }
             _ => {}
         }
     }
     // About 0.2 a post, times the mean burst of 3, on a chance per burst.
     assert!((150..=450).contains(&filters), "{filters} filter events");
+    // Two a post, a tenth of them unlikes.
+    assert!(
+        (3000..=5000).contains(&(likes + unlikes)),
+        "{likes} likes, {unlikes} unlikes"
+    );
+    assert!((200..=600).contains(&unlikes), "{unlikes} unlikes");
 }
 
 /// With dormant users, none of them acts after the graph is built

@@ -195,10 +195,10 @@ fn an_upgrade_cut_before_the_drop_finishes_at_the_next_open() {
     assert!(!cfs.iter().any(|c| c == LAYOUT_3_INDEX), "{cfs:?}");
 }
 
-// Proves layout-4 (no sources) and layout-5 (sources without values) stores are refused by read-only opens with the way out, and upgraded by a writable open: a source row valued its original's time for each inbox entry that is a live repost of a reader without a horizon, none for a plain post or a reader with one, the directory's entry by repost with the repost's time, layout 6 recorded.
+// Proves layout-4 (no sources), layout-5 (sources without values) and layout-6 (no engagement) stores are refused by read-only opens with the way out, and upgraded by a writable open: a source row valued its original's time for each inbox entry that is a live repost of a reader without a horizon, none for a plain post or a reader with one, the directory's entry by repost with the repost's time, each reposter's count of live reposts by original, the current layout recorded.
 #[test]
-fn layout_4_and_5_stores_get_their_sources_and_times() {
-    for layout in [4u32, 5] {
+fn layout_4_5_and_6_stores_get_their_sources_times_and_flags() {
+    for layout in [4u32, 5, 6] {
         older_store_upgrades(layout);
     }
 }
@@ -211,6 +211,7 @@ fn older_store_upgrades(layout: u32) {
     let names = Cf::ALL
         .iter()
         .filter(|&&cf| layout > 4 || cf != Cf::InboxReposts)
+        .filter(|&&cf| cf != Cf::Engagement)
         .map(|cf| cf.name());
     let (reader, root) = (UserId(5), (UserId(9), crate::core::event::PostId(1)));
     let repost = keys::TimelineKey {
@@ -242,15 +243,27 @@ fn older_store_upgrades(layout: u32) {
         };
         put(Cf::Users, &keys::key([6]), &cut.encode());
         // The original (9, 1) was posted at 4; the repost at 7.
-        put(Cf::RepostDir, &by_repost, &keys::key([9, 1, 4]));
+        match layout {
+            6 => put(Cf::RepostDir, &by_repost, &keys::key([9, 1, 4, 7])),
+            _ => put(Cf::RepostDir, &by_repost, &keys::key([9, 1, 4])),
+        }
+        let live = keys::RepostVal {
+            ts: repost.ts,
+            of: root,
+            root: Some((root, crate::core::event::Ts(4))),
+            state: keys::RepostState::Live,
+            deleted: false,
+            by: None,
+        };
+        let post_key = keys::key([repost.author.0, repost.post_id.0]);
+        put(Cf::Posts, &post_key, &keys::PostVal::Repost(live).encode());
         let by_original = keys::dir_by_original(root, repost.author, repost.post_id);
         put(Cf::RepostDir, &by_original, &keys::key([7, 4]));
-        if layout == 5 {
-            put(
-                Cf::InboxReposts,
-                &keys::inbox_repost(reader, root, &repost),
-                &[],
-            );
+        let source = keys::inbox_repost(reader, root, &repost);
+        match layout {
+            5 => put(Cf::InboxReposts, &source, &[]),
+            6 => put(Cf::InboxReposts, &source, &keys::key([4])),
+            _ => {}
         }
     }
     let cache = BlockCache::new(1 << 20);
@@ -271,6 +284,12 @@ fn older_store_upgrades(layout: u32) {
         s.get(Cf::RepostDir, &by_repost).unwrap(),
         Some(keys::key([9, 1, 4, 7]))
     );
+    let flags: Vec<(Vec<u8>, Vec<u8>)> = s
+        .scan(Cf::Engagement, &[], None)
+        .map(|r| r.unwrap())
+        .collect();
+    let reposted = keys::reposted(repost.author, root);
+    assert_eq!(flags, vec![(reposted, keys::key([1]))], "layout {layout}");
     assert_eq!(
         s.get(Cf::Meta, meta::LAYOUT).unwrap(),
         Some(LAYOUT_VERSION.to_be_bytes().to_vec())

@@ -1,11 +1,15 @@
-//! The in-place upgrade of a layout-3, -4 or -5 store to layout 6 (see
-//! `state/README.md`): layout 3 indexed every inbox entry by author
+//! The in-place upgrade of a layout-3, -4, -5 or -6 store to layout 7 (see
+//! `state/README.md`).
+//!
+//! Layout 3 indexed every inbox entry by author
 //! (`inbox_by_author`, a key per entry), where layout 4 keeps a marker per
 //! user and author (`inbox_authors`); layout 5 adds each reader's sources
 //! of a post (`inbox_reposts`), written here from the inbox and the
 //! directory of live reposts; layout 6 values each source with its
 //! original's time and each repost's directory entry with the repost's
-//! time.
+//! time; layout 7 adds `engagement` (likes, which older builds refused as
+//! an unknown event kind, and each user's live reposts by original,
+//! written here from the reposts' records).
 
 use super::{cf_options, meta, BlockCache, Store, StoreError, StoreOptions, LAYOUT_VERSION};
 use crate::core::event::{PostId, UserId};
@@ -21,7 +25,7 @@ use std::path::Path;
 pub(super) const LAYOUT_3_INDEX: &str = "inbox_by_author";
 
 /// The layouts a writable open upgrades in place.
-pub(super) const UPGRADABLE: [u32; 3] = [3, 4, 5];
+pub(super) const UPGRADABLE: [u32; 4] = [3, 4, 5, 6];
 
 /// Whether the store at `path` still has layout 3's author index.
 fn has_layout_3_index(path: &Path) -> bool {
@@ -71,7 +75,20 @@ pub(super) fn refuse_older(path: &Path) -> Result<(), StoreError> {
     if !cfs.is_empty() && !has(Cf::InboxReposts.name()) {
         return Err(refusal(path, 4));
     }
+    if !cfs.is_empty() && !has(Cf::Engagement.name()) {
+        return Err(refusal(path, recorded_layout(path, &cfs).unwrap_or(6)));
+    }
     Ok(())
+}
+
+/// The layout recorded in the store at `path` (whose column families are
+/// `cfs`), read without changing it.
+fn recorded_layout(path: &Path, cfs: &[String]) -> Option<u32> {
+    let db = DB::open_cf_for_read_only(&Options::default(), path, cfs, false).ok()?;
+    let v = db
+        .get_cf(db.cf_handle(Cf::Meta.name())?, meta::LAYOUT)
+        .ok()??;
+    Some(u32::from_be_bytes(v.as_slice().try_into().ok()?))
 }
 
 /// After a writable open found `layout`: upgrades a layout-3, -4 or -5
@@ -87,8 +104,11 @@ pub(super) fn finish(store: &mut Store, layout: u32) -> Result<(), StoreError> {
         if layout == 3 {
             write_markers(store, &mut b)?;
         }
-        write_sources(store, &mut b)?;
-        write_directory(store, &mut b)?;
+        if layout < 6 {
+            write_sources(store, &mut b)?;
+            write_directory(store, &mut b)?;
+        }
+        write_reposted(store, &mut b)?;
         b.put_cf(
             store.cf(Cf::Meta),
             meta::LAYOUT,
@@ -192,6 +212,33 @@ fn old_original_of(
             "expected 24 or 32 bytes",
         )),
     }
+}
+
+/// Each user's live reposts by original onto `b` (`engagement`'s
+/// `reposted` counts), from the reposts' records in `posts`.
+fn write_reposted(store: &Store, b: &mut WriteBatch) -> Result<(), StoreError> {
+    let mut counts: std::collections::BTreeMap<Vec<u8>, u64> = Default::default();
+    let mut it = store.db.raw_iterator_cf(store.cf(Cf::Posts));
+    it.seek_to_first();
+    while let (Some(k), Some(v)) = (it.key(), it.value()) {
+        let reposter = keys::be(k, 0)
+            .ok_or_else(|| StoreError::corrupt(Cf::Posts, k, "a post key of under 8 bytes"))?;
+        let val = keys::PostVal::decode(v)
+            .ok_or_else(|| StoreError::corrupt(Cf::Posts, k, "an undecodable post record"))?;
+        if let keys::PostVal::Repost(rv) = val {
+            if let (keys::RepostState::Live, Some((root, _))) = (rv.state, rv.root) {
+                *counts
+                    .entry(keys::reposted(UserId(reposter), root))
+                    .or_default() += 1;
+            }
+        }
+        it.next();
+    }
+    it.status().map_err(|e| store.rocks(e))?;
+    for (k, n) in counts {
+        b.put_cf(store.cf(Cf::Engagement), k, n.to_be_bytes());
+    }
+    Ok(())
 }
 
 /// Each live repost's `1 | reposter | repost` entry of the directory onto

@@ -1,0 +1,56 @@
+//! Keys of the `engagement` column family: likes, their counts, and the
+//! reader's flags.
+//!
+//! Likes are registered with the post they name and counted there (at
+//! that post's partition); each user's live likes and live reposts by
+//! original are kept at the user's partition, for the `liked` and
+//! `reposted` flags.
+
+use super::{key, PostRef};
+use crate::event::UserId;
+
+/// `engagement` (at the partition of the post a like names): `0 | a | p |
+/// liker`, valued `liked u8 | hops u32 | version u64`: the latest like or
+/// unlike of `liker` that reached post `(a, p)` — its original, or a post
+/// whose kind is not known yet (the like waits there).
+pub fn like_of(target: PostRef, liker: UserId) -> Vec<u8> {
+    tagged(0, &[target.0 .0, target.1 .0, liker.0])
+}
+
+/// `engagement`: `0 | a | p`, the prefix of [`like_of`].
+pub fn like_of_prefix(target: PostRef) -> Vec<u8> {
+    tagged(0, &[target.0 .0, target.1 .0])
+}
+
+/// `engagement`: `1 | a | p`, valued u64: how many registrations with
+/// `(a, p)` are likes (its live likes, once it is a live original).
+pub fn like_count(target: PostRef) -> Vec<u8> {
+    tagged(1, &[target.0 .0, target.1 .0])
+}
+
+/// `engagement` (at the liker's partition): `2 | user | a | p`, empty:
+/// `user` likes the live original `(a, p)`.
+pub fn liked(user: UserId, root: PostRef) -> Vec<u8> {
+    tagged(2, &[user.0, root.0 .0, root.1 .0])
+}
+
+/// `engagement`: `3 | user`, valued u64: how many [`liked`] keys `user`
+/// has (the user's `likes` counter).
+pub fn likes_given(user: UserId) -> Vec<u8> {
+    tagged(3, &[user.0])
+}
+
+/// `engagement` (at the reposter's partition): `4 | user | a | p`, valued
+/// u64: how many live reposts `user` has of the original `(a, p)`.
+pub fn reposted(user: UserId, root: PostRef) -> Vec<u8> {
+    tagged(4, &[user.0, root.0 .0, root.1 .0])
+}
+
+fn tagged(tag: u8, parts: &[u64]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + 8 * parts.len());
+    k.push(tag);
+    for p in parts {
+        k.extend_from_slice(&key([*p]));
+    }
+    k
+}
