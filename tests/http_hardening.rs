@@ -434,8 +434,12 @@ fn every_answer_matches_its_documented_schema() {
         let c = &server.client;
         let spec = c.json("/openapi.json").unwrap();
         let components = strict(spec["components"].clone());
+        // The post a `/v1/posts/{id}/{post_id}` check reads.
+        let post_id = std::cell::RefCell::new(String::new());
         let check = |route: &str, status: u16, query: &str| {
-            let path = route.replace("{id}", "2");
+            let path = route
+                .replace("{id}", "2")
+                .replace("{post_id}", &post_id.borrow());
             let r = c.get(&format!("{path}{query}"));
             assert_eq!(
                 r.status,
@@ -494,6 +498,25 @@ fn every_answer_matches_its_documented_schema() {
                 }
                 check(route, 200, "?author=1&post_id=999999999");
                 check(route, 400, "?author=x&post_id=1");
+                checked += 1;
+                continue;
+            }
+            if route.contains("{post_id}") {
+                // User 2's newest post, with and without a viewer; one
+                // never posted (404); a bad viewer (400).
+                let own = &c.json("/v1/users/2/posts?limit=1").unwrap()["items"][0]["post_id"];
+                let own = own
+                    .as_u64()
+                    .map_or_else(|| own.as_str().unwrap().to_string(), |n| n.to_string());
+                for (post, status, q) in [
+                    (own.as_str(), 200, ""),
+                    (own.as_str(), 200, "?viewer=3"),
+                    ("999999999", 404, ""),
+                    (own.as_str(), 400, "?viewer=x"),
+                ] {
+                    *post_id.borrow_mut() = post.to_string();
+                    check(route, status, q);
+                }
                 checked += 1;
                 continue;
             }

@@ -97,7 +97,41 @@ fn values(client: &common::http::Client, read: &Read, user: u64) -> Vec<Vec<(Str
     if let Some(p) = &prev {
         out.push(s(&[("limit", "1"), ("newer_than", p)]));
     }
+    if read.route.contains("{post_id}") {
+        // The user's newest post, one never posted, and viewers good and bad.
+        let posts = client
+            .get(&format!("/v1/users/{user}/posts?limit=1"))
+            .json()
+            .unwrap();
+        let newest = posts["items"][0]["post_id"]
+            .as_u64()
+            .unwrap_or(1)
+            .to_string();
+        for viewer in [None, Some("1"), Some("3"), Some("0"), Some("x")] {
+            for post in [newest.as_str(), "777777"] {
+                let mut pairs = vec![("post_id", post)];
+                pairs.extend(viewer.map(|v| ("viewer", v)));
+                out.push(s(&pairs));
+            }
+        }
+        out.push(s(&[("post_id", "x")]));
+    }
     out
+}
+
+/// The HTTP path and query of `read` of `user` given `pairs`: a parameter
+/// the route's path holds goes there (`None` when it is not given).
+fn http_path(read: &Read, user: u64, pairs: &[(String, String)]) -> Option<String> {
+    let mut route = read.route.replace("{id}", &user.to_string());
+    let mut query = Vec::new();
+    for (k, v) in pairs {
+        let slot = format!("{{{k}}}");
+        match route.contains(&slot) {
+            true => route = route.replace(&slot, v),
+            false => query.push(format!("{k}={v}")),
+        }
+    }
+    (!route.contains('{')).then(|| format!("{route}?{}", query.join("&")))
 }
 
 // Proves every read `query` answers, given every parameter of the table (good and bad values, alone and in pairs), answers over `query VIEW USER --flags`, over a `query -` line and over HTTP the same JSON, or the same error code and message.
@@ -117,12 +151,9 @@ fn every_read_answers_the_same_over_the_cli_and_http() {
     for read in reads::ALL.iter().filter(|r| r.not_in_cli.is_none()) {
         for user in [1u64, 3] {
             for pairs in values(client, read, user) {
-                let query: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                let path = format!(
-                    "{}?{}",
-                    read.route.replace("{id}", &user.to_string()),
-                    query.join("&")
-                );
+                let Some(path) = http_path(read, user, &pairs) else {
+                    continue;
+                };
                 let r = client.get(&path);
                 let http = r.json().unwrap();
                 assert!(
@@ -232,6 +263,7 @@ fn rendered() -> String {
     for r in reads::ALL {
         let cli = match r.not_in_cli {
             None if r.name == "why" => "`query why USER AUTHOR POST_ID`".to_string(),
+            None if r.name == "post" => "`query post AUTHOR POST_ID`".to_string(),
             None => format!("`query {} USER`", r.name),
             Some(why) => format!("— ({why})"),
         };

@@ -80,6 +80,9 @@ pub const STREAM: Read = Read {
 };
 /// A user's own posts.
 pub const POSTS: Read = paged("posts", "/v1/users/{id}/posts");
+/// One post (`{id}` its author, `{post_id}` the post) with its counts,
+/// and a viewer's flags.
+pub const POST: Read = unpaged("post", "/v1/posts/{id}/{post_id}", &["post_id", "viewer"]);
 /// A user's counters.
 pub const COUNTERS: Read = unpaged("counters", "/v1/users/{id}/counters", &["as_of"]);
 /// Several users' counters in one answer.
@@ -114,6 +117,7 @@ pub const ALL: &[Read] = &[
     CHANGES,
     STREAM,
     POSTS,
+    POST,
     COUNTERS,
     COUNTERS_MANY,
     RECENT_FOLLOWERS,
@@ -197,6 +201,8 @@ pub struct Params {
     pub from: Option<u64>,
     /// `to`: the later log time of `changes`.
     pub to: Option<u64>,
+    /// `viewer`: whose flags a post carries.
+    pub viewer: Option<UserId>,
 }
 
 /// A whole-number parameter `k`.
@@ -271,6 +277,7 @@ pub fn parse(read: &Read, mut pairs: Vec<(String, String)>) -> Result<Params, Ba
             "as_of" => out.as_of = Some(number(&k, &v)?),
             "from" => out.from = Some(number(&k, &v)?),
             "to" => out.to = Some(number(&k, &v)?),
+            "viewer" => out.viewer = Some(user_id(&v)?),
             other => {
                 return Err(bad(format!(
                     "parameter {other:?} is in the table of reads but not parsed"
@@ -322,6 +329,13 @@ impl Params {
             (Some(a), Some(p)) => Ok((UserId(a), PostId(p))),
             _ => Err(bad("give the post as author=A&post_id=P")),
         }
+    }
+
+    /// `post`'s id, required.
+    pub fn post_id(&self) -> Result<PostId, BadParam> {
+        self.post_id
+            .map(PostId)
+            .ok_or_else(|| bad("give the post's id: /v1/posts/AUTHOR/POST_ID"))
     }
 
     /// `changes`' two log times, `from <= to`, both required.

@@ -177,9 +177,12 @@ pub struct ReadArgs {
     /// why: the post's author.
     #[arg(long, value_name = "A")]
     pub author: Option<String>,
-    /// why: the post's id.
+    /// why, post: the post's id.
     #[arg(long, value_name = "P")]
     pub post_id: Option<String>,
+    /// post: the user whose flags (liked, reposted) it carries.
+    #[arg(long, value_name = "U")]
+    pub viewer: Option<String>,
     /// changes: the earlier log time (ms).
     #[arg(long, value_name = "T1")]
     pub from: Option<String>,
@@ -201,6 +204,7 @@ impl ReadArgs {
             ("post_id", &self.post_id),
             ("from", &self.from),
             ("to", &self.to),
+            ("viewer", &self.viewer),
         ];
         let explain = self
             .explain

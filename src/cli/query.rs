@@ -112,6 +112,7 @@ impl Answerer {
                 encoded(&query::changes((&before, &after), user, (from, to))?)
             }
             "posts" => encoded(&r.posts(user, limit()?, cursor)?),
+            "post" => encoded(&r.post((user, p.post_id()?), p.viewer)?),
             "counters" => encoded(&r.counters(user)?),
             "recent-followers" => encoded(&r.recent_followers(user, limit()?)?),
             "followers" => encoded(&r.followers(user, limit()?, cursor)?),

@@ -323,6 +323,17 @@ impl Views for Client {
         self.json(&path)
     }
 
+    fn post(&self, author: u64, post_id: u64, viewer: Option<u64>) -> Result<Value, String> {
+        let query = viewer.map_or(String::new(), |v| format!("?viewer={v}"));
+        let r = self.get(&format!("/v1/posts/{author}/{post_id}{query}"));
+        let body = r.json().map_err(|e| e.to_string())?;
+        match r.status {
+            200 => Ok(body),
+            404 => Ok(serde_json::json!({ "error": body["error"]["code"] })),
+            s => Err(format!("post ({author}, {post_id}): {s} {body}")),
+        }
+    }
+
     fn why(&self, user: u64, author: u64, post_id: u64) -> Result<Value, String> {
         self.json(&format!(
             "/v1/users/{user}/timeline/why?author={author}&post_id={post_id}"

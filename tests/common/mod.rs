@@ -37,6 +37,10 @@ pub trait Views {
     /// The `timeline/why` answer: is `(author, post_id)` in `user`'s
     /// timeline, and why (not).
     fn why(&self, user: u64, author: u64, post_id: u64) -> Result<Value, String>;
+
+    /// One post with its counts (and `viewer`'s flags), or `{"error":
+    /// code}` when it is not there.
+    fn post(&self, author: u64, post_id: u64, viewer: Option<u64>) -> Result<Value, String>;
 }
 
 impl Views for Reader {
@@ -102,6 +106,17 @@ impl Views for Reader {
                 json(explained.map(|()| page))
             }
             other => Err(format!("no view {other}")),
+        }
+    }
+
+    fn post(&self, author: u64, post_id: u64, viewer: Option<u64>) -> Result<Value, String> {
+        let post = (UserId(author), feedlog::core::event::PostId(post_id));
+        match self.post(post, viewer.map(UserId)) {
+            Ok(answer) => serde_json::to_value(answer).map_err(|e| e.to_string()),
+            Err(feedlog::api::query::QueryError::NoPost { reason, .. }) => {
+                Ok(serde_json::json!({ "error": reason }))
+            }
+            Err(e) => Err(e.to_string()),
         }
     }
 
@@ -337,6 +352,34 @@ pub fn check_all(
             }
         }
     }
+    posts_match(views, oracle)
+}
+
+/// Every post id the log names (and one it does not) against the oracle:
+/// its counts, and the flags of every user who likes or reposted its
+/// original and of user 1; the first difference.
+fn posts_match(views: &impl Views, oracle: &Oracle) -> Result<(), String> {
+    for (a, p) in oracle.post_ids().into_iter().chain([(1, u64::MAX)]) {
+        let root = match oracle.post_answer((a, p), None)["repost_of"].as_object() {
+            Some(r) => (
+                r["author"].as_u64().unwrap_or(0),
+                r["post_id"].as_u64().unwrap_or(0),
+            ),
+            None => (a, p),
+        };
+        let viewers = [None, Some(1)]
+            .into_iter()
+            .chain(oracle.engaged(root).into_iter().map(Some));
+        for viewer in viewers {
+            let got = views.post(a, p, viewer)?;
+            let want = oracle.post_answer((a, p), viewer);
+            if got != want {
+                return Err(format!(
+                    "post ({a}, {p}) for {viewer:?}: {got}, want {want}"
+                ));
+            }
+        }
+    }
     Ok(())
 }
 
@@ -406,8 +449,8 @@ pub fn oracle_of(input: &str) -> (Oracle, u64) {
 }
 
 /// A generated power-law log as JSON lines (deterministic): follows,
-/// unfollows, posts, deletes (some of posts that do not exist), and blocks,
-/// mutes and hidden reposts with their undos.
+/// unfollows, posts, deletes (some of posts that do not exist), blocks,
+/// mutes and hidden reposts with their undos, and likes and unlikes.
 pub fn generated_log(users: u64, events: u64) -> String {
     let mut s = 0x2545_f491_4f6c_dd1du64;
     let mut next = move || {
@@ -420,9 +463,14 @@ pub fn generated_log(users: u64, events: u64) -> String {
         (((n as f64).powf((r >> 11) as f64 / (1u64 << 53) as f64)) as u64).clamp(1, n)
     };
     let mut out = String::new();
+    // The posts so far, for likes to name.
+    let mut posted: Vec<(u64, u64)> = Vec::new();
     for i in 0..events {
         let (a, b, r) = (zipf(users, next()), zipf(users, next()), next() % 100);
         let ts = 1_700_000_000_000 + i * 7;
+        if (53..=84).contains(&r) {
+            posted.push((a, i + 1));
+        }
         out += &match r {
             0..=44 if a != b => {
                 format!(r#"{{"type":"follow","follower":{b},"followee":{a},"ts":{ts}}}"#)
@@ -442,6 +490,18 @@ pub fn generated_log(users: u64, events: u64) -> String {
                     "show_reposts",
                 ][(next() % 6) as usize];
                 format!(r#"{{"type":"{kind}","user":{b},"target":{a},"ts":{ts}}}"#)
+            }
+            // Likes and unlikes (one in four) of a post so far, or of
+            // one never posted.
+            85..=90 => {
+                let (author, post) = match posted.is_empty() {
+                    true => (a, u64::MAX - 1),
+                    false => posted[(next() % posted.len() as u64) as usize],
+                };
+                let kind = ["like", "like", "like", "unlike"][(next() % 4) as usize];
+                format!(
+                    r#"{{"type":"{kind}","user":{b},"author":{author},"post_id":{post},"ts":{ts}}}"#
+                )
             }
             53..=94 => format!(
                 r#"{{"type":"post","author":{a},"post_id":{},"ts":{ts}}}"#,

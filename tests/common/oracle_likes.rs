@@ -1,6 +1,7 @@
 //! The oracle's likes and flags (docs/semantics.md, "Likes").
 
-use super::Oracle;
+use super::{Kind, Oracle};
+use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
 impl Oracle {
@@ -56,6 +57,47 @@ impl Oracle {
             .keys()
             .copied()
             .filter(|&k| self.live_original(k).is_some())
+            .collect()
+    }
+
+    /// The answer of `GET /v1/posts/{a}/{p}` (`?viewer=`): the post with
+    /// its original's counts (and the viewer's flags), or `{"error":
+    /// reason}` for one that is not there.
+    pub fn post_answer(&self, (a, p): (u64, u64), viewer: Option<u64>) -> Value {
+        let Some(id) = self.ids.get(&(a, p)) else {
+            return json!({"error": "unknown_post"});
+        };
+        if id.deleted {
+            return json!({"error": "deleted"});
+        }
+        let (ts, root) = match id.kind {
+            None => return json!({"error": "unknown_post"}),
+            Some(Kind::Original { ts }) => (ts, (a, p)),
+            Some(Kind::Repost { ts, of }) => match self.root(of, 1) {
+                Some(root) if self.live_original(root).is_some() => (ts, root),
+                _ => return json!({"error": "not_live"}),
+            },
+        };
+        let mut answer = json!({"post_id": p, "author": a, "ts": ts,
+            "counts": {"likes": self.likes_of(root).unwrap_or(0), "reposts": self.reposts_of(root)}});
+        if root != (a, p) {
+            answer["repost_of"] = json!({"author": root.0, "post_id": root.1});
+        }
+        if let Some(v) = viewer {
+            answer["viewer"] =
+                json!({"liked": self.liked(v, root), "reposted": self.reposted(v, root)});
+        }
+        answer
+    }
+
+    /// The users who like or have a live repost of the live original
+    /// `root` (whose flags on it are set).
+    pub fn engaged(&self, root: (u64, u64)) -> BTreeSet<u64> {
+        let likers = self.live_likes().into_iter().filter(|(_, r)| *r == root);
+        let reposters = self.all_reposts().into_iter().filter(|r| r.3 == root);
+        likers
+            .map(|(u, _)| u)
+            .chain(reposters.map(|r| r.0))
             .collect()
     }
 }

@@ -56,6 +56,11 @@ impl From<QueryError> for ApiError {
             QueryError::Moving { .. }
             | QueryError::Elsewhere { .. }
             | QueryError::Remote { .. } => ApiError::unavailable(e.to_string()),
+            QueryError::NoPost { .. } => ApiError {
+                status: StatusCode::NOT_FOUND,
+                code: e.code(),
+                message: e.to_string(),
+            },
             _ => ApiError::bad(e.code(), e.to_string()),
         }
     }
@@ -79,7 +84,8 @@ pub(super) struct ErrorBody {
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub(super) struct ErrorDetail {
     /// `bad_user`, `bad_limit`, `bad_cursor`, `bad_query`, `not_found`,
-    /// `method_not_allowed`, `unavailable` or `internal`.
+    /// `unknown_post`, `deleted`, `not_live`, `method_not_allowed`,
+    /// `unavailable` or `internal`.
     #[schema(value_type = String, pattern = "^[a-z_]+$")]
     code: &'static str,
     /// For a person to read.

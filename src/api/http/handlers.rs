@@ -13,7 +13,7 @@ use crate::api::query::{Page, PostItem, QueryError, Reader, RepostMode};
 use crate::api::reads::{self, Read};
 use crate::core::event::UserId;
 use crate::core::Partition;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -182,6 +182,29 @@ pub(super) async fn posts(
     q: Params,
 ) -> Result<Response, ApiError> {
     paged(api, &id, q, Reader::posts, &reads::POSTS).await
+}
+
+/// `GET /v1/posts/{author}/{post_id}?viewer=U`: one post with its
+/// original's counts, and the viewer's flags; 404 with the reason when it
+/// is not there.
+pub(super) async fn post(
+    State(api): State<Arc<Api>>,
+    Path((id, post_id)): Path<(String, String)>,
+    q: Params,
+) -> Result<Response, ApiError> {
+    let author = user_id(&id)?;
+    let Query(mut pairs) = q?;
+    if pairs.iter().any(|(k, _)| k == "post_id") {
+        return Err(ApiError::bad(
+            "bad_query",
+            "the post's id is in the path: /v1/posts/AUTHOR/POST_ID",
+        ));
+    }
+    pairs.push(("post_id".to_string(), post_id));
+    let p = crate::api::reads::parse(&reads::POST, pairs)?;
+    let (post, viewer) = ((author, p.post_id()?), p.viewer);
+    let answer = read(&api, move |r| r.post(post, viewer)).await?;
+    Ok(Json(answer).into_response())
 }
 
 pub(super) async fn followers(

@@ -25,8 +25,10 @@ async fn forward(api: &Arc<Api>, req: Request, next: Next) -> Response {
         return next.run(req).await;
     };
     let path = req.uri().path().to_string();
+    // A user's views, or a post at its author's partition.
     let Some(user) = path
         .strip_prefix("/v1/users/")
+        .or_else(|| path.strip_prefix("/v1/posts/"))
         .and_then(|rest| rest.split('/').next())
         .and_then(|id| id.parse::<u64>().ok())
         .filter(|id| *id > 0)

@@ -54,6 +54,8 @@ pub mod route {
     pub const TIMELINE_STREAM: &str = crate::api::reads::STREAM.route;
     /// An author's posts.
     pub const POSTS: &str = crate::api::reads::POSTS.route;
+    /// One post with its counts.
+    pub const POST: &str = crate::api::reads::POST.route;
     /// One user's counters.
     pub const COUNTERS: &str = crate::api::reads::COUNTERS.route;
     /// Counters of many users.
@@ -101,6 +103,7 @@ pub const ROUTES: &[&str] = &[
     route::TIMELINE_WHY,
     route::TIMELINE_CHANGES,
     route::POSTS,
+    route::POST,
     route::COUNTERS,
     route::COUNTERS_MANY,
     route::RECENT_FOLLOWERS,
@@ -408,6 +411,7 @@ pub fn router(api: Arc<Api>) -> Router {
         .route(route::TIMELINE_WHY, get(handlers::why))
         .route(route::TIMELINE_CHANGES, get(rewound::changes))
         .route(route::POSTS, get(handlers::posts))
+        .route(route::POST, get(handlers::post))
         .route(route::COUNTERS, get(handlers::counters))
         .route(route::COUNTERS_MANY, get(handlers::counters_many))
         .route(route::RECENT_FOLLOWERS, get(handlers::recent_followers))

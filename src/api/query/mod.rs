@@ -17,6 +17,7 @@ use std::sync::Arc;
 mod changes;
 mod cursor;
 mod explain;
+mod post;
 mod timeline;
 mod types;
 
@@ -24,6 +25,7 @@ pub use crate::core::repost::Mode as RepostMode;
 pub use changes::{changes, Change, Changes, MAX_CHANGES};
 use cursor::{cursor_u64, decode_cursor, encode_cursor, CursorView};
 pub use explain::{EventAt, WhyAnswer, WhyItem};
+pub use post::{Counts, Flags, PostAnswer};
 pub use types::{
     Counters, CountersList, FilteredItem, FollowerItem, List, Page, PostItem, QueryError, RepostOf,
     RepostedBy,

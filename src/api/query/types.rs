@@ -69,6 +69,20 @@ pub enum QueryError {
     /// Reading a view failed.
     #[error(transparent)]
     State(#[from] crate::core::kv::KvError),
+    /// The post asked for is not there: `unknown_post` (no post or repost
+    /// event of the id applied), `deleted`, or `not_live` (a repost whose
+    /// original is not live), as `timeline/why` says.
+    #[error("post {author}/{post_id}: {reason}{detail}")]
+    NoPost {
+        /// The post's author.
+        author: u64,
+        /// The post.
+        post_id: u64,
+        /// Why: `unknown_post`, `deleted` or `not_live`.
+        reason: &'static str,
+        /// More for a person to read (may be empty).
+        detail: String,
+    },
     /// Something else failed while answering: reading the log's end, or
     /// encoding the answer.
     #[error("{0}")]
@@ -96,7 +110,8 @@ impl QueryError {
             | QueryError::BadView(_)
             | QueryError::BadParam(_)
             | QueryError::HistoryGone { .. }
-            | QueryError::NoHistory(_) => Disposition::Skip,
+            | QueryError::NoHistory(_)
+            | QueryError::NoPost { .. } => Disposition::Skip,
             QueryError::Moving { .. }
             | QueryError::Elsewhere { .. }
             | QueryError::Remote { .. } => Disposition::Retry,
@@ -119,6 +134,7 @@ impl QueryError {
             | QueryError::Remote { .. } => "unavailable",
             QueryError::HistoryGone { .. } => "history_gone",
             QueryError::NoHistory(_) => "no_history",
+            QueryError::NoPost { reason, .. } => reason,
             QueryError::Store(_) | QueryError::State(_) | QueryError::Internal(_) => "internal",
         }
     }
