@@ -411,6 +411,17 @@ fn reposted_entry(reader: &Reader, base: &str) -> Result<()> {
     );
     println!("  $ curl -s '{base}/v1/users/{user}/timeline?limit=20'");
     println!("  {}", serde_json::to_string(&item)?);
+    let post = (
+        UserId(item.author),
+        feedlog::core::event::PostId(item.post_id),
+    );
+    let answer = reader.post(post, Some(UserId(user)))?;
+    println!("the post with its likes and reposts, and whether user {user} liked or reposted it:");
+    println!(
+        "  $ curl -s '{base}/v1/posts/{}/{}?viewer={user}'",
+        item.author, item.post_id
+    );
+    println!("  {}", serde_json::to_string(&answer)?);
     Ok(())
 }
 

@@ -1,12 +1,14 @@
 //! Processor-to-processor reads (Kafka mode): outboxes for another
-//! processor's timeline pull path, and post records for its `explain`
-//! answers. Served only where there are other processors to ask.
+//! processor's timeline pull path, post records for its `explain`
+//! answers, and posts' counts and viewers' flags for its post answers. Served only where there are other processors to ask.
 
 use super::errors::ApiError;
 use super::handlers::read;
 use super::params::{user_id, Params};
 use super::{routing, Api, MAX_COUNTER_IDS};
-use crate::core::event::{PostId, Ts};
+use crate::api::query::{Engaged, Engagement};
+use crate::core::event::{PostId, Ts, UserId};
+use crate::core::keys::PostRef;
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -74,13 +76,40 @@ pub(super) async fn internal_posts(
     q: Params,
 ) -> Result<Response, ApiError> {
     let Query(pairs) = q?;
+    let (ids, _) = post_ids(pairs, false)?;
+    let posts = read(&api, move |r| {
+        ids.iter()
+            .map(|&id| {
+                r.post_here(id)
+                    .map(|v| v.map(|v| routing::to_hex(&v.encode())))
+            })
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await?;
+    Ok(Json(routing::PostsAnswer { posts }).into_response())
+}
+
+/// The `ids=author:post_id,...` of an internal read (at most
+/// [`MAX_COUNTER_IDS`]), and its `viewer` when `viewer` is taken.
+fn post_ids(
+    pairs: Vec<(String, String)>,
+    viewer: bool,
+) -> Result<(Vec<PostRef>, Option<UserId>), ApiError> {
     let bad = |m: String| ApiError::bad("bad_query", m);
-    let mut ids = Vec::new();
+    let takes = if viewer { "ids, viewer" } else { "ids" };
+    let (mut ids, mut who) = (Vec::new(), None);
     for (k, v) in pairs {
-        if k != "ids" {
-            return Err(bad(format!(
-                "unknown parameter {k:?} (this route takes: ids)"
-            )));
+        match k.as_str() {
+            "ids" => {}
+            "viewer" if viewer => {
+                who = Some(user_id(&v)?);
+                continue;
+            }
+            _ => {
+                return Err(bad(format!(
+                    "unknown parameter {k:?} (this route takes: {takes})"
+                )))
+            }
         }
         for x in v.split(',').filter(|x| !x.is_empty()) {
             let parsed = x
@@ -98,14 +127,33 @@ pub(super) async fn internal_posts(
             "at most {MAX_COUNTER_IDS} ids per request, got {n}"
         )));
     }
-    let posts = read(&api, move |r| {
-        ids.iter()
-            .map(|&id| {
-                r.post_here(id)
-                    .map(|v| v.map(|v| routing::to_hex(&v.encode())))
-            })
-            .collect::<Result<Vec<_>, _>>()
+    Ok((ids, who))
+}
+
+/// Internal (Kafka mode): originals' counts (`ids=author:post_id,...`,
+/// whose authors' partitions this processor serves), or with `viewer` (a
+/// user of a partition served here) the viewer's flags on them, for
+/// another processor's post answers.
+pub(super) async fn internal_engagement(
+    State(api): State<Arc<Api>>,
+    q: Params,
+) -> Result<Response, ApiError> {
+    let Query(pairs) = q?;
+    let (ids, viewer) = post_ids(pairs, true)?;
+    let engaged = read(&api, move |r| {
+        let asked = match viewer {
+            Some(v) => Engagement::Flags(v, &ids),
+            None => Engagement::Counts(&ids),
+        };
+        r.engagement_here(asked)
     })
     .await?;
-    Ok(Json(routing::PostsAnswer { posts }).into_response())
+    let engaged = engaged
+        .into_iter()
+        .map(|e| match e {
+            Engaged::Counts(likes, reposts) => (likes, reposts),
+            Engaged::Flags(liked, reposted) => (u64::from(liked), u64::from(reposted)),
+        })
+        .collect();
+    Ok(Json(routing::EngagementAnswer { engaged }).into_response())
 }

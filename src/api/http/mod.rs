@@ -88,6 +88,8 @@ pub mod route {
     pub const INTERNAL_OUTBOXES: &str = "/v1/internal/outboxes";
     /// Processor-to-processor post record reads (Kafka mode).
     pub const INTERNAL_POSTS: &str = "/v1/internal/posts";
+    /// Processor-to-processor counts and flags reads (Kafka mode).
+    pub const INTERNAL_ENGAGEMENT: &str = "/v1/internal/engagement";
     /// A consistent cut's hold of a partition (Kafka mode).
     pub const INTERNAL_CUT: &str = "/v1/internal/cut";
     /// A partition's digests at a consistent cut (Kafka mode).
@@ -117,6 +119,7 @@ pub const ROUTES: &[&str] = &[
     route::METRICS,
     route::INTERNAL_OUTBOXES,
     route::INTERNAL_POSTS,
+    route::INTERNAL_ENGAGEMENT,
     route::INTERNAL_CUT,
     route::INTERNAL_DIGEST,
     route::INTERNAL_CHECKPOINT,
@@ -425,6 +428,10 @@ pub fn router(api: Arc<Api>) -> Router {
         .route(route::METRICS, get(handlers::metrics_route))
         .route(route::INTERNAL_OUTBOXES, get(internal::internal_outboxes))
         .route(route::INTERNAL_POSTS, get(internal::internal_posts))
+        .route(
+            route::INTERNAL_ENGAGEMENT,
+            get(internal::internal_engagement),
+        )
         .route(
             route::INTERNAL_CUT,
             get(cut::cut_state)

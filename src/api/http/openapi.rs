@@ -13,7 +13,7 @@
 use super::cut::CutAnswer;
 use super::errors::ErrorBody;
 use super::handlers::{Health, Ready};
-use super::routing::{OutboxesAnswer, PostsAnswer};
+use super::routing::{EngagementAnswer, OutboxesAnswer, PostsAnswer};
 use super::ApiConfig;
 use crate::api::query::{
     Change, Changes, Counters, CountersList, Counts, EventAt, FilteredItem, Flags, FollowerItem,
@@ -43,13 +43,13 @@ pub fn default_limit(route: &str) -> Option<usize> {
     paths(
         timeline, why, changes, stream, posts, post, counters, counters_many, recent_followers, followers,
         followees, mutes, blocks, openapi, healthz, readyz, metrics, internal_outboxes,
-        internal_posts, internal_cut_state, internal_cut_hold, internal_cut_release,
+        internal_posts, internal_engagement, internal_cut_state, internal_cut_hold, internal_cut_release,
         internal_digest, internal_checkpoint, ui
     ),
     components(schemas(
         PostItem, PostAnswer, Counts, Flags, RepostedBy, RepostOf, WhyItem, WhyAnswer, EventAt, Change, Changes, FollowerItem, FilteredItem, Counters, Page<PostItem>,
         Page<FollowerItem>, Page<FilteredItem>,
-        List<FollowerItem>, CountersList, Ready, ErrorBody, Health, OutboxesAnswer, PostsAnswer,
+        List<FollowerItem>, CountersList, Ready, ErrorBody, Health, OutboxesAnswer, PostsAnswer, EngagementAnswer,
         CutAnswer
     ))
 )]
@@ -337,6 +337,20 @@ fn internal_outboxes() {}
         (status = 503, description = "A partition is not served here (moving)", body = ErrorBody),
     ))]
 fn internal_posts() {}
+
+#[utoipa::path(get, path = "/v1/internal/engagement", operation_id = "getInternalEngagement",
+    summary = "Internal, Kafka mode: originals' counts ([likes, reposts]) when their authors' partitions are served here, or with `viewer` (a user of a partition served here) the viewer's flags on them ([liked, reposted], 1 or 0), for another processor's post answers. 503 when a partition is not served here.",
+    params(
+        ("ids" = String, Query, description = "Comma-separated author:post_id pairs of originals."),
+        ("viewer" = Option<u64>, Query, description = "The user whose flags are asked for."),
+    ),
+    responses(
+        (status = 200, description = "Each id's pair, in the order asked", body = EngagementAnswer),
+        (status = 400, description = "Bad parameter", body = ErrorBody),
+        (status = 404, description = "Embedded mode: the route is not served (there is no other processor to answer)", body = ErrorBody),
+        (status = 503, description = "A partition is not served here (moving)", body = ErrorBody),
+    ))]
+fn internal_engagement() {}
 
 #[utoipa::path(get, path = "/v1/internal/cut", operation_id = "getInternalCut",
     summary = "Internal, Kafka mode: where a partition this processor serves is applied up to, and where its events are held for a consistent cut.",

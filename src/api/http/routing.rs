@@ -15,7 +15,7 @@
 
 use super::client;
 use super::Locator;
-use crate::api::query::{Outboxes, QueryError, Remote};
+use crate::api::query::{Engaged, Engagement, Outboxes, QueryError, Remote};
 use crate::core::event::{PostId, Ts, UserId};
 use crate::core::keys::{PostRef, PostVal};
 use crate::core::partition::partition_for;
@@ -196,6 +196,15 @@ pub struct PostsAnswer {
     pub posts: Vec<Option<String>>,
 }
 
+/// The internal engagement answer.
+#[derive(serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct EngagementAnswer {
+    /// Per id, in the order asked: `[likes, reposts]`, or with a viewer
+    /// `[liked, reposted]` as 1 or 0.
+    #[schema(schema_with = outboxes_schema)]
+    pub engaged: Vec<(u64, u64)>,
+}
+
 /// `bytes` as lowercase hex.
 pub fn to_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -257,6 +266,30 @@ impl Remote for RemoteOutboxes {
             }));
         }
         Ok(out)
+    }
+
+    fn engagement(&self, at: Partition, asked: Engagement<'_>) -> Result<Vec<Engaged>, QueryError> {
+        let (ids, viewer) = match asked {
+            Engagement::Counts(ids) => (ids, String::new()),
+            Engagement::Flags(v, ids) => (ids, format!("&viewer={v}")),
+        };
+        let list: Vec<String> = ids.iter().map(|(a, p)| format!("{a}:{p}")).collect();
+        let path = format!("/v1/internal/engagement?ids={}{viewer}", list.join(","));
+        let answer: EngagementAnswer = answer_of(&self.0, at, &path)?;
+        if answer.engaged.len() != ids.len() {
+            return Err(QueryError::Remote {
+                partition: at,
+                reason: format!("{} answers for {} ids", answer.engaged.len(), ids.len()),
+            });
+        }
+        Ok(answer
+            .engaged
+            .into_iter()
+            .map(|(x, y)| match asked {
+                Engagement::Counts(_) => Engaged::Counts(x, y),
+                Engagement::Flags(..) => Engaged::Flags(x == 1, y == 1),
+            })
+            .collect())
     }
 
     fn post(&self, (author, post_id): PostRef) -> Result<Option<PostVal>, QueryError> {

@@ -25,7 +25,7 @@ pub use crate::core::repost::Mode as RepostMode;
 pub use changes::{changes, Change, Changes, MAX_CHANGES};
 use cursor::{cursor_u64, decode_cursor, encode_cursor, CursorView};
 pub use explain::{EventAt, WhyAnswer, WhyItem};
-pub use post::{Counts, Flags, PostAnswer};
+pub use post::{Counts, Engaged, Engagement, Flags, PostAnswer};
 pub use types::{
     Counters, CountersList, FilteredItem, FollowerItem, List, Page, PostItem, QueryError, RepostOf,
     RepostedBy,
@@ -58,6 +58,10 @@ pub trait Remote: Send + Sync {
         &self,
         post: crate::core::keys::PostRef,
     ) -> Result<Option<crate::core::keys::PostVal>, QueryError>;
+
+    /// Originals' counts, read at their authors' partition `at`, or a
+    /// viewer's flags on them, read at the viewer's partition `at`.
+    fn engagement(&self, at: Partition, asked: Engagement<'_>) -> Result<Vec<Engaged>, QueryError>;
 }
 
 /// Every view as of an earlier log time (docs/http-api.md, "Earlier states"): the

@@ -3,6 +3,7 @@
 use super::{check_user, QueryError, Reader, RepostOf};
 use crate::core::event::{PostId, UserId};
 use crate::core::keys::{PostRef, PostVal, RepostState};
+use crate::core::Partition;
 use crate::core::{like, repost, views};
 use serde::Serialize;
 
@@ -44,7 +45,69 @@ pub struct PostAnswer {
     pub viewer: Option<Flags>,
 }
 
+/// What an [`Engagement`] read asks for, of each original.
+#[derive(Debug, Clone, Copy)]
+pub enum Engagement<'a> {
+    /// The originals' counts (at their authors' partition).
+    Counts(&'a [PostRef]),
+    /// The viewer's flags on the originals (at the viewer's partition).
+    Flags(UserId, &'a [PostRef]),
+}
+
+/// One original's answer to an [`Engagement`] read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub enum Engaged {
+    /// Its counts.
+    Counts(u64, u64),
+    /// The viewer's flags.
+    Flags(bool, bool),
+}
+
 impl Reader {
+    /// An [`Engagement`] read of the partitions this processor serves.
+    pub fn engagement_here(&self, asked: Engagement<'_>) -> Result<Vec<Engaged>, QueryError> {
+        match asked {
+            Engagement::Counts(roots) => roots
+                .iter()
+                .map(|&root| {
+                    check_user(root.0)?;
+                    let store = self.store_of(root.0)?;
+                    let snap = store.snapshot();
+                    Ok(Engaged::Counts(
+                        like::count(&snap, root)?,
+                        repost::count(&snap, root)?,
+                    ))
+                })
+                .collect(),
+            Engagement::Flags(viewer, roots) => {
+                check_user(viewer)?;
+                let store = self.store_of(viewer)?;
+                let snap = store.snapshot();
+                roots
+                    .iter()
+                    .map(|&root| {
+                        Ok(Engaged::Flags(
+                            like::likes(&snap, viewer, root)?,
+                            like::reposted(&snap, viewer, root)?,
+                        ))
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// One original's engagement: here, or from the processor serving
+    /// partition `at` (Kafka mode).
+    fn engaged(&self, at: Partition, asked: Engagement<'_>) -> Result<Engaged, QueryError> {
+        let read = match (self.engagement_here(asked), &self.remote) {
+            (Err(QueryError::Elsewhere { .. }), Some(remote)) => remote.engagement(at, asked),
+            (read, _) => read,
+        }?;
+        read.first()
+            .copied()
+            .ok_or_else(|| QueryError::Internal("no engagement answered".into()))
+    }
+
     /// Post `(author, post_id)` with its original's counts, and `viewer`'s
     /// flags on that original; [`QueryError::NoPost`] when it is not
     /// there (unknown, deleted, or a repost that is not live).
@@ -85,22 +148,16 @@ impl Reader {
                 }
             },
         };
-        let root_store = self.store_of(root.0)?;
-        let at_root = root_store.snapshot();
-        let counts = Counts {
-            likes: like::count(&at_root, root)?,
-            reposts: repost::count(&at_root, root)?,
+        let counts = match self.engaged(self.partition_of(root.0), Engagement::Counts(&[root]))? {
+            Engaged::Counts(likes, reposts) => Counts { likes, reposts },
+            Engaged::Flags(..) => return Err(QueryError::Internal("flags for counts".into())),
         };
         let viewer = match viewer {
             None => None,
-            Some(v) => {
-                let viewer_store = self.store_of(v)?;
-                let at_viewer = viewer_store.snapshot();
-                Some(Flags {
-                    liked: like::likes(&at_viewer, v, root)?,
-                    reposted: like::reposted(&at_viewer, v, root)?,
-                })
-            }
+            Some(v) => match self.engaged(self.partition_of(v), Engagement::Flags(v, &[root]))? {
+                Engaged::Flags(liked, reposted) => Some(Flags { liked, reposted }),
+                Engaged::Counts(..) => return Err(QueryError::Internal("counts for flags".into())),
+            },
         };
         Ok(PostAnswer {
             post_id: post_id.0,
