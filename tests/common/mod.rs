@@ -359,20 +359,20 @@ pub fn check_all(
 /// its counts, and the flags of every user who likes or reposted its
 /// original and of user 1; the first difference.
 fn posts_match(views: &impl Views, oracle: &Oracle) -> Result<(), String> {
+    let e = oracle.engagements();
     for (a, p) in oracle.post_ids().into_iter().chain([(1, u64::MAX)]) {
-        let root = match oracle.post_answer((a, p), None)["repost_of"].as_object() {
+        let plain = oracle.post_answer(&e, (a, p), None);
+        let root = match plain["repost_of"].as_object() {
             Some(r) => (
                 r["author"].as_u64().unwrap_or(0),
                 r["post_id"].as_u64().unwrap_or(0),
             ),
             None => (a, p),
         };
-        let viewers = [None, Some(1)]
-            .into_iter()
-            .chain(oracle.engaged(root).into_iter().map(Some));
+        let viewers = [None, Some(1)].into_iter().chain(e.engaged(root).map(Some));
         for viewer in viewers {
             let got = views.post(a, p, viewer)?;
-            let want = oracle.post_answer((a, p), viewer);
+            let want = oracle.post_answer(&e, (a, p), viewer);
             if got != want {
                 return Err(format!(
                     "post ({a}, {p}) for {viewer:?}: {got}, want {want}"

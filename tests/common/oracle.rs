@@ -119,6 +119,9 @@ pub struct Oracle {
     likes: BTreeMap<(u64, (u64, u64)), (bool, u64)>,
     /// Events applied so far (orders each user's likes).
     applied: u64,
+    /// Every live original's counts and flags, computed when first asked
+    /// after an event.
+    engagements: std::cell::RefCell<Option<std::sync::Arc<likes::Engagements>>>,
 }
 
 impl Oracle {
@@ -148,6 +151,7 @@ impl Oracle {
     /// Applies one valid event, at position `at` of the log.
     pub fn apply_at(&mut self, event: &Event, at: At) {
         *self.reposts_by_root.get_mut() = None;
+        *self.engagements.get_mut() = None;
         self.applied += 1;
         match *event {
             Event::Follow {

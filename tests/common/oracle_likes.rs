@@ -3,6 +3,7 @@
 use super::{Kind, Oracle};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 impl Oracle {
     /// Each (liker, live original) whose like counts: the liker's latest
@@ -28,27 +29,30 @@ impl Oracle {
     /// A live original's live likes (`None`: not a live original).
     pub fn likes_of(&self, post: (u64, u64)) -> Option<u64> {
         self.live_original(post)?;
-        Some(self.live_likes().iter().filter(|(_, r)| *r == post).count() as u64)
+        Some(self.engagements().counts.get(&post).map_or(0, |c| c.0))
     }
 
     /// The user's live likes given (their `likes` counter).
     pub fn likes_counter(&self, u: u64) -> u64 {
-        self.live_likes().iter().filter(|(x, _)| *x == u).count() as u64
+        let e = self.engagements();
+        e.liked
+            .range((u, (0, 0))..=(u, (u64::MAX, u64::MAX)))
+            .count() as u64
     }
 
     /// Whether `u` likes the live original `post`.
     pub fn liked(&self, u: u64, post: (u64, u64)) -> bool {
-        self.live_likes().contains(&(u, post))
+        self.engagements().liked.contains(&(u, post))
     }
 
     /// Whether `u` has a live repost of the live original `post`.
     pub fn reposted(&self, u: u64, post: (u64, u64)) -> bool {
-        self.reposts_of_user(u).iter().any(|r| r.2 == post)
+        self.engagements().reposted.contains(&(u, post))
     }
 
     /// A live original's live reposts by anyone.
     pub fn reposts_of(&self, post: (u64, u64)) -> u64 {
-        self.all_reposts().iter().filter(|r| r.3 == post).count() as u64
+        self.engagements().counts.get(&post).map_or(0, |c| c.1)
     }
 
     /// Every live original, as (author, id).
@@ -60,10 +64,33 @@ impl Oracle {
             .collect()
     }
 
-    /// The answer of `GET /v1/posts/{a}/{p}` (`?viewer=`): the post with
-    /// its original's counts (and the viewer's flags), or `{"error":
-    /// reason}` for one that is not there.
-    pub fn post_answer(&self, (a, p): (u64, u64), viewer: Option<u64>) -> Value {
+    /// Every live original's counts and flags, computed when first asked
+    /// after an event (a check of every post asks for them per post).
+    pub fn engagements(&self) -> Arc<Engagements> {
+        if let Some(e) = self.engagements.borrow().as_ref() {
+            return e.clone();
+        }
+        let mut e = Engagements::default();
+        for &(u, root) in &self.live_likes() {
+            e.counts.entry(root).or_default().0 += 1;
+            e.by_root.entry(root).or_default().insert(u);
+            e.liked.insert((u, root));
+        }
+        for (u, _, _, root) in self.all_reposts() {
+            e.counts.entry(root).or_default().1 += 1;
+            e.by_root.entry(root).or_default().insert(u);
+            e.reposted.insert((u, root));
+        }
+        let e = Arc::new(e);
+        *self.engagements.borrow_mut() = Some(e.clone());
+        e
+    }
+
+    /// The answer of `GET /v1/posts/{a}/{p}` (`?viewer=`) given the
+    /// [`Oracle::engagements`]: the post with its original's counts (and
+    /// the viewer's flags), or `{"error": reason}` for one that is not
+    /// there.
+    pub fn post_answer(&self, e: &Engagements, (a, p): (u64, u64), viewer: Option<u64>) -> Value {
         let Some(id) = self.ids.get(&(a, p)) else {
             return json!({"error": "unknown_post"});
         };
@@ -78,26 +105,34 @@ impl Oracle {
                 _ => return json!({"error": "not_live"}),
             },
         };
+        let (likes, reposts) = e.counts.get(&root).copied().unwrap_or_default();
         let mut answer = json!({"post_id": p, "author": a, "ts": ts,
-            "counts": {"likes": self.likes_of(root).unwrap_or(0), "reposts": self.reposts_of(root)}});
+            "counts": {"likes": likes, "reposts": reposts}});
         if root != (a, p) {
             answer["repost_of"] = json!({"author": root.0, "post_id": root.1});
         }
         if let Some(v) = viewer {
-            answer["viewer"] =
-                json!({"liked": self.liked(v, root), "reposted": self.reposted(v, root)});
+            answer["viewer"] = json!({"liked": e.liked.contains(&(v, root)),
+                "reposted": e.reposted.contains(&(v, root))});
         }
         answer
     }
+}
 
-    /// The users who like or have a live repost of the live original
-    /// `root` (whose flags on it are set).
-    pub fn engaged(&self, root: (u64, u64)) -> BTreeSet<u64> {
-        let likers = self.live_likes().into_iter().filter(|(_, r)| *r == root);
-        let reposters = self.all_reposts().into_iter().filter(|r| r.3 == root);
-        likers
-            .map(|(u, _)| u)
-            .chain(reposters.map(|r| r.0))
-            .collect()
+/// The oracle's counts and flags of every live original.
+#[derive(Debug, Default)]
+pub struct Engagements {
+    /// Each live original's (likes, reposts), when either is not 0.
+    counts: BTreeMap<(u64, u64), (u64, u64)>,
+    /// The users who like or have a live repost of each live original.
+    by_root: BTreeMap<(u64, u64), BTreeSet<u64>>,
+    liked: BTreeSet<(u64, (u64, u64))>,
+    reposted: BTreeSet<(u64, (u64, u64))>,
+}
+
+impl Engagements {
+    /// The users whose flags on the original `root` are set.
+    pub fn engaged(&self, root: (u64, u64)) -> impl Iterator<Item = u64> + '_ {
+        self.by_root.get(&root).into_iter().flatten().copied()
     }
 }
