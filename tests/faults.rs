@@ -409,7 +409,7 @@ fn disk_full_stops_run_clearly_then_resumes() {
     );
     let _unmount = Unmount(mnt.clone());
     let data = mnt.join("d");
-    let log = generated_log(400, 12_000);
+    let log = generated_log(400, 16_000);
     ok(
         &data,
         &["produce", "--partitions", "2"],
