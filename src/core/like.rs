@@ -214,11 +214,15 @@ fn resolve<K: Kv + ?Sized>(
 }
 
 /// `target` (owned here) was just posted as an original: the likes that
-/// waited for it count.
+/// waited for it count. Most posts have none waiting: the count (a point
+/// read the bloom filter answers) spares them the scan.
 pub(super) fn original_posted<K: Kv + ?Sized>(
     s: &mut Step<'_, '_, K>,
     target: PostRef,
 ) -> Result<(), KvError> {
+    if count(s.t, target)? == 0 {
+        return Ok(());
+    }
     for (like, _) in registered(s.t, target)? {
         if like.liked {
             tell(s.ctx, target, like.liker, true, s.out);
