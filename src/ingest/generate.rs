@@ -328,8 +328,8 @@ pub fn activity(
             &mut out,
             (a.like_rate * burst as f64, &mut liked),
             pools,
-            &mut ts,
-            &mut || active(rng),
+            (&mut ts, &mut *rng),
+            &active,
         );
         if rng.unit() < a.delete_rate * burst as f64 && !recent.is_empty() {
             let (author, id) = recent.swap_remove((rng.next_u64() as usize) % recent.len());
@@ -395,15 +395,12 @@ fn likes(
     out: &mut Vec<Event>,
     (mut rate, liked): (f64, &mut Vec<(u64, u64, u64)>),
     (recent, famous, reposts): Pools<'_>,
-    ts: &mut u64,
-    who: &mut dyn FnMut() -> u64,
+    (ts, rng): (&mut u64, &mut Rng),
+    who: &dyn Fn(&mut Rng) -> u64,
 ) {
-    // The picks are drawn from the liker's id and the time, so the
-    // activity's own generator is left as it was without likes.
-    let mut rng = Rng(*ts ^ 0x6c69_6b65);
     while rate > 0.0 {
         if rng.unit() < rate {
-            let user = who();
+            let user = who(rng);
             let pool = match rng.unit() {
                 x if x < 0.1 && !reposts.is_empty() => reposts,
                 x if x < 0.7 && !famous.is_empty() => famous,

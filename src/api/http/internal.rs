@@ -6,7 +6,7 @@ use super::errors::ApiError;
 use super::handlers::read;
 use super::params::{user_id, Params};
 use super::{routing, Api, MAX_COUNTER_IDS};
-use crate::api::query::{Engaged, Engagement};
+use crate::api::query::Engagement;
 use crate::core::event::{PostId, Ts, UserId};
 use crate::core::keys::PostRef;
 use axum::extract::{Query, State};
@@ -148,12 +148,5 @@ pub(super) async fn internal_engagement(
         r.engagement_here(asked)
     })
     .await?;
-    let engaged = engaged
-        .into_iter()
-        .map(|e| match e {
-            Engaged::Counts(likes, reposts) => (likes, reposts),
-            Engaged::Flags(liked, reposted) => (u64::from(liked), u64::from(reposted)),
-        })
-        .collect();
     Ok(Json(routing::EngagementAnswer { engaged }).into_response())
 }

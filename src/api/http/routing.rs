@@ -282,14 +282,7 @@ impl Remote for RemoteOutboxes {
                 reason: format!("{} answers for {} ids", answer.engaged.len(), ids.len()),
             });
         }
-        Ok(answer
-            .engaged
-            .into_iter()
-            .map(|(x, y)| match asked {
-                Engagement::Counts(_) => Engaged::Counts(x, y),
-                Engagement::Flags(..) => Engaged::Flags(x == 1, y == 1),
-            })
-            .collect())
+        Ok(answer.engaged)
     }
 
     fn post(&self, (author, post_id): PostRef) -> Result<Option<PostVal>, QueryError> {

@@ -54,14 +54,10 @@ pub enum Engagement<'a> {
     Flags(UserId, &'a [PostRef]),
 }
 
-/// One original's answer to an [`Engagement`] read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub enum Engaged {
-    /// Its counts.
-    Counts(u64, u64),
-    /// The viewer's flags.
-    Flags(bool, bool),
-}
+/// One original's answer to an [`Engagement`] read: its `(likes,
+/// reposts)`, or the viewer's `(liked, reposted)` as 1 or 0 (the pair
+/// the internal route carries).
+pub type Engaged = (u64, u64);
 
 impl Reader {
     /// An [`Engagement`] read of the partitions this processor serves.
@@ -73,10 +69,7 @@ impl Reader {
                     check_user(root.0)?;
                     let store = self.store_of(root.0)?;
                     let snap = store.snapshot();
-                    Ok(Engaged::Counts(
-                        like::count(&snap, root)?,
-                        repost::count(&snap, root)?,
-                    ))
+                    Ok((like::count(&snap, root)?, repost::count(&snap, root)?))
                 })
                 .collect(),
             Engagement::Flags(viewer, roots) => {
@@ -86,10 +79,9 @@ impl Reader {
                 roots
                     .iter()
                     .map(|&root| {
-                        Ok(Engaged::Flags(
-                            like::likes(&snap, viewer, root)?,
-                            like::reposted(&snap, viewer, root)?,
-                        ))
+                        let liked = like::likes(&snap, viewer, root)?;
+                        let reposted = like::reposted(&snap, viewer, root)?;
+                        Ok((u64::from(liked), u64::from(reposted)))
                     })
                     .collect()
             }
@@ -148,16 +140,19 @@ impl Reader {
                 }
             },
         };
-        let counts = match self.engaged(self.partition_of(root.0), Engagement::Counts(&[root]))? {
-            Engaged::Counts(likes, reposts) => Counts { likes, reposts },
-            Engaged::Flags(..) => return Err(QueryError::Internal("flags for counts".into())),
-        };
+        let (likes, reposts) =
+            self.engaged(self.partition_of(root.0), Engagement::Counts(&[root]))?;
+        let counts = Counts { likes, reposts };
         let viewer = match viewer {
             None => None,
-            Some(v) => match self.engaged(self.partition_of(v), Engagement::Flags(v, &[root]))? {
-                Engaged::Flags(liked, reposted) => Some(Flags { liked, reposted }),
-                Engaged::Counts(..) => return Err(QueryError::Internal("counts for flags".into())),
-            },
+            Some(v) => {
+                let (liked, reposted) =
+                    self.engaged(self.partition_of(v), Engagement::Flags(v, &[root]))?;
+                Some(Flags {
+                    liked: liked == 1,
+                    reposted: reposted == 1,
+                })
+            }
         };
         Ok(PostAnswer {
             post_id: post_id.0,
