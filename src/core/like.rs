@@ -172,9 +172,16 @@ fn register<K: Kv + ?Sized>(
     v.extend_from_slice(&hops.to_be_bytes());
     v.extend_from_slice(&like.version.0.to_be_bytes());
     t.put(Cf::Engagement, k, v);
-    if before.is_some_and(|b| b.liked) != like.liked {
-        add(t, keys::like_count(target), if like.liked { 1 } else { -1 })?;
-    }
+    // The count is kept (at 0 too) while any registration is: it tells a
+    // post going live whether it has registrations to answer.
+    let ck = keys::like_count(target);
+    let n = read_u64(t, &ck)?;
+    let n = match (before.is_some_and(|b| b.liked), like.liked) {
+        (false, true) => n.saturating_add(1),
+        (true, false) => n.saturating_sub(1),
+        _ => n,
+    };
+    t.put(Cf::Engagement, ck, n.to_be_bytes().to_vec());
     Ok((true, like.liked))
 }
 
@@ -214,34 +221,34 @@ fn resolve<K: Kv + ?Sized>(
 }
 
 /// `target` (owned here) was just posted as an original: the likes that
-/// waited for it count. Most posts have none waiting: the count (a point
-/// read the bloom filter answers) spares them the scan.
+/// waited for it count, and every liker that waited is answered with the
+/// pair's state — an unlike too, which settles a like an earlier owner of
+/// this partition, applying its inputs in another order, answered as live.
+/// Most posts have none waiting: the count's key (a point read the bloom
+/// filter answers, kept while any registration is) spares them the scan.
 pub(super) fn original_posted<K: Kv + ?Sized>(
     s: &mut Step<'_, '_, K>,
     target: PostRef,
 ) -> Result<(), KvError> {
-    if count(s.t, target)? == 0 {
+    if !s.t.contains(Cf::Engagement, &keys::like_count(target))? {
         return Ok(());
     }
     for (like, _) in registered(s.t, target)? {
-        if like.liked {
-            tell(s.ctx, target, like.liker, true, s.out);
-        }
+        tell(s.ctx, target, like.liker, like.liked, s.out);
     }
     Ok(())
 }
 
 /// `target` (owned here) is an original that will never be live: its
-/// registrations go, and each like of it stops counting.
+/// registrations go, and no like of it counts (every liker is told, for
+/// the reason [`original_posted`] gives).
 pub(super) fn original_dead<K: Kv + ?Sized>(
     s: &mut Step<'_, '_, K>,
     target: PostRef,
 ) -> Result<(), KvError> {
     for (like, _) in registered(s.t, target)? {
         s.t.delete(Cf::Engagement, keys::like_of(target, like.liker));
-        if like.liked {
-            tell(s.ctx, target, like.liker, false, s.out);
-        }
+        tell(s.ctx, target, like.liker, false, s.out);
     }
     s.t.delete(Cf::Engagement, keys::like_count(target));
     Ok(())

@@ -23,7 +23,8 @@ pub fn like_of_prefix(target: PostRef) -> Vec<u8> {
 }
 
 /// `engagement`: `1 | a | p`, valued u64: how many registrations with
-/// `(a, p)` are likes (its live likes, once it is a live original).
+/// `(a, p)` are likes (its live likes, once it is a live original); there
+/// (at 0 too) while `(a, p)` has any registration.
 pub fn like_count(target: PostRef) -> Vec<u8> {
     tagged(1, &[target.0 .0, target.1 .0])
 }

@@ -105,3 +105,21 @@ fn an_older_like_arriving_late_changes_nothing() {
     part.settle();
     assert_eq!(state(&part), (1, 1, true));
 }
+
+// Proves an original posted after a like and its unlike waited for it tells the liker the like does not count, settling a "live" an earlier owner of the partition answered when it applied the same inputs in another order.
+#[test]
+fn a_post_coming_late_answers_the_unlikes_that_waited() {
+    let mut part = Part::with(ctx());
+    part.effect(&Effect::LikeLive {
+        liker: B,
+        root_author: A,
+        root_post_id: PostId(1),
+        live: true,
+    });
+    part.settle();
+    assert_eq!(state(&part), (0, 1, true), "as an earlier owner answered");
+    part.then(like(B, (A, 1), true))
+        .then(like(B, (A, 1), false));
+    part.then(post(A, 1));
+    assert_eq!(state(&part), (0, 0, false));
+}
