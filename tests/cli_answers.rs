@@ -171,7 +171,10 @@ fn query_timeline_takes_the_repost_modes() {
         let (code, out, err) = feedlog(&data, &["query", "timeline", "1", "--reposts", mode], None);
         assert_eq!(code, 0, "{mode}: {err}");
         let m = feedlog::api::query::RepostMode::parse(mode).unwrap();
-        let page = reader.timeline_in(feedlog::UserId(1), m, 20, None).unwrap();
+        let mut page = reader.timeline_in(feedlog::UserId(1), m, 20, None).unwrap();
+        reader
+            .decorate(&mut page.items, Some(feedlog::UserId(1)))
+            .unwrap();
         assert_eq!(out.trim(), serde_json::to_string(&page).unwrap(), "{mode}");
         pages.push(out);
     }

@@ -31,6 +31,17 @@ fn log() -> String {
         );
         log.push('\n');
     }
+    // User 1's newest post, liked by three users: pages of likers.
+    log += &format!(
+        r#"{{"type":"post","author":1,"post_id":8000,"ts":{}}}"#,
+        T0 + 3_050
+    );
+    log.push('\n');
+    for liker in [5u64, 6, 7] {
+        let ts = T0 + 3_060 + liker;
+        log += &format!(r#"{{"type":"like","user":{liker},"author":1,"post_id":8000,"ts":{ts}}}"#);
+        log.push('\n');
+    }
     // Pages of mutes and blocks, for their cursors.
     for (i, (kind, target)) in [("mute", 7), ("mute", 8), ("block", 9), ("block", 10)]
         .iter()
@@ -79,6 +90,10 @@ fn values(client: &common::http::Client, read: &Read, user: u64) -> Vec<Vec<(Str
         s(&[("reposts", "sideways")]),
         s(&[("explain", "1")]),
         s(&[("explain", "maybe")]),
+        s(&[("counts", "0")]),
+        s(&[("counts", "maybe")]),
+        s(&[("viewer", "3")]),
+        s(&[("counts", "0"), ("viewer", "3")]),
         s(&[("as_of", &mid)]),
         s(&[("as_of", "x")]),
         s(&[("explain", "1"), ("as_of", &mid)]),
@@ -115,6 +130,16 @@ fn values(client: &common::http::Client, read: &Read, user: u64) -> Vec<Vec<(Str
             }
         }
         out.push(s(&[("post_id", "x")]));
+        if read.takes.contains(&"cursor") {
+            let route = read.route.replace("{id}", &user.to_string());
+            let route = route.replace("{post_id}", &newest);
+            let page = client.get(&format!("{route}?limit=1")).json().unwrap();
+            out.push(s(&[("post_id", &newest), ("limit", "1")]));
+            out.push(s(&[("post_id", &newest), ("cursor", "garbage")]));
+            if let Some(c) = page["next_cursor"].as_str() {
+                out.push(s(&[("post_id", &newest), ("limit", "1"), ("cursor", c)]));
+            }
+        }
     }
     out
 }
@@ -263,7 +288,9 @@ fn rendered() -> String {
     for r in reads::ALL {
         let cli = match r.not_in_cli {
             None if r.name == "why" => "`query why USER AUTHOR POST_ID`".to_string(),
-            None if r.name == "post" => "`query post AUTHOR POST_ID`".to_string(),
+            None if r.name == "post" || r.name == "likes" => {
+                format!("`query {} AUTHOR POST_ID`", r.name)
+            }
             None => format!("`query {} USER`", r.name),
             Some(why) => format!("— ({why})"),
         };

@@ -47,6 +47,14 @@ const fn unpaged(name: &'static str, route: &'static str, takes: &'static [&'sta
     }
 }
 
+impl Read {
+    /// The read with a page size when `limit` is not given.
+    const fn with_limit(mut self, limit: usize) -> Read {
+        self.default_limit = Some(limit);
+        self
+    }
+}
+
 /// A user's home timeline.
 pub const TIMELINE: Read = Read {
     name: "timeline",
@@ -57,6 +65,7 @@ pub const TIMELINE: Read = Read {
         "newer_than",
         "reposts",
         "explain",
+        "counts",
         "as_of",
     ],
     default_limit: Some(DEFAULT_LIMIT),
@@ -78,11 +87,24 @@ pub const STREAM: Read = Read {
     default_limit: Some(DEFAULT_LIMIT),
     not_in_cli: Some("a stream needs a connection; `query timeline` reads the page it opens with"),
 };
-/// A user's own posts.
-pub const POSTS: Read = paged("posts", "/v1/users/{id}/posts");
+/// A user's own posts, with their originals' counts (and a viewer's flags).
+pub const POSTS: Read = unpaged(
+    "posts",
+    "/v1/users/{id}/posts",
+    &["limit", "cursor", "counts", "viewer", "as_of"],
+)
+.with_limit(DEFAULT_LIMIT);
 /// One post (`{id}` its author, `{post_id}` the post) with its counts,
 /// and a viewer's flags.
 pub const POST: Read = unpaged("post", "/v1/posts/{id}/{post_id}", &["post_id", "viewer"]);
+/// Who likes a post (`{id}` its author, `{post_id}` the post; a repost's
+/// id: its original's), newest first.
+pub const LIKES: Read = unpaged(
+    "likes",
+    "/v1/posts/{id}/{post_id}/likes",
+    &["post_id", "limit", "cursor"],
+)
+.with_limit(DEFAULT_LIMIT);
 /// A user's counters.
 pub const COUNTERS: Read = unpaged("counters", "/v1/users/{id}/counters", &["as_of"]);
 /// Several users' counters in one answer.
@@ -118,6 +140,7 @@ pub const ALL: &[Read] = &[
     STREAM,
     POSTS,
     POST,
+    LIKES,
     COUNTERS,
     COUNTERS_MANY,
     RECENT_FOLLOWERS,
@@ -191,6 +214,8 @@ pub struct Params {
     pub reposts: Option<RepostMode>,
     /// `explain`: each timeline entry with its why.
     pub explain: bool,
+    /// `counts`: `false` leaves each entry's counts and flags out.
+    pub counts: Option<bool>,
     /// `author` of the post `why` asks about.
     pub author: Option<u64>,
     /// `post_id` of the post `why` asks about.
@@ -209,6 +234,15 @@ pub struct Params {
 pub fn number(k: &str, v: &str) -> Result<u64, BadParam> {
     v.parse()
         .map_err(|_| bad(format!("{k} must be a whole number, got {v:?}")))
+}
+
+/// A yes-or-no parameter `k`: 1 or 0 (`true` or `false`).
+fn flag(k: &str, v: &str) -> Result<bool, BadParam> {
+    match v {
+        "1" | "true" => Ok(true),
+        "0" | "false" => Ok(false),
+        _ => Err(bad(format!("{k} must be 1 or 0, got {v:?}"))),
+    }
 }
 
 /// A user id.
@@ -265,13 +299,8 @@ pub fn parse(read: &Read, mut pairs: Vec<(String, String)>) -> Result<Params, Ba
                 })?)
             }
             "ids" => out.ids = Some(v),
-            "explain" => {
-                out.explain = match v.as_str() {
-                    "1" | "true" => true,
-                    "0" | "false" => false,
-                    _ => return Err(bad(format!("explain must be 1 or 0, got {v:?}"))),
-                }
-            }
+            "explain" => out.explain = flag(&k, &v)?,
+            "counts" => out.counts = Some(flag(&k, &v)?),
             "author" => out.author = Some(number(&k, &v)?),
             "post_id" => out.post_id = Some(number(&k, &v)?),
             "as_of" => out.as_of = Some(number(&k, &v)?),
@@ -289,6 +318,12 @@ pub fn parse(read: &Read, mut pairs: Vec<(String, String)>) -> Result<Params, Ba
 }
 
 impl Params {
+    /// Whether entries carry their counts and the reader's flags (unless
+    /// `counts=0`).
+    pub fn counts(&self) -> bool {
+        self.counts.unwrap_or(true)
+    }
+
     /// The page size: `limit`, or `default` (at most `max`); out of
     /// 1..=`max` is refused.
     pub fn limit(&self, default: usize, max: usize) -> Result<usize, BadParam> {
@@ -366,7 +401,8 @@ mod tests {
         let e = parse(&POSTS, pairs(&[("newer_than", "x")])).unwrap_err();
         assert_eq!(e.code, "bad_query");
         assert!(
-            e.message.contains("posts takes: limit, cursor, as_of"),
+            e.message
+                .contains("posts takes: limit, cursor, counts, viewer, as_of"),
             "{e}"
         );
         assert!(parse(&TIMELINE, pairs(&[("newer_than", "x")])).is_ok());
@@ -387,7 +423,7 @@ mod tests {
             for &p in read.takes {
                 let v = match p {
                     "reposts" => "first",
-                    "explain" => "1",
+                    "explain" | "counts" => "1",
                     _ => "7",
                 };
                 assert!(parse(read, pairs(&[(p, v)])).is_ok(), "{} {p}", read.name);

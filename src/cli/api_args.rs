@@ -180,9 +180,12 @@ pub struct ReadArgs {
     /// why, post: the post's id.
     #[arg(long, value_name = "P")]
     pub post_id: Option<String>,
-    /// post: the user whose flags (liked, reposted) it carries.
+    /// post, posts: the user whose flags (liked, reposted) each post carries.
     #[arg(long, value_name = "U")]
     pub viewer: Option<String>,
+    /// timeline, posts: `0` leaves each entry's counts and flags out.
+    #[arg(long, value_name = "0|1")]
+    pub counts: Option<String>,
     /// changes: the earlier log time (ms).
     #[arg(long, value_name = "T1")]
     pub from: Option<String>,
@@ -205,6 +208,7 @@ impl ReadArgs {
             ("from", &self.from),
             ("to", &self.to),
             ("viewer", &self.viewer),
+            ("counts", &self.counts),
         ];
         let explain = self
             .explain

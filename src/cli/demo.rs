@@ -291,7 +291,8 @@ fn tour(
         }
     }
     if let Some(fan) = fan {
-        let page = reader.timeline(UserId(fan), 5, None)?;
+        let mut page = reader.timeline(UserId(fan), 5, None)?;
+        reader.decorate(&mut page.items, Some(UserId(fan)))?;
         println!("\nthe home timeline of user {fan}, one of them (5 newest posts):");
         println!("  $ curl -s '{base}/v1/users/{fan}/timeline?limit=5'");
         println!("  {}", serde_json::to_string(&page)?);
@@ -309,10 +310,9 @@ fn tour(
                 Ok(then) => {
                     println!("an hour of log time earlier (replayed from the log once, then kept): that timeline, and the most followed account's counters");
                     println!("  $ curl -s '{base}/v1/users/{fan}/timeline?limit=5&as_of={t}'");
-                    println!(
-                        "  {}",
-                        serde_json::to_string(&then.timeline(UserId(fan), 5, None)?)?
-                    );
+                    let mut page = then.timeline(UserId(fan), 5, None)?;
+                    then.decorate(&mut page.items, Some(UserId(fan)))?;
+                    println!("  {}", serde_json::to_string(&page)?);
                     println!(
                         "  $ curl -s '{base}/v1/users/{}/counters?as_of={t}'",
                         star.user
@@ -341,7 +341,7 @@ fn explained(reader: &Reader, base: &str, fan: UserId) -> Result<()> {
     let mut page = reader.timeline(fan, 1, None)?;
     reader.explain_page(fan, mode, &mut page)?;
     println!("why that entry is there: the follow and the post, with their places in the log:");
-    println!("  $ curl -s '{base}/v1/users/{fan}/timeline?limit=1&explain=1'");
+    println!("  $ curl -s '{base}/v1/users/{fan}/timeline?limit=1&explain=1&counts=0'");
     println!("  {}", serde_json::to_string(&page)?);
     for c in reader.most_followed(50)? {
         let Some(post) = reader
@@ -410,7 +410,9 @@ fn reposted_entry(reader: &Reader, base: &str) -> Result<()> {
         item.reposters.unwrap_or(0)
     );
     println!("  $ curl -s '{base}/v1/users/{user}/timeline?limit=20'");
-    println!("  {}", serde_json::to_string(&item)?);
+    let mut shown = [item.clone()];
+    reader.decorate(&mut shown, Some(UserId(user)))?;
+    println!("  {}", serde_json::to_string(&shown[0])?);
     let post = (
         UserId(item.author),
         feedlog::core::event::PostId(item.post_id),
@@ -422,6 +424,13 @@ fn reposted_entry(reader: &Reader, base: &str) -> Result<()> {
         item.author, item.post_id
     );
     println!("  {}", serde_json::to_string(&answer)?);
+    let likers = reader.likers(post, 5, None)?;
+    println!("who likes it, newest first:");
+    println!(
+        "  $ curl -s '{base}/v1/posts/{}/{}/likes?limit=5'",
+        item.author, item.post_id
+    );
+    println!("  {}", serde_json::to_string(&likers)?);
     Ok(())
 }
 
@@ -474,7 +483,7 @@ fn muted_author(dir: &DataDir, processor: &Processor, base: &str) -> Result<()> 
         "\nmutes: user {user} mutes user {author}, the author of their newest entry (appended to the log: \
          {mute}); the page leaves every post and repost of theirs out and is still 5 entries long:"
     );
-    println!("  $ curl -s '{base}/v1/users/{user}/timeline?limit=5'");
+    println!("  $ curl -s '{base}/v1/users/{user}/timeline?limit=5&counts=0'");
     println!("  {}", serde_json::to_string(&muted)?);
     println!("  $ curl -s '{base}/v1/users/{user}/mutes'");
     println!(
@@ -522,7 +531,7 @@ fn inactive_readers(reader: &Reader, base: &str) -> Result<()> {
             "user {user}, asleep, follows {followees}: their page is read from those followees' \
              outboxes (the same page an inbox would hold):"
         );
-        println!("  $ curl -s '{base}/v1/users/{user}/timeline?limit=3'");
+        println!("  $ curl -s '{base}/v1/users/{user}/timeline?limit=3&counts=0'");
         println!("  {}", serde_json::to_string(&page)?);
     }
     if let Some((user, wakes)) = returned {

@@ -103,6 +103,9 @@ impl Answerer {
                 if p.explain {
                     r.explain_page(user, mode, &mut page)?;
                 }
+                if p.counts() {
+                    r.decorate(&mut page.items, Some(user))?;
+                }
                 encoded(&page)
             }
             "why" => self.why(&r, user, p.post()?),
@@ -111,8 +114,15 @@ impl Answerer {
                 let (before, after) = (self.rewind.at(Ts(from))?, self.rewind.at(Ts(to))?);
                 encoded(&query::changes((&before, &after), user, (from, to))?)
             }
-            "posts" => encoded(&r.posts(user, limit()?, cursor)?),
+            "posts" => {
+                let mut page = r.posts(user, limit()?, cursor)?;
+                if p.counts() {
+                    r.decorate(&mut page.items, p.viewer)?;
+                }
+                encoded(&page)
+            }
             "post" => encoded(&r.post((user, p.post_id()?), p.viewer)?),
+            "likes" => encoded(&r.likers((user, p.post_id()?), limit()?, cursor)?),
             "counters" => encoded(&r.counters(user)?),
             "recent-followers" => encoded(&r.recent_followers(user, limit()?)?),
             "followers" => encoded(&r.followers(user, limit()?, cursor)?),

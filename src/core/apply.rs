@@ -99,8 +99,8 @@ pub fn apply_event<K: Kv + ?Sized>(
             author,
             post_id,
             liked,
-            ..
-        } => like::event(s, user, (author, post_id), liked, version),
+            ts,
+        } => like::event(s, user, (author, post_id), liked, (version, ts)),
         // Activity changes no view (docs/design.md, "Inactive readers are pulled"): only the user's record.
         Event::Seen { .. } => false,
     };

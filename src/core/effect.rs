@@ -321,6 +321,8 @@ pub enum Effect {
         /// The version of the like or unlike event (its place in the
         /// liker's `events`).
         version: Version,
+        /// The like or unlike event's time (the likers list's order).
+        ts: Ts,
     },
     /// At the liker's partition: whether `liker` now likes the live
     /// original `(root_author, root_post_id)` (the user's `likes` counter

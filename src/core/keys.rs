@@ -10,7 +10,9 @@ mod edge;
 mod like;
 mod post;
 pub use edge::EdgeVal;
-pub use like::{like_count, like_of, like_of_prefix, liked, likes_given, reposted};
+pub use like::{
+    like_count, like_of, like_of_prefix, liked, liker, likers_prefix, likes_given, reposted,
+};
 pub use post::{PostRef, PostVal, Posted, RepostState, RepostVal};
 
 /// Reads a big-endian u64 at `at`; `None` when `bytes` ends before

@@ -25,34 +25,38 @@
 //! handovers decide the same.
 
 use super::effect::{Ctx, Effect, Out, Step};
-use crate::event::{UserId, MAX_REPOST_HOPS};
+use crate::event::{Ts, UserId, MAX_REPOST_HOPS};
 use crate::keys::{self, PostRef, PostVal};
 use crate::kv::{u64_at, Cf, Kv, KvError, Txn};
 use crate::position::Version;
 use crate::views;
 
-/// A like or unlike as it travels: who, which way, its event's version.
+/// A like or unlike as it travels: who, which way, its event's version
+/// and time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Like {
     liker: UserId,
     liked: bool,
     version: Version,
+    ts: Ts,
 }
 
-/// `user` (owned here) likes or unlikes `named`, by event `version`: the
-/// partition of the post named decides. Whether anything changed here
-/// (nothing does: the like changes state where it is registered).
+/// `user` (owned here) likes or unlikes `named`, by the event of
+/// `version` at `ts`: the partition of the post named decides. Whether
+/// anything changed here (nothing does: the like changes state where it
+/// is registered).
 pub(super) fn event(
     s: &mut Step<'_, '_, impl Kv + ?Sized>,
     user: UserId,
     named: PostRef,
     liked: bool,
-    version: Version,
+    (version, ts): (Version, Ts),
 ) -> bool {
     let like = Like {
         liker: user,
         liked,
         version,
+        ts,
     };
     ask(s.ctx, named, &like, 0, s.out);
     false
@@ -71,6 +75,7 @@ fn ask(ctx: &Ctx, target: PostRef, like: &Like, hops: u32, out: &mut Vec<Out>) {
         liked: like.liked,
         hops,
         version: like.version,
+        ts: like.ts,
     };
     ctx.send(out, target.0, effect);
 }
@@ -100,16 +105,47 @@ fn registered<K: Kv + ?Sized>(
         .collect()
 }
 
-/// A registration's liker (from its key), direction and version.
+/// A registration's liker (from its key), direction, version and time.
 fn decode(k: &[u8], v: &[u8]) -> Result<Like, KvError> {
-    if k.len() != 25 || v.len() != 13 || v[0] > 1 {
+    if k.len() != 25 || v.len() != 21 || v[0] > 1 {
         return Err(KvError::corrupt(Cf::Engagement, k, "bad like registration"));
     }
     Ok(Like {
         liker: UserId(u64_at(Cf::Engagement, k, k, 17)?),
         liked: v[0] == 1,
         version: Version(u64_at(Cf::Engagement, k, v, 5)?),
+        ts: Ts(u64_at(Cf::Engagement, k, v, 13)?),
     })
+}
+
+/// Removes `like`'s registration with `target` (and its place among the
+/// likers).
+fn unregister<K: Kv + ?Sized>(t: &mut Txn<'_, K>, target: PostRef, like: &Like) {
+    t.delete(Cf::Engagement, keys::like_of(target, like.liker));
+    if like.liked {
+        t.delete(Cf::Engagement, keys::liker(target, like.ts, like.liker));
+    }
+}
+
+/// `target`'s likers (the liked registrations), newest first from
+/// `from` (exclusive: the last of a page): (liker, the like's time).
+pub fn likers<'a, K: Kv + ?Sized>(
+    kv: &'a K,
+    target: PostRef,
+    from: Option<(Ts, UserId)>,
+) -> impl Iterator<Item = Result<(UserId, Ts), KvError>> + 'a {
+    let prefix = keys::likers_prefix(target);
+    let lo = match from {
+        Some((ts, u)) => keys::liker(target, ts, u),
+        None => prefix.clone(),
+    };
+    kv.scan_prefix_from(Cf::Engagement, &lo, &prefix)
+        .map(|r| {
+            let (k, _) = r?;
+            let ts = Ts(!u64_at(Cf::Engagement, &k, &k, 17)?);
+            Ok((UserId(!u64_at(Cf::Engagement, &k, &k, 25)?), ts))
+        })
+        .filter(move |r| !matches!((r, from), (Ok((u, ts)), Some(f)) if (*ts, *u) == f))
 }
 
 /// How many liked registrations `target` has (its live likes, when it is
@@ -171,7 +207,18 @@ fn register<K: Kv + ?Sized>(
     let mut v = vec![u8::from(like.liked)];
     v.extend_from_slice(&hops.to_be_bytes());
     v.extend_from_slice(&like.version.0.to_be_bytes());
+    v.extend_from_slice(&like.ts.0.to_be_bytes());
     t.put(Cf::Engagement, k, v);
+    if let Some(b) = before.filter(|b| b.liked) {
+        t.delete(Cf::Engagement, keys::liker(target, b.ts, b.liker));
+    }
+    if like.liked {
+        t.put(
+            Cf::Engagement,
+            keys::liker(target, like.ts, like.liker),
+            Vec::new(),
+        );
+    }
     // The count is kept (at 0 too) while any registration is: it tells a
     // post going live whether it has registrations to answer.
     let ck = keys::like_count(target);
@@ -247,7 +294,7 @@ pub(super) fn original_dead<K: Kv + ?Sized>(
     target: PostRef,
 ) -> Result<(), KvError> {
     for (like, _) in registered(s.t, target)? {
-        s.t.delete(Cf::Engagement, keys::like_of(target, like.liker));
+        unregister(s.t, target, &like);
         tell(s.ctx, target, like.liker, false, s.out);
     }
     s.t.delete(Cf::Engagement, keys::like_count(target));
@@ -262,7 +309,7 @@ pub(super) fn became_repost<K: Kv + ?Sized>(
     of: PostRef,
 ) -> Result<(), KvError> {
     for (like, hops) in registered(s.t, id)? {
-        s.t.delete(Cf::Engagement, keys::like_of(id, like.liker));
+        unregister(s.t, id, &like);
         ask(s.ctx, of, &like, hops + 1, s.out);
     }
     s.t.delete(Cf::Engagement, keys::like_count(id));
@@ -314,11 +361,13 @@ pub(super) fn apply_effect<K: Kv + ?Sized>(
             liked,
             hops,
             version,
+            ts,
         } => {
             let like = Like {
                 liker,
                 liked,
                 version,
+                ts,
             };
             s.applied.changed |= resolve(s, (of_author, of_post_id), &like, hops)?;
         }

@@ -216,6 +216,13 @@ pub fn engagement_matches<'a>(
                 "(likes, reposts) of ({a}, {p}): {got:?}, want {want:?}"
             ));
         }
+        let likers: Vec<(u64, u64)> = like::likers(kv_of(a), post, None)
+            .map(|r| r.map(|(u, ts)| (u.0, ts.0)).unwrap())
+            .collect();
+        if likers != oracle.likers((a, p)) {
+            let want = oracle.likers((a, p));
+            return Err(format!("likers of ({a}, {p}): {likers:?}, want {want:?}"));
+        }
     }
     for u in users {
         let kv = kv_of(u);

@@ -311,6 +311,20 @@ impl Views for Client {
             "timeline" | "posts" | "followers" | "followees" | "mutes" | "blocks" => {
                 format!("/v1/users/{user}/{view}?limit={limit}")
             }
+            other if other.starts_with("likes/") => {
+                let p = other.trim_start_matches("likes/");
+                let mut path = format!("/v1/posts/{user}/{p}/likes?limit={limit}");
+                if let Some(c) = cursor {
+                    path += &format!("&cursor={c}");
+                }
+                let r = self.get(&path);
+                let body = r.json().map_err(|e| e.to_string())?;
+                return match r.status {
+                    200 => Ok(body),
+                    404 => Ok(serde_json::json!({ "error": body["error"]["code"] })),
+                    s => Err(format!("{path}: {s} {body}")),
+                };
+            }
             other if other.starts_with("timeline?") => {
                 let query = view.trim_start_matches("timeline?");
                 format!("/v1/users/{user}/timeline?limit={limit}&{query}")

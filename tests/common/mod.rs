@@ -11,10 +11,11 @@ pub mod generated;
 pub mod http;
 pub mod kafka;
 pub mod oracle;
+mod reader_views;
 pub mod scenario;
 
-use feedlog::api::http::{kept_timeline_page, split_kept_page};
-use feedlog::api::query::{Reader, RepostMode};
+pub use reader_views::check_kept_pages;
+
 use feedlog::core::codec::{self, Format};
 use feedlog::UserId;
 use oracle::{Mode, Oracle};
@@ -25,7 +26,8 @@ use serde_json::Value;
 pub trait Views {
     /// One answer of `view` (`timeline`, `posts`, `counters`,
     /// `recent_followers`, `followers`, `followees`, `mutes`, `blocks`)
-    /// for `user`.
+    /// for `user`; `likes/P`: the likers of `user`'s post P, or `{"error":
+    /// code}` when it is not there.
     fn get(
         &self,
         view: &str,
@@ -41,141 +43,6 @@ pub trait Views {
     /// One post with its counts (and `viewer`'s flags), or `{"error":
     /// code}` when it is not there.
     fn post(&self, author: u64, post_id: u64, viewer: Option<u64>) -> Result<Value, String>;
-}
-
-impl Views for Reader {
-    fn get(
-        &self,
-        view: &str,
-        user: u64,
-        limit: usize,
-        cursor: Option<&str>,
-    ) -> Result<Value, String> {
-        fn json<T: serde::Serialize>(
-            r: Result<T, feedlog::api::query::QueryError>,
-        ) -> Result<Value, String> {
-            serde_json::to_value(r.map_err(|e| e.to_string())?).map_err(|e| e.to_string())
-        }
-        let u = UserId(user);
-        match view {
-            "counters" => json(self.counters(u)),
-            "recent_followers" => json(self.recent_followers(u, limit)),
-            "followers" => json(self.followers(u, limit, cursor)),
-            "followees" => json(self.followees(u, limit, cursor)),
-            "mutes" => json(self.mutes(u, limit, cursor)),
-            "blocks" => json(self.blocks(u, limit, cursor)),
-            "posts" => json(self.posts(u, limit, cursor)),
-            "timeline" => {
-                // The HTTP API answers from the inbox alone when it holds
-                // the page: that shortcut must give the same page, so every
-                // timeline the tests check, checks it too.
-                let full = json(self.timeline(u, limit, cursor))?;
-                // So must a page kept by the page cache (first or not).
-                if let Some(kept) = self
-                    .page_encoded(u, limit, cursor, |p| kept_timeline_page(u, limit, p))
-                    .map_err(|e| e.to_string())?
-                {
-                    let (_, body) = split_kept_page(&kept);
-                    let kept: Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
-                    if kept != full {
-                        return Err(format!(
-                            "timeline of {user} from {cursor:?}: the kept page {kept} differs from {full}"
-                        ));
-                    }
-                }
-                match self.timeline_if_materialized(u, limit, cursor) {
-                    Ok(Some(page)) if json(Ok(page.clone()))? != full => Err(format!(
-                        "timeline of {user}: the inbox-only page {page:?} differs from {full}"
-                    )),
-                    Err(e) => Err(format!("timeline of {user}, inbox only: {e}")),
-                    _ => Ok(full),
-                }
-            }
-            other if other.starts_with("timeline?reposts=") => {
-                let mode = other.trim_start_matches("timeline?reposts=");
-                let mode = RepostMode::parse(mode).ok_or_else(|| format!("no mode {mode}"))?;
-                json(self.timeline_in(u, mode, limit, cursor))
-            }
-            other if other.starts_with("timeline?explain=1&reposts=") => {
-                let mode = other.trim_start_matches("timeline?explain=1&reposts=");
-                let mode = RepostMode::parse(mode).ok_or_else(|| format!("no mode {mode}"))?;
-                let mut page = self
-                    .timeline_in(u, mode, limit, cursor)
-                    .map_err(|e| e.to_string())?;
-                let explained = self.explain_page(u, mode, &mut page);
-                json(explained.map(|()| page))
-            }
-            other => Err(format!("no view {other}")),
-        }
-    }
-
-    fn post(&self, author: u64, post_id: u64, viewer: Option<u64>) -> Result<Value, String> {
-        let post = (UserId(author), feedlog::core::event::PostId(post_id));
-        match self.post(post, viewer.map(UserId)) {
-            Ok(answer) => serde_json::to_value(answer).map_err(|e| e.to_string()),
-            Err(feedlog::api::query::QueryError::NoPost { reason, .. }) => {
-                Ok(serde_json::json!({ "error": reason }))
-            }
-            Err(e) => Err(e.to_string()),
-        }
-    }
-
-    fn why(&self, user: u64, author: u64, post_id: u64) -> Result<Value, String> {
-        let post = (UserId(author), feedlog::core::event::PostId(post_id));
-        let answer = self.why(UserId(user), post).map_err(|e| e.to_string())?;
-        serde_json::to_value(answer).map_err(|e| e.to_string())
-    }
-}
-
-/// Reads the first and second pages of `limit` entries of each of `users`
-/// through the page cache and the heads, so that they keep them, and
-/// checks that what they answer (kept now or at an earlier step) is the
-/// page read in full from the stores now: a commit that should have
-/// dropped a kept page or changed a head and did not is found at the next
-/// step.
-pub fn check_kept_pages(
-    reader: &Reader,
-    users: impl IntoIterator<Item = u64>,
-    limit: usize,
-) -> Result<(), String> {
-    let store_only = reader.past_heads();
-    for u in users {
-        let u = UserId(u);
-        // A partition that is moving answers an error: nothing is kept.
-        let Ok(first) = reader.timeline(u, limit, None) else {
-            continue;
-        };
-        let second = first.next_cursor.clone();
-        for cursor in std::iter::once(None).chain(second.as_deref().map(Some)) {
-            let Ok(full) = store_only.timeline(u, limit, cursor) else {
-                continue;
-            };
-            // The pull path reads outboxes from their heads: the same page.
-            if let Ok(held) = reader.timeline(u, limit, cursor) {
-                if held != full {
-                    return Err(format!(
-                        "timeline of {} from {cursor:?}: read through the heads {held:?}, from the stores {full:?}",
-                        u.0
-                    ));
-                }
-            }
-            let Ok(Some(kept)) =
-                reader.page_encoded(u, limit, cursor, |p| kept_timeline_page(u, limit, p))
-            else {
-                continue;
-            };
-            let (_, body) = split_kept_page(&kept);
-            let kept: Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
-            let full = serde_json::to_value(&full).map_err(|e| e.to_string())?;
-            if kept != full {
-                return Err(format!(
-                    "timeline of {} from {cursor:?}: the page cache answers {kept}, the full read {full}",
-                    u.0
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 fn field(v: &Value, k: &str) -> Result<u64, String> {
@@ -234,6 +101,7 @@ pub fn check_all(
     page: usize,
 ) -> Result<(), String> {
     let users: std::collections::BTreeSet<u64> = (1..=max_user + 1).chain(oracle.users()).collect();
+    let e = oracle.engagements();
     for u in users {
         let c = views.get("counters", u, 0, None)?;
         let got = (
@@ -308,7 +176,7 @@ pub fn check_all(
             ));
         }
         let got = all_pages(views, "posts", u, page)?;
-        let want = oracle.posts_view(u);
+        let want = oracle.with_counts(&e, oracle.posts_view(u), None);
         if got != want {
             return Err(format!("posts of {u}: {}", first_difference(&got, &want)));
         }
@@ -317,7 +185,7 @@ pub fn check_all(
                 Mode::Newest => "timeline".to_string(),
                 other => format!("timeline?reposts={}", other.param()),
             };
-            let want = oracle.timeline_entries(u, mode);
+            let want = oracle.with_counts(&e, oracle.timeline_entries(u, mode), Some(u));
             for limit in [page, 1000] {
                 let got = all_pages(views, &view, u, limit)?;
                 if got != want {
@@ -332,6 +200,7 @@ pub fn check_all(
             // does not depend on where it is read from).
             let view = format!("timeline?explain=1&reposts={}", mode.param());
             let want = oracle.explained_timeline(u, mode, 100);
+            let want = oracle.with_counts(&e, want, Some(u));
             let got = match want.len() < 100 {
                 true => all_pages(views, &view, u, page)?,
                 false => first_items(&views.get(&view, u, 100, None)?)?,
@@ -369,6 +238,20 @@ fn posts_match(views: &impl Views, oracle: &Oracle) -> Result<(), String> {
             ),
             None => (a, p),
         };
+        let likes = format!("likes/{p}");
+        if plain.get("error").is_some() {
+            let got = views.get(&likes, a, 3, None)?;
+            if got["error"] != plain["error"] {
+                return Err(format!("likes of ({a}, {p}): {got}, want {plain}"));
+            }
+        } else {
+            let got = all_pages(views, &likes, a, 3)?;
+            let got = pairs(&got, "user", "ts")?;
+            if got != oracle.likers(root) {
+                let want = oracle.likers(root);
+                return Err(format!("likes of ({a}, {p}): {got:?}, want {want:?}"));
+            }
+        }
         let viewers = [None, Some(1)].into_iter().chain(e.engaged(root).map(Some));
         for viewer in viewers {
             let got = views.post(a, p, viewer)?;

@@ -8,6 +8,10 @@ use feedlog::UserId;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
+/// A like or unlike as the oracle keeps it: whether it is a like, its
+/// place in the log, its time.
+type LikeAt = (bool, u64, u64);
+
 #[path = "oracle_likes.rs"]
 mod likes;
 #[path = "oracle_why.rs"]
@@ -115,8 +119,8 @@ pub struct Oracle {
     /// (user, other) -> when and where the hiding of reposts on now started.
     hide_since: BTreeMap<(u64, u64), (u64, At)>,
     /// (liker, post named) -> (liked, the event's place in the liker's
-    /// log order): each pair's latest like or unlike.
-    likes: BTreeMap<(u64, (u64, u64)), (bool, u64)>,
+    /// log order, its time): each pair's latest like or unlike.
+    likes: BTreeMap<(u64, (u64, u64)), LikeAt>,
     /// Events applied so far (orders each user's likes).
     applied: u64,
     /// Every live original's counts and flags, computed when first asked
@@ -275,10 +279,11 @@ impl Oracle {
                 author,
                 post_id,
                 liked,
-                ..
+                ts,
             } => {
                 let named = (author.0, post_id.0);
-                self.likes.insert((user.0, named), (liked, self.applied));
+                self.likes
+                    .insert((user.0, named), (liked, self.applied, ts.0));
             }
             // Activity changes no view.
             Event::Seen { .. } => {}

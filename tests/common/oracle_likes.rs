@@ -6,24 +6,34 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 impl Oracle {
-    /// Each (liker, live original) whose like counts: the liker's latest
-    /// like or unlike of any id resolving to that original is a like.
-    fn live_likes(&self) -> BTreeSet<(u64, (u64, u64))> {
-        let mut latest: BTreeMap<(u64, (u64, u64)), (u64, bool)> = BTreeMap::new();
-        for (&(u, named), &(liked, seq)) in &self.likes {
+    /// Each (liker, live original) whose like counts, with the time of
+    /// the like that decides: the liker's latest like or unlike of any id
+    /// resolving to that original is a like.
+    fn live_likes(&self) -> BTreeMap<(u64, (u64, u64)), u64> {
+        let mut latest: BTreeMap<(u64, (u64, u64)), super::LikeAt> = BTreeMap::new();
+        for (&(u, named), &(liked, seq, ts)) in &self.likes {
             let Some(root) = self.root(named, 0) else {
                 continue;
             };
-            let e = latest.entry((u, root)).or_insert((seq, liked));
-            if seq > e.0 {
-                *e = (seq, liked);
+            let e = latest.entry((u, root)).or_insert((liked, seq, ts));
+            if seq > e.1 {
+                *e = (liked, seq, ts);
             }
         }
         latest
             .into_iter()
-            .filter(|&((_, root), (_, liked))| liked && self.live_original(root).is_some())
-            .map(|(k, _)| k)
+            .filter(|&((_, root), (liked, _, _))| liked && self.live_original(root).is_some())
+            .map(|(k, (_, _, ts))| (k, ts))
             .collect()
+    }
+
+    /// A live original's likers, newest first (by the like's time, then
+    /// by user id, descending): (user, ts).
+    pub fn likers(&self, post: (u64, u64)) -> Vec<(u64, u64)> {
+        let e = self.engagements();
+        let mut l: Vec<(u64, u64)> = e.likers.get(&post).cloned().unwrap_or_default();
+        l.sort_by_key(|&(u, ts)| std::cmp::Reverse((ts, u)));
+        l
     }
 
     /// A live original's live likes (`None`: not a live original).
@@ -71,7 +81,8 @@ impl Oracle {
             return e.clone();
         }
         let mut e = Engagements::default();
-        for &(u, root) in &self.live_likes() {
+        for (&(u, root), &ts) in &self.live_likes() {
+            e.likers.entry(root).or_default().push((u, ts));
             e.counts.entry(root).or_default().0 += 1;
             e.by_root.entry(root).or_default().insert(u);
             e.liked.insert((u, root));
@@ -119,6 +130,33 @@ impl Oracle {
     }
 }
 
+impl Oracle {
+    /// `items` (timeline entries, or a posts page's items) each with its
+    /// original's counts and, with a `viewer`, the viewer's flags on it, as
+    /// the API puts them on.
+    pub fn with_counts(
+        &self,
+        e: &Engagements,
+        mut items: Vec<Value>,
+        viewer: Option<u64>,
+    ) -> Vec<Value> {
+        for i in &mut items {
+            let at = |v: &Value, k: &str| v[k].as_u64().unwrap_or(0);
+            let root = match i.get("repost_of") {
+                Some(r) => (at(r, "author"), at(r, "post_id")),
+                None => (at(i, "author"), at(i, "post_id")),
+            };
+            let (likes, reposts) = e.counts.get(&root).copied().unwrap_or_default();
+            i["counts"] = json!({"likes": likes, "reposts": reposts});
+            if let Some(v) = viewer {
+                i["viewer"] = json!({"liked": e.liked.contains(&(v, root)),
+                    "reposted": e.reposted.contains(&(v, root))});
+            }
+        }
+        items
+    }
+}
+
 /// The oracle's counts and flags of every live original.
 #[derive(Debug, Default)]
 pub struct Engagements {
@@ -128,6 +166,8 @@ pub struct Engagements {
     by_root: BTreeMap<(u64, u64), BTreeSet<u64>>,
     liked: BTreeSet<(u64, (u64, u64))>,
     reposted: BTreeSet<(u64, (u64, u64))>,
+    /// Each live original's likers: (user, the like's time).
+    likers: BTreeMap<(u64, u64), Vec<(u64, u64)>>,
 }
 
 impl Engagements {

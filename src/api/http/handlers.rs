@@ -3,15 +3,14 @@
 //! (`pages.rs`).
 
 use super::errors::ApiError;
-use super::pages::{
-    json_page, json_response, kept_timeline_page, link, links, split_kept_page, Cursors,
-};
+use super::pages::{json_page, json_response, kept_timeline_page, link, links, Cursors, KeptPage};
 use super::params::{limit, page_request, params, user_id, Params};
 use super::rewound::{link_as_of, read_at};
 use super::{Api, MAX_COUNTER_IDS};
-use crate::api::query::{Page, PostItem, QueryError, Reader, RepostMode};
+use crate::api::query::{Counts, Flags, Page, PostItem, QueryError, Reader, RepostMode};
 use crate::api::reads::{self, Read};
 use crate::core::event::UserId;
+use crate::core::keys::PostRef;
 use crate::core::Partition;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -78,27 +77,25 @@ pub(super) async fn timeline(
     let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
     let route = super::route::TIMELINE;
     let mode = p.reposts.unwrap_or_default();
-    let explain = p.explain;
-    let explained = move |r: &Reader, mut page: Page<PostItem>| {
+    let (explain, counts) = (p.explain, p.counts());
+    let finished = move |r: &Reader, mut page: Page<PostItem>| {
         if explain {
             r.explain_page(user, mode, &mut page)?;
+        }
+        if counts {
+            r.decorate(&mut page.items, Some(user))?;
         }
         Ok::<_, QueryError>(page)
     };
     let linked = |mut resp: Response, next: Option<&str>, prev: Option<&str>| {
         link(&mut resp, route, user, mode, l, (next, prev));
-        // An explained page's links read explained pages.
-        let header = resp
-            .headers()
-            .get(header::LINK)
-            .and_then(|v| v.to_str().ok());
-        if let Some(v) = header.filter(|_| explain) {
-            let v = v
-                .replace("&cursor=", "&explain=1&cursor=")
-                .replace("&newer_than=", "&explain=1&newer_than=");
-            if let Ok(v) = HeaderValue::from_str(&v) {
-                resp.headers_mut().insert(header::LINK, v);
-            }
+        // An explained page's links read explained pages; a page without
+        // counts, pages without counts.
+        if explain {
+            carry(&mut resp, "&explain=1");
+        }
+        if !counts {
+            carry(&mut resp, "&counts=0");
         }
         link_as_of(&mut resp, as_of);
         resp
@@ -106,7 +103,7 @@ pub(super) async fn timeline(
     let cursor = match from {
         reads::PageStart::Newer(newer) => {
             let page = read_at(&api, as_of, move |r| {
-                explained(r, r.timeline_newer(user, mode, l, &newer)?)
+                finished(r, r.timeline_newer(user, mode, l, &newer)?)
             })
             .await?;
             let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
@@ -121,31 +118,49 @@ pub(super) async fn timeline(
         let reader = api.reader.current();
         let encode = |page: &Page<PostItem>| kept_timeline_page(user, l, page);
         if let Some(kept) = reader.page_encoded(user, l, cursor.as_deref(), encode)? {
-            let (link, body) = split_kept_page(&kept);
-            let link = match link {
-                Some(link) => HeaderValue::from_maybe_shared(link).ok(),
+            let kept = KeptPage::split(&kept);
+            let body = match (counts, kept.roots()) {
+                (false, _) => Some(kept.body.clone()),
+                (true, Some(roots)) => {
+                    let (c, f) = engagement(&api, &reader, roots, Some(user)).await?;
+                    kept.with_counts(&c, f.as_deref())
+                }
                 // Kept by another reader of the same stores in its own
-                // encoding (a plain page): read its cursors.
-                None => serde_json::from_slice::<Cursors>(&body).ok().and_then(|c| {
-                    let (next, prev) = (c.next_cursor.as_deref(), c.prev_cursor.as_deref());
-                    HeaderValue::from_str(&links(route, user, mode, l, next, prev)).ok()
-                }),
+                // encoding, without an index: read in full below.
+                (true, None) => None,
             };
-            let mut resp = json_response(body);
-            if let Some(v) = link.filter(|v| !v.is_empty()) {
-                resp.headers_mut().insert(header::LINK, v);
+            if let Some(body) = body {
+                let link = match kept.link {
+                    Some(link) => HeaderValue::from_maybe_shared(link).ok(),
+                    // A plain page kept by another reader: read its cursors.
+                    None => serde_json::from_slice::<Cursors>(&body).ok().and_then(|c| {
+                        let (next, prev) = (c.next_cursor.as_deref(), c.prev_cursor.as_deref());
+                        HeaderValue::from_str(&links(route, user, mode, l, next, prev)).ok()
+                    }),
+                };
+                let mut resp = json_response(body);
+                if let Some(v) = link.filter(|v| !v.is_empty()) {
+                    resp.headers_mut().insert(header::LINK, v);
+                }
+                if !counts {
+                    carry(&mut resp, "&counts=0");
+                }
+                return Ok(resp);
             }
-            return Ok(resp);
         }
         // The pull path of a reader who follows few users: a few seeks,
         // cheaper here than the hand-off to the blocking pool and back.
         if let Some(page) = reader.timeline_if_short(user, l, cursor.as_deref())? {
+            let page = match counts {
+                true => decorated(&api, &reader, page, Some(user)).await?,
+                false => page,
+            };
             let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
             return Ok(linked(json_page(&page), next, prev));
         }
     }
     let page = read_at(&api, as_of, move |r| {
-        explained(r, r.timeline_in(user, mode, l, cursor.as_deref())?)
+        finished(r, r.timeline_in(user, mode, l, cursor.as_deref())?)
     })
     .await?;
     let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
@@ -176,12 +191,114 @@ pub(super) async fn why(
     Ok(Json(answer).into_response())
 }
 
+/// `GET /v1/users/{id}/posts`: the user's posts, each with its
+/// original's counts (and `viewer`'s flags) unless `counts=0`.
 pub(super) async fn posts(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    paged(api, &id, q, Reader::posts, &reads::POSTS).await
+    let (user, p) = (user_id(&id)?, params(q, &reads::POSTS)?);
+    let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
+    let (cursor, as_of, counts, viewer) = (p.cursor.clone(), p.as_of, p.counts(), p.viewer);
+    let page = read_at(&api, as_of, move |r| {
+        let mut page = r.posts(user, l, cursor.as_deref())?;
+        if counts {
+            r.decorate(&mut page.items, viewer)?;
+        }
+        Ok(page)
+    })
+    .await?;
+    let mut resp = Json(&page).into_response();
+    let next = page.next_cursor.as_deref();
+    link(
+        &mut resp,
+        reads::POSTS.route,
+        user,
+        RepostMode::Newest,
+        l,
+        (next, None),
+    );
+    match (counts, viewer) {
+        (false, _) => carry(&mut resp, "&counts=0"),
+        (true, Some(v)) => carry(&mut resp, &format!("&viewer={v}")),
+        (true, None) => {}
+    }
+    link_as_of(&mut resp, as_of);
+    Ok(resp)
+}
+
+/// Puts `param` (`&k=v`) in the `Link` header's pages, before their
+/// cursor, so that the next and previous pages are read as this one was.
+fn carry(resp: &mut Response, param: &str) {
+    let header = resp
+        .headers()
+        .get(header::LINK)
+        .and_then(|v| v.to_str().ok());
+    if let Some(v) = header {
+        let v = v
+            .replace("&cursor=", &format!("{param}&cursor="))
+            .replace("&newer_than=", &format!("{param}&newer_than="));
+        if let Ok(v) = HeaderValue::from_str(&v) {
+            resp.headers_mut().insert(header::LINK, v);
+        }
+    }
+}
+
+/// `page` with each item's counts and `viewer`'s flags: read inline when
+/// every partition is served here (point reads), else on the blocking
+/// pool (other processors are asked, Kafka mode).
+async fn decorated(
+    api: &Arc<Api>,
+    reader: &Reader,
+    mut page: Page<PostItem>,
+    viewer: Option<UserId>,
+) -> Result<Page<PostItem>, ApiError> {
+    if reader.has_remote() {
+        return read(api, move |r| {
+            r.decorate(&mut page.items, viewer)?;
+            Ok(page)
+        })
+        .await;
+    }
+    reader.decorate(&mut page.items, viewer)?;
+    Ok(page)
+}
+
+/// The counts of `roots` and `viewer`'s flags on them, read as
+/// [`decorated`] reads them.
+async fn engagement(
+    api: &Arc<Api>,
+    reader: &Reader,
+    roots: Vec<PostRef>,
+    viewer: Option<UserId>,
+) -> Result<(Vec<Counts>, Option<Vec<Flags>>), ApiError> {
+    if reader.has_remote() {
+        return read(api, move |r| r.engagement_of(&roots, viewer)).await;
+    }
+    Ok(reader.engagement_of(&roots, viewer)?)
+}
+
+/// The author and parameters of a read of one post (`read`), the post's
+/// id taken from the path (refused in the query).
+fn post_params(
+    id: &str,
+    post_id: String,
+    q: Params,
+    read: &Read,
+) -> Result<(UserId, reads::Params), ApiError> {
+    let author = user_id(id)?;
+    let Query(mut pairs) = q?;
+    if pairs.iter().any(|(k, _)| k == "post_id") {
+        let path = read
+            .route
+            .replace("{id}", "AUTHOR")
+            .replace("{post_id}", "POST_ID");
+        let message = format!("the post's id is in the path: {path}");
+        return Err(ApiError::bad("bad_query", message));
+    }
+    pairs.push(("post_id".to_string(), post_id));
+    Ok((author, crate::api::reads::parse(read, pairs)?))
 }
 
 /// `GET /v1/posts/{author}/{post_id}?viewer=U`: one post with its
@@ -192,19 +309,36 @@ pub(super) async fn post(
     Path((id, post_id)): Path<(String, String)>,
     q: Params,
 ) -> Result<Response, ApiError> {
-    let author = user_id(&id)?;
-    let Query(mut pairs) = q?;
-    if pairs.iter().any(|(k, _)| k == "post_id") {
-        return Err(ApiError::bad(
-            "bad_query",
-            "the post's id is in the path: /v1/posts/AUTHOR/POST_ID",
-        ));
-    }
-    pairs.push(("post_id".to_string(), post_id));
-    let p = crate::api::reads::parse(&reads::POST, pairs)?;
+    let (author, p) = post_params(&id, post_id, q, &reads::POST)?;
     let (post, viewer) = ((author, p.post_id()?), p.viewer);
     let answer = read(&api, move |r| r.post(post, viewer)).await?;
     Ok(Json(answer).into_response())
+}
+
+/// `GET /v1/posts/{author}/{post_id}/likes`: who likes the post (a
+/// repost's id: its original), newest first, paged; 404 with the reason
+/// when it is not there.
+pub(super) async fn likes(
+    State(api): State<Arc<Api>>,
+    Path((id, post_id)): Path<(String, String)>,
+    q: Params,
+) -> Result<Response, ApiError> {
+    let (author, p) = post_params(&id, post_id, q, &reads::LIKES)?;
+    let post = (author, p.post_id()?);
+    let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
+    let cursor = p.cursor.clone();
+    let page = read(&api, move |r| r.likers(post, l, cursor.as_deref())).await?;
+    let mut resp = Json(&page).into_response();
+    if let Some(c) = page.next_cursor.as_deref() {
+        let next = format!(
+            r#"</v1/posts/{}/{}/likes?limit={l}&cursor={c}>; rel="next""#,
+            post.0, post.1
+        );
+        if let Ok(v) = HeaderValue::from_str(&next) {
+            resp.headers_mut().insert(header::LINK, v);
+        }
+    }
+    Ok(resp)
 }
 
 pub(super) async fn followers(

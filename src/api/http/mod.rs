@@ -28,7 +28,7 @@ mod ui;
 
 pub use errors::ApiError;
 pub use metrics_text::render_metrics;
-pub use pages::{kept_timeline_page, split_kept_page};
+pub use pages::{kept_timeline_page, split_kept_page, KeptPage};
 
 use crate::api::query::Reader;
 use crate::core::metrics::{Figures, PartitionLag, LATENCY_BUCKETS};
@@ -56,6 +56,8 @@ pub mod route {
     pub const POSTS: &str = crate::api::reads::POSTS.route;
     /// One post with its counts.
     pub const POST: &str = crate::api::reads::POST.route;
+    /// Who likes a post.
+    pub const LIKES: &str = crate::api::reads::LIKES.route;
     /// One user's counters.
     pub const COUNTERS: &str = crate::api::reads::COUNTERS.route;
     /// Counters of many users.
@@ -106,6 +108,7 @@ pub const ROUTES: &[&str] = &[
     route::TIMELINE_CHANGES,
     route::POSTS,
     route::POST,
+    route::LIKES,
     route::COUNTERS,
     route::COUNTERS_MANY,
     route::RECENT_FOLLOWERS,
@@ -415,6 +418,7 @@ pub fn router(api: Arc<Api>) -> Router {
         .route(route::TIMELINE_CHANGES, get(rewound::changes))
         .route(route::POSTS, get(handlers::posts))
         .route(route::POST, get(handlers::post))
+        .route(route::LIKES, get(handlers::likes))
         .route(route::COUNTERS, get(handlers::counters))
         .route(route::COUNTERS_MANY, get(handlers::counters_many))
         .route(route::RECENT_FOLLOWERS, get(handlers::recent_followers))

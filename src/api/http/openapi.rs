@@ -41,7 +41,7 @@ pub fn default_limit(route: &str) -> Option<usize> {
         description = "Read-only views materialized by feedlog. Every page is read from one consistent snapshot of the owning partition. Errors are {\"error\":{\"code\",\"message\"}}: 400 for a bad id, cursor, limit or parameter; 404 for an unknown route. In Kafka mode any processor answers for any user: it forwards a request to the processor that serves the user's partition (a timeline stream is redirected, 307), and answers 503 with Retry-After while the partition moves between processors."
     ),
     paths(
-        timeline, why, changes, stream, posts, post, counters, counters_many, recent_followers, followers,
+        timeline, why, changes, stream, posts, post, likes, counters, counters_many, recent_followers, followers,
         followees, mutes, blocks, openapi, healthz, readyz, metrics, internal_outboxes,
         internal_posts, internal_engagement, internal_cut_state, internal_cut_hold, internal_cut_release,
         internal_digest, internal_checkpoint, ui
@@ -100,6 +100,15 @@ enum HistoryRefusals {
     Gone(ErrorBody),
 }
 
+/// Whether entries carry their counts and the reader's flags.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+struct Counted {
+    /// `0`: entries carry no `counts` and no `viewer` flags (each is read when the page is served: the original's counts at its author's partition, the reader's flags at the reader's). Default `1`.
+    #[param(pattern = "^(0|1|true|false)$")]
+    counts: Option<String>,
+}
+
 /// The refusals of a route that reads one user's partition. (Doc lines
 /// here are the document's descriptions: one line each.)
 #[derive(utoipa::IntoResponses)]
@@ -121,6 +130,7 @@ enum Refusals {
         ("reposts" = Option<String>, Query, description = "Where a post with reposts sits: `newest` (default: at its newest appearance; a new repost moves it up), `first` (at its oldest), `none` (reposts ignored: only posts of followed authors). A cursor belongs to its mode.", pattern = "^(newest|first|none)$"),
         ("newer_than" = Option<String>, Query, description = "A page's `prev_cursor`: the `limit` entries just newer than that page's first, newest first (Mastodon's `min_id`); an empty page with the same `prev_cursor` when there are none yet. Not with `cursor`. Walks at most 1,000 entries from the top (a deeper cursor is a 400 bad_cursor)."),
         ("explain" = Option<String>, Query, description = "`1`: each entry adds `why`, its appearances (the original by a followed author, each followed user's repost), newest first, each with the follow it came through and the log positions (partition, offset of `events`) of the follow and of the post or repost event. Not with `as_of` (400).", pattern = "^(0|1|true|false)$"),
+        Counted,
     ),
     responses(
         (status = 200, description = "A page", body = Page<PostItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
@@ -157,7 +167,7 @@ fn why() {}
 fn changes() {}
 
 #[utoipa::path(get, path = "/v1/users/{id}/timeline/stream", operation_id = "streamTimeline",
-    summary = "Server-sent events that keep a client's copy of the timeline's first page of `limit` equal to the timeline. Opens with a `subscribed` comment, then event `page` (data `{items, next_cursor}`, the first page as getTimeline lists it: the copy starts as its items), then after each read the changes: event `delete` (data `{post_id, author, ts}`) for each entry that left the first page, then event `entry` (data a Post) for each entry new on it, moved or changed, oldest first. A client replaces the entry of the same post (post_id, author) with an `entry` or adds it, removes it on a `delete`, and keeps its `limit` newest: its copy is then the first page after every read (mutes, unmutes, timed mutes, hidden reposts, moves and entries applied late included). An entry or page newer than every one sent with an id carries id `ts:post_id:author`.",
+    summary = "Server-sent events that keep a client's copy of the timeline's first page of `limit` equal to the timeline. Opens with a `subscribed` comment, then event `page` (data `{items, next_cursor}`, the first page as getTimeline lists it with `counts=0`: the copy starts as its items), then after each read the changes: event `delete` (data `{post_id, author, ts}`) for each entry that left the first page, then event `entry` (data a Post) for each entry new on it, moved or changed, oldest first. A client replaces the entry of the same post (post_id, author) with an `entry` or adds it, removes it on a `delete`, and keeps its `limit` newest: its copy is then the first page after every read (mutes, unmutes, timed mutes, hidden reposts, moves and entries applied late included). An entry or page newer than every one sent with an id carries id `ts:post_id:author`.",
     params(
         User,
         StreamWindow,
@@ -170,11 +180,13 @@ fn changes() {}
 fn stream() {}
 
 #[utoipa::path(get, path = "/v1/users/{id}/posts", operation_id = "getPosts",
-    summary = "The user's own live posts, newest first.",
+    summary = "The user's own live posts, newest first: originals (with `reposts` and `likes`, as in `counts`) and live reposts (with `repost_of`). Each carries its original's `counts` and, with `viewer`, that user's flags on it, unless `counts=0`.",
     params(
         User,
         AsOf,
         Paging,
+        Counted,
+        ("viewer" = Option<u64>, Query, description = "A user whose flags on each original (`viewer`: `liked`, `reposted`) the entries carry."),
     ),
     responses(
         (status = 200, description = "A page", body = Page<PostItem>, headers(("Link" = String, description = "RFC 8288 links: rel=\"next\" (older entries, `cursor`) and rel=\"prev\" (newer entries, `newer_than`, timeline only)."))),
@@ -196,6 +208,20 @@ fn posts() {}
         Refusals,
     ))]
 fn post() {}
+
+#[utoipa::path(get, path = "/v1/posts/{id}/{post_id}/likes", operation_id = "getLikes",
+    summary = "Who likes a post (a repost's id: its original), newest first: by the time of the like that decides (each user's latest like or unlike of the original, through any id), then by user id, descending. A post that is not there is a 404 as getPost gives it; in Kafka mode, a repost whose original another processor serves is a 404 is_repost naming the original (ask about it).",
+    params(
+        ("id" = u64, Path, description = "The post's author (a whole number from 1).", minimum = 1),
+        ("post_id" = u64, Path, description = "The post (an original's id, or a repost's own id)."),
+        Paging,
+    ),
+    responses(
+        (status = 200, description = "A page of likers: `user`, and `ts` the like's time", body = Page<FollowerItem>, headers(("Link" = String, description = "RFC 8288 link: rel=\"next\"."))),
+        (status = 404, description = "The post is not there: the code says why (unknown_post, deleted, not_live, is_repost)", body = ErrorBody),
+        Refusals,
+    ))]
+fn likes() {}
 
 #[utoipa::path(get, path = "/v1/users/{id}/counters", operation_id = "getCounters",
     summary = "Follower, followee and post counts.",
@@ -473,116 +499,4 @@ fn string_ids(v: &mut serde_json::Value) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    // Proves the document has exactly the router's routes (an embedded processor's, all but the internal ones it answers 404), each with a unique operationId, and every paged route's limit filled in from the code.
-    #[test]
-    fn operations_are_named_and_limits_filled_in() {
-        let cfg = ApiConfig {
-            max_limit: 123,
-            ..ApiConfig::default()
-        };
-        let doc: serde_json::Value = serde_json::from_str(&document(&cfg, true)).unwrap();
-        let documented: std::collections::BTreeSet<&str> = doc["paths"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
-        let routed: std::collections::BTreeSet<&str> =
-            super::super::ROUTES.iter().copied().collect();
-        assert_eq!(
-            documented, routed,
-            "the document's paths are the router's routes"
-        );
-        let embedded: serde_json::Value = serde_json::from_str(&document(&cfg, false)).unwrap();
-        let embedded = embedded["paths"].as_object().unwrap();
-        let served: std::collections::BTreeSet<&str> = routed
-            .iter()
-            .copied()
-            .filter(|r| !r.starts_with(INTERNAL))
-            .collect();
-        let embedded = embedded.keys().map(String::as_str).collect();
-        assert_eq!(served, embedded, "embedded: no internal route");
-        let mut ids = std::collections::BTreeSet::new();
-        for route in super::super::ROUTES {
-            let item = &doc["paths"][*route];
-            let methods = ["get", "post", "delete"];
-            for m in methods.iter().filter(|m| !item[**m].is_null()) {
-                let id = item[*m]["operationId"].as_str();
-                assert!(
-                    id.is_some_and(|i| ids.insert(i.to_string())),
-                    "{m} {route}: {id:?}"
-                );
-            }
-            // A route's reads are its GET; a POST-only route has its POST.
-            let op = match item["get"].is_null() {
-                true => &item["post"],
-                false => &item["get"],
-            };
-            assert!(!op.is_null(), "{route}: no GET or POST");
-            let limit = op["parameters"]
-                .as_array()
-                .and_then(|ps| ps.iter().find(|p| p["name"] == "limit"));
-            let id_type = &doc["components"]["schemas"]["Post"]["properties"]["post_id"]["type"];
-            assert_eq!(id_type, "integer");
-            match (default_limit(route), limit) {
-                (Some(d), Some(l)) => {
-                    assert_eq!(l["schema"]["default"], d.min(123), "{route}");
-                    assert_eq!(l["schema"]["maximum"], 123, "{route}");
-                }
-                (None, None) => {}
-                // The internal route's limit is required and has no default.
-                (None, Some(_)) if *route == "/v1/internal/outboxes" => {}
-                (d, l) => panic!("{route}: default {d:?}, parameter {l:?}"),
-            }
-        }
-    }
-
-    // Proves every read's route documents exactly the parameters the table of reads says it takes (the ones the handler parses with).
-    #[test]
-    fn documented_parameters_are_the_table_of_reads() {
-        let doc: serde_json::Value =
-            serde_json::from_str(&document(&ApiConfig::default(), false)).unwrap();
-        for read in crate::api::reads::ALL {
-            let params = doc["paths"][read.route]["get"]["parameters"].as_array();
-            let documented: std::collections::BTreeSet<&str> = params
-                .into_iter()
-                .flatten()
-                .filter(|p| p["in"] == "query")
-                .filter_map(|p| p["name"].as_str())
-                .collect();
-            // A parameter the route's path holds is not a query parameter.
-            let takes = read
-                .takes
-                .iter()
-                .copied()
-                .filter(|p| !read.route.contains(&format!("{{{p}}}")))
-                .collect();
-            assert_eq!(documented, takes, "{}", read.route);
-        }
-    }
-
-    // Proves --string-ids is stated in the document: the answers' id fields are strings there.
-    #[test]
-    fn string_ids_are_documented() {
-        let cfg = ApiConfig {
-            string_ids: true,
-            ..ApiConfig::default()
-        };
-        let doc: serde_json::Value = serde_json::from_str(&document(&cfg, true)).unwrap();
-        let s = &doc["components"]["schemas"];
-        for (schema, field) in [
-            ("Post", "post_id"),
-            ("Post", "author"),
-            ("UserItem", "user"),
-            ("Counters", "user"),
-        ] {
-            assert_eq!(
-                s[schema]["properties"][field]["type"], "string",
-                "{schema}.{field}"
-            );
-        }
-    }
-}
+mod tests;

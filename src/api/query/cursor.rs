@@ -20,6 +20,8 @@ pub(super) enum CursorView {
     Mutes = 7,
     /// The users a user blocks.
     Blocks = 8,
+    /// A post's likers (bound to the original's author).
+    Likers = 9,
 }
 
 impl CursorView {

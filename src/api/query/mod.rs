@@ -25,10 +25,10 @@ pub use crate::core::repost::Mode as RepostMode;
 pub use changes::{changes, Change, Changes, MAX_CHANGES};
 use cursor::{cursor_u64, decode_cursor, encode_cursor, CursorView};
 pub use explain::{EventAt, WhyAnswer, WhyItem};
-pub use post::{Counts, Engaged, Engagement, Flags, PostAnswer};
+pub use post::{Engaged, Engagement, PostAnswer};
 pub use types::{
-    Counters, CountersList, FilteredItem, FollowerItem, List, Page, PostItem, QueryError, RepostOf,
-    RepostedBy,
+    Counters, CountersList, Counts, FilteredItem, Flags, FollowerItem, List, Page, PostItem,
+    QueryError, RepostOf, RepostedBy,
 };
 
 /// Default page size.
@@ -510,6 +510,11 @@ impl Reader {
             next_cursor,
             prev_cursor: None,
         })
+    }
+
+    /// Whether some partitions are read from other processors (Kafka mode).
+    pub fn has_remote(&self) -> bool {
+        self.remote.is_some()
     }
 
     /// Whether the stores are RocksDB secondaries (whose reads wait while

@@ -1,29 +1,15 @@
 //! One post: its counts, and for a viewer the viewer's flags.
 
-use super::{check_user, QueryError, Reader, RepostOf};
-use crate::core::event::{PostId, UserId};
+use super::cursor::{decode_cursor, encode_cursor, CursorView};
+use super::{
+    check_limit, check_user, cursor_u64, Counts, Flags, FollowerItem, Page, PostItem, QueryError,
+    Reader, RepostOf,
+};
+use crate::core::event::{PostId, Ts, UserId};
 use crate::core::keys::{PostRef, PostVal, RepostState};
 use crate::core::Partition;
 use crate::core::{like, repost, views};
 use serde::Serialize;
-
-/// An original's counts (docs/semantics.md, "Likes").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct Counts {
-    /// Its live likes.
-    pub likes: u64,
-    /// Its live reposts, by anyone.
-    pub reposts: u64,
-}
-
-/// What a viewer did with an original.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct Flags {
-    /// The viewer likes it.
-    pub liked: bool,
-    /// The viewer has a live repost of it.
-    pub reposted: bool,
-}
 
 /// A post with its counts: an original, or a live repost with the
 /// original it reposts (whose counts these are).
@@ -45,6 +31,10 @@ pub struct PostAnswer {
     pub viewer: Option<Flags>,
 }
 
+/// A post's time, the original its counts are of, and for a repost that
+/// original.
+type Resolved = (Ts, PostRef, Option<PostRef>);
+
 /// What an [`Engagement`] read asks for, of each original.
 #[derive(Debug, Clone, Copy)]
 pub enum Engagement<'a> {
@@ -60,18 +50,31 @@ pub enum Engagement<'a> {
 pub type Engaged = (u64, u64);
 
 impl Reader {
-    /// An [`Engagement`] read of the partitions this processor serves.
+    /// An [`Engagement`] read of the partitions this processor serves:
+    /// one snapshot of each partition read.
     pub fn engagement_here(&self, asked: Engagement<'_>) -> Result<Vec<Engaged>, QueryError> {
         match asked {
-            Engagement::Counts(roots) => roots
-                .iter()
-                .map(|&root| {
+            Engagement::Counts(roots) => {
+                let mut stores = Vec::new();
+                for &root in roots {
                     check_user(root.0)?;
-                    let store = self.store_of(root.0)?;
-                    let snap = store.snapshot();
-                    Ok((like::count(&snap, root)?, repost::count(&snap, root)?))
-                })
-                .collect(),
+                    let p = self.partition_of(root.0);
+                    if !stores.iter().any(|(q, _)| *q == p) {
+                        stores.push((p, self.store_of(root.0)?));
+                    }
+                }
+                let snaps: Vec<_> = stores.iter().map(|(p, s)| (*p, s.snapshot())).collect();
+                roots
+                    .iter()
+                    .map(|&root| {
+                        let p = self.partition_of(root.0);
+                        let Some((_, snap)) = snaps.iter().find(|(q, _)| *q == p) else {
+                            return Err(QueryError::Internal("no snapshot of a partition".into()));
+                        };
+                        Ok((like::count(snap, root)?, repost::count(snap, root)?))
+                    })
+                    .collect()
+            }
             Engagement::Flags(viewer, roots) => {
                 check_user(viewer)?;
                 let store = self.store_of(viewer)?;
@@ -88,30 +91,86 @@ impl Reader {
         }
     }
 
-    /// One original's engagement: here, or from the processor serving
-    /// partition `at` (Kafka mode).
-    fn engaged(&self, at: Partition, asked: Engagement<'_>) -> Result<Engaged, QueryError> {
+    /// An [`Engagement`] read of the partition `at`: here, or from the
+    /// processor serving it (Kafka mode).
+    fn engaged(&self, at: Partition, asked: Engagement<'_>) -> Result<Vec<Engaged>, QueryError> {
         let read = match (self.engagement_here(asked), &self.remote) {
             (Err(QueryError::Elsewhere { .. }), Some(remote)) => remote.engagement(at, asked),
             (read, _) => read,
         }?;
-        read.first()
-            .copied()
-            .ok_or_else(|| QueryError::Internal("no engagement answered".into()))
+        let want = match asked {
+            Engagement::Counts(r) | Engagement::Flags(_, r) => r.len(),
+        };
+        if read.len() != want {
+            return Err(QueryError::Internal(format!(
+                "engagement: {} answers for {want} posts",
+                read.len()
+            )));
+        }
+        Ok(read)
     }
 
-    /// Post `(author, post_id)` with its original's counts, and `viewer`'s
-    /// flags on that original; [`QueryError::NoPost`] when it is not
-    /// there (unknown, deleted, or a repost that is not live).
-    pub fn post(
+    /// The counts of each original of `roots`, read at its author's
+    /// partition (one read of each partition), and with a `viewer` the
+    /// viewer's flags on each, read at the viewer's.
+    pub fn engagement_of(
         &self,
-        (author, post_id): PostRef,
+        roots: &[PostRef],
         viewer: Option<UserId>,
-    ) -> Result<PostAnswer, QueryError> {
-        check_user(author)?;
-        if let Some(v) = viewer {
-            check_user(v)?;
+    ) -> Result<(Vec<Counts>, Option<Vec<Flags>>), QueryError> {
+        let mut counts = vec![Counts::default(); roots.len()];
+        let mut parts: Vec<Partition> = roots.iter().map(|r| self.partition_of(r.0)).collect();
+        let at = parts.clone();
+        parts.sort_unstable();
+        parts.dedup();
+        for p in parts {
+            let (idx, of_p): (Vec<usize>, Vec<PostRef>) = (0..roots.len())
+                .filter(|&i| at[i] == p)
+                .map(|i| (i, roots[i]))
+                .unzip();
+            for (i, (likes, reposts)) in idx
+                .into_iter()
+                .zip(self.engaged(p, Engagement::Counts(&of_p))?)
+            {
+                counts[i] = Counts { likes, reposts };
+            }
         }
+        let flags = match viewer {
+            None => None,
+            Some(v) => {
+                let read = self.engaged(self.partition_of(v), Engagement::Flags(v, roots))?;
+                let flag = |(liked, reposted): Engaged| Flags {
+                    liked: liked == 1,
+                    reposted: reposted == 1,
+                };
+                Some(read.into_iter().map(flag).collect())
+            }
+        };
+        Ok((counts, flags))
+    }
+
+    /// Puts on each item of a timeline or posts page its original's counts
+    /// and, with a `viewer`, the viewer's flags.
+    pub fn decorate(
+        &self,
+        items: &mut [PostItem],
+        viewer: Option<UserId>,
+    ) -> Result<(), QueryError> {
+        let roots: Vec<PostRef> = items.iter().map(PostItem::root).collect();
+        let (counts, flags) = self.engagement_of(&roots, viewer)?;
+        for (i, (item, c)) in items.iter_mut().zip(counts).enumerate() {
+            item.counts = Some(c);
+            item.viewer = flags.as_ref().map(|f| f[i]);
+        }
+        Ok(())
+    }
+
+    /// Where post `(author, post_id)` stands: its time, the original its
+    /// counts are of, and for a repost that original; [`QueryError::NoPost`]
+    /// when it is not there (unknown, deleted, or a repost that is not
+    /// live).
+    fn resolve(&self, (author, post_id): PostRef) -> Result<Resolved, QueryError> {
+        check_user(author)?;
         let missing = |reason, detail: String| QueryError::NoPost {
             author: author.0,
             post_id: post_id.0,
@@ -119,7 +178,7 @@ impl Reader {
             detail,
         };
         let store = self.store_of(author)?;
-        let (ts, root, repost_of) = match views::post(&store.snapshot(), author, post_id)? {
+        let resolved = match views::post(&store.snapshot(), author, post_id)? {
             None => return Err(missing("unknown_post", String::new())),
             Some(PostVal::Deleted(_, p)) => {
                 let at = p
@@ -140,20 +199,24 @@ impl Reader {
                 }
             },
         };
-        let (likes, reposts) =
-            self.engaged(self.partition_of(root.0), Engagement::Counts(&[root]))?;
-        let counts = Counts { likes, reposts };
-        let viewer = match viewer {
-            None => None,
-            Some(v) => {
-                let (liked, reposted) =
-                    self.engaged(self.partition_of(v), Engagement::Flags(v, &[root]))?;
-                Some(Flags {
-                    liked: liked == 1,
-                    reposted: reposted == 1,
-                })
-            }
-        };
+        Ok(resolved)
+    }
+
+    /// Post `(author, post_id)` with its original's counts, and `viewer`'s
+    /// flags on that original; [`QueryError::NoPost`] when it is not
+    /// there (unknown, deleted, or a repost that is not live).
+    pub fn post(
+        &self,
+        (author, post_id): PostRef,
+        viewer: Option<UserId>,
+    ) -> Result<PostAnswer, QueryError> {
+        if let Some(v) = viewer {
+            check_user(v)?;
+        }
+        let (ts, root, repost_of) = self.resolve((author, post_id))?;
+        let (counts, flags) = self.engagement_of(&[root], viewer)?;
+        let counts = counts[0];
+        let viewer = flags.map(|f| f[0]);
         Ok(PostAnswer {
             post_id: post_id.0,
             author: author.0,
@@ -164,6 +227,69 @@ impl Reader {
             }),
             counts,
             viewer,
+        })
+    }
+
+    /// A page of who likes post `(author, post_id)` — a repost's id: its
+    /// original — newest first (by the like's time, then user id,
+    /// descending); [`QueryError::NoPost`] when it is not there. In Kafka
+    /// mode a repost whose original another processor serves answers
+    /// `is_repost`, naming the original to ask about.
+    pub fn likers(
+        &self,
+        post: PostRef,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Page<FollowerItem>, QueryError> {
+        check_limit(limit)?;
+        let (_, root, _) = self.resolve(post)?;
+        let view = CursorView::Likers;
+        let after = match cursor {
+            Some(c) => {
+                let b = decode_cursor(c, view, root.0, 24)?;
+                if cursor_u64(&b, 0)? != root.1 .0 {
+                    return Err(QueryError::BadCursor("a cursor of another post".into()));
+                }
+                Some((Ts(cursor_u64(&b, 8)?), UserId(cursor_u64(&b, 16)?)))
+            }
+            None => None,
+        };
+        let store = match self.store_of(root.0) {
+            Err(QueryError::Elsewhere { .. }) => {
+                return Err(QueryError::NoPost {
+                    author: post.0 .0,
+                    post_id: post.1 .0,
+                    reason: "is_repost",
+                    detail: format!(
+                        " (of {}/{}, served by another processor: ask about it)",
+                        root.0, root.1
+                    ),
+                })
+            }
+            other => other?,
+        };
+        let snap = store.snapshot();
+        let mut items: Vec<FollowerItem> = like::likers(&snap, root, after)
+            .take(limit + 1)
+            .map(|r| {
+                r.map(|(u, ts)| FollowerItem {
+                    user: u.0,
+                    ts: ts.0,
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let next_cursor = (items.len() > limit).then(|| {
+            items.truncate(limit);
+            let last = &items[limit - 1];
+            let mut b = root.1 .0.to_be_bytes().to_vec();
+            b.extend_from_slice(&last.ts.to_be_bytes());
+            b.extend_from_slice(&last.user.to_be_bytes());
+            encode_cursor(view, root.0, &b)
+        });
+        Ok(Page {
+            items,
+            next_cursor,
+            prev_cursor: None,
         })
     }
 }

@@ -176,6 +176,15 @@ pub struct PostItem {
     /// each with the events that decided it (docs/http-api.md, "Explain").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<Vec<super::WhyItem>>,
+    /// The original's counts (a timeline entry's post; a posts page's
+    /// original, or the original a repost reposts); left out with
+    /// `counts=0`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counts: Option<Counts>,
+    /// The reader's flags on that original (the timeline's user; a posts
+    /// page's `viewer`); left out with `counts=0`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub viewer: Option<Flags>,
 }
 
 impl PostItem {
@@ -192,8 +201,38 @@ impl PostItem {
             likes: None,
             repost_of: None,
             why: None,
+            counts: None,
+            viewer: None,
         }
     }
+
+    /// The original whose counts the item carries: a posts page's repost's
+    /// original, else the item's own post.
+    pub fn root(&self) -> crate::core::keys::PostRef {
+        use crate::core::event::{PostId, UserId};
+        match self.repost_of {
+            Some(r) => (UserId(r.author), PostId(r.post_id)),
+            None => (UserId(self.author), PostId(self.post_id)),
+        }
+    }
+}
+
+/// An original's counts (docs/semantics.md, "Likes").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct Counts {
+    /// Its live likes.
+    pub likes: u64,
+    /// Its live reposts, by anyone.
+    pub reposts: u64,
+}
+
+/// What a viewer did with an original.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct Flags {
+    /// The viewer likes it.
+    pub liked: bool,
+    /// The viewer has a live repost of it.
+    pub reposted: bool,
 }
 
 /// A followed user who reposted a timeline entry's post.

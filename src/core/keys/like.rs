@@ -7,10 +7,10 @@
 //! `reposted` flags.
 
 use super::{key, PostRef};
-use crate::event::UserId;
+use crate::event::{Ts, UserId};
 
 /// `engagement` (at the partition of the post a like names): `0 | a | p |
-/// liker`, valued `liked u8 | hops u32 | version u64`: the latest like or
+/// liker`, valued `liked u8 | hops u32 | version u64 | ts u64`: the latest like or
 /// unlike of `liker` that reached post `(a, p)` — its original, or a post
 /// whose kind is not known yet (the like waits there).
 pub fn like_of(target: PostRef, liker: UserId) -> Vec<u8> {
@@ -45,6 +45,18 @@ pub fn likes_given(user: UserId) -> Vec<u8> {
 /// u64: how many live reposts `user` has of the original `(a, p)`.
 pub fn reposted(user: UserId, root: PostRef) -> Vec<u8> {
     tagged(4, &[user.0, root.0 .0, root.1 .0])
+}
+
+/// `engagement` (beside [`like_of`]): `5 | a | p | !ts | !liker`, empty:
+/// `liker`'s registration with `(a, p)` is a like, made at `ts` — the
+/// likers of a live original, newest first.
+pub fn liker(target: PostRef, ts: Ts, liker: UserId) -> Vec<u8> {
+    tagged(5, &[target.0 .0, target.1 .0, !ts.0, !liker.0])
+}
+
+/// `engagement`: `5 | a | p`, the prefix of [`liker`].
+pub fn likers_prefix(target: PostRef) -> Vec<u8> {
+    tagged(5, &[target.0 .0, target.1 .0])
 }
 
 fn tagged(tag: u8, parts: &[u64]) -> Vec<u8> {

@@ -95,6 +95,7 @@ fn an_older_like_arriving_late_changes_nothing() {
         liked,
         hops: 1,
         version: crate::Version(version),
+        ts: Ts(version),
     };
     part.effect(&late(false, 9));
     part.settle();
