@@ -14,10 +14,10 @@ pub mod oracle;
 mod reader_views;
 pub mod scenario;
 
+#[allow(unused_imports)]
 pub use reader_views::check_kept_pages;
 
 use feedlog::core::codec::{self, Format};
-use feedlog::UserId;
 use oracle::{Mode, Oracle};
 use serde_json::Value;
 
