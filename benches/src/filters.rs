@@ -156,8 +156,17 @@ pub fn filters(partitions: u32, threads: usize, connections: usize, secs: u64) -
         } else {
             "page cache off"
         };
-        let first =
-            |g: u64| through_http(&wrk, &dir, open()?, &group(g), threads, connections, secs);
+        let first = |g: u64| {
+            through_http(
+                &wrk,
+                &dir,
+                open()?,
+                (&group(g), ""),
+                threads,
+                connections,
+                secs,
+            )
+        };
         let (base, filtered) = (first(0)?, first(1)?);
         print_pair(&format!("{label}, first pages"), &base, &filtered);
     }

@@ -130,7 +130,7 @@ pub fn http(data: &std::path::Path, threads: usize, connections: usize, secs: u6
         "{} has no users who follow anyone",
         data.display()
     );
-    let load = |reader| through_http(&wrk, &dir, reader, &users, threads, connections, secs);
+    let load = |reader| through_http(&wrk, &dir, reader, (&users, ""), threads, connections, secs);
     let http = load(reader)?;
     // Without the page cache, once the heads are read after the open.
     let no_pages = Kept {
@@ -193,7 +193,7 @@ pub(super) fn through_http(
     wrk: &std::path::Path,
     dir: &DataDir,
     reader: Reader,
-    users: &[u64],
+    (users, query): (&[u64], &str),
     threads: usize,
     connections: usize,
     secs: u64,
@@ -210,7 +210,7 @@ pub(super) fn through_http(
     );
     let paths: Vec<String> = users
         .iter()
-        .map(|u| format!("/v1/users/{u}/timeline?limit=20"))
+        .map(|u| format!("/v1/users/{u}/timeline?limit=20{query}"))
         .collect();
     with_wrk(
         wrk,
@@ -231,7 +231,10 @@ pub(super) fn second_pages(reader: &Reader, users: &[u64]) -> Result<Vec<(u64, S
         let first = reader.timeline(UserId(u), 20, None)?;
         if let (20, Some(c)) = (first.items.len(), first.next_cursor) {
             if !reader.timeline(UserId(u), 20, Some(&c))?.items.is_empty() {
-                out.push((u, format!("/v1/users/{u}/timeline?limit=20&cursor={c}")));
+                out.push((
+                    u,
+                    format!("/v1/users/{u}/timeline?limit=20&counts=0&cursor={c}"),
+                ));
             }
         }
     }

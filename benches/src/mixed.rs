@@ -59,7 +59,7 @@ pub fn mixed(b: &RedisBench<'_>) -> Result<()> {
         let reader = feedlog::ops::serve::reader_of(&processor);
         let script = format!(
             "request = function()\n  \
-             return wrk.format(\"GET\", \"/v1/users/\" .. math.random({max_user}) .. \"/timeline?limit=20\")\nend\n"
+             return wrk.format(\"GET\", \"/v1/users/\" .. math.random({max_user}) .. \"/timeline?limit=20&counts=0\")\nend\n"
         );
         std::thread::scope(|s| {
             let reading = reads.map(|secs| {

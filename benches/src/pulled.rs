@@ -96,7 +96,7 @@ pub fn pulled(partitions: u32, threads: usize, connections: usize, secs: u64) ->
             true => Reader::open(&dir)?,
             false => Reader::open_keeping(&dir, Kept::NONE)?,
         };
-        through_http(&wrk, &dir, reader, users, threads, connections, secs)
+        through_http(&wrk, &dir, reader, (users, ""), threads, connections, secs)
     };
     println!("timeline pages of 20 through HTTP ({threads} server threads, wrk -t{threads} -c{connections}, {secs}s):");
     for cache in [true, false] {

@@ -168,13 +168,28 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     };
     anyhow::ensure!(!users.is_empty(), "the workload has no readers");
     let (threads, connections, secs) = (b.threads, b.connections, b.secs);
-    let load = |reader| through_http(&wrk, &dir, reader, &users, threads, connections, secs);
+    // Pages without counts against the design's rows (and sources); then
+    // pages with each entry's counts and the reader's flags against the
+    // design's page with its counts hashes and flag sets.
+    let load = |reader| {
+        through_http(
+            &wrk,
+            &dir,
+            reader,
+            (&users, "&counts=0"),
+            threads,
+            connections,
+            secs,
+        )
+    };
+    let counted =
+        |reader| through_http(&wrk, &dir, reader, (&users, ""), threads, connections, secs);
     // Cold first: each reader's first page once, from a reader opened now
     // (page cache and block cache empty; the files in the OS's cache), its
     // inbox heads read; the median of a few such passes.
     let first_paths: Vec<String> = users
         .iter()
-        .map(|u| format!("/v1/users/{u}/timeline?limit=20"))
+        .map(|u| format!("/v1/users/{u}/timeline?limit=20&counts=0"))
         .collect();
     let (first, heads) = cold_passes(&dir, b.kept, &first_paths, (threads, connections))?;
     let http = load(reader)?;
@@ -184,8 +199,12 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     let no_pages = Kept { pages: 0, ..b.kept };
     let cold = load(opened_with_heads(&dir, no_pages)?.0)?;
     let bare = load(Reader::open_keeping(&dir, Kept::NONE)?)?;
+    let with_counts = counted(Reader::open_keeping(&dir, b.kept)?)?;
+    let with_counts_cold = counted(opened_with_heads(&dir, no_pages)?.0)?;
     server.name_pages(&users)?;
     let zrev = server.pages_under_load(&bench_bin, (users.len(), 0), threads, connections, secs)?;
+    let zrev_counted =
+        server.counted_pages_under_load(&bench_bin, users.len(), threads, connections, secs)?;
     // Second pages: the readers who have one, through the first page's
     // cursor; in Redis entries 20 to 39 of the same inboxes.
     let deep = second_pages(&Reader::open(&dir)?, &users)?;
@@ -234,11 +253,20 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     println!("  feedlog HTTP (wrk):               {}", http.line());
     println!("  feedlog HTTP, no page cache:      {}", cold.line());
     println!("  feedlog HTTP, nothing kept:       {}", bare.line());
+    println!("  feedlog HTTP, with counts:        {}", with_counts.line());
+    println!(
+        "  feedlog with counts, no page cache: {}",
+        with_counts_cold.line()
+    );
     let design = match reposts {
         true => "redis page script (rows + sources)",
         false => "redis ZREVRANGE (redis-benchmark)",
     };
     println!("  {design:<33}: {}", zrev.line());
+    println!(
+        "  redis page with counts and flags : {}",
+        zrev_counted.line()
+    );
     let ratio = |what: &str, l: &Load, r: &Load| {
         let p999 = match (l.p999_ms, r.p999_ms) {
             (Some(l), Some(r)) => format!("; p99.9 {:.2}", r / l),
@@ -261,6 +289,12 @@ pub fn redis(b: &RedisBench<'_>) -> Result<()> {
     ratio("pages/s", &http, &zrev);
     ratio("pages/s without the page cache", &cold, &zrev);
     ratio("pages/s with nothing kept in memory", &bare, &zrev);
+    ratio("pages/s with counts and flags", &with_counts, &zrev_counted);
+    ratio(
+        "pages/s with counts and flags, no page cache",
+        &with_counts_cold,
+        &zrev_counted,
+    );
     match second {
         None => println!("second pages: no reader has one"),
         Some((same, ours, theirs)) => {

@@ -5,7 +5,7 @@
 //! workload has reposts).
 
 use crate::http::Load;
-use crate::redis_worker::{Worker, PAGE_SCRIPT};
+use crate::redis_worker::{Worker, COUNTS_SCRIPT, PAGE_SCRIPT};
 use crate::resp::{number, Conn, Resp};
 use anyhow::{bail, Context, Result};
 use feedlog::api::query::Reader;
@@ -22,6 +22,8 @@ pub(super) struct RedisServer {
     /// The SHA1 of [`PAGE_SCRIPT`] once loaded: pages are then read
     /// through it (a workload with reposts), else with `ZREVRANGE`.
     page_script: Option<String>,
+    /// The SHA1 of [`COUNTS_SCRIPT`] once loaded (pages with counts).
+    counts_script: Option<String>,
 }
 
 impl RedisServer {
@@ -42,6 +44,7 @@ impl RedisServer {
             child,
             port,
             page_script: None,
+            counts_script: None,
         };
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -209,6 +212,27 @@ impl RedisServer {
         run(((probe.per_sec * secs as f64) as u64).max(20_000))
     }
 
+    /// [`RedisServer::pages_under_load`] through [`COUNTS_SCRIPT`]: each
+    /// row with its counts and the reader's flags (and its sources when
+    /// the page script is loaded).
+    pub(super) fn counted_pages_under_load(
+        &mut self,
+        bin: &Path,
+        readers: usize,
+        threads: usize,
+        connections: usize,
+        secs: u64,
+    ) -> Result<Load> {
+        let mut c = self.connect()?;
+        c.send(&[b"SCRIPT", b"LOAD", COUNTS_SCRIPT.as_bytes()])?;
+        self.counts_script = Some(String::from_utf8(c.bulk()?)?);
+        let run = |n| self.pages(bin, ("p", readers, 0), threads, connections, n);
+        let probe = run(20_000);
+        let load = probe.and_then(|p| run(((p.per_sec * secs as f64) as u64).max(20_000)));
+        self.counts_script = None;
+        load
+    }
+
     /// `n` × `ZREVRANGE {prefix}:<random id below range> FROM FROM+19
     /// WITHSCORES` from redis-benchmark, or the same rows with their
     /// sources through [`PAGE_SCRIPT`] once it is loaded.
@@ -232,12 +256,16 @@ impl RedisServer {
                     &threads.to_string(),
                 ])
                 .args(["-n", &n.to_string(), "-r", &range.to_string()])
-                .args(match &self.page_script {
-                    Some(sha) => vec!["EVALSHA", sha, "1", &key],
-                    None => vec!["ZREVRANGE", &key],
+                .args(match (&self.counts_script, &self.page_script) {
+                    (Some(sha), _) | (None, Some(sha)) => vec!["EVALSHA", sha, "1", &key],
+                    (None, None) => vec!["ZREVRANGE", &key],
                 })
                 .args([from.to_string(), (from + 19).to_string()])
-                .args(self.page_script.is_none().then_some("WITHSCORES"))
+                .args(match (&self.counts_script, &self.page_script) {
+                    (Some(_), sources) => Some(if sources.is_some() { "1" } else { "0" }),
+                    (None, None) => Some("WITHSCORES"),
+                    (None, Some(_)) => None,
+                })
                 .output()
                 .context("running redis-benchmark")?;
             let text = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -47,6 +47,32 @@ end
 return page
 ";
 
+/// The design's first page with each entry's counts and the reader's
+/// flags, server-side in one script (the seeds' page: "set the flags, and
+/// assemble each post's counts"): the rows of [`PAGE_SCRIPT`] (with their
+/// sources when `ARGV[3]` is 1, a log with reposts), each with `HMGET` of
+/// its counts hash `c:{post}` and `SISMEMBER` of the reader's sets of
+/// liked and reposted posts.
+pub(super) const COUNTS_SCRIPT: &str = "\
+local reader = redis.call('HGET', 'readers', KEYS[1])
+local rows = redis.call('ZREVRANGE', KEYS[1], ARGV[1], ARGV[2], 'WITHSCORES')
+local page = {}
+for i = 1, #rows, 2 do
+  local post = rows[i]
+  local entry = {post, rows[i + 1],
+    redis.call('HMGET', string.format('c:%012d', tonumber(post)), 'likes', 'reposts'),
+    redis.call('SISMEMBER', 'l:' .. reader, post),
+    redis.call('SISMEMBER', 'r:' .. reader, post)}
+  if ARGV[3] == '1' then
+    local sources = 's:' .. reader .. ':' .. post
+    entry[#entry + 1] = redis.call('ZREVRANGE', sources, 0, 9)
+    entry[#entry + 1] = redis.call('ZCARD', sources)
+  end
+  page[#page + 1] = entry
+end
+return page
+";
+
 impl Worker {
     pub(super) fn new(cap: u64) -> Worker {
         Worker {
@@ -197,6 +223,17 @@ impl Worker {
                 if !followers.is_empty() {
                     self.followers.insert(author.0, followers);
                 }
+                // The design's counter and flag: the original's counts
+                // hash and the reposter's set of reposted posts.
+                out.command(4);
+                out.bytes(b"HINCRBY");
+                out.key('c', of_post_id.0);
+                out.bytes(b"reposts");
+                out.bytes(b"1");
+                out.command(3);
+                out.bytes(b"SADD");
+                out.key('r', author.0);
+                out.number(of_post_id.0);
             }
             // Activity: the push design has nothing to do for it.
             // The design filters nothing: blocks and mutes are feedlog's.
