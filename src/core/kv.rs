@@ -127,6 +127,12 @@ pub trait Kv {
     /// The value at `key`, if any.
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, KvError>;
 
+    /// The values at `keys`, in their order: what [`Kv::get`] gives each,
+    /// read in one batch where the store can (a page's counts).
+    fn get_many(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
+        keys.iter().map(|k| self.get(cf, k)).collect()
+    }
+
     /// Entries with `lo <= key < hi`, ascending; `hi = None` runs to the end
     /// of the column family.
     fn scan<'a>(&'a self, cf: Cf, lo: &[u8], hi: Option<&[u8]>) -> Scan<'a>;

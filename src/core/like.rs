@@ -154,6 +154,21 @@ pub fn count<K: Kv + ?Sized>(kv: &K, target: PostRef) -> Result<u64, KvError> {
     read_u64(kv, &keys::like_count(target))
 }
 
+/// [`count`] of each of `targets`, read in one batch.
+pub fn counts<K: Kv + ?Sized>(kv: &K, targets: &[PostRef]) -> Result<Vec<u64>, KvError> {
+    let ks: Vec<Vec<u8>> = targets.iter().map(|&t| keys::like_count(t)).collect();
+    let got = kv.get_many(Cf::Engagement, &ks)?;
+    ks.iter().zip(got).map(|(k, v)| parse_u64(k, v)).collect()
+}
+
+fn parse_u64(k: &[u8], v: Option<Vec<u8>>) -> Result<u64, KvError> {
+    Ok(match v {
+        None => 0,
+        Some(v) if v.len() == 8 => u64_at(Cf::Engagement, k, &v, 0)?,
+        Some(_) => return Err(KvError::corrupt(Cf::Engagement, k, "expected 8 bytes")),
+    })
+}
+
 /// The user's live likes (their `likes` counter).
 pub fn given<K: Kv + ?Sized>(kv: &K, user: UserId) -> Result<u64, KvError> {
     read_u64(kv, &keys::likes_given(user))
@@ -164,17 +179,33 @@ pub fn likes<K: Kv + ?Sized>(kv: &K, user: UserId, root: PostRef) -> Result<bool
     Ok(kv.get(Cf::Engagement, &keys::liked(user, root))?.is_some())
 }
 
+/// `user`'s (owned here) flags on each of `roots`: (liked, reposted),
+/// read in two batches.
+pub fn flags<K: Kv + ?Sized>(
+    kv: &K,
+    user: UserId,
+    roots: &[PostRef],
+) -> Result<Vec<(bool, bool)>, KvError> {
+    let liked: Vec<Vec<u8>> = roots.iter().map(|&r| keys::liked(user, r)).collect();
+    let reposted: Vec<Vec<u8>> = roots.iter().map(|&r| keys::reposted(user, r)).collect();
+    let (l, r) = (
+        kv.get_many(Cf::Engagement, &liked)?,
+        kv.get_many(Cf::Engagement, &reposted)?,
+    );
+    let mut out = Vec::with_capacity(roots.len());
+    for ((l, r), k) in l.into_iter().zip(r).zip(&reposted) {
+        out.push((l.is_some(), parse_u64(k, r)? > 0));
+    }
+    Ok(out)
+}
+
 /// Whether `user` (owned here) has a live repost of the original `root`.
 pub fn reposted<K: Kv + ?Sized>(kv: &K, user: UserId, root: PostRef) -> Result<bool, KvError> {
     Ok(read_u64(kv, &keys::reposted(user, root))? > 0)
 }
 
 fn read_u64<K: Kv + ?Sized>(kv: &K, k: &[u8]) -> Result<u64, KvError> {
-    Ok(match kv.get(Cf::Engagement, k)? {
-        None => 0,
-        Some(v) if v.len() == 8 => u64_at(Cf::Engagement, k, &v, 0)?,
-        Some(_) => return Err(KvError::corrupt(Cf::Engagement, k, "expected 8 bytes")),
-    })
+    parse_u64(k, kv.get(Cf::Engagement, k)?)
 }
 
 /// Adds `by` (±1) to the u64 at `k`, deleting it at 0.

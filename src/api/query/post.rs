@@ -55,38 +55,40 @@ impl Reader {
     pub fn engagement_here(&self, asked: Engagement<'_>) -> Result<Vec<Engaged>, QueryError> {
         match asked {
             Engagement::Counts(roots) => {
-                let mut stores = Vec::new();
+                let mut out = vec![(0, 0); roots.len()];
+                let mut parts: Vec<Partition> = Vec::new();
                 for &root in roots {
                     check_user(root.0)?;
                     let p = self.partition_of(root.0);
-                    if !stores.iter().any(|(q, _)| *q == p) {
-                        stores.push((p, self.store_of(root.0)?));
+                    if !parts.contains(&p) {
+                        parts.push(p);
                     }
                 }
-                let snaps: Vec<_> = stores.iter().map(|(p, s)| (*p, s.snapshot())).collect();
-                roots
-                    .iter()
-                    .map(|&root| {
-                        let p = self.partition_of(root.0);
-                        let Some((_, snap)) = snaps.iter().find(|(q, _)| *q == p) else {
-                            return Err(QueryError::Internal("no snapshot of a partition".into()));
-                        };
-                        Ok((like::count(snap, root)?, repost::count(snap, root)?))
-                    })
-                    .collect()
+                // One snapshot of each partition, its counts read in a batch.
+                for p in parts {
+                    let (idx, of_p): (Vec<usize>, Vec<PostRef>) = (0..roots.len())
+                        .filter(|&i| self.partition_of(roots[i].0) == p)
+                        .map(|i| (i, roots[i]))
+                        .unzip();
+                    let store = self.store_of(of_p[0].0)?;
+                    let snap = store.snapshot();
+                    let likes = like::counts(&snap, &of_p)?;
+                    let reposts = repost::counts(&snap, &of_p)?;
+                    for (j, i) in idx.into_iter().enumerate() {
+                        out[i] = (likes[j], reposts[j]);
+                    }
+                }
+                Ok(out)
             }
             Engagement::Flags(viewer, roots) => {
                 check_user(viewer)?;
                 let store = self.store_of(viewer)?;
                 let snap = store.snapshot();
-                roots
-                    .iter()
-                    .map(|&root| {
-                        let liked = like::likes(&snap, viewer, root)?;
-                        let reposted = like::reposted(&snap, viewer, root)?;
-                        Ok((u64::from(liked), u64::from(reposted)))
-                    })
-                    .collect()
+                let flags = like::flags(&snap, viewer, roots)?;
+                Ok(flags
+                    .into_iter()
+                    .map(|(l, r)| (u64::from(l), u64::from(r)))
+                    .collect())
             }
         }
     }

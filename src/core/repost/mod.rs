@@ -96,6 +96,20 @@ pub fn count<K: Kv + ?Sized>(kv: &K, target: PostRef) -> Result<u64, KvError> {
     })
 }
 
+/// [`count`] of each of `targets`, read in one batch.
+pub fn counts<K: Kv + ?Sized>(kv: &K, targets: &[PostRef]) -> Result<Vec<u64>, KvError> {
+    let ks: Vec<Vec<u8>> = targets.iter().map(|&t| keys::repost_count(t)).collect();
+    let got = kv.get_many(Cf::Reposts, &ks)?;
+    ks.iter()
+        .zip(got)
+        .map(|(k, v)| match v {
+            None => Ok(0),
+            Some(v) if v.len() == 8 => u64_at(Cf::Reposts, k, &v, 0),
+            Some(_) => Err(KvError::corrupt(Cf::Reposts, k, "expected 8 bytes")),
+        })
+        .collect()
+}
+
 fn set_count<K: Kv + ?Sized>(t: &mut Txn<'_, K>, target: PostRef, n: u64) {
     let k = keys::repost_count(target);
     match n {
