@@ -124,3 +124,73 @@ fn a_post_coming_late_answers_the_unlikes_that_waited() {
     part.then(post(A, 1));
     assert_eq!(state(&part), (0, 0, false));
 }
+
+// Mastodon's counts and the viewer's maps (spec/models/status_spec.rb:
+// `#reblogs_count`, `#favourites_count`, `.favourites_map`,
+// `.reblogs_map`), translated. Where feedlog differs: an original deleted
+// keeps its reposts' records (a repost that is not live), not destroying
+// them; an unlike is an event in the liker's log, not a row destroyed.
+// `#replies_count` waits for replies.
+
+/// (A's post 1's likes, its reposts).
+fn counts_of(part: &Part) -> (u64, u64) {
+    let post = (A, PostId(1));
+    (
+        count(&part.kv, post).unwrap(),
+        crate::repost::count(&part.kv, post).unwrap(),
+    )
+}
+
+// Proves "#reblogs_count is the number of reblogs" (one by another user, one by the author) and "is decremented when reblog is removed".
+#[test]
+fn mastodon_reblogs_count_is_the_number_of_live_reblogs() {
+    let mut part = Part::with(ctx());
+    part.then(post(A, 1)).then(repost(B, 10, (A, 1)));
+    part.then(repost(A, 11, (A, 1)));
+    assert_eq!(counts_of(&part).1, 2, "B's and A's own");
+    part.then(delete(B, 10));
+    assert_eq!(counts_of(&part).1, 1, "a reblog removed");
+}
+
+// Proves "#reblogs_count does not fail when original is deleted before reblog": the original deleted, no repost of it is live and the reposter's flag goes.
+#[test]
+fn mastodon_reblogs_of_a_deleted_original_stop_counting() {
+    let mut part = Part::with(ctx());
+    part.then(post(A, 1)).then(repost(B, 10, (A, 1)));
+    assert!(super::reposted(&part.kv, B, (A, PostId(1))).unwrap());
+    part.then(delete(A, 1));
+    assert_eq!(counts_of(&part), (0, 0));
+    assert!(!super::reposted(&part.kv, B, (A, PostId(1))).unwrap());
+}
+
+// Proves "#favourites_count is the number of favorites" (one by another user, one by the author) and "is decremented when favourite is removed".
+#[test]
+fn mastodon_favourites_count_is_the_number_of_live_likes() {
+    let mut part = Part::with(ctx());
+    part.then(post(A, 1)).then(like(B, (A, 1), true));
+    part.then(like(A, (A, 1), true));
+    assert_eq!(counts_of(&part).0, 2, "B's and A's own");
+    part.then(like(B, (A, 1), false));
+    assert_eq!(counts_of(&part).0, 1, "a favourite removed");
+}
+
+// Proves ".favourites_map" and ".reblogs_map contain true value" for the viewer who liked or reblogged, and false for one who did neither.
+#[test]
+fn mastodon_favourites_and_reblogs_maps_are_the_viewers_flags() {
+    let mut part = Part::with(ctx());
+    part.then(post(A, 1)).then(like(B, (A, 1), true));
+    part.then(repost(C, 10, (A, 1)));
+    let root = (A, PostId(1));
+    assert_eq!(
+        super::flags(&part.kv, B, &[root]).unwrap(),
+        vec![(true, false)]
+    );
+    assert_eq!(
+        super::flags(&part.kv, C, &[root]).unwrap(),
+        vec![(false, true)]
+    );
+    assert_eq!(
+        super::flags(&part.kv, D, &[root]).unwrap(),
+        vec![(false, false)]
+    );
+}
