@@ -51,9 +51,12 @@ fn produce_run_query_small_log() {
     let (code, out, _) = feedlog(&data, &["query", "timeline", "1", "--limit", "1"], None);
     assert_eq!(code, 0);
     let page: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // Each entry with its counts and the reader's flags (`--counts 0`
+    // below leaves them out).
     assert_eq!(
         page["items"],
-        serde_json::json!([{"post_id": 12, "author": 3, "ts": 1007}])
+        serde_json::json!([{"post_id": 12, "author": 3, "ts": 1007,
+            "counts": {"likes": 0, "reposts": 0}, "viewer": {"liked": false, "reposted": false}}])
     );
     let cursor = page["next_cursor"]
         .as_str()
@@ -62,7 +65,7 @@ fn produce_run_query_small_log() {
     let (_, out, _) = feedlog(
         &data,
         &[
-            "query", "timeline", "1", "--limit", "1", "--cursor", &cursor,
+            "query", "timeline", "1", "--limit", "1", "--counts", "0", "--cursor", &cursor,
         ],
         None,
     );
@@ -112,7 +115,8 @@ fn produce_run_query_small_log() {
     );
     assert_eq!(
         answers[3],
-        serde_json::json!({"items": [{"post_id": 11, "author": 2, "ts": 1004, "reposts": 0, "likes": 0}], "next_cursor": null})
+        serde_json::json!({"items": [{"post_id": 11, "author": 2, "ts": 1004, "reposts": 0, "likes": 0,
+            "counts": {"likes": 0, "reposts": 0}}], "next_cursor": null})
     );
     assert_eq!(
         answers[4],

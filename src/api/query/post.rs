@@ -56,20 +56,11 @@ impl Reader {
         match asked {
             Engagement::Counts(roots) => {
                 let mut out = vec![(0, 0); roots.len()];
-                let mut parts: Vec<Partition> = Vec::new();
                 for &root in roots {
                     check_user(root.0)?;
-                    let p = self.partition_of(root.0);
-                    if !parts.contains(&p) {
-                        parts.push(p);
-                    }
                 }
                 // One snapshot of each partition, its counts read in a batch.
-                for p in parts {
-                    let (idx, of_p): (Vec<usize>, Vec<PostRef>) = (0..roots.len())
-                        .filter(|&i| self.partition_of(roots[i].0) == p)
-                        .map(|i| (i, roots[i]))
-                        .unzip();
+                for (_, idx, of_p) in self.by_partition(roots) {
                     let store = self.store_of(of_p[0].0)?;
                     let snap = store.snapshot();
                     let likes = like::counts(&snap, &of_p)?;
@@ -91,6 +82,24 @@ impl Reader {
                     .collect())
             }
         }
+    }
+
+    /// `roots` grouped by the partition of their authors: each partition
+    /// once, with the places in `roots` of its originals and those
+    /// originals.
+    fn by_partition(&self, roots: &[PostRef]) -> Vec<(Partition, Vec<usize>, Vec<PostRef>)> {
+        let mut groups: Vec<(Partition, Vec<usize>, Vec<PostRef>)> = Vec::new();
+        for (i, &root) in roots.iter().enumerate() {
+            let p = self.partition_of(root.0);
+            match groups.iter_mut().find(|g| g.0 == p) {
+                Some(g) => {
+                    g.1.push(i);
+                    g.2.push(root);
+                }
+                None => groups.push((p, vec![i], vec![root])),
+            }
+        }
+        groups
     }
 
     /// An [`Engagement`] read of the partition `at`: here, or from the
@@ -121,15 +130,7 @@ impl Reader {
         viewer: Option<UserId>,
     ) -> Result<(Vec<Counts>, Option<Vec<Flags>>), QueryError> {
         let mut counts = vec![Counts::default(); roots.len()];
-        let mut parts: Vec<Partition> = roots.iter().map(|r| self.partition_of(r.0)).collect();
-        let at = parts.clone();
-        parts.sort_unstable();
-        parts.dedup();
-        for p in parts {
-            let (idx, of_p): (Vec<usize>, Vec<PostRef>) = (0..roots.len())
-                .filter(|&i| at[i] == p)
-                .map(|i| (i, roots[i]))
-                .unzip();
+        for (p, idx, of_p) in self.by_partition(roots) {
             for (i, (likes, reposts)) in idx
                 .into_iter()
                 .zip(self.engaged(p, Engagement::Counts(&of_p))?)
