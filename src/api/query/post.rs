@@ -1,4 +1,4 @@
-//! One post: its counts, and for a viewer the viewer's flags.
+//! One post with its counts and a viewer's flags, who likes it, and the counts and flags a page's entries carry.
 
 use super::cursor::{decode_cursor, encode_cursor, CursorView};
 use super::{
