@@ -302,6 +302,11 @@ fn openapi_limits_match_the_handlers() {
             "{{\"type\":\"block\",\"user\":1,\"target\":{},\"ts\":{ts}}}\n",
             i + 1000
         );
+        // 150 likers of user 1's post 1.
+        log += &format!(
+            "{{\"type\":\"like\",\"user\":{},\"author\":1,\"post_id\":1,\"ts\":{ts}}}\n",
+            i + 1
+        );
     }
     let processor = processed(tmp.path(), &log, 3);
     let max = 120;
@@ -335,7 +340,7 @@ fn openapi_limits_match_the_handlers() {
         } else {
             "1"
         };
-        let path = route.replace("{id}", user);
+        let path = route.replace("{id}", user).replace("{post_id}", "1");
         let count = |query: &str| {
             let at = format!("{path}{query}");
             // The stream's window is its opening page (after a comment);
@@ -376,8 +381,8 @@ fn openapi_limits_match_the_handlers() {
         }
     }
     assert_eq!(
-        paged, 8,
-        "timeline, its stream, posts, followers, followees, recent followers, mutes, blocks"
+        paged, 9,
+        "timeline, its stream, posts, a post's likers, followers, followees, recent followers, mutes, blocks"
     );
 }
 
@@ -508,12 +513,19 @@ fn every_answer_matches_its_documented_schema() {
                 let own = own
                     .as_u64()
                     .map_or_else(|| own.as_str().unwrap().to_string(), |n| n.to_string());
-                for (post, status, q) in [
-                    (own.as_str(), 200, ""),
-                    (own.as_str(), 200, "?viewer=3"),
-                    ("999999999", 404, ""),
-                    (own.as_str(), 400, "?viewer=x"),
-                ] {
+                // A post's likers: pages, and a bad limit.
+                let cases = match route.ends_with("/likes") {
+                    false => [(own.as_str(), 200, ""), (own.as_str(), 200, "?viewer=3")],
+                    true => [(own.as_str(), 200, ""), (own.as_str(), 200, "?limit=2")],
+                };
+                let refused = match route.ends_with("/likes") {
+                    false => "?viewer=x",
+                    true => "?limit=x",
+                };
+                let cases = cases
+                    .into_iter()
+                    .chain([("999999999", 404, ""), (own.as_str(), 400, refused)]);
+                for (post, status, q) in cases {
                     *post_id.borrow_mut() = post.to_string();
                     check(route, status, q);
                 }
