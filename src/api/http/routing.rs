@@ -285,6 +285,11 @@ impl Remote for RemoteOutboxes {
         Ok(answer.engaged)
     }
 
+    fn unreachable(&self, at: Partition) -> Option<Duration> {
+        let owner = self.0.owners.serving(at)?;
+        self.0.is_unreachable(&owner).then_some(UNREACHABLE_FOR)
+    }
+
     fn post(&self, (author, post_id): PostRef) -> Result<Option<PostVal>, QueryError> {
         let p = self.0.partition(author);
         let path = format!("/v1/internal/posts?ids={author}:{post_id}");

@@ -62,6 +62,12 @@ pub trait Remote: Send + Sync {
     /// Originals' counts, read at their authors' partition `at`, or a
     /// viewer's flags on them, read at the viewer's partition `at`.
     fn engagement(&self, at: Partition, asked: Engagement<'_>) -> Result<Vec<Engaged>, QueryError>;
+
+    /// When the processor serving partition `at` did not answer just now:
+    /// for how long its reads go to a warm standby here, if one is kept.
+    fn unreachable(&self, _at: Partition) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// Every view as of an earlier log time (docs/http-api.md, "Earlier states"): the

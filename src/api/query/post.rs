@@ -106,7 +106,21 @@ impl Reader {
     /// processor serving it (Kafka mode).
     fn engaged(&self, at: Partition, asked: Engagement<'_>) -> Result<Vec<Engaged>, QueryError> {
         let read = match (self.engagement_here(asked), &self.remote) {
-            (Err(QueryError::Elsewhere { .. }), Some(remote)) => remote.engagement(at, asked),
+            (Err(QueryError::Elsewhere { .. }), Some(remote)) => {
+                match remote.engagement(at, asked) {
+                    // Its owner did not answer (killed, say): a warm standby
+                    // here answers, as it answers every request for that
+                    // partition until the owner does again.
+                    Err(e) => match remote
+                        .unreachable(at)
+                        .and_then(|span| self.read_standby(at, span))
+                    {
+                        Some(_) => self.engagement_here(asked),
+                        None => Err(e),
+                    },
+                    read => read,
+                }
+            }
             (read, _) => read,
         }?;
         let want = match asked {
