@@ -56,7 +56,7 @@ fn produce_run_query_small_log() {
     assert_eq!(
         page["items"],
         serde_json::json!([{"post_id": 12, "author": 3, "ts": 1007,
-            "counts": {"likes": 0, "reposts": 0}, "viewer": {"liked": false, "reposted": false}}])
+            "counts": {"likes": 0, "replies": 0, "reposts": 0}, "viewer": {"liked": false, "reposted": false}}])
     );
     let cursor = page["next_cursor"]
         .as_str()
@@ -116,7 +116,7 @@ fn produce_run_query_small_log() {
     assert_eq!(
         answers[3],
         serde_json::json!({"items": [{"post_id": 11, "author": 2, "ts": 1004, "reposts": 0, "likes": 0,
-            "counts": {"likes": 0, "reposts": 0}}], "next_cursor": null})
+            "counts": {"likes": 0, "replies": 0, "reposts": 0}}], "next_cursor": null})
     );
     assert_eq!(
         answers[4],

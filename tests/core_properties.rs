@@ -211,7 +211,7 @@ impl Sim {
         for e in events {
             parts[partition_for(e.actor(), partitions).index()]
                 .events
-                .push(*e);
+                .push(e.clone());
         }
         let mut sim = Sim {
             parts,

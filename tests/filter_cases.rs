@@ -93,7 +93,7 @@ fn a_repost_of_a_blocked_or_muted_author_is_hidden() {
         mute(BOB, JEFF, 8, None),
         filter("block", JEFF, BOB, 8),
     ] {
-        let r = Run::new(CAROL, &[base, &[cut]]);
+        let r = Run::new(CAROL, &[base, std::slice::from_ref(&cut)]);
         assert!(entries(&r, BOB).is_empty(), "{cut:?}");
         assert_eq!(r.posts(ALICE), shown.posts(ALICE), "{cut:?}");
         assert_eq!(followees(&r, BOB), vec![ALICE]);
@@ -113,7 +113,7 @@ fn hidden_reposts_go_and_come_back_while_own_posts_stay() {
     let all = vec![(10, JEFF), (11, ALICE)];
     assert_eq!(entries(&r, BOB), all);
     let hide = filter("hide_reposts", BOB, ALICE, 8);
-    let r = Run::new(CAROL, &[base, &[hide]]);
+    let r = Run::new(CAROL, &[base, std::slice::from_ref(&hide)]);
     assert_eq!(entries(&r, BOB), vec![(11, ALICE)]);
     let show = filter("show_reposts", BOB, ALICE, 9);
     let r = Run::new(CAROL, &[base, &[hide], &[show]]);
@@ -201,9 +201,23 @@ fn a_follow_during_a_block_is_void_in_any_arrival_order() {
     let during = follow(BOB, ALICE, 12);
     let unblock = filter("unblock", ALICE, BOB, 15);
     let orders: [&[&[Event]]; 3] = [
-        &[&[post(ALICE, 9, 1)], &[block], &[during], &[unblock]],
-        &[&[post(ALICE, 9, 1)], &[during], &[block], &[unblock]],
-        &[&[post(ALICE, 9, 1)], &[unblock, during], &[block]],
+        &[
+            &[post(ALICE, 9, 1)],
+            std::slice::from_ref(&block),
+            std::slice::from_ref(&during),
+            std::slice::from_ref(&unblock),
+        ],
+        &[
+            &[post(ALICE, 9, 1)],
+            std::slice::from_ref(&during),
+            std::slice::from_ref(&block),
+            std::slice::from_ref(&unblock),
+        ],
+        &[
+            &[post(ALICE, 9, 1)],
+            &[unblock.clone(), during.clone()],
+            std::slice::from_ref(&block),
+        ],
     ];
     for batches in orders {
         let r = Run::new(CAROL, batches);

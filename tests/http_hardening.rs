@@ -307,6 +307,12 @@ fn openapi_limits_match_the_handlers() {
             "{{\"type\":\"like\",\"user\":{},\"author\":1,\"post_id\":1,\"ts\":{ts}}}\n",
             i + 1
         );
+        // 150 replies to it.
+        log += &format!(
+            "{{\"type\":\"post\",\"author\":{},\"post_id\":{},\"reply_to\":{{\"author\":1,\"post_id\":1}},\"ts\":{ts}}}\n",
+            i + 1,
+            10_000 + i
+        );
     }
     let processor = processed(tmp.path(), &log, 3);
     let max = 120;
@@ -333,7 +339,7 @@ fn openapi_limits_match_the_handlers() {
         }
         paged += 1;
         // User 2 follows 1 (a timeline of 150 posts); user 1 has 150 of everything else
-        // (followers, followees, posts, mutes, blocks).
+        // (followers, followees, posts, mutes, blocks), and its post 1 150 likers and replies.
         let stream = route.ends_with("/timeline/stream");
         let user = if route.ends_with("/timeline") || stream {
             "2"
@@ -381,8 +387,8 @@ fn openapi_limits_match_the_handlers() {
         }
     }
     assert_eq!(
-        paged, 9,
-        "timeline, its stream, posts, a post's likers, followers, followees, recent followers, mutes, blocks"
+        paged, 10,
+        "timeline, its stream, posts, a post's likers and replies, followers, followees, recent followers, mutes, blocks"
     );
 }
 

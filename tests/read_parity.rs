@@ -42,6 +42,14 @@ fn log() -> String {
         log += &format!(r#"{{"type":"like","user":{liker},"author":1,"post_id":8000,"ts":{ts}}}"#);
         log.push('\n');
     }
+    // Two replies to it: pages of replies.
+    for (replier, id) in [(5u64, 8101u64), (6, 8102)] {
+        let ts = T0 + 3_070 + replier;
+        log += &format!(
+            r#"{{"type":"post","author":{replier},"post_id":{id},"reply_to":{{"author":1,"post_id":8000}},"ts":{ts}}}"#
+        );
+        log.push('\n');
+    }
     // Pages of mutes and blocks, for their cursors.
     for (i, (kind, target)) in [("mute", 7), ("mute", 8), ("block", 9), ("block", 10)]
         .iter()
@@ -288,7 +296,7 @@ fn rendered() -> String {
     for r in reads::ALL {
         let cli = match r.not_in_cli {
             None if r.name == "why" => "`query why USER AUTHOR POST_ID`".to_string(),
-            None if r.name == "post" || r.name == "likes" => {
+            None if r.route.contains("{post_id}") => {
                 format!("`query {} AUTHOR POST_ID`", r.name)
             }
             None => format!("`query {} USER`", r.name),

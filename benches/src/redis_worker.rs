@@ -152,10 +152,30 @@ impl Worker {
                 author,
                 post_id,
                 ts,
+            }
+            | Event::PostTo {
+                author,
+                post_id,
+                ts,
+                ..
             } => {
                 let (author, post, ts) = (author.0, post_id.0, ts.0);
                 if self.posts.contains_key(&(author, post)) {
                     return;
+                }
+                // The design's reply counter: the parent's counts hash
+                // (no resolution of a repost's id, no check that either
+                // post is live).
+                if let Event::PostTo {
+                    reply_to: Some((_, parent)),
+                    ..
+                } = e
+                {
+                    out.command(4);
+                    out.bytes(b"HINCRBY");
+                    out.key('c', parent.0);
+                    out.bytes(b"replies");
+                    out.bytes(b"1");
                 }
                 self.posts.insert((author, post), Some(ts));
                 self.outboxes.entry(author).or_default().insert((ts, post));

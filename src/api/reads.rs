@@ -105,6 +105,14 @@ pub const LIKES: Read = unpaged(
     &["post_id", "limit", "cursor"],
 )
 .with_limit(DEFAULT_LIMIT);
+/// A post's direct replies (`{id}` its author, `{post_id}` the post; a
+/// repost's id: its original's), oldest first, with their counts.
+pub const REPLIES: Read = unpaged(
+    "replies",
+    "/v1/posts/{id}/{post_id}/replies",
+    &["post_id", "limit", "cursor", "viewer"],
+)
+.with_limit(DEFAULT_LIMIT);
 /// A user's counters.
 pub const COUNTERS: Read = unpaged("counters", "/v1/users/{id}/counters", &["as_of"]);
 /// Several users' counters in one answer.
@@ -141,6 +149,7 @@ pub const ALL: &[Read] = &[
     POSTS,
     POST,
     LIKES,
+    REPLIES,
     COUNTERS,
     COUNTERS_MANY,
     RECENT_FOLLOWERS,

@@ -369,17 +369,17 @@ pub enum Command {
         api: ApiArgs,
     },
     /// Read a view: `query VIEW USER`, `query why USER AUTHOR POST_ID`,
-    /// `query post AUTHOR POST_ID`, `query likes AUTHOR POST_ID`, or
-    /// `query -` for JSON queries on stdin. Each flag is the HTTP route's parameter of the same name
+    /// `query post AUTHOR POST_ID`, `query likes AUTHOR POST_ID`, `query
+    /// replies AUTHOR POST_ID`, or `query -` for JSON queries on stdin. Each flag is the HTTP route's parameter of the same name
     /// (docs/cli.md, "query").
     Query {
-        /// timeline, why, changes, posts, post, likes, counters,
+        /// timeline, why, changes, posts, post, likes, replies, counters,
         /// recent-followers, followers, followees, mutes, blocks; or `-`.
         view: String,
         /// The user id.
         user: Option<String>,
         /// why: the post's author and id (or --author and --post-id); post,
-        /// likes: the post's id (or --post-id).
+        /// likes, replies: the post's id (or --post-id).
         #[arg(num_args = 0..=2, value_names = ["AUTHOR", "POST_ID"])]
         post: Vec<String>,
         #[command(flatten)]

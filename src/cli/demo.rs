@@ -81,12 +81,18 @@ const DEMO_FILTER_RATE: f64 = 0.02;
 /// Likes per post in the demo (likes outnumber posts on every network; a
 /// tenth of them are undone).
 const DEMO_LIKE_RATE: f64 = 3.0;
+/// Share of the demo's posts that reply to another post (replies are a
+/// large share of what people post on every network).
+const DEMO_REPLY_SHARE: f64 = 0.3;
+/// Share of the demo's posts that mention one to three users.
+const DEMO_MENTION_SHARE: f64 = 0.1;
 
 /// Start of the generated timeline (2023-11-14T22:13:20Z), fixed so that a
 /// demo directory is the same log every time.
 const START_MS: u64 = 1_700_000_000_000;
 
 /// Loads the network and its activity into a new data directory.
+// Long: the network, then its activity, written and summed up in one pass (each count in the summary line is of what was written).
 fn load(data: &Path, a: &DemoArgs) -> Result<()> {
     let dir = DataDir::create_or_open(data, Some(a.partitions))?;
     let mut producer = Producer::new(&dir)?;
@@ -154,18 +160,25 @@ fn load(data: &Path, a: &DemoArgs) -> Result<()> {
         repost_rate: DEMO_REPOST_RATE,
         filter_rate: DEMO_FILTER_RATE,
         like_rate: DEMO_LIKE_RATE,
+        reply_share: DEMO_REPLY_SHARE,
+        mention_share: DEMO_MENTION_SHARE,
         ..Activity::default()
     };
     let events = generate::activity(&mut graph, activity, START_MS + follows + 1000, 1, &mut rng);
     let mut counted = feedlog::core::metrics::StepStats::default();
+    let (mut replies, mut mentioning) = (0, 0);
     for e in &events {
         counted.count_event(e.kind());
+        if let Some((_, _, reply_to, mentions)) = e.as_post() {
+            replies += u64::from(reply_to.is_some());
+            mentioning += u64::from(!mentions.is_empty());
+        }
         producer.event(e, Format::Postcard)?;
     }
     let n = |kind| counted.events.get(kind);
     let s = producer.finish()?;
     say!(
-        "  then {} posts in bursts, {} reposts (mostly of the most followed accounts), {} likes ({} undone), {} new follows, {} unfollows, {} deletes, {} app opens (`seen`; half the users never come back), {} mutes, {} blocks and {} hidden reposts (and {} undone): {} events in the log ({:.1}s)",
+        "  then {} posts in bursts ({replies} of them replies, {mentioning} mentioning users), {} reposts (mostly of the most followed accounts), {} likes ({} undone), {} new follows, {} unfollows, {} deletes, {} app opens (`seen`; half the users never come back), {} mutes, {} blocks and {} hidden reposts (and {} undone): {} events in the log ({:.1}s)",
         n(EventKind::Post),
         n(EventKind::Repost),
         n(EventKind::Like),
@@ -418,7 +431,9 @@ fn reposted_entry(reader: &Reader, base: &str) -> Result<()> {
         feedlog::core::event::PostId(item.post_id),
     );
     let answer = reader.post(post, Some(UserId(user)))?;
-    println!("the post with its likes and reposts, and whether user {user} liked or reposted it:");
+    println!(
+        "the post with its likes, replies and reposts, and whether user {user} liked or reposted it:"
+    );
     println!(
         "  $ curl -s '{base}/v1/posts/{}/{}?viewer={user}'",
         item.author, item.post_id
@@ -431,6 +446,13 @@ fn reposted_entry(reader: &Reader, base: &str) -> Result<()> {
         item.author, item.post_id
     );
     println!("  {}", serde_json::to_string(&likers)?);
+    let replies = reader.replies(post, 3, None, Some(UserId(user)))?;
+    println!("its replies, oldest first, each with its own counts and user {user}'s flags:");
+    println!(
+        "  $ curl -s '{base}/v1/posts/{}/{}/replies?limit=3&viewer={user}'",
+        item.author, item.post_id
+    );
+    println!("  {}", serde_json::to_string(&replies)?);
     Ok(())
 }
 

@@ -165,13 +165,15 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                     ("post_id".to_string(), post_id.clone()),
                 ]),
                 ("why", [_]) => usage!("query why needs USER AUTHOR POST_ID"),
-                ("post" | "likes", [post_id]) => {
+                ("post" | "likes" | "replies", [post_id]) => {
                     pairs.push(("post_id".to_string(), post_id.clone()))
                 }
-                ("post" | "likes", [_, _]) => usage!("query {view} takes AUTHOR POST_ID"),
+                ("post" | "likes" | "replies", [_, _]) => {
+                    usage!("query {view} takes AUTHOR POST_ID")
+                }
                 (_, []) => {}
                 _ => usage!(
-                    "query {view} takes one USER (AUTHOR and POST_ID belong to `query why`, POST_ID to `query post` and `query likes`)"
+                    "query {view} takes one USER (AUTHOR and POST_ID belong to `query why`, POST_ID to `query post`, `query likes` and `query replies`)"
                 ),
             }
             query::query(data, (&view, user.as_deref()), pairs, history_retention)

@@ -123,6 +123,10 @@ impl Answerer {
             }
             "post" => encoded(&r.post((user, p.post_id()?), p.viewer)?),
             "likes" => encoded(&r.likers((user, p.post_id()?), limit()?, cursor)?),
+            "replies" => {
+                let post = (user, p.post_id()?);
+                encoded(&r.replies(post, limit()?, cursor, p.viewer)?)
+            }
             "counters" => encoded(&r.counters(user)?),
             "recent-followers" => encoded(&r.recent_followers(user, limit()?)?),
             "followers" => encoded(&r.followers(user, limit()?, cursor)?),

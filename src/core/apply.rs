@@ -16,6 +16,7 @@ use super::follow;
 use super::like;
 use super::post;
 use super::pulled;
+use super::reply;
 use super::repost;
 use crate::event::Event;
 use crate::keys::TimelineKey;
@@ -81,7 +82,19 @@ pub fn apply_event<K: Kv + ?Sized>(
             author,
             post_id,
             ts,
-        } => post::post(s, (author, post_id), (version, ts))?,
+        } => post::post(s, (author, post_id), (version, ts), None)?,
+        Event::PostTo {
+            author,
+            post_id,
+            ts,
+            reply_to,
+            ref mentions,
+        } => post::post(
+            s,
+            (author, post_id),
+            (version, ts),
+            Some((reply_to, mentions)),
+        )?,
         Event::Repost {
             author,
             post_id,
@@ -249,6 +262,7 @@ pub fn apply_effect<K: Kv + ?Sized>(
         | Effect::Unrepost { .. }
         | Effect::RepostDir { .. }) => repost::apply_effect(s, e)?,
         e @ (Effect::LikeOf { .. } | Effect::LikeLive { .. }) => like::apply_effect(s, e)?,
+        e @ Effect::ReplyOf { .. } => reply::apply_effect(s, e)?,
     }
     Ok(applied)
 }

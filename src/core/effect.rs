@@ -337,6 +337,31 @@ pub enum Effect {
         /// Whether the like counts now.
         live: bool,
     },
+    /// At the partition of the post a reply names (`reply_to`): reply
+    /// `(replier, reply_post_id)` was posted (`live`) or deleted. An
+    /// original (or a post not known yet) registers it, the latest by
+    /// version deciding; a repost passes it on to the post it names.
+    /// Appended last, as `LikeLive` was.
+    ReplyOf {
+        /// The named post's author.
+        of_author: UserId,
+        /// The named post.
+        of_post_id: PostId,
+        /// The reply's author.
+        replier: UserId,
+        /// The reply.
+        reply_post_id: PostId,
+        /// Posted (true) or deleted.
+        live: bool,
+        /// Repost links followed so far (at most
+        /// [`crate::event::MAX_REPOST_HOPS`]).
+        hops: u32,
+        /// The version of the post or delete event (its place in the
+        /// replier's `events`).
+        version: Version,
+        /// The reply's time (the replies list's order).
+        ts: Ts,
+    },
 }
 
 impl Effect {
@@ -360,6 +385,7 @@ impl Effect {
             Effect::Refollowed { author, .. } => *author,
             Effect::LikeOf { of_author, .. } => *of_author,
             Effect::LikeLive { liker, .. } => *liker,
+            Effect::ReplyOf { of_author, .. } => *of_author,
         }
     }
 
@@ -396,7 +422,8 @@ impl Effect {
             | Effect::Blocked { .. }
             | Effect::Refollowed { .. }
             | Effect::LikeOf { .. }
-            | Effect::LikeLive { .. } => Offset(0),
+            | Effect::LikeLive { .. }
+            | Effect::ReplyOf { .. } => Offset(0),
         }
     }
 
@@ -422,6 +449,7 @@ impl Effect {
             Effect::Refollowed { .. } => "refollowed",
             Effect::LikeOf { .. } => "like_of",
             Effect::LikeLive { .. } => "like_live",
+            Effect::ReplyOf { .. } => "reply_of",
         }
     }
 }

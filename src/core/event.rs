@@ -15,6 +15,9 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// than this (or a cycle) resolves to nothing, so the repost never shows.
 pub const MAX_REPOST_HOPS: u32 = 16;
 
+/// Users a post mentions at most (`mentions`); more is a dead letter.
+pub const MAX_MENTIONS: usize = 50;
+
 macro_rules! id_newtype {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
@@ -81,8 +84,8 @@ impl Ts {
     }
 }
 
-/// An input event, after validation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// An input event, after validation. Not `Copy`: a post's mentions are a list.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Event {
     /// `follower` starts following `followee`.
     Follow {
@@ -172,7 +175,73 @@ pub enum Event {
         /// Producer time.
         ts: Ts,
     },
+    /// `author` publishes `post_id` as a reply (`reply_to`) and/or
+    /// mentioning users: a `post` with either field (JSON kind `post`; a
+    /// post with neither is [`Event::Post`], see [`Event::post`]). It is a
+    /// post in every other way. Appended last, as `Like` was.
+    PostTo {
+        /// The acting user.
+        author: UserId,
+        /// The new post.
+        post_id: PostId,
+        /// Producer time; the post's place in every timeline.
+        ts: Ts,
+        /// The post it replies to (a repost's id: its original), if any.
+        reply_to: Option<(UserId, PostId)>,
+        /// The users it mentions: distinct, not the author, at most
+        /// [`MAX_MENTIONS`], in the order written.
+        mentions: Vec<UserId>,
+    },
 }
+
+impl Event {
+    /// A post: [`Event::PostTo`] when it replies or mentions, else
+    /// [`Event::Post`] (so each post has one form).
+    pub fn post(
+        author: UserId,
+        post_id: PostId,
+        ts: Ts,
+        reply_to: Option<(UserId, PostId)>,
+        mentions: Vec<UserId>,
+    ) -> Event {
+        match (reply_to, mentions.is_empty()) {
+            (None, true) => Event::Post {
+                author,
+                post_id,
+                ts,
+            },
+            _ => Event::PostTo {
+                author,
+                post_id,
+                ts,
+                reply_to,
+                mentions,
+            },
+        }
+    }
+
+    /// A post's (`post` of either form) author and id, reply target and
+    /// mentions; `None` for every other kind.
+    pub fn as_post(&self) -> Option<PostParts<'_>> {
+        match self {
+            Event::Post {
+                author, post_id, ..
+            } => Some((*author, *post_id, None, &[])),
+            Event::PostTo {
+                author,
+                post_id,
+                reply_to,
+                mentions,
+                ..
+            } => Some((*author, *post_id, *reply_to, mentions)),
+            _ => None,
+        }
+    }
+}
+
+/// A post's author and id, the post it replies to, and the users it
+/// mentions ([`Event::as_post`]).
+pub type PostParts<'a> = (UserId, PostId, Option<(UserId, PostId)>, &'a [UserId]);
 
 /// What a [`Event::Filter`] changes for the pair (user, target). Each kind
 /// of filter (block, mute, hidden reposts) is settled by the pair's latest
@@ -218,6 +287,7 @@ impl Event {
         match *self {
             Event::Follow { follower, .. } | Event::Unfollow { follower, .. } => follower,
             Event::Post { author, .. }
+            | Event::PostTo { author, .. }
             | Event::DeletePost { author, .. }
             | Event::Repost { author, .. } => author,
             Event::Seen { user, .. } | Event::Filter { user, .. } | Event::Like { user, .. } => {
@@ -232,6 +302,7 @@ impl Event {
             Event::Follow { ts, .. }
             | Event::Unfollow { ts, .. }
             | Event::Post { ts, .. }
+            | Event::PostTo { ts, .. }
             | Event::DeletePost { ts, .. }
             | Event::Repost { ts, .. }
             | Event::Filter { ts, .. }
@@ -251,6 +322,7 @@ impl Event {
             Event::Follow { .. }
             | Event::Unfollow { .. }
             | Event::Post { .. }
+            | Event::PostTo { .. }
             | Event::Seen { .. }
             | Event::Repost { .. }
             | Event::Filter { .. }
@@ -263,7 +335,7 @@ impl Event {
         match self {
             Event::Follow { .. } => EventKind::Follow,
             Event::Unfollow { .. } => EventKind::Unfollow,
-            Event::Post { .. } => EventKind::Post,
+            Event::Post { .. } | Event::PostTo { .. } => EventKind::Post,
             Event::DeletePost { .. } => EventKind::DeletePost,
             Event::Seen { .. } => EventKind::Seen,
             Event::Repost { .. } => EventKind::Repost,
@@ -301,6 +373,13 @@ impl Event {
             | Event::DeletePost {
                 author, post_id, ..
             } => nonzero([("author", author.0), ("post_id", post_id.0)])?,
+            Event::PostTo {
+                author,
+                post_id,
+                reply_to,
+                ref mentions,
+                ..
+            } => check_post_to(author, post_id, reply_to, mentions)?,
             Event::Seen { user, .. } => {
                 if user.0 == 0 {
                     return Err(InvalidEvent::ZeroId { field: "user" });
@@ -328,29 +407,18 @@ impl Event {
                 author,
                 post_id,
                 ..
-            } => {
-                for (field, id) in [
-                    ("user", user.0),
-                    ("author", author.0),
-                    ("post_id", post_id.0),
-                ] {
-                    if id == 0 {
-                        return Err(InvalidEvent::ZeroId { field });
-                    }
-                }
-            }
+            } => nonzero([
+                ("user", user.0),
+                ("author", author.0),
+                ("post_id", post_id.0),
+            ])?,
             Event::Filter {
                 user,
                 target,
                 change,
                 ..
             } => {
-                if user.0 == 0 {
-                    return Err(InvalidEvent::ZeroId { field: "user" });
-                }
-                if target.0 == 0 {
-                    return Err(InvalidEvent::ZeroId { field: "target" });
-                }
+                nonzero([("user", user.0), ("target", target.0)])?;
                 if user == target {
                     return Err(InvalidEvent::SelfFilter {
                         user,
@@ -369,14 +437,6 @@ impl Event {
             }
         }
         Ok(())
-    }
-}
-
-/// The first of `ids` (field, id) that is 0, as the error naming it.
-fn nonzero<const N: usize>(ids: [(&'static str, u64); N]) -> Result<(), InvalidEvent> {
-    match ids.iter().find(|(_, id)| *id == 0) {
-        Some(&(field, _)) => Err(InvalidEvent::ZeroId { field }),
-        None => Ok(()),
     }
 }
 
@@ -481,59 +541,9 @@ impl EventKind {
     }
 }
 
-/// Why a well-formed record is still not an event.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum InvalidEvent {
-    /// An id field is zero.
-    #[error("field `{field}` is 0; ids start at 1")]
-    ZeroId {
-        /// The offending field.
-        field: &'static str,
-    },
-    /// A user follows or unfollows themself.
-    #[error("user {user} cannot follow or unfollow themself")]
-    SelfFollow {
-        /// The user.
-        user: UserId,
-    },
-    /// A user blocks, mutes or hides themself.
-    #[error("user {user} cannot {kind} themself")]
-    SelfFilter {
-        /// The user.
-        user: UserId,
-        /// The event kind.
-        kind: &'static str,
-    },
-    /// A mute's `until` is not after its own `ts`.
-    #[error("mute: `until` {until} must be later than the event's `ts` {ts}")]
-    MuteEndsBeforeIt {
-        /// The mute's end.
-        until: Ts,
-        /// The event's time.
-        ts: Ts,
-    },
-    /// A repost names its own id as the post it reposts.
-    #[error("repost {post_id} of user {author} names itself as the post it reposts")]
-    RepostsItself {
-        /// The reposter.
-        author: UserId,
-        /// The repost's id.
-        post_id: PostId,
-    },
-    /// `ts` is not in milliseconds: seconds (1970-01-02 to 2001, as ms), or
-    /// micro- or nanoseconds (after the year 3000, as ms).
-    #[error("`ts` {ts} looks like {unit}, not milliseconds since the Unix epoch (in ms it would be {date}); {fix}")]
-    TsUnit {
-        /// The offending value.
-        ts: u64,
-        /// `seconds` or `microseconds or nanoseconds`.
-        unit: &'static str,
-        /// What the value means in milliseconds.
-        date: &'static str,
-        /// How to write it.
-        fix: &'static str,
-    },
-}
+mod invalid;
+pub use invalid::InvalidEvent;
+use invalid::{check_post_to, nonzero};
 
 #[cfg(test)]
 mod tests;

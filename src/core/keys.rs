@@ -11,7 +11,8 @@ mod like;
 mod post;
 pub use edge::EdgeVal;
 pub use like::{
-    like_count, like_of, like_of_prefix, liked, liker, likers_prefix, likes_given, reposted,
+    addressed, like_count, like_of, like_of_prefix, liked, liker, likers_prefix, likes_given,
+    replier, repliers_prefix, reply_count, reply_of, reply_of_prefix, reposted,
 };
 pub use post::{PostRef, PostVal, Posted, RepostState, RepostVal};
 

@@ -156,11 +156,16 @@ pub fn count<K: Kv + ?Sized>(kv: &K, target: PostRef) -> Result<u64, KvError> {
 
 /// [`count`] of each of `targets`, read in one batch.
 pub fn counts<K: Kv + ?Sized>(kv: &K, targets: &[PostRef]) -> Result<Vec<u64>, KvError> {
-    let ks: Vec<Vec<u8>> = targets.iter().map(|&t| keys::like_count(t)).collect();
+    counts_at(kv, targets.iter().map(|&t| keys::like_count(t)).collect())
+}
+
+/// The counts at keys `ks` of `engagement` (absent: 0), read in one batch.
+pub(super) fn counts_at<K: Kv + ?Sized>(kv: &K, ks: Vec<Vec<u8>>) -> Result<Vec<u64>, KvError> {
     let got = kv.get_many(Cf::Engagement, &ks)?;
     ks.iter().zip(got).map(|(k, v)| parse_u64(k, v)).collect()
 }
 
+/// A count's value (absent: 0).
 fn parse_u64(k: &[u8], v: Option<Vec<u8>>) -> Result<u64, KvError> {
     Ok(match v {
         None => 0,
@@ -204,12 +209,13 @@ pub fn reposted<K: Kv + ?Sized>(kv: &K, user: UserId, root: PostRef) -> Result<b
     Ok(read_u64(kv, &keys::reposted(user, root))? > 0)
 }
 
-fn read_u64<K: Kv + ?Sized>(kv: &K, k: &[u8]) -> Result<u64, KvError> {
+/// The count at `k` (absent: 0).
+pub(super) fn read_u64<K: Kv + ?Sized>(kv: &K, k: &[u8]) -> Result<u64, KvError> {
     parse_u64(k, kv.get(Cf::Engagement, k)?)
 }
 
 /// Adds `by` (±1) to the u64 at `k`, deleting it at 0.
-fn add<K: Kv + ?Sized>(t: &mut Txn<'_, K>, k: Vec<u8>, by: i64) -> Result<(), KvError> {
+pub(super) fn add<K: Kv + ?Sized>(t: &mut Txn<'_, K>, k: Vec<u8>, by: i64) -> Result<(), KvError> {
     let n = read_u64(t, &k)?.saturating_add_signed(by);
     match n {
         0 => t.delete(Cf::Engagement, k),

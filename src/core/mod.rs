@@ -33,6 +33,7 @@ pub mod partition;
 pub mod position;
 mod post;
 pub mod pulled;
+pub mod reply;
 pub mod repost;
 pub mod requests;
 pub mod timeline;

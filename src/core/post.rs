@@ -9,6 +9,7 @@ use super::effect::Step;
 use super::fan_out::{announce, Change, Reach};
 use super::inbox::{insert_inbox, Root};
 use super::like;
+use super::reply;
 use super::repost;
 use crate::event::{Ts, UserId};
 use crate::keys::{PostRef, PostVal, Posted, TimelineKey};
@@ -20,11 +21,13 @@ use crate::views;
 /// enters the outbox and reaches the followers, unless it was deleted
 /// before it came (then it is an original for good, never live, so the
 /// reposts that waited for it are not live either). Whether anything
-/// changed (a repeat: no).
+/// changed (a repeat: no). A post that replies or mentions (`addressed`)
+/// keeps them and tells the post it replies to ([`reply::posted`]).
 pub(super) fn post<K: Kv + ?Sized>(
     s: &mut Step<'_, '_, K>,
     (author, post_id): PostRef,
     (version, ts): (Version, Ts),
+    addressed: Option<(Option<PostRef>, &[UserId])>,
 ) -> Result<bool, KvError> {
     match views::post(s.t, author, post_id)? {
         None => {
@@ -38,6 +41,9 @@ pub(super) fn post<K: Kv + ?Sized>(
             announce(s, (author, post_id), ts, how)?;
             repost::original_posted(s, (author, post_id), ts)?;
             like::original_posted(s, (author, post_id))?;
+            if let Some(addressed) = addressed {
+                reply::posted(s, (author, post_id), addressed, (version, ts));
+            }
         }
         Some(PostVal::Deleted(None, deleted)) => {
             let posted = Posted {
@@ -47,6 +53,7 @@ pub(super) fn post<K: Kv + ?Sized>(
             s.t.set_post(author, post_id, &PostVal::Deleted(Some(ts), posted));
             repost::original_dead(s, (author, post_id))?;
             like::original_dead(s, (author, post_id))?;
+            reply::original_dead(s, (author, post_id))?;
         }
         Some(_) => return Ok(false),
     }
@@ -85,6 +92,8 @@ pub(super) fn delete<K: Kv + ?Sized>(
             announce(s, (author, post_id), ts, how)?;
             repost::original_dead(s, (author, post_id))?;
             like::original_dead(s, (author, post_id))?;
+            reply::original_dead(s, (author, post_id))?;
+            reply::deleted(s, (author, post_id), ts, deletion.0)?;
         }
     }
     Ok(true)

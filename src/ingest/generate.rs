@@ -205,6 +205,11 @@ pub struct Activity {
     /// (a tenth of them of a repost's id); one in ten is an unlike of an
     /// earlier like.
     pub like_rate: f64,
+    /// Share of posts that reply to a post drawn as likes are (mostly the
+    /// most followed accounts' recent posts; a tenth of a repost's id).
+    pub reply_share: f64,
+    /// Share of posts that mention one to three users (not the author).
+    pub mention_share: f64,
 }
 
 impl Default for Activity {
@@ -220,6 +225,8 @@ impl Default for Activity {
             repost_rate: 0.0,
             filter_rate: 0.0,
             like_rate: 0.0,
+            reply_share: 0.0,
+            mention_share: 0.0,
         }
     }
 }
@@ -279,11 +286,10 @@ pub fn activity(
         let burst = 1 + rng.next_u64() % 5;
         for _ in 0..burst.min(a.posts - written) {
             ts += 1 + rng.next_u64() % 50;
-            out.push(Event::Post {
-                author: UserId(author),
-                post_id: PostId(post_id),
-                ts: Ts(ts),
-            });
+            let pools = (recent.as_slice(), famous.as_slice(), reposts.as_slice());
+            let (reply_to, mentions) = addressed(&a, author, pools, rng, &active);
+            let id = (UserId(author), PostId(post_id));
+            out.push(Event::post(id.0, id.1, Ts(ts), reply_to, mentions));
             recent.push((author, post_id));
             if recent.len() > 1000 {
                 recent.swap_remove((rng.next_u64() % 1000) as usize);
@@ -388,6 +394,50 @@ pub fn activity(
 /// Pools of posts to pick from: (recent, famous, reposts).
 type Pools<'a> = (&'a [(u64, u64)], &'a [(u64, u64)], &'a [(u64, u64)]);
 
+/// The pool a like or reply picks from: a tenth of the time the reposts,
+/// most of the rest the most followed accounts' recent posts.
+fn pool<'a>((recent, famous, reposts): Pools<'a>, rng: &mut Rng) -> &'a [(u64, u64)] {
+    match rng.unit() {
+        x if x < 0.1 && !reposts.is_empty() => reposts,
+        x if x < 0.7 && !famous.is_empty() => famous,
+        _ => recent,
+    }
+}
+
+/// A post of `pool`, if it has any.
+fn pick(pool: &[(u64, u64)], rng: &mut Rng) -> Option<(u64, u64)> {
+    pool.get((rng.next_u64() as usize) % pool.len().max(1))
+        .copied()
+}
+
+/// What a new post of `author` replies to and mentions, at the shares of
+/// `a` (no draw at a share of 0: the same log as before them).
+fn addressed(
+    a: &Activity,
+    author: u64,
+    pools: Pools<'_>,
+    rng: &mut Rng,
+    who: &dyn Fn(&mut Rng) -> u64,
+) -> (Option<(UserId, PostId)>, Vec<UserId>) {
+    let reply_to = match a.reply_share > 0.0 && rng.unit() < a.reply_share {
+        true => {
+            let pool = pool(pools, rng);
+            pick(pool, rng).map(|(a, p)| (UserId(a), PostId(p)))
+        }
+        false => None,
+    };
+    let mut mentions = Vec::new();
+    if a.mention_share > 0.0 && rng.unit() < a.mention_share {
+        for _ in 0..1 + rng.next_u64() % 3 {
+            let m = UserId(who(rng));
+            if m.0 != author && !mentions.contains(&m) {
+                mentions.push(m);
+            }
+        }
+    }
+    (reply_to, mentions)
+}
+
 /// About `rate` like events at `ts` on: by users `who` picks, of a post
 /// from the pools (recent, famous, reposts; drawn as reposts are), one in
 /// ten an unlike of an earlier like still in `liked`.
@@ -401,16 +451,12 @@ fn likes(
     while rate > 0.0 {
         if rng.unit() < rate {
             let user = who(rng);
-            let pool = match rng.unit() {
-                x if x < 0.1 && !reposts.is_empty() => reposts,
-                x if x < 0.7 && !famous.is_empty() => famous,
-                _ => recent,
-            };
+            let pool = pool((recent, famous, reposts), rng);
             let undo = !liked.is_empty() && rng.unit() < 0.1;
             let (user, author, post, on) = if undo {
                 let (u, a, p) = liked.swap_remove((rng.next_u64() as usize) % liked.len());
                 (u, a, p, false)
-            } else if let Some(&(a, p)) = pool.get((rng.next_u64() as usize) % pool.len().max(1)) {
+            } else if let Some((a, p)) = pick(pool, rng) {
                 liked.push((user, a, p));
                 if liked.len() > 1000 {
                     liked.swap_remove(0);

@@ -121,7 +121,8 @@ fn items_of(e: &Effect) -> usize {
         | Effect::Blocked { .. }
         | Effect::Refollowed { .. }
         | Effect::LikeOf { .. }
-        | Effect::LikeLive { .. } => 1,
+        | Effect::LikeLive { .. }
+        | Effect::ReplyOf { .. } => 1,
     }
     .max(1)
 }

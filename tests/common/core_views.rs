@@ -8,7 +8,7 @@ use feedlog::core::explain::{self, Sources};
 use feedlog::core::filter::ReadFilter;
 use feedlog::core::keys::{self, PostRef, PostVal, TimelineKey};
 use feedlog::core::kv::{Cf, Kv, MemKv};
-use feedlog::core::{like, repost, views};
+use feedlog::core::{like, reply, repost, views};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -214,6 +214,17 @@ pub fn engagement_matches<'a>(
         if got != want {
             return Err(format!(
                 "(likes, reposts) of ({a}, {p}): {got:?}, want {want:?}"
+            ));
+        }
+        let got: Vec<((u64, u64), u64)> = reply::replies(kv_of(a), post, None)
+            .map(|r| r.map(|((ra, rp), ts)| ((ra.0, rp.0), ts.0)).unwrap())
+            .collect();
+        let e = oracle.engagements();
+        let count = reply::count(kv_of(a), post).unwrap();
+        if got != e.replies((a, p)) || count != e.replies_count((a, p)) {
+            let want = (e.replies_count((a, p)), e.replies((a, p)));
+            return Err(format!(
+                "replies of ({a}, {p}): {count} {got:?}, want {want:?}"
             ));
         }
         let likers: Vec<(u64, u64)> = like::likers(kv_of(a), post, None)

@@ -12,7 +12,8 @@ use std::collections::BTreeSet;
 pub const USERS: u64 = 8;
 
 /// Any event among [`USERS`] users: follows and unfollows, posts, deletions,
-/// `seen`, reposts, blocks, mutes and hidden reposts, likes and unlikes.
+/// `seen`, reposts, blocks, mutes and hidden reposts, likes and unlikes,
+/// replies and mentions.
 pub fn core_event() -> impl Strategy<Value = Event> {
     let user = || (1..=USERS).prop_map(UserId);
     let ts = || (0u64..30).prop_map(Ts);
@@ -45,6 +46,14 @@ pub fn core_event() -> impl Strategy<Value = Event> {
         3 => (user(), user(), post(), any::<bool>(), ts()).prop_map(|(user, author, post_id, liked, ts)| {
             Event::Like { user, author, post_id, liked, ts }
         }),
+        // Replies (to posts, reposts, the author's own posts and ids never
+        // posted) and posts that mention, sharing the posts' ids.
+        3 => (user(), post(), proptest::option::of((user(), post())), proptest::collection::btree_set(user(), 0..3), ts())
+            .prop_filter_map("a reply naming itself", |(author, post_id, reply_to, mentions, ts)| {
+                let mentions: Vec<UserId> = mentions.into_iter().filter(|&m| m != author).collect();
+                let post = Event::post(author, post_id, ts, reply_to, mentions);
+                post.validate().is_ok().then_some(post)
+            }),
     ]
 }
 

@@ -311,9 +311,11 @@ impl Views for Client {
             "timeline" | "posts" | "followers" | "followees" | "mutes" | "blocks" => {
                 format!("/v1/users/{user}/{view}?limit={limit}")
             }
-            other if other.starts_with("likes/") => {
-                let p = other.trim_start_matches("likes/");
-                let mut path = format!("/v1/posts/{user}/{p}/likes?limit={limit}");
+            other if other.starts_with("likes/") || other.starts_with("replies/") => {
+                let (list, p) = other.split_once('/').unwrap_or_default();
+                // Replies carry user 1's flags.
+                let viewer = if list == "replies" { "&viewer=1" } else { "" };
+                let mut path = format!("/v1/posts/{user}/{p}/{list}?limit={limit}{viewer}");
                 if let Some(c) = cursor {
                     path += &format!("&cursor={c}");
                 }

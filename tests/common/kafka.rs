@@ -151,11 +151,11 @@ pub fn produce(brokers: &str, topic: &str, partitions: u32, lines: &str) -> Orac
         if let Some(e) = &event {
             oracle.apply(e);
         }
-        let actor = event.map_or(UserId(1), |e| e.actor());
+        let actor = event.as_ref().map_or(UserId(1), |e| e.actor());
         let key = actor.to_string();
         let as_bincode = event.filter(|_| i % 3 == 0);
-        let payload: Vec<u8> = match as_bincode {
-            Some(e) => codec::event_to_bincode(&e),
+        let payload: Vec<u8> = match &as_bincode {
+            Some(e) => codec::event_to_bincode(e),
             None => line.as_bytes().to_vec(),
         };
         let mut rec = BaseRecord::to(topic).key(&key).payload(&payload);

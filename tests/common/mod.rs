@@ -26,8 +26,9 @@ use serde_json::Value;
 pub trait Views {
     /// One answer of `view` (`timeline`, `posts`, `counters`,
     /// `recent_followers`, `followers`, `followees`, `mutes`, `blocks`)
-    /// for `user`; `likes/P`: the likers of `user`'s post P, or `{"error":
-    /// code}` when it is not there.
+    /// for `user`; `likes/P`: the likers of `user`'s post P, `replies/P`
+    /// its replies with user 1's flags, or `{"error": code}` when it is
+    /// not there.
     fn get(
         &self,
         view: &str,
@@ -238,11 +239,13 @@ fn posts_match(views: &impl Views, oracle: &Oracle) -> Result<(), String> {
             ),
             None => (a, p),
         };
-        let likes = format!("likes/{p}");
+        let (likes, replies) = (format!("likes/{p}"), format!("replies/{p}"));
         if plain.get("error").is_some() {
-            let got = views.get(&likes, a, 3, None)?;
-            if got["error"] != plain["error"] {
-                return Err(format!("likes of ({a}, {p}): {got}, want {plain}"));
+            for list in [&likes, &replies] {
+                let got = views.get(list, a, 3, None)?;
+                if got["error"] != plain["error"] {
+                    return Err(format!("{list} of ({a}, {p}): {got}, want {plain}"));
+                }
             }
         } else {
             let got = all_pages(views, &likes, a, 3)?;
@@ -250,6 +253,16 @@ fn posts_match(views: &impl Views, oracle: &Oracle) -> Result<(), String> {
             if got != oracle.likers(root) {
                 let want = oracle.likers(root);
                 return Err(format!("likes of ({a}, {p}): {got:?}, want {want:?}"));
+            }
+            let got = all_pages(views, &replies, a, 2)?;
+            let want: Vec<Value> = e
+                .replies(root)
+                .iter()
+                .map(|&((ra, rp), ts)| serde_json::json!({"post_id": rp, "author": ra, "ts": ts}))
+                .collect();
+            let want = oracle.with_counts(&e, want, Some(1));
+            if got != want {
+                return Err(format!("replies of ({a}, {p}): {got:?}, want {want:?}"));
             }
         }
         let viewers = [None, Some(1)].into_iter().chain(e.engaged(root).map(Some));
@@ -333,7 +346,8 @@ pub fn oracle_of(input: &str) -> (Oracle, u64) {
 
 /// A generated power-law log as JSON lines (deterministic): follows,
 /// unfollows, posts, deletes (some of posts that do not exist), blocks,
-/// mutes and hidden reposts with their undos, and likes and unlikes.
+/// mutes and hidden reposts with their undos, likes and unlikes, and
+/// replies (a third of the posts) and mentions.
 pub fn generated_log(users: u64, events: u64) -> String {
     let mut s = 0x2545_f491_4f6c_dd1du64;
     let mut next = move || {
@@ -386,10 +400,23 @@ pub fn generated_log(users: u64, events: u64) -> String {
                     r#"{{"type":"{kind}","user":{b},"author":{author},"post_id":{post},"ts":{ts}}}"#
                 )
             }
-            53..=94 => format!(
-                r#"{{"type":"post","author":{a},"post_id":{},"ts":{ts}}}"#,
-                i + 1
-            ),
+            53..=94 => {
+                // A third reply to a post so far (not to themselves: a
+                // post naming its own id is a dead letter); a fifth mention.
+                let mut more = String::new();
+                let n = posted.len() - usize::from(posted.last() == Some(&(a, i + 1)));
+                if r % 3 == 0 && n > 0 {
+                    let (pa, pp) = posted[(next() % n as u64) as usize];
+                    more += &format!(r#","reply_to":{{"author":{pa},"post_id":{pp}}}"#);
+                }
+                if r % 5 == 0 && a != b {
+                    more += &format!(r#","mentions":[{b}]"#);
+                }
+                format!(
+                    r#"{{"type":"post","author":{a},"post_id":{}{more},"ts":{ts}}}"#,
+                    i + 1
+                )
+            }
             _ => format!(
                 r#"{{"type":"delete_post","author":{a},"post_id":{},"ts":{ts}}}"#,
                 next() % (i + 1) + 1

@@ -39,6 +39,9 @@ struct Id {
     deleted_at: Option<(u64, At)>,
 }
 
+/// A post's `reply_to` and `mentions`.
+type Addressed = (Option<(u64, u64)>, Vec<u64>);
+
 /// How the timeline places a post that has reposts (`?reposts=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -123,6 +126,9 @@ pub struct Oracle {
     likes: BTreeMap<(u64, (u64, u64)), LikeAt>,
     /// Events applied so far (orders each user's likes).
     applied: u64,
+    /// (author, id) -> the post `reply_to` names and the users mentioned,
+    /// of a post that replies or mentions (its first post event).
+    addressed: BTreeMap<(u64, u64), Addressed>,
     /// Every live original's counts and flags, computed when first asked
     /// after an event.
     engagements: std::cell::RefCell<Option<std::sync::Arc<likes::Engagements>>>,
@@ -164,7 +170,9 @@ impl Oracle {
             | Event::Unfollow {
                 follower, followee, ..
             } => self.named.extend([follower.0, followee.0]),
-            Event::Post { author, .. } | Event::DeletePost { author, .. } => {
+            Event::Post { author, .. }
+            | Event::PostTo { author, .. }
+            | Event::DeletePost { author, .. } => {
                 self.named.insert(author.0);
             }
             Event::Repost {
@@ -182,6 +190,21 @@ impl Oracle {
         let clock = self.clocks.entry(event.actor().0).or_default();
         *clock = (*clock).max(event.ts().0);
         match *event {
+            Event::PostTo {
+                author,
+                post_id,
+                ts,
+                reply_to,
+                ref mentions,
+            } => {
+                let id = self.ids.entry((author.0, post_id.0)).or_default();
+                if id.kind.is_none() {
+                    (id.kind, id.made_at) = (Some(Kind::Original { ts: ts.0 }), Some(at));
+                    let to = reply_to.map(|(a, p)| (a.0, p.0));
+                    let named = mentions.iter().map(|m| m.0).collect();
+                    self.addressed.insert((author.0, post_id.0), (to, named));
+                }
+            }
             Event::Follow {
                 follower,
                 followee,
@@ -411,37 +434,6 @@ impl Oracle {
         v.sort_by_key(|&(id, ts)| std::cmp::Reverse((ts, id)));
         v.truncate(k);
         v
-    }
-
-    /// Whether `(a, p)` is a live original post.
-    fn live_original(&self, (a, p): (u64, u64)) -> Option<u64> {
-        match self.ids.get(&(a, p)) {
-            Some(Id {
-                kind: Some(Kind::Original { ts }),
-                deleted: false,
-                ..
-            }) => Some(*ts),
-            _ => None,
-        }
-    }
-
-    /// The original a post or repost of `(x, q)` names, following repost
-    /// links (at most [`MAX_REPOST_HOPS`] of them; a longer chain or a cycle
-    /// names nothing): an id no repost event made is an original (live or
-    /// not).
-    fn root(&self, mut at: (u64, u64), mut hops: usize) -> Option<(u64, u64)> {
-        loop {
-            match self.ids.get(&at).and_then(|i| i.kind) {
-                Some(Kind::Repost { of, .. }) => {
-                    if hops == MAX_REPOST_HOPS {
-                        return None;
-                    }
-                    hops += 1;
-                    at = of;
-                }
-                _ => return Some(at),
-            }
-        }
     }
 
     /// Live reposts of `u`: (repost id, ts, root), by id.

@@ -1,11 +1,43 @@
-//! The oracle's likes and flags (docs/semantics.md, "Likes").
+//! The oracle's likes, replies and flags (docs/semantics.md, "Likes",
+//! "Replies and mentions").
 
-use super::{Kind, Oracle};
+use super::{Id, Kind, Oracle, MAX_REPOST_HOPS};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 impl Oracle {
+    /// Whether `(a, p)` is a live original post.
+    pub(super) fn live_original(&self, (a, p): (u64, u64)) -> Option<u64> {
+        match self.ids.get(&(a, p)) {
+            Some(Id {
+                kind: Some(Kind::Original { ts }),
+                deleted: false,
+                ..
+            }) => Some(*ts),
+            _ => None,
+        }
+    }
+
+    /// The original a post or repost of `(x, q)` names, following repost
+    /// links (at most [`MAX_REPOST_HOPS`] of them; a longer chain or a cycle
+    /// names nothing): an id no repost event made is an original (live or
+    /// not).
+    pub(super) fn root(&self, mut at: (u64, u64), mut hops: usize) -> Option<(u64, u64)> {
+        loop {
+            match self.ids.get(&at).and_then(|i| i.kind) {
+                Some(Kind::Repost { of, .. }) => {
+                    if hops == MAX_REPOST_HOPS {
+                        return None;
+                    }
+                    hops += 1;
+                    at = of;
+                }
+                _ => return Some(at),
+            }
+        }
+    }
+
     /// Each (liker, live original) whose like counts, with the time of
     /// the like that decides: the liker's latest like or unlike of any id
     /// resolving to that original is a like.
@@ -87,6 +119,19 @@ impl Oracle {
             e.by_root.entry(root).or_default().insert(u);
             e.liked.insert((u, root));
         }
+        for (&reply, (to, _)) in &self.addressed {
+            let Some(ts) = self.live_original(reply) else {
+                continue;
+            };
+            let root = to.and_then(|to| self.root(to, 0));
+            if let Some(root) = root.filter(|&r| self.live_original(r).is_some()) {
+                e.replies.entry(root).or_default().push((reply, ts));
+                e.counts.entry(root).or_default().2 += 1;
+            }
+        }
+        for list in e.replies.values_mut() {
+            list.sort_by_key(|&(reply, ts)| (ts, reply));
+        }
         for (u, _, _, root) in self.all_reposts() {
             e.counts.entry(root).or_default().1 += 1;
             e.by_root.entry(root).or_default().insert(u);
@@ -116,11 +161,16 @@ impl Oracle {
                 _ => return json!({"error": "not_live"}),
             },
         };
-        let (likes, reposts) = e.counts.get(&root).copied().unwrap_or_default();
-        let mut answer = json!({"post_id": p, "author": a, "ts": ts,
-            "counts": {"likes": likes, "reposts": reposts}});
+        let mut answer = json!({"post_id": p, "author": a, "ts": ts, "counts": e.counts_of(root)});
         if root != (a, p) {
             answer["repost_of"] = json!({"author": root.0, "post_id": root.1});
+        } else if let Some((to, mentions)) = self.addressed.get(&(a, p)) {
+            if let Some((ta, tp)) = to {
+                answer["reply_to"] = json!({"author": ta, "post_id": tp});
+            }
+            if !mentions.is_empty() {
+                answer["mentions"] = json!(mentions);
+            }
         }
         if let Some(v) = viewer {
             answer["viewer"] = json!({"liked": e.liked.contains(&(v, root)),
@@ -146,8 +196,7 @@ impl Oracle {
                 Some(r) => (at(r, "author"), at(r, "post_id")),
                 None => (at(i, "author"), at(i, "post_id")),
             };
-            let (likes, reposts) = e.counts.get(&root).copied().unwrap_or_default();
-            i["counts"] = json!({"likes": likes, "reposts": reposts});
+            i["counts"] = e.counts_of(root);
             if let Some(v) = viewer {
                 i["viewer"] = json!({"liked": e.liked.contains(&(v, root)),
                     "reposted": e.reposted.contains(&(v, root))});
@@ -157,11 +206,17 @@ impl Oracle {
     }
 }
 
+/// A reply (author, id) and its time.
+type Reply = ((u64, u64), u64);
+
 /// The oracle's counts and flags of every live original.
 #[derive(Debug, Default)]
 pub struct Engagements {
-    /// Each live original's (likes, reposts), when either is not 0.
-    counts: BTreeMap<(u64, u64), (u64, u64)>,
+    /// Each live original's (likes, reposts, replies), when any is not 0.
+    counts: BTreeMap<(u64, u64), (u64, u64, u64)>,
+    /// Each live original's live direct replies: (reply, its time),
+    /// oldest first.
+    replies: BTreeMap<(u64, u64), Vec<Reply>>,
     /// The users who like or have a live repost of each live original.
     by_root: BTreeMap<(u64, u64), BTreeSet<u64>>,
     liked: BTreeSet<(u64, (u64, u64))>,
@@ -171,6 +226,22 @@ pub struct Engagements {
 }
 
 impl Engagements {
+    /// The `counts` object of the original `root`.
+    pub fn counts_of(&self, root: (u64, u64)) -> Value {
+        let (likes, reposts, replies) = self.counts.get(&root).copied().unwrap_or_default();
+        json!({"likes": likes, "replies": replies, "reposts": reposts})
+    }
+
+    /// A live original's live direct replies, oldest first: (reply, ts).
+    pub fn replies(&self, root: (u64, u64)) -> &[Reply] {
+        self.replies.get(&root).map_or(&[], |v| v)
+    }
+
+    /// A live original's live direct replies (0 when not live).
+    pub fn replies_count(&self, root: (u64, u64)) -> u64 {
+        self.counts.get(&root).map_or(0, |c| c.2)
+    }
+
     /// The users whose flags on the original `root` are set.
     pub fn engaged(&self, root: (u64, u64)) -> impl Iterator<Item = u64> + '_ {
         self.by_root.get(&root).into_iter().flatten().copied()

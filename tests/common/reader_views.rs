@@ -40,6 +40,19 @@ impl Views for Reader {
                     page => json(page),
                 }
             }
+            other if other.starts_with("replies/") => {
+                let p = other
+                    .trim_start_matches("replies/")
+                    .parse()
+                    .map_err(|_| "post id")?;
+                let post = (u, feedlog::core::event::PostId(p));
+                match self.replies(post, limit, cursor, Some(UserId(1))) {
+                    Err(feedlog::api::query::QueryError::NoPost { reason, .. }) => {
+                        Ok(serde_json::json!({ "error": reason }))
+                    }
+                    page => json(page),
+                }
+            }
             "posts" => json(self.posts(u, limit, cursor).and_then(|mut page| {
                 self.decorate(&mut page.items, None)?;
                 Ok(page)

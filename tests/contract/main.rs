@@ -101,7 +101,7 @@ fn run_case_with(
         let mut producer = Producer::new(&dir).unwrap();
         for op in ops {
             let (event, bin) = match op {
-                Op::Event(e, b) => (ids(*e), *b),
+                Op::Event(e, b) => (ids(e.clone()), *b),
                 Op::Repeat => match last {
                     Some(x) => x,
                     None => continue,

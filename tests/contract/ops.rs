@@ -70,6 +70,19 @@ pub(crate) fn at_edges(e: Event) -> Event {
             post_id: p(post_id),
             ts: t(ts),
         },
+        Event::PostTo {
+            author,
+            post_id,
+            ts,
+            reply_to,
+            mentions,
+        } => Event::PostTo {
+            author: u(author),
+            post_id: p(post_id),
+            ts: t(ts),
+            reply_to: reply_to.map(|(a, q)| (u(a), p(q))),
+            mentions: mentions.into_iter().map(u).collect(),
+        },
         Event::DeletePost {
             author,
             post_id,
@@ -196,6 +209,15 @@ pub(crate) fn event(users: u64) -> impl Strategy<Value = Event> {
         2 => (user(), user(), 1u64..=20, any::<bool>(), 0u64..40).prop_map(|(a, b, p, liked, t)| Event::Like {
             user: UserId(a), author: UserId(b), post_id: PostId(p), liked, ts: Ts(t),
         }),
+        // Replies (to posts, reposts and ids never posted) and mentions,
+        // in the posts' id space.
+        2 => (user(), 1u64..=20, proptest::option::of((user(), 1u64..=20)), proptest::collection::btree_set(user(), 0..3), 0u64..40)
+            .prop_filter_map("a reply naming itself", |(a, p, to, mentions, t)| {
+                let mentions = mentions.into_iter().filter(|&m| m != a).map(UserId).collect();
+                let to = to.map(|(b, q)| (UserId(b), PostId(q)));
+                let post = Event::post(UserId(a), PostId(p), Ts(t), to, mentions);
+                post.validate().is_ok().then_some(post)
+            }),
     ]
 }
 

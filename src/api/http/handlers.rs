@@ -328,17 +328,48 @@ pub(super) async fn likes(
     let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
     let cursor = p.cursor.clone();
     let page = read(&api, move |r| r.likers(post, l, cursor.as_deref())).await?;
-    let mut resp = Json(&page).into_response();
+    Ok(post_page(&page, post, "likes", &format!("limit={l}")))
+}
+
+/// `GET /v1/posts/{author}/{post_id}/replies?viewer=U`: the post's direct
+/// replies (a repost's id: its original's), oldest first, paged, each
+/// with its counts and the viewer's flags; 404 as for `likes`.
+pub(super) async fn replies(
+    State(api): State<Arc<Api>>,
+    Path((id, post_id)): Path<(String, String)>,
+    q: Params,
+) -> Result<Response, ApiError> {
+    let (author, p) = post_params(&id, post_id, q, &reads::REPLIES)?;
+    let (post, viewer) = ((author, p.post_id()?), p.viewer);
+    let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
+    let cursor = p.cursor.clone();
+    let page = read(&api, move |r| r.replies(post, l, cursor.as_deref(), viewer)).await?;
+    let mut query = format!("limit={l}");
+    if let Some(v) = viewer {
+        query += &format!("&viewer={v}");
+    }
+    Ok(post_page(&page, post, "replies", &query))
+}
+
+/// A page of a post's `list` (`likes`, `replies`), with a `Link` header
+/// to the next page (`query` its parameters but the cursor).
+fn post_page<T: serde::Serialize>(
+    page: &crate::api::query::Page<T>,
+    post: crate::core::keys::PostRef,
+    list: &str,
+    query: &str,
+) -> Response {
+    let mut resp = Json(page).into_response();
     if let Some(c) = page.next_cursor.as_deref() {
         let next = format!(
-            r#"</v1/posts/{}/{}/likes?limit={l}&cursor={c}>; rel="next""#,
+            r#"</v1/posts/{}/{}/{list}?{query}&cursor={c}>; rel="next""#,
             post.0, post.1
         );
         if let Ok(v) = HeaderValue::from_str(&next) {
             resp.headers_mut().insert(header::LINK, v);
         }
     }
-    Ok(resp)
+    resp
 }
 
 pub(super) async fn followers(

@@ -58,6 +58,8 @@ pub mod route {
     pub const POST: &str = crate::api::reads::POST.route;
     /// Who likes a post.
     pub const LIKES: &str = crate::api::reads::LIKES.route;
+    /// A post's replies.
+    pub const REPLIES: &str = crate::api::reads::REPLIES.route;
     /// One user's counters.
     pub const COUNTERS: &str = crate::api::reads::COUNTERS.route;
     /// Counters of many users.
@@ -109,6 +111,7 @@ pub const ROUTES: &[&str] = &[
     route::POSTS,
     route::POST,
     route::LIKES,
+    route::REPLIES,
     route::COUNTERS,
     route::COUNTERS_MANY,
     route::RECENT_FOLLOWERS,
@@ -419,6 +422,7 @@ pub fn router(api: Arc<Api>) -> Router {
         .route(route::POSTS, get(handlers::posts))
         .route(route::POST, get(handlers::post))
         .route(route::LIKES, get(handlers::likes))
+        .route(route::REPLIES, get(handlers::replies))
         .route(route::COUNTERS, get(handlers::counters))
         .route(route::COUNTERS_MANY, get(handlers::counters_many))
         .route(route::RECENT_FOLLOWERS, get(handlers::recent_followers))

@@ -41,7 +41,7 @@ pub fn default_limit(route: &str) -> Option<usize> {
         description = "Read-only views materialized by feedlog. Every page is read from one consistent snapshot of the owning partition. Errors are {\"error\":{\"code\",\"message\"}}: 400 for a bad id, cursor, limit or parameter; 404 for an unknown route. In Kafka mode any processor answers for any user: it forwards a request to the processor that serves the user's partition (a timeline stream is redirected, 307), and answers 503 with Retry-After while the partition moves between processors."
     ),
     paths(
-        timeline, why, changes, stream, posts, post, likes, counters, counters_many, recent_followers, followers,
+        timeline, why, changes, stream, posts, post, likes, replies, counters, counters_many, recent_followers, followers,
         followees, mutes, blocks, openapi, healthz, readyz, metrics, internal_outboxes,
         internal_posts, internal_engagement, internal_cut_state, internal_cut_hold, internal_cut_release,
         internal_digest, internal_checkpoint, ui
@@ -196,7 +196,7 @@ fn stream() {}
 fn posts() {}
 
 #[utoipa::path(get, path = "/v1/posts/{id}/{post_id}", operation_id = "getPost",
-    summary = "One post: an original, or a live repost with `repost_of`, with the original's `counts` (live likes and live reposts); with `viewer`, that user's flags on the original (`liked`, `reposted`). A post that is not there is a 404 whose code is the reason, as timeline/why gives it: unknown_post, deleted, or not_live (a repost whose original is not live).",
+    summary = "One post: an original (with `reply_to` and `mentions` when it has them), or a live repost with `repost_of`, with the original's `counts` (live likes, live direct replies and live reposts); with `viewer`, that user's flags on the original (`liked`, `reposted`). A post that is not there is a 404 whose code is the reason, as timeline/why gives it: unknown_post, deleted, or not_live (a repost whose original is not live).",
     params(
         ("id" = u64, Path, description = "The post's author (a whole number from 1).", minimum = 1),
         ("post_id" = u64, Path, description = "The post (an original's id, or a repost's own id)."),
@@ -222,6 +222,21 @@ fn post() {}
         Refusals,
     ))]
 fn likes() {}
+
+#[utoipa::path(get, path = "/v1/posts/{id}/{post_id}/replies", operation_id = "getReplies",
+    summary = "A post's live direct replies (a repost's id: its original's; a reply to one of its reposts included), oldest first: by the reply's time, then author and id. Each carries its own `counts` and, with `viewer`, that user's flags on it. A post that is not there is a 404 as getLikes gives it.",
+    params(
+        ("id" = u64, Path, description = "The post's author (a whole number from 1).", minimum = 1),
+        ("post_id" = u64, Path, description = "The post (an original's id, or a repost's own id)."),
+        Paging,
+        ("viewer" = Option<u64>, Query, description = "A user whose flags (`liked`, `reposted`) each reply carries."),
+    ),
+    responses(
+        (status = 200, description = "A page of replies: `post_id`, `author`, `ts`, `counts` (and `viewer`)", body = Page<PostItem>, headers(("Link" = String, description = "RFC 8288 link: rel=\"next\"."))),
+        (status = 404, description = "The post is not there: the code says why (unknown_post, deleted, not_live, is_repost)", body = ErrorBody),
+        Refusals,
+    ))]
+fn replies() {}
 
 #[utoipa::path(get, path = "/v1/users/{id}/counters", operation_id = "getCounters",
     summary = "Follower, followee and post counts.",
@@ -365,7 +380,7 @@ fn internal_outboxes() {}
 fn internal_posts() {}
 
 #[utoipa::path(get, path = "/v1/internal/engagement", operation_id = "getInternalEngagement",
-    summary = "Internal, Kafka mode: originals' counts ([likes, reposts]) when their authors' partitions are served here, or with `viewer` (a user of a partition served here) the viewer's flags on them ([liked, reposted], 1 or 0), for another processor's post answers. 503 when a partition is not served here.",
+    summary = "Internal, Kafka mode: originals' counts ([likes, reposts, replies]) when their authors' partitions are served here, or with `viewer` (a user of a partition served here) the viewer's flags on them ([liked, reposted, 0], 1 or 0), for another processor's post answers. 503 when a partition is not served here.",
     params(
         ("ids" = String, Query, description = "Comma-separated author:post_id pairs of originals."),
         ("viewer" = Option<u64>, Query, description = "The user whose flags are asked for."),

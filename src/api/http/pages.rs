@@ -156,6 +156,8 @@ impl KeptPage {
             out.extend_from_slice(self.body.get(from..end)?);
             out.extend_from_slice(b",\"counts\":{\"likes\":");
             out.extend_from_slice(n.format(counts[i].likes).as_bytes());
+            out.extend_from_slice(b",\"replies\":");
+            out.extend_from_slice(n.format(counts[i].replies).as_bytes());
             out.extend_from_slice(b",\"reposts\":");
             out.extend_from_slice(n.format(counts[i].reposts).as_bytes());
             out.push(b'}');
@@ -300,15 +302,15 @@ mod tests {
         #[test]
         fn kept_pages_with_counts_equal_serde_json(
             items in proptest::collection::vec(any::<(u64, u64, u64, Option<u64>)>(), 0..25),
-            engaged in proptest::collection::vec(any::<(u64, u64, bool, bool)>(), 25),
+            engaged in proptest::collection::vec(any::<(u64, u64, u64, bool, bool)>(), 25),
             viewer in any::<bool>(),
             next in proptest::option::of("[A-Za-z0-9_\\-]{0,40}"),
         ) {
             let mut page = Page { items: items.into_iter().map(item).collect(), next_cursor: next, prev_cursor: None };
             let kept = KeptPage::split(&kept_timeline_page(UserId(7), 20, &page).unwrap());
             let n = page.items.len();
-            let counts: Vec<Counts> = engaged[..n].iter().map(|&(likes, reposts, _, _)| Counts { likes, reposts }).collect();
-            let flags: Vec<Flags> = engaged[..n].iter().map(|&(_, _, liked, reposted)| Flags { liked, reposted }).collect();
+            let counts: Vec<Counts> = engaged[..n].iter().map(|&(likes, replies, reposts, _, _)| Counts { likes, replies, reposts }).collect();
+            let flags: Vec<Flags> = engaged[..n].iter().map(|&(_, _, _, liked, reposted)| Flags { liked, reposted }).collect();
             let roots: Vec<PostRef> = page.items.iter().map(PostItem::root).collect();
             prop_assert_eq!(kept.roots().unwrap(), roots);
             let ours = kept.with_counts(&counts, viewer.then_some(&flags[..])).unwrap();

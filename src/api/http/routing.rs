@@ -199,10 +199,10 @@ pub struct PostsAnswer {
 /// The internal engagement answer.
 #[derive(serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct EngagementAnswer {
-    /// Per id, in the order asked: `[likes, reposts]`, or with a viewer
-    /// `[liked, reposted]` as 1 or 0.
+    /// Per id, in the order asked: `[likes, reposts, replies]`, or with a
+    /// viewer `[liked, reposted, 0]` (flags as 1 or 0).
     #[schema(schema_with = outboxes_schema)]
-    pub engaged: Vec<(u64, u64)>,
+    pub engaged: Vec<(u64, u64, u64)>,
 }
 
 /// `bytes` as lowercase hex.

@@ -22,6 +22,8 @@ pub(super) enum CursorView {
     Blocks = 8,
     /// A post's likers (bound to the original's author).
     Likers = 9,
+    /// A post's replies (bound to the original's author).
+    Replies = 10,
 }
 
 impl CursorView {

@@ -1,4 +1,4 @@
-//! One post with its counts and a viewer's flags, who likes it, and the counts and flags a page's entries carry.
+//! One post with its counts and a viewer's flags, who likes it, its replies, and the counts and flags a page's entries carry.
 
 use super::cursor::{decode_cursor, encode_cursor, CursorView};
 use super::{
@@ -8,7 +8,7 @@ use super::{
 use crate::core::event::{PostId, Ts, UserId};
 use crate::core::keys::{PostRef, PostVal, RepostState};
 use crate::core::Partition;
-use crate::core::{like, repost, views};
+use crate::core::{like, reply, repost, views};
 use serde::Serialize;
 
 /// A post with its counts: an original, or a live repost with the
@@ -24,6 +24,13 @@ pub struct PostAnswer {
     /// A repost: the original it reposts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repost_of: Option<RepostOf>,
+    /// A reply: the post it names in `reply_to` (as written: a repost's
+    /// id stays; its counts go to the original).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<RepostOf>,
+    /// The users it mentions, in the order written (absent: none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mentions: Vec<u64>,
     /// The original's counts.
     pub counts: Counts,
     /// With `viewer`: the viewer's flags on the original.
@@ -45,9 +52,9 @@ pub enum Engagement<'a> {
 }
 
 /// One original's answer to an [`Engagement`] read: its `(likes,
-/// reposts)`, or the viewer's `(liked, reposted)` as 1 or 0 (the pair
-/// the internal route carries).
-pub type Engaged = (u64, u64);
+/// reposts, replies)`, or the viewer's `(liked, reposted, 0)` as 1 or 0
+/// (the triple the internal route carries).
+pub type Engaged = (u64, u64, u64);
 
 impl Reader {
     /// An [`Engagement`] read of the partitions this processor serves:
@@ -55,7 +62,7 @@ impl Reader {
     pub fn engagement_here(&self, asked: Engagement<'_>) -> Result<Vec<Engaged>, QueryError> {
         match asked {
             Engagement::Counts(roots) => {
-                let mut out = vec![(0, 0); roots.len()];
+                let mut out = vec![(0, 0, 0); roots.len()];
                 for &root in roots {
                     check_user(root.0)?;
                 }
@@ -65,8 +72,9 @@ impl Reader {
                     let snap = store.snapshot();
                     let likes = like::counts(&snap, &of_p)?;
                     let reposts = repost::counts(&snap, &of_p)?;
+                    let replies = reply::counts(&snap, &of_p)?;
                     for (j, i) in idx.into_iter().enumerate() {
-                        out[i] = (likes[j], reposts[j]);
+                        out[i] = (likes[j], reposts[j], replies[j]);
                     }
                 }
                 Ok(out)
@@ -78,7 +86,7 @@ impl Reader {
                 let flags = like::flags(&snap, viewer, roots)?;
                 Ok(flags
                     .into_iter()
-                    .map(|(l, r)| (u64::from(l), u64::from(r)))
+                    .map(|(l, r)| (u64::from(l), u64::from(r), 0))
                     .collect())
             }
         }
@@ -145,18 +153,22 @@ impl Reader {
     ) -> Result<(Vec<Counts>, Option<Vec<Flags>>), QueryError> {
         let mut counts = vec![Counts::default(); roots.len()];
         for (p, idx, of_p) in self.by_partition(roots) {
-            for (i, (likes, reposts)) in idx
+            for (i, (likes, reposts, replies)) in idx
                 .into_iter()
                 .zip(self.engaged(p, Engagement::Counts(&of_p))?)
             {
-                counts[i] = Counts { likes, reposts };
+                counts[i] = Counts {
+                    likes,
+                    replies,
+                    reposts,
+                };
             }
         }
         let flags = match viewer {
             None => None,
             Some(v) => {
                 let read = self.engaged(self.partition_of(v), Engagement::Flags(v, roots))?;
-                let flag = |(liked, reposted): Engaged| Flags {
+                let flag = |(liked, reposted, _): Engaged| Flags {
                     liked: liked == 1,
                     reposted: reposted == 1,
                 };
@@ -231,6 +243,14 @@ impl Reader {
             check_user(v)?;
         }
         let (ts, root, repost_of) = self.resolve((author, post_id))?;
+        let addressed = match repost_of {
+            Some(_) => None,
+            None => reply::addressed(&self.store_of(author)?.snapshot(), (author, post_id))?,
+        };
+        let (reply_to, mentions) = match addressed {
+            Some(a) => (a.reply_to, a.mentions.iter().map(|m| m.0).collect()),
+            None => (None, Vec::new()),
+        };
         let (counts, flags) = self.engagement_of(&[root], viewer)?;
         let counts = counts[0];
         let viewer = flags.map(|f| f[0]);
@@ -238,10 +258,9 @@ impl Reader {
             post_id: post_id.0,
             author: author.0,
             ts: ts.0,
-            repost_of: repost_of.map(|(a, p): (UserId, PostId)| RepostOf {
-                author: a.0,
-                post_id: p.0,
-            }),
+            repost_of: repost_of.map(RepostOf::of),
+            reply_to: reply_to.map(RepostOf::of),
+            mentions,
             counts,
             viewer,
         })
@@ -271,20 +290,7 @@ impl Reader {
             }
             None => None,
         };
-        let store = match self.store_of(root.0) {
-            Err(QueryError::Elsewhere { .. }) => {
-                return Err(QueryError::NoPost {
-                    author: post.0 .0,
-                    post_id: post.1 .0,
-                    reason: "is_repost",
-                    detail: format!(
-                        " (of {}/{}, served by another processor: ask about it)",
-                        root.0, root.1
-                    ),
-                })
-            }
-            other => other?,
-        };
+        let store = self.root_store(post, root)?;
         let snap = store.snapshot();
         let mut items: Vec<FollowerItem> = like::likers(&snap, root, after)
             .take(limit + 1)
@@ -303,6 +309,77 @@ impl Reader {
             b.extend_from_slice(&last.user.to_be_bytes());
             encode_cursor(view, root.0, &b)
         });
+        Ok(Page {
+            items,
+            next_cursor,
+            prev_cursor: None,
+        })
+    }
+
+    /// The store of `root`, the original `post` resolves to; in Kafka mode
+    /// a repost whose original another processor serves answers
+    /// `is_repost`, naming the original to ask about.
+    fn root_store(
+        &self,
+        post: PostRef,
+        root: PostRef,
+    ) -> Result<std::sync::Arc<crate::state::Store>, QueryError> {
+        match self.store_of(root.0) {
+            Err(QueryError::Elsewhere { .. }) => Err(QueryError::NoPost {
+                author: post.0 .0,
+                post_id: post.1 .0,
+                reason: "is_repost",
+                detail: format!(
+                    " (of {}/{}, served by another processor: ask about it)",
+                    root.0, root.1
+                ),
+            }),
+            other => other,
+        }
+    }
+
+    /// A page of the direct replies to post `(author, post_id)` — a
+    /// repost's id: its original — oldest first (by the reply's time, then
+    /// author and id), each with its counts and `viewer`'s flags;
+    /// [`QueryError::NoPost`] when it is not there (as for
+    /// [`Reader::likers`]).
+    pub fn replies(
+        &self,
+        post: PostRef,
+        limit: usize,
+        cursor: Option<&str>,
+        viewer: Option<UserId>,
+    ) -> Result<Page<PostItem>, QueryError> {
+        check_limit(limit)?;
+        if let Some(v) = viewer {
+            check_user(v)?;
+        }
+        let (_, root, _) = self.resolve(post)?;
+        let view = CursorView::Replies;
+        let after = match cursor {
+            Some(c) => {
+                let b = decode_cursor(c, view, root.0, 32)?;
+                if cursor_u64(&b, 0)? != root.1 .0 {
+                    return Err(QueryError::BadCursor("a cursor of another post".into()));
+                }
+                let reply = (UserId(cursor_u64(&b, 16)?), PostId(cursor_u64(&b, 24)?));
+                Some((Ts(cursor_u64(&b, 8)?), reply))
+            }
+            None => None,
+        };
+        let store = self.root_store(post, root)?;
+        let snap = store.snapshot();
+        let mut items: Vec<PostItem> = reply::replies(&snap, root, after)
+            .take(limit + 1)
+            .map(|r| r.map(|((a, p), ts)| PostItem::plain(p.0, a.0, ts.0)))
+            .collect::<Result<_, _>>()?;
+        let next_cursor = (items.len() > limit).then(|| {
+            items.truncate(limit);
+            let last = &items[limit - 1];
+            let b = crate::core::keys::key([root.1 .0, last.ts, last.author, last.post_id]);
+            encode_cursor(view, root.0, &b)
+        });
+        self.decorate(&mut items, viewer)?;
         Ok(Page {
             items,
             next_cursor,

@@ -222,6 +222,8 @@ impl PostItem {
 pub struct Counts {
     /// Its live likes.
     pub likes: u64,
+    /// Its live direct replies (a reply to one of its reposts included).
+    pub replies: u64,
     /// Its live reposts, by anyone.
     pub reposts: u64,
 }
@@ -246,13 +248,23 @@ pub struct RepostedBy {
     pub ts: u64,
 }
 
-/// The original a repost reposts.
+/// The original a repost reposts (or the post a reply names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct RepostOf {
     /// The original's author.
     pub author: u64,
     /// The original.
     pub post_id: u64,
+}
+
+impl RepostOf {
+    /// The post `(author, post_id)`.
+    pub fn of((author, post_id): crate::core::keys::PostRef) -> RepostOf {
+        RepostOf {
+            author: author.0,
+            post_id: post_id.0,
+        }
+    }
 }
 
 /// A user in a follower or followee list, with the follow time.

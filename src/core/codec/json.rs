@@ -21,6 +21,8 @@ struct RawEvent {
     user: Option<serde_json::Value>,
     target: Option<serde_json::Value>,
     until: Option<serde_json::Value>,
+    reply_to: Option<serde_json::Value>,
+    mentions: Option<serde_json::Value>,
     ts: Option<serde_json::Value>,
     v: Option<serde_json::Value>,
 }
@@ -61,6 +63,42 @@ fn decimal_id(s: &str) -> Option<u64> {
     let canonical =
         !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'));
     canonical.then(|| s.parse().ok()).flatten()
+}
+
+/// A post's `reply_to` (`{"author": A, "post_id": P}`, or absent or
+/// null) and `mentions` (an array of ids, or absent or null).
+#[allow(clippy::type_complexity)]
+fn addressed(
+    reply_to: Option<serde_json::Value>,
+    mentions: Option<serde_json::Value>,
+) -> Result<(Option<(UserId, PostId)>, Vec<UserId>), DecodeError> {
+    use serde_json::Value;
+    let shape = |field, expected, got: &Value| DecodeError::BadShape {
+        kind: "post",
+        field,
+        expected,
+        got: got.to_string(),
+    };
+    let reply_to = match reply_to {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(mut o)) => Some((
+            UserId(number(o.remove("author"), "post", "reply_to.author")?),
+            PostId(number(o.remove("post_id"), "post", "reply_to.post_id")?),
+        )),
+        Some(other) => {
+            let expected = r#"an object {"author": id, "post_id": id}"#;
+            return Err(shape("reply_to", expected, &other));
+        }
+    };
+    let mentions = match mentions {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(ids)) => ids
+            .into_iter()
+            .map(|id| number(Some(id), "post", "mentions").map(UserId))
+            .collect::<Result<_, _>>()?,
+        Some(other) => return Err(shape("mentions", "an array of user ids", &other)),
+    };
+    Ok((reply_to, mentions))
 }
 
 /// Parses one JSON event (without validating ids).
@@ -135,11 +173,8 @@ pub(super) fn decode_json(value: &[u8]) -> Result<Event, DecodeError> {
         }
         EventKind::Post => {
             let (author, post_id) = post(raw.author, raw.post_id)?;
-            Event::Post {
-                author,
-                post_id,
-                ts,
-            }
+            let (reply_to, mentions) = addressed(raw.reply_to, raw.mentions)?;
+            Event::post(author, post_id, ts, reply_to, mentions)
         }
         EventKind::DeletePost => {
             let (author, post_id) = post(raw.author, raw.post_id)?;
@@ -211,6 +246,23 @@ pub fn event_to_json(event: &Event) -> String {
             ts,
         } => {
             format!(r#"{{"type":"post","author":{author},"post_id":{post_id},"ts":{ts}}}"#)
+        }
+        Event::PostTo {
+            author,
+            post_id,
+            ts,
+            reply_to,
+            ref mentions,
+        } => {
+            let mut more = String::new();
+            if let Some((a, p)) = reply_to {
+                more += &format!(r#","reply_to":{{"author":{a},"post_id":{p}}}"#);
+            }
+            if !mentions.is_empty() {
+                let ids: Vec<String> = mentions.iter().map(|m| m.to_string()).collect();
+                more += &format!(r#","mentions":[{}]"#, ids.join(","));
+            }
+            format!(r#"{{"type":"post","author":{author},"post_id":{post_id}{more},"ts":{ts}}}"#)
         }
         Event::DeletePost {
             author,

@@ -235,6 +235,19 @@ pub enum DecodeError {
         /// What it held, as JSON.
         got: String,
     },
+    /// A field that is not a number has the wrong JSON shape (a post's
+    /// `reply_to` or `mentions`).
+    #[error("{kind}: field `{field}` must be {expected}, got {got}")]
+    BadShape {
+        /// The event kind.
+        kind: &'static str,
+        /// The field.
+        field: &'static str,
+        /// What it must be.
+        expected: &'static str,
+        /// What it held, as JSON.
+        got: String,
+    },
     /// `v` names a schema version this build does not read.
     #[error("unsupported schema version {0} (this build reads {SCHEMA_VERSION})")]
     Version(u64),

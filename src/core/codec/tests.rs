@@ -121,11 +121,14 @@ fn round_trips() {
         },
     ];
     for e in events {
-        assert_eq!(json(&event_to_json(&e)), Ok(e));
+        assert_eq!(json(&event_to_json(&e)), Ok(e.clone()));
         let compact = event_to_postcard(&e);
-        assert_eq!(decode_event(Format::Postcard.as_u8(), &compact), Ok(e));
+        assert_eq!(
+            decode_event(Format::Postcard.as_u8(), &compact),
+            Ok(e.clone())
+        );
         let bin = event_to_bincode(&e);
-        assert_eq!(decode_event(Format::Bincode.as_u8(), &bin), Ok(e));
+        assert_eq!(decode_event(Format::Bincode.as_u8(), &bin), Ok(e.clone()));
         // The same bytes under another marker are not silently accepted.
         assert!(decode_event(Format::Json.as_u8(), &bin).is_err());
         assert!(decode_event(Format::Json.as_u8(), &compact).is_err());

@@ -1,5 +1,5 @@
-//! Keys of the `engagement` column family: likes, their counts, and the
-//! reader's flags.
+//! Keys of the `engagement` column family: likes, replies, their counts,
+//! and the reader's flags.
 //!
 //! Likes are registered with the post they name and counted there (at
 //! that post's partition); each user's live likes and live reposts by
@@ -57,6 +57,46 @@ pub fn liker(target: PostRef, ts: Ts, liker: UserId) -> Vec<u8> {
 /// `engagement`: `5 | a | p`, the prefix of [`liker`].
 pub fn likers_prefix(target: PostRef) -> Vec<u8> {
     tagged(5, &[target.0 .0, target.1 .0])
+}
+
+/// `engagement` (at the partition of the post a reply names): `6 | a | p
+/// | replier | reply`, valued `live u8 | hops u32 | version u64 | ts u64`:
+/// the latest word on reply `(replier, reply)` that reached post `(a, p)`
+/// (posted: live; deleted: not), with the reply's time.
+pub fn reply_of(target: PostRef, reply: PostRef) -> Vec<u8> {
+    tagged(6, &[target.0 .0, target.1 .0, reply.0 .0, reply.1 .0])
+}
+
+/// `engagement`: `6 | a | p`, the prefix of [`reply_of`].
+pub fn reply_of_prefix(target: PostRef) -> Vec<u8> {
+    tagged(6, &[target.0 .0, target.1 .0])
+}
+
+/// `engagement`: `7 | a | p`, valued u64: how many registrations with
+/// `(a, p)` are live replies (its live replies, once it is a live
+/// original); absent at 0.
+pub fn reply_count(target: PostRef) -> Vec<u8> {
+    tagged(7, &[target.0 .0, target.1 .0])
+}
+
+/// `engagement` (beside [`reply_of`]): `8 | a | p | ts | replier |
+/// reply`, empty: a live reply to `(a, p)` posted at `ts` — its replies,
+/// oldest first.
+pub fn replier(target: PostRef, ts: Ts, reply: PostRef) -> Vec<u8> {
+    tagged(8, &[target.0 .0, target.1 .0, ts.0, reply.0 .0, reply.1 .0])
+}
+
+/// `engagement`: `8 | a | p`, the prefix of [`replier`].
+pub fn repliers_prefix(target: PostRef) -> Vec<u8> {
+    tagged(8, &[target.0 .0, target.1 .0])
+}
+
+/// `engagement` (at the author's partition): `9 | author | post`, valued
+/// `has parent u8 [| parent author u64 | parent post u64] | mentioned
+/// u64…`: a live post's `reply_to` and `mentions` (posts with either
+/// only).
+pub fn addressed(post: PostRef) -> Vec<u8> {
+    tagged(9, &[post.0 .0, post.1 .0])
 }
 
 fn tagged(tag: u8, parts: &[u64]) -> Vec<u8> {

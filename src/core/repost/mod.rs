@@ -228,6 +228,7 @@ pub(super) fn event<K: Kv + ?Sized>(
         ask(ctx, of, &r, hops + 1, out);
     }
     like::became_repost(s, (author, post_id), of)?;
+    super::reply::became_repost(s, (author, post_id), of)?;
     Ok(true)
 }
 
