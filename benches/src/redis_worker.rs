@@ -60,7 +60,7 @@ local page = {}
 for i = 1, #rows, 2 do
   local post = rows[i]
   local entry = {post, rows[i + 1],
-    redis.call('HMGET', string.format('c:%012d', tonumber(post)), 'likes', 'reposts'),
+    redis.call('HMGET', string.format('c:%012d', tonumber(post)), 'likes', 'replies', 'reposts'),
     redis.call('SISMEMBER', 'l:' .. reader, post),
     redis.call('SISMEMBER', 'r:' .. reader, post)}
   if ARGV[3] == '1' then

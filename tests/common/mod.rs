@@ -13,6 +13,7 @@ pub mod kafka;
 pub mod oracle;
 mod reader_views;
 pub mod scenario;
+pub mod stream;
 
 #[allow(unused_imports)]
 pub use reader_views::check_kept_pages;

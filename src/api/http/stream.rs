@@ -88,13 +88,18 @@ impl Stream {
         let (user, limit) = (self.user, self.limit);
         let json = self.api.cfg.string_ids;
         if let Some(k) = resume {
-            let (missed, _) = read(&self.api, move |r| r.timeline_above(user, k, MOST)).await?;
+            let (missed, _) = read(&self.api, move |r| {
+                let (mut missed, more) = r.timeline_above(user, k, MOST)?;
+                r.decorate(&mut missed, Some(user))?;
+                Ok((missed, more))
+            })
+            .await?;
             for i in missed.iter().rev() {
                 let event = self.entry(i, json);
                 self.queue.push_back(event);
             }
         }
-        let page = read(&self.api, move |r| r.timeline(user, limit, None)).await?;
+        let page = read(&self.api, move |r| first_page(r, user, limit)).await?;
         self.window = page.items;
         let event = self.page(page.next_cursor, json);
         self.queue.push_back(event);
@@ -106,7 +111,7 @@ impl Stream {
     async fn read(&mut self) -> Result<(), ApiError> {
         self.last_read = Some(Instant::now());
         let (user, limit) = (self.user, self.limit);
-        let page = read(&self.api, move |r| r.timeline(user, limit, None)).await?;
+        let page = read(&self.api, move |r| first_page(r, user, limit)).await?;
         let json = self.api.cfg.string_ids;
         for change in changes(&self.window, &page.items, limit) {
             let event = match change {
@@ -146,6 +151,18 @@ impl Stream {
         }
         event.data(data_json(&body, string_ids))
     }
+}
+
+/// The timeline's first page of `limit` with each entry's counts and the
+/// reader's flags, as `GET .../timeline` gives it.
+fn first_page(
+    r: &crate::api::query::Reader,
+    user: UserId,
+    limit: usize,
+) -> Result<crate::api::query::Page<PostItem>, crate::api::query::QueryError> {
+    let mut page = r.timeline(user, limit, None)?;
+    r.decorate(&mut page.items, Some(user))?;
+    Ok(page)
 }
 
 /// One step of a client's copy towards the timeline's first page.
@@ -245,7 +262,9 @@ fn entry_json(k: &TimelineKey, string_ids: bool) -> String {
 /// data the entry as a timeline page lists it). A client replaces the entry
 /// of the same post (`post_id`, `author`) with an `entry` or adds it,
 /// removes it on a `delete`, and keeps its `limit` newest entries: its copy
-/// is then the timeline's first page after every read. An entry or page
+/// is then the timeline's first page after every read — each entry with its
+/// counts and the reader's flags, so an entry whose counts or flags changed
+/// comes again (without an id: it is not newer). An entry or page
 /// newer than every one sent with an id carries `id: ts:post_id:author`; a
 /// client that reconnects with `Last-Event-ID` (browsers do it themselves)
 /// first gets every entry newer than that one, up to the newest 10,000,

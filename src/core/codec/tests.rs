@@ -394,3 +394,67 @@ fn filter_events_decode_or_are_refused() {
             .contains("field `until` must be a whole number from 0")
     );
 }
+
+// Proves a post's reply_to and mentions decode (ids as numbers or strings, null as absent), a post with neither stays a plain post, and every wrong shape or broken rule is refused with a reason naming the field and the rule.
+#[test]
+fn replies_and_mentions_decode_or_say_why_not() {
+    let post = |more: &str| {
+        json(&format!(
+            r#"{{"type":"post","author":1,"post_id":5{more},"ts":1}}"#
+        ))
+    };
+    assert_eq!(
+        post(r#","reply_to":{"author":"2","post_id":7},"mentions":[3,"4"]"#),
+        Ok(Event::post(
+            UserId(1),
+            PostId(5),
+            Ts(1),
+            Some((UserId(2), PostId(7))),
+            vec![UserId(3), UserId(4)]
+        ))
+    );
+    let plain = Event::Post {
+        author: UserId(1),
+        post_id: PostId(5),
+        ts: Ts(1),
+    };
+    assert_eq!(
+        post(r#","reply_to":null,"mentions":null"#),
+        Ok(plain.clone())
+    );
+    assert_eq!(post(r#","mentions":[]"#), Ok(plain));
+    let many: Vec<String> = (2..=52).map(|i| i.to_string()).collect();
+    for (more, reason) in [
+        (r#","reply_to":7"#, "field `reply_to` must be an object"),
+        (
+            r#","reply_to":{"author":2}"#,
+            "missing field `reply_to.post_id`",
+        ),
+        (
+            r#","reply_to":{"author":0,"post_id":7}"#,
+            "`reply_to.author` is 0",
+        ),
+        (
+            r#","reply_to":{"author":1,"post_id":5}"#,
+            "names itself in `reply_to`",
+        ),
+        (r#","mentions":3"#, "field `mentions` must be an array"),
+        (
+            r#","mentions":[2,-1]"#,
+            "field `mentions` must be a whole number",
+        ),
+        (r#","mentions":[0]"#, "`mentions` is 0"),
+        (r#","mentions":[2,3,2]"#, "lists user 2 twice"),
+        (r#","mentions":[1]"#, "lists the post's author 1"),
+        (
+            &format!(r#","mentions":[{}]"#, many.join(",")),
+            "lists 51 users; a post mentions at most 50",
+        ),
+    ] {
+        let got = post(more).map_err(|e| e.to_string());
+        assert!(
+            got.as_ref().is_err_and(|e| e.contains(reason)),
+            "{more}: {got:?}, want an error with {reason:?}"
+        );
+    }
+}
