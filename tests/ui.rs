@@ -127,7 +127,7 @@ fn first_page_keys(oracle: &common::oracle::Oracle) -> Vec<Value> {
 const SHOWN: &str =
     "return Array.from(document.querySelectorAll('#entries li')).map(li => li.dataset.key)";
 
-// Proves the page, in headless Chromium, shows the oracle's first timeline page of a user, adds an entry produced afterwards (over the stream), explains a clicked entry, answers why a post is not there, shows the oracle's page as of an earlier time, and its time slider moves to an earlier time and back to live.
+// Proves the page, in headless Chromium, shows the oracle's first timeline page of a user, adds an entry produced afterwards (over the stream) and a like of it as its counts, explains a clicked entry, answers why a post is not there, shows the oracle's page as of an earlier time, and its time slider moves to an earlier time and back to live.
 #[test]
 #[ignore = "needs chromium and chromedriver (Debian: chromium, chromium-driver)"]
 fn ui_shows_the_timeline_live_and_explains_it() {
@@ -165,6 +165,17 @@ fn ui_shows_the_timeline_live_and_explains_it() {
     let mut with_new = vec![json!("3:500")];
     with_new.extend(first);
     browser.wait_for("the new entry, live", SHOWN, &Value::from(with_new));
+    // A like of it comes over the stream as the entry's counts.
+    append_and_process(
+        tmp.path(),
+        &processor,
+        &[r#"{"type":"like","user":2,"author":3,"post_id":500,"ts":9001}"#],
+    );
+    browser.wait_for(
+        "the entry's like",
+        "return document.querySelector('#entries li .meta').textContent.endsWith(' · 1 like, 0 replies, 0 reposts')",
+        &json!(true),
+    );
     // Its why: posted by user 3, followed by user 1.
     browser.run("document.querySelector('#entries li').click()");
     let why = "const t = document.getElementById('why').textContent; return t.includes('in the timeline') && t.includes('user 3 posted it')";
