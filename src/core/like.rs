@@ -154,11 +154,6 @@ pub fn count<K: Kv + ?Sized>(kv: &K, target: PostRef) -> Result<u64, KvError> {
     read_u64(kv, &keys::like_count(target))
 }
 
-/// [`count`] of each of `targets`, read in one batch.
-pub fn counts<K: Kv + ?Sized>(kv: &K, targets: &[PostRef]) -> Result<Vec<u64>, KvError> {
-    counts_at(kv, targets.iter().map(|&t| keys::like_count(t)).collect())
-}
-
 /// The counts at keys `ks` of `engagement` (absent: 0), read in one batch.
 pub(super) fn counts_at<K: Kv + ?Sized>(kv: &K, ks: Vec<Vec<u8>>) -> Result<Vec<u64>, KvError> {
     let got = kv.get_many(Cf::Engagement, &ks)?;

@@ -320,9 +320,17 @@ pub fn count<K: Kv + ?Sized>(kv: &K, target: PostRef) -> Result<u64, KvError> {
     read_u64(kv, &keys::reply_count(target))
 }
 
-/// [`count`] of each of `targets`, read in one batch.
-pub fn counts<K: Kv + ?Sized>(kv: &K, targets: &[PostRef]) -> Result<Vec<u64>, KvError> {
-    counts_at(kv, targets.iter().map(|&t| keys::reply_count(t)).collect())
+/// The like count ([`super::like::count`]) and the reply count of each of
+/// `targets`, read in one batch (both are in `engagement`).
+pub fn likes_and_replies<K: Kv + ?Sized>(
+    kv: &K,
+    targets: &[PostRef],
+) -> Result<(Vec<u64>, Vec<u64>), KvError> {
+    let likes = targets.iter().map(|&t| keys::like_count(t));
+    let replies = targets.iter().map(|&t| keys::reply_count(t));
+    let mut both = counts_at(kv, likes.chain(replies).collect())?;
+    let replies = both.split_off(targets.len());
+    Ok((both, replies))
 }
 
 /// Applies a reply message ([`Effect::ReplyOf`]); any other changes nothing.

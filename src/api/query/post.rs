@@ -70,9 +70,9 @@ impl Reader {
                 for (_, idx, of_p) in self.by_partition(roots) {
                     let store = self.store_of(of_p[0].0)?;
                     let snap = store.snapshot();
-                    let likes = like::counts(&snap, &of_p)?;
+                    // Likes and replies in one batch (both in `engagement`).
+                    let (likes, replies) = reply::likes_and_replies(&snap, &of_p)?;
                     let reposts = repost::counts(&snap, &of_p)?;
-                    let replies = reply::counts(&snap, &of_p)?;
                     for (j, i) in idx.into_iter().enumerate() {
                         out[i] = (likes[j], reposts[j], replies[j]);
                     }
