@@ -11,6 +11,20 @@ pub(super) const B: UserId = UserId(2);
 pub(super) const C: UserId = UserId(3);
 pub(super) const D: UserId = UserId(4);
 
+/// One partition of one, every author pulled from the start (threshold
+/// 0: no fan-out), an inbox cap of 10: the setting of the engagement
+/// tests (likes, replies), where only the messages between posts count.
+pub(super) fn engagement_ctx() -> Ctx {
+    Ctx {
+        partition: crate::partition::Partition(0),
+        partitions: 1,
+        inbox_cap: 10,
+        fanout_chunk: 2,
+        pull_threshold: Some(0),
+        inactive_after: None,
+    }
+}
+
 /// A partition and the messages it sent that are not applied yet.
 pub(super) struct Part {
     pub(super) kv: MemKv,

@@ -4,19 +4,7 @@
 
 use super::super::testkit::*;
 use super::{count, given, likes};
-use crate::partition::Partition;
-use crate::{Ctx, Effect};
-
-fn ctx() -> Ctx {
-    Ctx {
-        partition: Partition(0),
-        partitions: 1,
-        inbox_cap: 10,
-        fanout_chunk: 2,
-        pull_threshold: Some(0),
-        inactive_after: None,
-    }
-}
+use crate::Effect;
 
 fn like(u: UserId, (a, p): (UserId, u64), liked: bool) -> Event {
     Event::Like {
@@ -51,7 +39,7 @@ fn state(part: &Part) -> (u64, u64, bool) {
 // Proves a like counts once however often it is repeated, an unlike takes it back, and a like of a repost's id counts for its original as the same like.
 #[test]
 fn a_like_counts_once_for_its_original() {
-    let mut part = Part::with(ctx());
+    let mut part = Part::with(engagement_ctx());
     part.then(post(A, 1)).then(repost(C, 2, (A, 1)));
     part.then(like(B, (A, 1), true)).then(like(B, (A, 1), true));
     assert_eq!(state(&part), (1, 1, true));
@@ -70,7 +58,7 @@ fn a_like_counts_once_for_its_original() {
 // Proves a like of a post not come yet counts when it comes, one of an id that turns out a repost follows its link, and a deletion takes every like of the original away for good.
 #[test]
 fn likes_wait_for_their_post_and_go_with_it() {
-    let mut part = Part::with(ctx());
+    let mut part = Part::with(engagement_ctx());
     part.then(like(B, (A, 1), true)).then(like(B, (C, 2), true));
     assert_eq!((state(&part).1, state(&part).2), (0, false));
     part.then(post(A, 1));
@@ -86,7 +74,7 @@ fn likes_wait_for_their_post_and_go_with_it() {
 // Proves a like that reaches an original after a later unlike of the same user (through another id) changes nothing: the greatest version decides, in any arrival order.
 #[test]
 fn an_older_like_arriving_late_changes_nothing() {
-    let mut part = Part::with(ctx());
+    let mut part = Part::with(engagement_ctx());
     part.then(post(A, 1));
     let late = |liked, version| Effect::LikeOf {
         of_author: A,
@@ -110,7 +98,7 @@ fn an_older_like_arriving_late_changes_nothing() {
 // Proves an original posted after a like and its unlike waited for it tells the liker the like does not count, settling a "live" an earlier owner of the partition answered when it applied the same inputs in another order.
 #[test]
 fn a_post_coming_late_answers_the_unlikes_that_waited() {
-    let mut part = Part::with(ctx());
+    let mut part = Part::with(engagement_ctx());
     part.effect(&Effect::LikeLive {
         liker: B,
         root_author: A,
@@ -144,7 +132,7 @@ fn counts_of(part: &Part) -> (u64, u64) {
 // Proves "#reblogs_count is the number of reblogs" (one by another user, one by the author) and "is decremented when reblog is removed".
 #[test]
 fn mastodon_reblogs_count_is_the_number_of_live_reblogs() {
-    let mut part = Part::with(ctx());
+    let mut part = Part::with(engagement_ctx());
     part.then(post(A, 1)).then(repost(B, 10, (A, 1)));
     part.then(repost(A, 11, (A, 1)));
     assert_eq!(counts_of(&part).1, 2, "B's and A's own");
@@ -155,7 +143,7 @@ fn mastodon_reblogs_count_is_the_number_of_live_reblogs() {
 // Proves "#reblogs_count does not fail when original is deleted before reblog": the original deleted, no repost of it is live and the reposter's flag goes.
 #[test]
 fn mastodon_reblogs_of_a_deleted_original_stop_counting() {
-    let mut part = Part::with(ctx());
+    let mut part = Part::with(engagement_ctx());
     part.then(post(A, 1)).then(repost(B, 10, (A, 1)));
     assert!(super::reposted(&part.kv, B, (A, PostId(1))).unwrap());
     part.then(delete(A, 1));
@@ -166,7 +154,7 @@ fn mastodon_reblogs_of_a_deleted_original_stop_counting() {
 // Proves "#favourites_count is the number of favorites" (one by another user, one by the author) and "is decremented when favourite is removed".
 #[test]
 fn mastodon_favourites_count_is_the_number_of_live_likes() {
-    let mut part = Part::with(ctx());
+    let mut part = Part::with(engagement_ctx());
     part.then(post(A, 1)).then(like(B, (A, 1), true));
     part.then(like(A, (A, 1), true));
     assert_eq!(counts_of(&part).0, 2, "B's and A's own");
@@ -177,7 +165,7 @@ fn mastodon_favourites_count_is_the_number_of_live_likes() {
 // Proves ".favourites_map" and ".reblogs_map contain true value" for the viewer who liked or reblogged, and false for one who did neither.
 #[test]
 fn mastodon_favourites_and_reblogs_maps_are_the_viewers_flags() {
-    let mut part = Part::with(ctx());
+    let mut part = Part::with(engagement_ctx());
     part.then(post(A, 1)).then(like(B, (A, 1), true));
     part.then(repost(C, 10, (A, 1)));
     let root = (A, PostId(1));

@@ -4,19 +4,7 @@
 
 use super::super::testkit::*;
 use super::{addressed, count, replies, Addressed};
-use crate::partition::Partition;
-use crate::{Ctx, Effect};
-
-fn ctx() -> Ctx {
-    Ctx {
-        partition: Partition(0),
-        partitions: 1,
-        inbox_cap: 10,
-        fanout_chunk: 2,
-        pull_threshold: Some(0),
-        inactive_after: None,
-    }
-}
+use crate::Effect;
 
 fn reply(a: UserId, id: u64, to: (UserId, u64), mentions: &[UserId]) -> Event {
     Event::post(
@@ -50,7 +38,7 @@ fn state(part: &Part) -> (u64, Vec<(UserId, u64)>) {
 // Proves a reply counts once for the original however often it is applied, a reply to a repost's id counts for its original, the list is oldest first, and a deleted reply leaves both.
 #[test]
 fn a_reply_counts_for_its_original_while_it_is_live() {
-    let mut part = Part::with(ctx());
+    let mut part = Part::with(engagement_ctx());
     part.then(post(A, 1)).then(repost(C, 2, (A, 1)));
     part.then(reply(B, 5, (A, 1), &[]))
         .then(reply(B, 5, (A, 1), &[]));
@@ -74,7 +62,7 @@ fn a_reply_counts_for_its_original_while_it_is_live() {
 // Proves replies wait for a post not come yet, follow an id that turns out a repost, and all go for good when the original is deleted.
 #[test]
 fn replies_wait_for_their_post_and_go_with_it() {
-    let mut part = Part::with(ctx());
+    let mut part = Part::with(engagement_ctx());
     part.then(reply(B, 5, (A, 1), &[]))
         .then(reply(D, 7, (C, 2), &[]));
     part.then(post(A, 1)).then(repost(C, 2, (A, 1)));
@@ -88,7 +76,7 @@ fn replies_wait_for_their_post_and_go_with_it() {
 // Proves a deletion that reaches the original before the reply's post (an earlier version arriving late) keeps the reply out: the greatest version decides.
 #[test]
 fn a_post_arriving_after_its_deletion_changes_nothing() {
-    let mut part = Part::with(ctx());
+    let mut part = Part::with(engagement_ctx());
     part.then(post(A, 1));
     let msg = |live, version| Effect::ReplyOf {
         of_author: A,
@@ -110,7 +98,7 @@ fn a_post_arriving_after_its_deletion_changes_nothing() {
 // Proves a reply deleted before its post arrives never counts, and a self-reply (a thread) counts as any reply.
 #[test]
 fn a_reply_deleted_first_never_counts() {
-    let mut part = Part::with(ctx());
+    let mut part = Part::with(engagement_ctx());
     part.then(post(A, 1))
         .then(delete(B, 5))
         .then(reply(B, 5, (A, 1), &[]));
@@ -127,7 +115,7 @@ fn a_reply_deleted_first_never_counts() {
 // Proves Mastodon's "is the number of replies" and "is decremented when reply removed".
 #[test]
 fn mastodon_replies_count_is_the_number_of_live_replies() {
-    let mut part = Part::with(ctx());
+    let mut part = Part::with(engagement_ctx());
     part.then(post(A, 1));
     part.then(reply(B, 5, (A, 1), &[]))
         .then(reply(C, 6, (A, 1), &[]));
