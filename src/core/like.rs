@@ -134,18 +134,28 @@ pub fn likers<'a, K: Kv + ?Sized>(
     target: PostRef,
     from: Option<(Ts, UserId)>,
 ) -> impl Iterator<Item = Result<(UserId, Ts), KvError>> + 'a {
-    let prefix = keys::likers_prefix(target);
-    let lo = match from {
-        Some((ts, u)) => keys::liker(target, ts, u),
-        None => prefix.clone(),
+    let from = from.map(|(ts, u)| (keys::liker(target, ts, u), (u, ts)));
+    index_from(kv, keys::likers_prefix(target), from, |k| {
+        let ts = Ts(!u64_at(Cf::Engagement, k, k, 17)?);
+        Ok((UserId(!u64_at(Cf::Engagement, k, k, 25)?), ts))
+    })
+}
+
+/// An `engagement` index under `prefix` in key order, each key decoded by
+/// `decode`, from `from` (its key and item: the last of a page, left out).
+pub(super) fn index_from<'a, K: Kv + ?Sized, T: PartialEq + Copy + 'a>(
+    kv: &'a K,
+    prefix: Vec<u8>,
+    from: Option<(Vec<u8>, T)>,
+    decode: impl Fn(&[u8]) -> Result<T, KvError> + 'a,
+) -> impl Iterator<Item = Result<T, KvError>> + 'a {
+    let (lo, last) = match from {
+        Some((k, t)) => (k, Some(t)),
+        None => (prefix.clone(), None),
     };
     kv.scan_prefix_from(Cf::Engagement, &lo, &prefix)
-        .map(|r| {
-            let (k, _) = r?;
-            let ts = Ts(!u64_at(Cf::Engagement, &k, &k, 17)?);
-            Ok((UserId(!u64_at(Cf::Engagement, &k, &k, 25)?), ts))
-        })
-        .filter(move |r| !matches!((r, from), (Ok((u, ts)), Some(f)) if (*ts, *u) == f))
+        .map(move |r| decode(&r?.0))
+        .filter(move |r| !matches!((r, last), (Ok(t), Some(l)) if *t == l))
 }
 
 /// How many liked registrations `target` has (its live likes, when it is

@@ -18,7 +18,7 @@
 //!   there; if that id turns out to be a repost, it is passed on then.
 
 use super::effect::{Ctx, Effect, Out, Step};
-use super::like::{add, counts_at, read_u64};
+use super::like::{add, counts_at, index_from, read_u64};
 use crate::event::{PostId, Ts, UserId, MAX_REPOST_HOPS};
 use crate::keys::{self, PostRef, PostVal};
 use crate::kv::{u64_at, Cf, Kv, KvError, Txn};
@@ -33,6 +33,19 @@ struct Reply {
     live: bool,
     version: Version,
     ts: Ts,
+}
+
+impl Reply {
+    /// `reply` posted (`live`) or deleted by the event `version`; `ts` the
+    /// reply's own time.
+    fn of(reply: PostRef, live: bool, (version, ts): (Version, Ts)) -> Reply {
+        Reply {
+            reply,
+            live,
+            version,
+            ts,
+        }
+    }
 }
 
 /// What a post names besides itself: the post it replies to, and the
@@ -104,13 +117,12 @@ pub(super) fn posted<K: Kv + ?Sized>(
         mentions: mentions.to_vec(),
     };
     s.t.put(Cf::Engagement, keys::addressed(post), addressed.encode());
-    if let Some(parent) = reply_to {
-        let reply = Reply {
-            reply: post,
-            live: true,
-            version,
-            ts,
-        };
+    tell_parent(s, reply_to, Reply::of(post, true, (version, ts)));
+}
+
+/// Tells the post `parent` names (if any) of `reply`.
+fn tell_parent<K: Kv + ?Sized>(s: &mut Step<'_, '_, K>, parent: Option<PostRef>, reply: Reply) {
+    if let Some(parent) = parent {
         ask(s.ctx, parent, &reply, 0, s.out);
     }
 }
@@ -127,15 +139,7 @@ pub(super) fn deleted<K: Kv + ?Sized>(
         return Ok(());
     };
     s.t.delete(Cf::Engagement, keys::addressed(post));
-    if let Some(parent) = addressed.reply_to {
-        let reply = Reply {
-            reply: post,
-            live: false,
-            version,
-            ts,
-        };
-        ask(s.ctx, parent, &reply, 0, s.out);
-    }
+    tell_parent(s, addressed.reply_to, Reply::of(post, false, (version, ts)));
     Ok(())
 }
 
@@ -300,18 +304,11 @@ pub fn replies<'a, K: Kv + ?Sized>(
     target: PostRef,
     from: Option<(Ts, PostRef)>,
 ) -> impl Iterator<Item = Result<(PostRef, Ts), KvError>> + 'a {
-    let prefix = keys::repliers_prefix(target);
-    let lo = match from {
-        Some((ts, r)) => keys::replier(target, ts, r),
-        None => prefix.clone(),
-    };
-    kv.scan_prefix_from(Cf::Engagement, &lo, &prefix)
-        .map(|r| {
-            let (k, _) = r?;
-            let at = |i| u64_at(Cf::Engagement, &k, &k, i);
-            Ok(((UserId(at(25)?), PostId(at(33)?)), Ts(at(17)?)))
-        })
-        .filter(move |r| !matches!((r, from), (Ok((p, ts)), Some(f)) if (*ts, *p) == f))
+    let from = from.map(|(ts, r)| (keys::replier(target, ts, r), (r, ts)));
+    index_from(kv, keys::repliers_prefix(target), from, |k| {
+        let at = |i| u64_at(Cf::Engagement, k, k, i);
+        Ok(((UserId(at(25)?), PostId(at(33)?)), Ts(at(17)?)))
+    })
 }
 
 /// How many live registrations `target` has (its live replies, when it
@@ -349,12 +346,7 @@ pub(super) fn apply_effect<K: Kv + ?Sized>(
         ts,
     } = *effect
     {
-        let reply = Reply {
-            reply: (replier, reply_post_id),
-            live,
-            version,
-            ts,
-        };
+        let reply = Reply::of((replier, reply_post_id), live, (version, ts));
         s.applied.changed |= resolve(s, (of_author, of_post_id), &reply, hops)?;
     }
     Ok(())
