@@ -161,7 +161,8 @@ fn produce_run_query_small_log() {
     }
     let (_, out, _) = feedlog(&data, &["query", "timeline", "1", "--explain"], None);
     let page: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let want = oracle.explained_timeline(1, common::oracle::Mode::Newest, 20);
+    let replies = feedlog::api::query::Replies::Followed;
+    let want = oracle.explained_timeline(1, common::oracle::Mode::Newest, replies, 20);
     let want = oracle.with_counts(&oracle.engagements(), want, Some(1));
     assert!(
         oracle.same_positions(page["items"].as_array().unwrap(), &want),

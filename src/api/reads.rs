@@ -7,7 +7,7 @@
 //! carry, so the three take the same values and refuse them with the same
 //! words.
 
-use crate::api::query::{RepostMode, DEFAULT_LIMIT, DEFAULT_RECENT};
+use crate::api::query::{Modes, Replies, RepostMode, DEFAULT_LIMIT, DEFAULT_RECENT};
 use crate::core::event::{PostId, UserId};
 
 /// One read.
@@ -64,6 +64,7 @@ pub const TIMELINE: Read = Read {
         "cursor",
         "newer_than",
         "reposts",
+        "replies",
         "explain",
         "counts",
         "as_of",
@@ -221,6 +222,8 @@ pub struct Params {
     pub ids: Option<String>,
     /// `reposts`: how a timeline places reposts.
     pub reposts: Option<RepostMode>,
+    /// `replies`: which replies a home timeline shows.
+    pub replies: Option<Replies>,
     /// `explain`: each timeline entry with its why.
     pub explain: bool,
     /// `counts`: `false` leaves each entry's counts and flags out.
@@ -307,6 +310,11 @@ pub fn parse(read: &Read, mut pairs: Vec<(String, String)>) -> Result<Params, Ba
                     bad(format!("reposts must be newest, first or none, got {v:?}"))
                 })?)
             }
+            "replies" => {
+                out.replies = Some(Replies::parse(&v).ok_or_else(|| {
+                    bad(format!("replies must be followed, all or none, got {v:?}"))
+                })?)
+            }
             "ids" => out.ids = Some(v),
             "explain" => out.explain = flag(&k, &v)?,
             "counts" => out.counts = Some(flag(&k, &v)?),
@@ -327,6 +335,15 @@ pub fn parse(read: &Read, mut pairs: Vec<(String, String)>) -> Result<Params, Ba
 }
 
 impl Params {
+    /// A timeline's modes: `reposts` and `replies`, each its default when
+    /// not given.
+    pub fn modes(&self) -> Modes {
+        Modes {
+            reposts: self.reposts.unwrap_or_default(),
+            replies: self.replies.unwrap_or_default(),
+        }
+    }
+
     /// Whether entries carry their counts and the reader's flags (unless
     /// `counts=0`).
     pub fn counts(&self) -> bool {
@@ -432,6 +449,7 @@ mod tests {
             for &p in read.takes {
                 let v = match p {
                     "reposts" => "first",
+                    "replies" => "all",
                     "explain" | "counts" => "1",
                     _ => "7",
                 };

@@ -167,6 +167,11 @@ pub struct ReadArgs {
     /// timeline: how reposts are placed, `newest` (default), `first` or `none`.
     #[arg(long, value_name = "MODE")]
     pub reposts: Option<String>,
+    /// timeline: which replies by followed users show, `followed` (the
+    /// default: replies to users the reader follows, or to the reader),
+    /// `all` or `none`.
+    #[arg(long, value_name = "RULE")]
+    pub replies: Option<String>,
     /// timeline: each entry with `why`, its appearances and the events
     /// that decided them.
     #[arg(long)]
@@ -202,6 +207,7 @@ impl ReadArgs {
             ("cursor", &self.cursor),
             ("newer_than", &self.newer_than),
             ("reposts", &self.reposts),
+            ("replies", &self.replies),
             ("as_of", &self.as_of),
             ("author", &self.author),
             ("post_id", &self.post_id),

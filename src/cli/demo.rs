@@ -350,9 +350,8 @@ fn tour(
 /// and why the newest post of a popular account is not (the first of the
 /// 50 most followed whose newest post is not in it).
 fn explained(reader: &Reader, base: &str, fan: UserId) -> Result<()> {
-    let mode = feedlog::api::query::RepostMode::Newest;
     let mut page = reader.timeline(fan, 1, None)?;
-    reader.explain_page(fan, mode, &mut page)?;
+    reader.explain_page(fan, Default::default(), &mut page)?;
     println!("why that entry is there: the follow and the post, with their places in the log:");
     println!("  $ curl -s '{base}/v1/users/{fan}/timeline?limit=1&explain=1&counts=0'");
     println!("  {}", serde_json::to_string(&page)?);

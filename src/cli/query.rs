@@ -94,14 +94,14 @@ impl Answerer {
         let r = self.reader(p.as_of)?;
         match read.name {
             "timeline" => {
-                let (l, mode) = (limit()?, p.reposts.unwrap_or_default());
+                let (l, modes) = (limit()?, p.modes());
                 let mut page = match p.timeline_from()? {
-                    reads::PageStart::Newer(n) => r.timeline_newer(user, mode, l, &n)?,
-                    reads::PageStart::Older(c) => r.timeline_in(user, mode, l, Some(&c))?,
-                    reads::PageStart::Top => r.timeline_in(user, mode, l, None)?,
+                    reads::PageStart::Newer(n) => r.timeline_newer(user, modes, l, &n)?,
+                    reads::PageStart::Older(c) => r.timeline_with(user, modes, l, Some(&c))?,
+                    reads::PageStart::Top => r.timeline_with(user, modes, l, None)?,
                 };
                 if p.explain {
-                    r.explain_page(user, mode, &mut page)?;
+                    r.explain_page(user, modes, &mut page)?;
                 }
                 if p.counts() {
                     r.decorate(&mut page.items, Some(user))?;

@@ -362,6 +362,19 @@ pub enum Effect {
         /// The reply's time (the replies list's order).
         ts: Ts,
     },
+    /// At every partition: post `(author, post_id)` is a reply to a post
+    /// of `parent` (its `reply_to`'s author, as written), for the replies
+    /// rule of home timelines. Sent before the post's deliveries and
+    /// copies, so a partition knows it before any of its readers can.
+    /// Appended last, as `ReplyOf` was.
+    ReplyDir {
+        /// The reply's author.
+        author: UserId,
+        /// The reply.
+        post_id: PostId,
+        /// The author of the post it replies to.
+        parent: UserId,
+    },
 }
 
 impl Effect {
@@ -386,6 +399,7 @@ impl Effect {
             Effect::LikeOf { of_author, .. } => *of_author,
             Effect::LikeLive { liker, .. } => *liker,
             Effect::ReplyOf { of_author, .. } => *of_author,
+            Effect::ReplyDir { author, .. } => *author,
         }
     }
 
@@ -423,7 +437,8 @@ impl Effect {
             | Effect::Refollowed { .. }
             | Effect::LikeOf { .. }
             | Effect::LikeLive { .. }
-            | Effect::ReplyOf { .. } => Offset(0),
+            | Effect::ReplyOf { .. }
+            | Effect::ReplyDir { .. } => Offset(0),
         }
     }
 
@@ -450,6 +465,7 @@ impl Effect {
             Effect::LikeOf { .. } => "like_of",
             Effect::LikeLive { .. } => "like_live",
             Effect::ReplyOf { .. } => "reply_of",
+            Effect::ReplyDir { .. } => "reply_dir",
         }
     }
 }

@@ -17,6 +17,7 @@ use crate::kv::{Cf, Kv, KvError};
 use crate::partition::partition_for;
 use crate::partition::Partition;
 use crate::position::Version;
+use crate::reply::rule::Rule;
 use crate::repost;
 use crate::views;
 
@@ -117,6 +118,13 @@ pub enum Reason {
         /// The event.
         event: Option<At>,
     },
+    /// A reply to a post of `parent`, whom the reader does not follow
+    /// (nor is): the replies rule leaves it out, and no followed user
+    /// reposted it.
+    ReplyToUnfollowed {
+        /// The author of the post it replies to.
+        parent: UserId,
+    },
     /// The reader does not follow the author, and no followed user
     /// reposted the post.
     NotFollowing {
@@ -209,7 +217,12 @@ pub fn appearances<K: Kv + ?Sized>(
     if author == s.user || filter.hidden.contains(&author) {
         return Ok(out);
     }
-    if let Some(e) = s.follow(author)? {
+    let mut rule = Rule::new(filter.replies, !filter.no_reply_here);
+    let follow = match s.follow(author)? {
+        Some(e) if rule.shows(s.kv, s.user, root)? => Some(e),
+        _ => None,
+    };
+    if let Some(e) = follow {
         let mut a = s.appearance(&e, author, (post_id, posted.0));
         a.event = s.at(author, posted.1);
         out.push(a);
@@ -239,10 +252,12 @@ pub fn appearances<K: Kv + ?Sized>(
 }
 
 /// Is `(author, post_id)` in the reader's timeline (reposts shown, at the
-/// reader's partition's clock), and if not, the first reason in this
-/// order: unknown, a repost, deleted, the reader's own, blocked, muted,
-/// and then — the reader not following the author — the newest followed
-/// reposter's filter (blocked, muted, reposts hidden), or not following.
+/// reader's partition's clock, replies by the default rule), and if not,
+/// the first reason in this order: unknown, a repost, deleted, the
+/// reader's own, blocked, muted, a reply to a user the reader does not
+/// follow (the reader following the author), and then — the reader not
+/// following the author — the newest followed reposter's filter
+/// (blocked, muted, reposts hidden), or not following.
 pub fn why<K: Kv + ?Sized>(s: &mut Sources<'_, K>, root: PostRef) -> Result<Verdict, KvError> {
     let (author, _) = root;
     let not = |r| Ok(Verdict::NotShown(r));
@@ -276,6 +291,12 @@ pub fn why<K: Kv + ?Sized>(s: &mut Sources<'_, K>, root: PostRef) -> Result<Verd
     let shown = appearances(s, root, (ts, by), &filter, false)?;
     if !shown.is_empty() {
         return Ok(Verdict::Shown(shown));
+    }
+    // Following the author: only the replies rule leaves the post out.
+    if s.follow(author)?.is_some() {
+        if let Some(parent) = Rule::default().parent(s.kv, root)? {
+            return not(Reason::ReplyToUnfollowed { parent });
+        }
     }
     // Not following the author: followed users' reposts, all filtered out.
     let mut reposts = repost::reposts_of(s.kv, root)?;

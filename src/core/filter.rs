@@ -337,6 +337,11 @@ pub struct ReadFilter {
     /// Whether a mute with an end is on (ended or not): what the reader
     /// sees then changes with the partition's clock alone.
     pub timed: bool,
+    /// Which replies show ([`crate::reply::rule`]).
+    pub replies: crate::reply::rule::Replies,
+    /// The partition holds no reply at all: the replies rule looks
+    /// nothing up.
+    pub no_reply_here: bool,
 }
 
 impl ReadFilter {
@@ -356,7 +361,8 @@ impl ReadFilter {
         Ok(r)
     }
 
-    /// Whether nothing is left out (now).
+    /// Whether no block or mute leaves anything out (now; the replies
+    /// rule aside).
     pub fn is_empty(&self) -> bool {
         self.hidden.is_empty() && self.no_reposts.is_empty()
     }

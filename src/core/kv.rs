@@ -58,11 +58,14 @@ pub enum Cf {
     /// Likes registered with the post they name and their counts; each
     /// user's live likes and reposts by original (the reader's flags).
     Engagement,
+    /// Every partition's copy of which posts are replies, and to whom (the
+    /// replies rule of home timelines).
+    ReplyDir,
 }
 
 impl Cf {
     /// Every column family, in on-disk order.
-    pub const ALL: [Cf; 18] = [
+    pub const ALL: [Cf; 19] = [
         Cf::Meta,
         Cf::Users,
         Cf::Followees,
@@ -81,6 +84,7 @@ impl Cf {
         Cf::Filters,
         Cf::InboxReposts,
         Cf::Engagement,
+        Cf::ReplyDir,
     ];
 
     /// The RocksDB column family name.
@@ -104,6 +108,7 @@ impl Cf {
             Cf::Filters => "filters",
             Cf::InboxReposts => "inbox_reposts",
             Cf::Engagement => "engagement",
+            Cf::ReplyDir => "reply_dir",
         }
     }
 

@@ -37,6 +37,11 @@ pub(super) fn post<K: Kv + ?Sized>(
             let mut u = t.user(author)?;
             u.posts += 1;
             t.set_user(author, &u);
+            // The replies rule's directory first: every partition knows
+            // the post is a reply before any of its readers can see it.
+            if let Some((Some(parent), _)) = addressed {
+                reply::rule::announce(s, (author, post_id), parent.0);
+            }
             let how = (Reach::of(u.pulled), Change::Appears);
             announce(s, (author, post_id), ts, how)?;
             repost::original_posted(s, (author, post_id), ts)?;

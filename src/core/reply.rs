@@ -330,7 +330,8 @@ pub fn likes_and_replies<K: Kv + ?Sized>(
     Ok((both, replies))
 }
 
-/// Applies a reply message ([`Effect::ReplyOf`]); any other changes nothing.
+/// Applies a reply message ([`Effect::ReplyOf`], [`Effect::ReplyDir`]);
+/// any other changes nothing.
 pub(super) fn apply_effect<K: Kv + ?Sized>(
     s: &mut Step<'_, '_, K>,
     effect: &Effect,
@@ -349,8 +350,17 @@ pub(super) fn apply_effect<K: Kv + ?Sized>(
         let reply = Reply::of((replier, reply_post_id), live, (version, ts));
         s.applied.changed |= resolve(s, (of_author, of_post_id), &reply, hops)?;
     }
+    if let Effect::ReplyDir {
+        author,
+        post_id,
+        parent,
+    } = *effect
+    {
+        rule::apply_dir(s, (author, post_id), parent)?;
+    }
     Ok(())
 }
 
+pub mod rule;
 #[cfg(test)]
 mod tests;

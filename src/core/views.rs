@@ -50,6 +50,15 @@ pub fn edge(
     decode(cf, &k, kv.get(cf, &k)?, EdgeVal::decode)
 }
 
+/// Whether `user`'s follow of `other` counts: from the followees `kv`
+/// holds in memory when it does, else from the edge.
+pub fn follows(kv: &(impl Kv + ?Sized), user: UserId, other: UserId) -> Result<bool, KvError> {
+    match kv.held_followees(user) {
+        Some(list) => Ok(list.binary_search(&other).is_ok()),
+        None => Ok(edge(kv, Cf::Followees, user, other)?.is_some_and(|e| e.live)),
+    }
+}
+
 /// What the author's partition knows of a post id.
 pub fn post(
     kv: &(impl Kv + ?Sized),

@@ -95,6 +95,7 @@ pub(super) fn cf_options(cf: Cf, cache: &BlockCache, opts: &StoreOptions) -> Opt
             | Cf::RepostDir
             | Cf::Filters
             | Cf::Engagement
+            | Cf::ReplyDir
     ) {
         table.set_bloom_filter(10.0, false);
     } else if !matches!(cf, Cf::Inbox | Cf::Outbox | Cf::InboxReposts) {

@@ -266,11 +266,17 @@ impl Inner {
     }
 }
 
-/// The users whose inbox (or its sources), user record or filters
-/// `writes` change, each once.
+/// The users whose inbox (or its sources), user record, followees (the
+/// replies rule reads them) or filters `writes` change, each once.
 fn touched_users(writes: &Writes) -> Vec<u64> {
     let mut users = Vec::new();
-    for cf in [Cf::Inbox, Cf::InboxReposts, Cf::Users, Cf::Filters] {
+    for cf in [
+        Cf::Inbox,
+        Cf::InboxReposts,
+        Cf::Users,
+        Cf::Followees,
+        Cf::Filters,
+    ] {
         let mut last = None;
         for k in writes.cf(cf).keys() {
             let user = user_of(k);

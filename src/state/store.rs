@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::PoisonError;
 
 /// The state layout this build reads and writes (see `state/README.md`).
-pub const LAYOUT_VERSION: u32 = 7;
+pub const LAYOUT_VERSION: u32 = 8;
 
 /// One partition's RocksDB.
 pub struct Store {
@@ -517,6 +517,7 @@ impl Batch<'_> {
             Cf::Inbox
                 | Cf::InboxReposts
                 | Cf::Users
+                | Cf::Followees
                 | Cf::Copies
                 | Cf::Pulls
                 | Cf::RepostDir
@@ -541,6 +542,11 @@ impl Snapshot<'_> {
     /// view ([`Heads::outbox`]); `None` when none does.
     pub fn heads(&self) -> Option<(&Heads, u64)> {
         Some((&self.store.heads, self.heads_epoch?))
+    }
+
+    /// Whether this view may hold a key of `cf` ([`Store::may_hold`]).
+    pub fn may_hold(&self, cf: Cf) -> bool {
+        self.store.may_hold(cf)
     }
 }
 

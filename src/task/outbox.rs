@@ -122,7 +122,8 @@ fn items_of(e: &Effect) -> usize {
         | Effect::Refollowed { .. }
         | Effect::LikeOf { .. }
         | Effect::LikeLive { .. }
-        | Effect::ReplyOf { .. } => 1,
+        | Effect::ReplyOf { .. }
+        | Effect::ReplyDir { .. } => 1,
     }
     .max(1)
 }

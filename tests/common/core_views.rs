@@ -2,7 +2,7 @@
 //! (for the core's property tests, which run without the HTTP layer).
 
 use super::oracle::{Mode, Oracle};
-use feedlog::api::query::{WhyAnswer, WhyItem};
+use feedlog::api::query::{Replies, WhyAnswer, WhyItem};
 use feedlog::core::event::{PostId, UserId};
 use feedlog::core::explain::{self, Sources};
 use feedlog::core::filter::ReadFilter;
@@ -32,16 +32,18 @@ pub fn posts_view(kv: &MemKv, u: u64) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// `u`'s timeline in `mode` from its appearances `apps` (read at its
+/// `u`'s timeline in `mode` with the replies rule `replies` from its
+/// appearances `apps` (read at its
 /// partition `kv`), each entry as the API answers it.
 pub fn timeline(
     kv: &MemKv,
     u: u64,
-    mode: repost::Mode,
+    (mode, replies): (repost::Mode, Replies),
     apps: &[TimelineKey],
 ) -> Vec<serde_json::Value> {
     let now = views::clock(kv).unwrap();
-    let filter = ReadFilter::of(kv, UserId(u), now).unwrap();
+    let mut filter = ReadFilter::of(kv, UserId(u), now).unwrap();
+    filter.replies = replies;
     let mut entries = repost::Entries::new(UserId(u), mode, None, filter);
     let mut out = Vec::new();
     for k in apps {
@@ -88,19 +90,22 @@ pub fn timelines_match<'a>(
         post: &mut post,
     };
     let now = views::clock(kv).unwrap();
-    let filter = ReadFilter::of(kv, UserId(u), now).unwrap();
-    for (mode, oracle_mode) in [
-        (repost::Mode::Newest, Mode::Newest),
-        (repost::Mode::First, Mode::First),
-        (repost::Mode::None, Mode::None),
+    let mut filter = ReadFilter::of(kv, UserId(u), now).unwrap();
+    for (mode, oracle_mode, replies) in [
+        (repost::Mode::Newest, Mode::Newest, Replies::Followed),
+        (repost::Mode::First, Mode::First, Replies::Followed),
+        (repost::Mode::None, Mode::None, Replies::Followed),
+        (repost::Mode::Newest, Mode::Newest, Replies::All),
+        (repost::Mode::First, Mode::First, Replies::None),
     ] {
-        let entries = timeline(kv, u, mode, apps);
-        let want = oracle.timeline_entries(u, oracle_mode);
+        let entries = timeline(kv, u, (mode, replies), apps);
+        let want = oracle.timeline_entries_in(u, oracle_mode, replies);
         if entries != want {
             return Err(format!(
-                "timeline of {u} ({mode:?}): {entries:?}, want {want:?}"
+                "timeline of {u} ({mode:?}, replies {replies:?}): {entries:?}, want {want:?}"
             ));
         }
+        filter.replies = replies;
         for e in entries {
             let root = (
                 e["author"].as_u64().unwrap(),
@@ -114,7 +119,7 @@ pub fn timelines_match<'a>(
             let root_ref = (UserId(root.0), PostId(root.1));
             let apps = explain::appearances(&mut s, root_ref, posted, &filter, only).unwrap();
             let got: Vec<Value> = apps.iter().map(|a| json!(WhyItem::from(a))).collect();
-            let want = oracle.why_items(u, root, oracle_mode);
+            let want = oracle.why_items(u, root, oracle_mode, replies);
             if got != want {
                 return Err(format!(
                     "why of {e} for {u} ({mode:?}): {got:?}, want {want:?}"

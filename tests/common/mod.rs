@@ -18,6 +18,7 @@ pub mod stream;
 #[allow(unused_imports)]
 pub use reader_views::check_kept_pages;
 
+use feedlog::api::query::Replies;
 use feedlog::core::codec::{self, Format};
 use oracle::{Mode, Oracle};
 use serde_json::Value;
@@ -182,12 +183,23 @@ pub fn check_all(
         if got != want {
             return Err(format!("posts of {u}: {}", first_difference(&got, &want)));
         }
-        for mode in Mode::ALL {
-            let view = match mode {
-                Mode::Newest => "timeline".to_string(),
-                other => format!("timeline?reposts={}", other.param()),
+        // Every placement of reposts with the default replies rule, and
+        // the other two rules with two placements.
+        let combos = Mode::ALL
+            .map(|m| (m, Replies::Followed))
+            .into_iter()
+            .chain([(Mode::Newest, Replies::All), (Mode::First, Replies::None)]);
+        for (mode, replies) in combos {
+            let rule = match replies {
+                Replies::Followed => String::new(),
+                other => format!("replies={}&", other.as_str()),
             };
-            let want = oracle.with_counts(&e, oracle.timeline_entries(u, mode), Some(u));
+            let view = match (mode, rule.is_empty()) {
+                (Mode::Newest, true) => "timeline".to_string(),
+                _ => format!("timeline?{rule}reposts={}", mode.param()),
+            };
+            let want = oracle.timeline_entries_in(u, mode, replies);
+            let want = oracle.with_counts(&e, want, Some(u));
             for limit in [page, 1000] {
                 let got = all_pages(views, &view, u, limit)?;
                 if got != want {
@@ -200,8 +212,8 @@ pub fn check_all(
             // Explained: every page of a timeline up to 100 entries, the
             // first 100 entries of a longer one (what explains an entry
             // does not depend on where it is read from).
-            let view = format!("timeline?explain=1&reposts={}", mode.param());
-            let want = oracle.explained_timeline(u, mode, 100);
+            let view = format!("timeline?explain=1&{rule}reposts={}", mode.param());
+            let want = oracle.explained_timeline(u, mode, replies, 100);
             let want = oracle.with_counts(&e, want, Some(u));
             let got = match want.len() < 100 {
                 true => all_pages(views, &view, u, page)?,

@@ -1,6 +1,7 @@
 //! The oracle: the contract of docs/semantics.md as a small in-memory
 //! model. Feed it the valid events in log order; ask it for any view.
 
+use feedlog::api::query::Replies;
 use feedlog::core::event::{Event, FilterChange};
 use feedlog::core::partition::partition_for;
 use feedlog::core::Partition;
@@ -369,6 +370,26 @@ impl Oracle {
         self.counted(u, b).is_some()
     }
 
+    /// The author of the post `(a, p)` replies to, if it is a reply.
+    pub fn parent_of(&self, (a, p): (u64, u64)) -> Option<u64> {
+        self.addressed
+            .get(&(a, p))
+            .and_then(|(to, _)| *to)
+            .map(|(y, _)| y)
+    }
+
+    /// Whether `(a, p)` shows through its own author in `u`'s timeline by
+    /// the replies rule `replies`: a post that is no reply always; a reply
+    /// to a post of Y with `followed` when `u` is Y or follows Y, with
+    /// `all` always, with `none` never.
+    pub fn reply_shows(&self, u: u64, post: (u64, u64), replies: Replies) -> bool {
+        match (self.parent_of(post), replies) {
+            (None, _) | (_, Replies::All) => true,
+            (Some(_), Replies::None) => false,
+            (Some(y), Replies::Followed) => y == u || self.follows(u, y),
+        }
+    }
+
     /// The clock of `u`'s partition: the greatest time of the events of
     /// every actor the partition owns.
     fn clock(&self, u: u64) -> u64 {
@@ -518,14 +539,23 @@ impl Oracle {
             .collect()
     }
 
-    /// `u`'s home timeline in `mode`, each entry as the API answers it.
+    /// `u`'s home timeline in `mode`, each entry as the API answers it
+    /// (replies by the default rule).
     pub fn timeline_entries(&self, u: u64, mode: Mode) -> Vec<Value> {
+        self.timeline_entries_in(u, mode, Replies::Followed)
+    }
+
+    /// `u`'s home timeline in `mode` with the replies rule `replies`.
+    pub fn timeline_entries_in(&self, u: u64, mode: Mode, replies: Replies) -> Vec<Value> {
         // Every appearance of every post for `u`, by the post.
         let mut by_post: BTreeMap<(u64, u64), Vec<Appearance>> = BTreeMap::new();
         let followees = self.followees(u);
         let filtered = |x: u64| self.hides(u, x);
         for &(a, _) in followees.iter().filter(|(a, _)| *a != u && !filtered(*a)) {
             for (p, ts) in self.outbox(a) {
+                if !self.reply_shows(u, (a, p), replies) {
+                    continue;
+                }
                 by_post.entry((a, p)).or_default().push(Appearance {
                     ts,
                     id: p,

@@ -2,6 +2,7 @@
 //! (docs/http-api.md, "Explain"), from the log alone, as the API answers them.
 
 use super::{Kind, Mode, Oracle};
+use feedlog::api::query::Replies;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -142,7 +143,13 @@ impl Oracle {
 
     /// The appearances of original `(a, p)` in `u`'s timeline in `mode`,
     /// newest first, each as the API's `why` item.
-    pub fn why_items(&self, u: u64, (a, p): (u64, u64), mode: Mode) -> Vec<Value> {
+    pub fn why_items(
+        &self,
+        u: u64,
+        (a, p): (u64, u64),
+        mode: Mode,
+        replies: Replies,
+    ) -> Vec<Value> {
         let mut apps = Vec::new();
         let Some(post_ts) = self.live_original((a, p)) else {
             return Vec::new();
@@ -161,7 +168,9 @@ impl Oracle {
             })
         };
         let made = self.ids[&(a, p)].made_at;
-        apps.extend(item("original", a, p, post_ts, made));
+        if self.reply_shows(u, (a, p), replies) {
+            apps.extend(item("original", a, p, post_ts, made));
+        }
         if mode != Mode::None {
             for (b, r, ts) in self.reposts_of_root((a, p)) {
                 let shown = !self.hides(u, b) && !self.hidden_reposts.contains(&(u, b));
@@ -176,12 +185,13 @@ impl Oracle {
 
     /// The first `n` entries of `u`'s timeline in `mode` with
     /// `explain=1`: each entry with `why`.
-    pub fn explained_timeline(&self, u: u64, mode: Mode, n: usize) -> Vec<Value> {
-        let mut entries = self.timeline_entries(u, mode);
+    pub fn explained_timeline(&self, u: u64, mode: Mode, replies: Replies, n: usize) -> Vec<Value> {
+        let mut entries = self.timeline_entries_in(u, mode, replies);
         entries.truncate(n);
         for e in &mut entries {
             let n = |f: &str| e[f].as_u64().unwrap_or_default();
-            e["why"] = self.why_items(u, (n("author"), n("post_id")), mode).into();
+            let post = (n("author"), n("post_id"));
+            e["why"] = self.why_items(u, post, mode, replies).into();
         }
         entries
     }
@@ -215,7 +225,7 @@ impl Oracle {
         let reason = self.why_not(u, (a, p));
         let fields = match reason {
             None => {
-                let why = self.why_items(u, (a, p), Mode::Newest);
+                let why = self.why_items(u, (a, p), Mode::Newest, Replies::Followed);
                 json!({"in_timeline": true, "why": why})
             }
             Some(mut r) => {
@@ -255,8 +265,18 @@ impl Oracle {
         if let Some(r) = self.hidden_by(u, a) {
             return Some(r);
         }
-        if !self.why_items(u, (a, p), Mode::Newest).is_empty() {
+        if !self
+            .why_items(u, (a, p), Mode::Newest, Replies::Followed)
+            .is_empty()
+        {
             return None;
+        }
+        // Following the author: only the replies rule leaves it out.
+        if let Some(parent) = self
+            .parent_of((a, p))
+            .filter(|_| self.counted(u, a).is_some())
+        {
+            return Some(json!({"reason": "reply_to_unfollowed", "parent": parent}));
         }
         // Followed users' reposts of it, newest first: all filtered out.
         let mut reposts: Vec<(u64, u64, u64)> = self

@@ -3,7 +3,7 @@
 
 use super::Views;
 use feedlog::api::http::{kept_timeline_page, split_kept_page};
-use feedlog::api::query::{Reader, RepostMode};
+use feedlog::api::query::{Modes, Reader, Replies, RepostMode};
 use feedlog::UserId;
 use serde_json::Value;
 
@@ -88,26 +88,31 @@ impl Views for Reader {
                 // The API puts each entry's counts and flags on any page.
                 json(self.decorate(&mut page.items, Some(u)).map(|()| page))
             }
-            other if other.starts_with("timeline?reposts=") => {
-                let mode = other.trim_start_matches("timeline?reposts=");
-                let mode = RepostMode::parse(mode).ok_or_else(|| format!("no mode {mode}"))?;
-                json(
-                    self.timeline_in(u, mode, limit, cursor)
-                        .and_then(|mut page| {
-                            self.decorate(&mut page.items, Some(u))?;
-                            Ok(page)
-                        }),
-                )
-            }
-            other if other.starts_with("timeline?explain=1&reposts=") => {
-                let mode = other.trim_start_matches("timeline?explain=1&reposts=");
-                let mode = RepostMode::parse(mode).ok_or_else(|| format!("no mode {mode}"))?;
+            other if other.starts_with("timeline?") => {
+                // `timeline?explain=1&replies=R&reposts=M`, each optional.
+                let (mut modes, mut explain) = (Modes::default(), false);
+                for pair in other.trim_start_matches("timeline?").split('&') {
+                    match pair.split_once('=') {
+                        Some(("reposts", m)) => {
+                            modes.reposts =
+                                RepostMode::parse(m).ok_or_else(|| format!("no mode {m}"))?
+                        }
+                        Some(("replies", r)) => {
+                            modes.replies =
+                                Replies::parse(r).ok_or_else(|| format!("no rule {r}"))?
+                        }
+                        Some(("explain", "1")) => explain = true,
+                        _ => return Err(format!("no view {other}")),
+                    }
+                }
                 let mut page = self
-                    .timeline_in(u, mode, limit, cursor)
+                    .timeline_with(u, modes, limit, cursor)
                     .map_err(|e| e.to_string())?;
-                let explained = self.explain_page(u, mode, &mut page);
-                let decorated = explained.and_then(|()| self.decorate(&mut page.items, Some(u)));
-                json(decorated.map(|()| page))
+                if explain {
+                    self.explain_page(u, modes, &mut page)
+                        .map_err(|e| e.to_string())?;
+                }
+                json(self.decorate(&mut page.items, Some(u)).map(|()| page))
             }
             other => Err(format!("no view {other}")),
         }

@@ -7,7 +7,9 @@ use super::pages::{json_page, json_response, kept_timeline_page, link, links, Cu
 use super::params::{limit, page_request, params, user_id, Params};
 use super::rewound::{link_as_of, read_at};
 use super::{Api, MAX_COUNTER_IDS};
-use crate::api::query::{Counts, Flags, Page, PostItem, QueryError, Reader, RepostMode};
+use crate::api::query::{
+    Counts, Flags, Modes, Page, PostItem, QueryError, Reader, Replies, RepostMode,
+};
 use crate::api::reads::{self, Read};
 use crate::core::event::UserId;
 use crate::core::keys::PostRef;
@@ -76,11 +78,12 @@ pub(super) async fn timeline(
     let from = p.timeline_from()?;
     let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
     let route = super::route::TIMELINE;
-    let mode = p.reposts.unwrap_or_default();
+    let modes = p.modes();
+    let mode = modes.reposts;
     let (explain, counts) = (p.explain, p.counts());
     let finished = move |r: &Reader, mut page: Page<PostItem>| {
         if explain {
-            r.explain_page(user, mode, &mut page)?;
+            r.explain_page(user, modes, &mut page)?;
         }
         if counts {
             r.decorate(&mut page.items, Some(user))?;
@@ -91,6 +94,9 @@ pub(super) async fn timeline(
         link(&mut resp, route, user, mode, l, (next, prev));
         // An explained page's links read explained pages; a page without
         // counts, pages without counts.
+        if modes.replies != Replies::Followed {
+            carry(&mut resp, &format!("&replies={}", modes.replies.as_str()));
+        }
         if explain {
             carry(&mut resp, "&explain=1");
         }
@@ -103,7 +109,7 @@ pub(super) async fn timeline(
     let cursor = match from {
         reads::PageStart::Newer(newer) => {
             let page = read_at(&api, as_of, move |r| {
-                finished(r, r.timeline_newer(user, mode, l, &newer)?)
+                finished(r, r.timeline_newer(user, modes, l, &newer)?)
             })
             .await?;
             let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
@@ -113,7 +119,7 @@ pub(super) async fn timeline(
         reads::PageStart::Top => None,
     };
     // The inline reads and the page cache serve the default placement.
-    let plain = mode == RepostMode::Newest && !explain && as_of.is_none();
+    let plain = modes == Modes::default() && !explain && as_of.is_none();
     if l <= INLINE_LIMIT && !api.reader.is_following() && plain {
         let reader = api.reader.current();
         let encode = |page: &Page<PostItem>| kept_timeline_page(user, l, page);
@@ -160,7 +166,7 @@ pub(super) async fn timeline(
         }
     }
     let page = read_at(&api, as_of, move |r| {
-        finished(r, r.timeline_in(user, mode, l, cursor.as_deref())?)
+        finished(r, r.timeline_with(user, modes, l, cursor.as_deref())?)
     })
     .await?;
     let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());

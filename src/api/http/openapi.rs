@@ -122,12 +122,13 @@ enum Refusals {
 }
 
 #[utoipa::path(get, path = "/v1/users/{id}/timeline", operation_id = "getTimeline",
-    summary = "Home timeline: one entry per live post with an appearance — the post itself when its author is followed, each live repost by a followed user — placed at its newest appearance (or as `reposts` says), newest first (ts, then post_id, then author, descending). An entry with reposts among its appearances adds post_ts, reposted_by and reposters.",
+    summary = "Home timeline: one entry per live post with an appearance — the post itself when its author is followed, each live repost by a followed user — placed at its newest appearance (or as `reposts` says), replies by the `replies` rule, newest first (ts, then post_id, then author, descending). An entry with reposts among its appearances adds post_ts, reposted_by and reposters.",
     params(
         User,
         AsOf,
         Paging,
         ("reposts" = Option<String>, Query, description = "Where a post with reposts sits: `newest` (default: at its newest appearance; a new repost moves it up), `first` (at its oldest), `none` (reposts ignored: only posts of followed authors). A cursor belongs to its mode.", pattern = "^(newest|first|none)$"),
+        ("replies" = Option<String>, Query, description = "Which replies by followed users show through their authors: `followed` (default: a reply to a post of a user the reader follows, or of the reader — Mastodon's and Twitter's rule), `all`, or `none`; a followed user's repost of a reply shows as any repost. Decided when the page is read: following a user later brings the earlier replies to them in.", pattern = "^(followed|all|none)$"),
         ("newer_than" = Option<String>, Query, description = "A page's `prev_cursor`: the `limit` entries just newer than that page's first, newest first (Mastodon's `min_id`); an empty page with the same `prev_cursor` when there are none yet. Not with `cursor`. Walks at most 1,000 entries from the top (a deeper cursor is a 400 bad_cursor)."),
         ("explain" = Option<String>, Query, description = "`1`: each entry adds `why`, its appearances (the original by a followed author, each followed user's repost), newest first, each with the follow it came through and the log positions (partition, offset of `events`) of the follow and of the post or repost event. Not with `as_of` (400).", pattern = "^(0|1|true|false)$"),
         Counted,
@@ -140,7 +141,7 @@ enum Refusals {
 fn timeline() {}
 
 #[utoipa::path(get, path = "/v1/users/{id}/timeline/why", operation_id = "whyInTimeline",
-    summary = "Is a post in the user's home timeline (reposts shown), and why: `in_timeline` true with `why`, its appearances (as `explain=1`); or false with the one `reason` it is not, with the time and log position of the deciding event: not_applied_yet (its author's partition has events not applied: `partition`, `lag`), unknown_post, is_repost (ask about `original`), deleted, own_post, blocked (`via`, `by`, `since`), muted (`via`, `since`, `until`), reposts_hidden (`via`, `since`: the followed users who reposted it are all filtered out), not_following (`follow`: never, unfollowed at `ts`, or voided by a block period that ended at `block_ended`).",
+    summary = "Is a post in the user's home timeline (reposts shown), and why: `in_timeline` true with `why`, its appearances (as `explain=1`); or false with the one `reason` it is not, with the time and log position of the deciding event: not_applied_yet (its author's partition has events not applied: `partition`, `lag`), unknown_post, is_repost (ask about `original`), deleted, own_post, blocked (`via`, `by`, `since`), muted (`via`, `since`, `until`), reply_to_unfollowed (`parent`: a reply by a followed author to a post of a user the reader does not follow; the replies rule leaves it out), reposts_hidden (`via`, `since`: the followed users who reposted it are all filtered out), not_following (`follow`: never, unfollowed at `ts`, or voided by a block period that ended at `block_ended`).",
     params(
         User,
         ("author" = u64, Query, description = "The post's author."),

@@ -1,7 +1,7 @@
 //! Explain (docs/http-api.md, "Explain"): why an entry is in a timeline
 //! (`explain=1`), and why a post is or is not (`timeline/why`).
 
-use super::{check_user, Page, PostItem, QueryError, Reader, RepostMode, RepostOf};
+use super::{check_user, Modes, Page, PostItem, QueryError, Reader, RepostMode, RepostOf};
 use crate::core::event::{PostId, Ts, UserId};
 use crate::core::explain::{self, Appearance, At, FollowEnd, Reason, Sources, Verdict};
 use crate::core::filter;
@@ -83,7 +83,8 @@ pub struct WhyAnswer {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<Vec<WhyItem>>,
     /// Not in: `not_applied_yet`, `unknown_post`, `is_repost`, `deleted`,
-    /// `own_post`, `blocked`, `muted`, `reposts_hidden` or `not_following`.
+    /// `own_post`, `blocked`, `muted`, `reply_to_unfollowed`,
+    /// `reposts_hidden` or `not_following`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
     /// `blocked`, `muted`, `reposts_hidden`: the user the filter is about
@@ -105,6 +106,10 @@ pub struct WhyAnswer {
     /// `is_repost`: the original it reposts, while the repost is live.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub original: Option<RepostOf>,
+    /// `reply_to_unfollowed`: the author of the post it replies to, whom
+    /// the reader does not follow.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<u64>,
     /// `not_following`: `never`, `unfollowed` (at `ts`) or `voided` (a
     /// follow at `followed_at` within a block period that ended at
     /// `block_ended`: it does not count).
@@ -191,6 +196,10 @@ impl WhyAnswer {
                 (w.via, w.since) = (Some(via.0), Some(since.0));
                 ("reposts_hidden", event)
             }
+            Reason::ReplyToUnfollowed { parent } => {
+                w.parent = Some(parent.0);
+                ("reply_to_unfollowed", None)
+            }
             Reason::NotFollowing { ended } => match ended {
                 None => {
                     w.follow = Some("never");
@@ -229,18 +238,19 @@ impl Reader {
         Ok(WhyAnswer::of(user, (author, post_id), &verdict))
     }
 
-    /// Each entry of `page` (of `user`'s timeline in `mode`) with `why`:
+    /// Each entry of `page` (of `user`'s timeline in `modes`) with `why`:
     /// its appearances, read from the state as it is now.
     pub fn explain_page(
         &self,
         user: UserId,
-        mode: RepostMode,
+        modes: Modes,
         page: &mut Page<PostItem>,
     ) -> Result<(), QueryError> {
-        let only = mode == RepostMode::None;
+        let only = modes.reposts == RepostMode::None;
         let items = &mut page.items;
         self.explaining(user, |s| {
-            let filter = filter::ReadFilter::of(s.kv, user, views::clock(s.kv)?)?;
+            let mut filter = filter::ReadFilter::of(s.kv, user, views::clock(s.kv)?)?;
+            filter.replies = modes.replies;
             for item in items.iter_mut() {
                 let root = (UserId(item.author), PostId(item.post_id));
                 let (ts, by) = match (s.post)(root)? {

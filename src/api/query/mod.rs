@@ -21,6 +21,7 @@ mod post;
 mod timeline;
 mod types;
 
+pub use crate::core::reply::rule::Replies;
 pub use crate::core::repost::Mode as RepostMode;
 pub use changes::{changes, Change, Changes, MAX_CHANGES};
 use cursor::{cursor_u64, decode_cursor, encode_cursor, CursorView};
@@ -30,6 +31,26 @@ pub use types::{
     Counters, CountersList, Counts, FilteredItem, Flags, FollowerItem, List, Page, PostItem,
     QueryError, RepostOf, RepostedBy,
 };
+
+/// How a home timeline shows its posts: where reposts place a post
+/// (`?reposts=`) and which replies show (`?replies=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Modes {
+    /// Where reposts place a post.
+    pub reposts: RepostMode,
+    /// Which replies by followed users show.
+    pub replies: Replies,
+}
+
+impl Modes {
+    /// Reposts placed as `reposts` says, replies by the default rule.
+    pub fn reposts(reposts: RepostMode) -> Modes {
+        Modes {
+            reposts,
+            ..Modes::default()
+        }
+    }
+}
 
 /// Default page size.
 pub const DEFAULT_LIMIT: usize = 20;

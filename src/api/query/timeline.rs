@@ -2,7 +2,9 @@
 //! and the pull path past the inbox's horizon.
 
 use super::cursor::{decode_cursor, encode_cursor, CursorView};
-use super::{check_limit, check_user, Page, PostItem, QueryError, Reader, RepostMode};
+use super::{
+    check_limit, check_user, Modes, Page, PostItem, QueryError, Reader, Replies, RepostMode,
+};
 use crate::core::event::UserId;
 use crate::core::kv::Kv;
 use crate::core::views;
@@ -10,6 +12,7 @@ use crate::state::{Cf, Snapshot, Store};
 
 use crate::core::filter::ReadFilter;
 use crate::core::keys::{self, TimelineKey};
+use crate::core::reply::rule::Rule;
 use crate::core::repost::{self, Entry};
 use crate::core::timeline::{continue_from, held_timeline, TOP};
 use crate::state::heads::view::HeadView;
@@ -47,15 +50,30 @@ impl Reader {
         limit: usize,
         cursor: Option<&str>,
     ) -> Result<Page<PostItem>, QueryError> {
+        self.timeline_with(user, Modes::reposts(mode), limit, cursor)
+    }
+
+    /// A page of the user's home timeline in `modes`: reposts placed as
+    /// [`Reader::timeline_in`] places them, and only the replies the rule
+    /// named shows (docs/semantics.md, "Replies in home timelines").
+    pub fn timeline_with(
+        &self,
+        user: UserId,
+        modes: Modes,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Page<PostItem>, QueryError> {
+        let mode = modes.reposts;
         let after = timeline_after(user, mode, limit, cursor)?;
         let store = self.store_of(user)?;
         let snap = store.snapshot();
         // No read when the store never held a filter (checked after the
         // snapshot: a commit marks the store before it writes one).
-        let filter = match store.may_hold(Cf::Filters) {
+        let mut filter = match store.may_hold(Cf::Filters) {
             true => ReadFilter::of(&snap, user, views::clock(&snap)?)?,
             false => ReadFilter::default(),
         };
+        (filter.replies, filter.no_reply_here) = (modes.replies, !store.may_hold(Cf::ReplyDir));
         // The reader's head, and the reposters held beside the heads, in
         // front of the snapshot (`state/heads/view.rs`): the same answers.
         let view = HeadView::new(&snap, user, self.heads);
@@ -63,15 +81,16 @@ impl Reader {
             // No repost anywhere: each appearance is an entry of its own,
             // shown unless its author is hidden (read on past those).
             let (want, mut entries) = (limit + 1, Vec::with_capacity(limit + 1));
+            let mut rule = Rule::new(filter.replies, !filter.no_reply_here);
             let mut from = after;
             loop {
                 let keys = self.appearances((&snap, &view), user, from, want, &filter.hidden)?;
                 let read = keys.len();
                 from = keys.last().copied().or(from);
-                let shown = keys
-                    .into_iter()
-                    .filter(|k| !filter.hidden.contains(&k.author));
-                entries.extend(shown.map(Entry::plain));
+                let mut shown = keys;
+                shown.retain(|k| !filter.hidden.contains(&k.author));
+                rule.keep(&view, user, &mut shown)?;
+                entries.extend(shown.into_iter().map(Entry::plain));
                 if read < want || entries.len() >= want {
                     break;
                 }
@@ -226,21 +245,6 @@ impl Reader {
             head::keep(store, epoch, user, (&[], false), u);
             return Ok(None);
         }
-        let prefix = keys::key([user.0]);
-        let lo = after.map_or_else(|| prefix.clone(), |a| keys::inbox(user, &a));
-        let (mut page, mut bad) = (Vec::with_capacity(want), None);
-        let range = [(lo, prefix)];
-        snap.for_each_in_ranges(Cf::Inbox, &range, &mut |_, k, _| {
-            match crate::core::kv::timeline_key_at(Cf::Inbox, k, 8) {
-                Ok(entry) if Some(entry) != after => page.push(entry),
-                Ok(_) => {}
-                Err(e) => bad = Some(e),
-            }
-            bad.is_none() && page.len() < want
-        })?;
-        if let Some(e) = bad {
-            return Err(e.into());
-        }
         // A reader with blocks or mutes, or any repost in the partition:
         // entries are not the inbox's keys, and the full read places them.
         let filtered = any_filter(store, &snap, user)?;
@@ -250,19 +254,44 @@ impl Reader {
             }
             return held_page(&snap, (user, mode, after), limit, (filtered, self.heads));
         }
+        // The inbox's rows from `after`, a page's worth at a time, until
+        // `want` of them show by the replies rule (`rows`: every one read).
+        let mut rule = Rule::new(Replies::Followed, store.may_hold(Cf::ReplyDir));
+        let (mut rows, mut page) = (Vec::with_capacity(want), Vec::with_capacity(want));
+        let mut from = after;
+        loop {
+            let read = inbox_rows(&snap, user, from, want)?;
+            let (n, mut shown) = (read.len(), read.clone());
+            from = read.last().copied().or(from);
+            rows.extend(read);
+            rule.keep(&snap, user, &mut shown)?;
+            page.extend(shown);
+            if n < want || page.len() >= want {
+                break;
+            }
+        }
+        page.truncate(want);
         let plain = |keys: Vec<TimelineKey>| keys.into_iter().map(Entry::plain).collect();
         // A reader who never had a pulled followee nor slept (`marks`):
         // the inbox holds the timeline up to its horizon, and short of the
         // page it is the whole rest of the timeline when there is none.
         if u.marks == 0 {
             if after.is_none() {
-                head::keep(store, epoch, user, (&page, page.len() < want), u);
+                // Every row read (all of them when the page is short), up
+                // to the head's size: a page from the head applies the
+                // rule again.
+                head::keep(store, epoch, user, (&rows, page.len() < want), u);
             }
             let whole = page.len() == want || u.horizon.is_none();
             return Ok(whole.then(|| timeline_page(user, mode, limit, plain(page))));
         }
         if !copies {
             return Ok(None);
+        }
+        // Copies and replies: the full read of what the partition holds
+        // reads on past the replies the rule leaves out.
+        if rule.any() {
+            return held_page(&snap, (user, mode, after), limit, (false, self.heads));
         }
         let (keys, pull_from) = held_timeline(&snap, user, after, want)?;
         Ok(pull_from
@@ -316,6 +345,31 @@ impl Reader {
     }
 }
 
+/// Up to `want` rows of `user`'s inbox past `after`, in order.
+fn inbox_rows(
+    snap: &Snapshot<'_>,
+    user: UserId,
+    after: Option<TimelineKey>,
+    want: usize,
+) -> Result<Vec<TimelineKey>, QueryError> {
+    let prefix = keys::key([user.0]);
+    let lo = after.map_or_else(|| prefix.clone(), |a| keys::inbox(user, &a));
+    let (mut rows, mut bad) = (Vec::with_capacity(want), None);
+    let range = [(lo, prefix)];
+    snap.for_each_in_ranges(Cf::Inbox, &range, &mut |_, k, _| {
+        match crate::core::kv::timeline_key_at(Cf::Inbox, k, 8) {
+            Ok(entry) if Some(entry) != after => rows.push(entry),
+            Ok(_) => {}
+            Err(e) => bad = Some(e),
+        }
+        bad.is_none() && rows.len() < want
+    })?;
+    match bad {
+        Some(e) => Err(e.into()),
+        None => Ok(rows),
+    }
+}
+
 /// The entries (up to `limit + 1`) of a timeline page in `mode` past
 /// `after`, read through `kv`, from the appearances `read` gives a chunk
 /// at a time (from a key, how many); `None` when `read` cannot give a
@@ -337,6 +391,7 @@ fn aggregated(
         let Some(keys) = read(from, chunk)? else {
             return Ok(None);
         };
+        entries.prefetch(kv, &keys)?;
         for k in &keys {
             entries.push(kv, *k, &mut out)?;
         }
@@ -425,13 +480,13 @@ impl Reader {
         anchor: TimelineKey,
         most: usize,
     ) -> Result<(Vec<PostItem>, bool), QueryError> {
-        self.timeline_walk(user, RepostMode::Newest, anchor, most)
+        self.timeline_walk(user, Modes::default(), anchor, most)
     }
 
     fn timeline_walk(
         &self,
         user: UserId,
-        mode: RepostMode,
+        modes: Modes,
         anchor: TimelineKey,
         most: usize,
     ) -> Result<(Vec<PostItem>, bool), QueryError> {
@@ -439,7 +494,7 @@ impl Reader {
         let mut newer = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
-            let page = self.timeline_in(user, mode, STEP, cursor.as_deref())?;
+            let page = self.timeline_with(user, modes, STEP, cursor.as_deref())?;
             let mut reached = false;
             for i in page.items {
                 let k = key_of(&i);
@@ -481,14 +536,15 @@ impl Reader {
     pub fn timeline_newer(
         &self,
         user: UserId,
-        mode: RepostMode,
+        modes: Modes,
         limit: usize,
         newer_than: &str,
     ) -> Result<Page<PostItem>, QueryError> {
+        let mode = modes.reposts;
         let Some(anchor) = timeline_after(user, mode, limit, Some(newer_than))? else {
             return Err(QueryError::BadCursor("no cursor".into()));
         };
-        let (mut newer, reached) = self.timeline_walk(user, mode, anchor, NEWER_THAN_MOST)?;
+        let (mut newer, reached) = self.timeline_walk(user, modes, anchor, NEWER_THAN_MOST)?;
         if !reached {
             return Err(QueryError::BadCursor(format!(
                 "more than {NEWER_THAN_MOST} entries are newer than this cursor: read from the top"

@@ -99,6 +99,12 @@ pub fn addressed(post: PostRef) -> Vec<u8> {
     tagged(9, &[post.0 .0, post.1 .0])
 }
 
+/// `reply_dir` (every partition's copy): `author | post`, valued the
+/// author of the post it replies to (u64): the replies rule's directory.
+pub fn reply_dir(post: PostRef) -> Vec<u8> {
+    super::key([post.0 .0, post.1 .0])
+}
+
 fn tagged(tag: u8, parts: &[u64]) -> Vec<u8> {
     let mut k = Vec::with_capacity(1 + 8 * parts.len());
     k.push(tag);

@@ -19,14 +19,18 @@
 use crate::event::{PostId, Ts, UserId};
 use crate::filter::ReadFilter;
 use crate::keys::{self, PostRef, TimelineKey};
-use crate::kv::{u64_at, Cf, Kv, KvError};
+use crate::kv::{Cf, Kv, KvError};
+use crate::reply::rule::Rule;
 use crate::views;
 use std::collections::HashMap;
 use std::rc::Rc;
 
 mod by_reposter;
+mod dir;
 mod own;
 use by_reposter::ByReposter;
+use dir::scan_reposts;
+pub use dir::{live_reposts, reposts_of};
 use own::Own;
 
 /// Reposting users an entry lists at most.
@@ -112,132 +116,6 @@ pub fn any_repost(kv: &(impl Kv + ?Sized)) -> Result<bool, KvError> {
 
 pub use crate::views::original_of;
 
-/// Every live repost this partition's directory lists, by repost: the
-/// repost and the original it reposts, with the original's time.
-pub fn live_reposts(kv: &(impl Kv + ?Sized)) -> Result<Vec<(PostRef, PostRef, Ts)>, KvError> {
-    kv.scan_prefix(Cf::RepostDir, &[1])
-        .map(|r| {
-            let (k, v) = r?;
-            if k.len() != 17 || v.len() != keys::DIR_REPOST_LEN {
-                return Err(KvError::corrupt(Cf::RepostDir, &k, "bad repost entry"));
-            }
-            let at = |b: &[u8], i| u64_at(Cf::RepostDir, &k, b, i);
-            let repost = (UserId(at(&k, 1)?), PostId(at(&k, 9)?));
-            let original = (UserId(at(&v, 0)?), PostId(at(&v, 8)?));
-            Ok((repost, original, Ts(at(&v, 16)?)))
-        })
-        .collect()
-}
-
-/// The live reposts of `original` this partition knows of, as appearance
-/// keys (the repost's time and id, the reposter).
-pub fn reposts_of(kv: &(impl Kv + ?Sized), original: PostRef) -> Result<Vec<TimelineKey>, KvError> {
-    // Most posts have none: a point read the bloom filter answers, not a scan.
-    if super::dir_count(kv, original)? == 0 {
-        return Ok(Vec::new());
-    }
-    let mut out = Vec::new();
-    scan_reposts(kv, &keys::dir_original_prefix(original), &mut out)?;
-    Ok(out)
-}
-
-/// The directory's reposts under `prefix`, as appearance keys, onto `out`.
-fn scan_reposts(
-    kv: &(impl Kv + ?Sized),
-    prefix: &[u8],
-    out: &mut Vec<TimelineKey>,
-) -> Result<(), KvError> {
-    dir_entries(kv, &[(prefix.to_vec(), prefix.to_vec())], out)
-}
-
-/// The directory's reposts in `ranges` (disjoint, ascending), as
-/// appearance keys, onto `out`: read in place, one iterator for them all.
-fn dir_entries(
-    kv: &(impl Kv + ?Sized),
-    ranges: &[(Vec<u8>, Vec<u8>)],
-    out: &mut Vec<TimelineKey>,
-) -> Result<(), KvError> {
-    let mut bad = None;
-    kv.for_each_in_ranges(Cf::RepostDir, ranges, &mut |_, k, v| {
-        match repost_app(k, v) {
-            Ok(app) => out.push(app),
-            Err(e) => bad = Some(e),
-        }
-        bad.is_none()
-    })?;
-    bad.map_or(Ok(()), Err)
-}
-
-/// A `0 | root | reposter | repost` entry of the directory as the
-/// appearance key of its repost.
-fn repost_app(k: &[u8], v: &[u8]) -> Result<TimelineKey, KvError> {
-    if k.len() != 33 || v.len() != 16 {
-        return Err(KvError::corrupt(Cf::RepostDir, k, "bad repost entry"));
-    }
-    let at = |b: &[u8], i| u64_at(Cf::RepostDir, k, b, i);
-    Ok(TimelineKey {
-        ts: Ts(at(v, 0)?),
-        post_id: PostId(at(k, 25)?),
-        author: UserId(at(k, 17)?),
-    })
-}
-
-/// The live reposts of `original` by `reposters` (ascending ids), as
-/// appearance keys, onto `out`: one merge of the sorted list with the
-/// directory's entries of the post, which are in reposter order too — a
-/// store seeks only to a reposter it has not passed yet, so the read costs
-/// about as many steps as the shorter of the two lists.
-fn reposts_by(
-    kv: &(impl Kv + ?Sized),
-    original: PostRef,
-    reposters: &[UserId],
-    out: &mut Vec<TimelineKey>,
-) -> Result<(), KvError> {
-    let ranges: Vec<(Vec<u8>, Vec<u8>)> = reposters
-        .iter()
-        .map(|&r| {
-            let prefix = keys::dir_original_reposter_prefix(original, r);
-            (prefix.clone(), prefix)
-        })
-        .collect();
-    dir_entries(kv, &ranges, out)
-}
-
-/// The live reposts of `original` by `users` (ascending ids), from the
-/// directory: a seek per user when the post has far more reposts than
-/// there are users ([`STEPS_PER_SEEK`]), else one pass over the post's
-/// reposts, keeping theirs. Both read the same entries: only the cost
-/// differs.
-fn reposts_among(
-    kv: &(impl Kv + ?Sized),
-    original: PostRef,
-    users: &[UserId],
-) -> Result<Vec<TimelineKey>, KvError> {
-    let mut out = Vec::new();
-    if users.is_empty() {
-        return Ok(out);
-    }
-    let n = super::dir_count(kv, original)?;
-    if n == 0 {
-        return Ok(out);
-    }
-    if (users.len() as u64).saturating_mul(STEPS_PER_SEEK) < n {
-        reposts_by(kv, original, users, &mut out)?;
-    } else {
-        debug_assert!(users.is_sorted(), "users in ascending order");
-        scan_reposts(kv, &keys::dir_original_prefix(original), &mut out)?;
-        out.retain(|r| users.binary_search(&r.author).is_ok());
-    }
-    Ok(out)
-}
-
-/// About how many entries a store's iterator steps over in the time it
-/// seeks once (a seek searches every level of the tree; a step reads the
-/// next entry of a block in hand): a merge of a reader's followees with a
-/// post's reposters, a seek per followee, pays only when the post has this
-/// many times more reposters than the reader followees.
-const STEPS_PER_SEEK: u64 = 32;
-
 /// Followees a read loads whole, so that "does the reader follow them" is
 /// answered from memory and a popular post's reposts are looked up per
 /// followee; a reader who follows more is asked per reposting user.
@@ -260,6 +138,8 @@ pub struct Memo {
     apps: HashMap<PostRef, Rc<Vec<(TimelineKey, bool)>>>,
     /// What the reader's blocks and mutes leave out.
     filter: ReadFilter,
+    /// Which replies show through their authors (the filter's rule).
+    rule: Rule,
     /// `None` until looked at; then, for a reader who keeps sources, their
     /// own.
     own: Option<Option<Own>>,
@@ -434,7 +314,7 @@ impl Memo {
             post_id: original.1,
             author: original.0,
         };
-        if self.follows(kv, user, original.0)? {
+        if self.follows(kv, user, original.0)? && self.rule.shows(kv, user, original)? {
             apps.push((original_app, false));
         }
         // Sources of the reader's own are followees' reposts already.
@@ -472,6 +352,9 @@ pub fn aggregate(
         return Ok(None);
     }
     if !memo.filter.shows(original.0, app.author, is_repost) {
+        return Ok(None);
+    }
+    if !is_repost && !memo.rule.shows(kv, user, original)? {
         return Ok(None);
     }
     let place = TimelineKey {
@@ -550,6 +433,7 @@ impl Entries {
             group: Vec::new(),
             group_ts: None,
             memo: Memo {
+                rule: Rule::new(filter.replies, !filter.no_reply_here),
                 filter,
                 ..Memo::default()
             },
@@ -587,6 +471,17 @@ impl Entries {
             }
         }
         Ok(())
+    }
+
+    /// Looks up at once which of `apps` (the next appearances to feed)
+    /// are replies: one batched read for a chunk instead of one per post.
+    pub fn prefetch(
+        &mut self,
+        kv: &(impl Kv + ?Sized),
+        apps: &[TimelineKey],
+    ) -> Result<(), KvError> {
+        let posts = apps.iter().map(|k| (k.author, k.post_id));
+        self.memo.rule.prefetch(kv, posts)
     }
 
     /// No more appearances: the last time's entries go to `out`.

@@ -1,6 +1,6 @@
 //! Which column families a store may hold a key of: marked at the open
 //! and by each commit that writes them, so that a read of a partition with
-//! no repost or no filter at all skips looking.
+//! no repost, no reply or no filter at all skips looking.
 
 use super::{Store, StoreError};
 use crate::core::kv::Cf;
@@ -8,13 +8,13 @@ use std::sync::atomic::Ordering;
 
 /// The column families a store marks once they may hold a key, so that a
 /// read of a store without any skips looking (see [`Store::may_hold`]).
-pub(super) const MARKED: [Cf; 2] = [Cf::RepostDir, Cf::Filters];
+pub(super) const MARKED: [Cf; 3] = [Cf::RepostDir, Cf::Filters, Cf::ReplyDir];
 
 impl Store {
     /// Whether a view of this store taken before this call may hold a key
     /// of `cf` (a commit marks before it writes, so take the view first):
-    /// `false` only for the directory of live reposts and the filters,
-    /// when the column family was empty at the open and no commit has
+    /// `false` only for the directories of live reposts and of replies
+    /// and the filters, when the column family was empty at the open and no commit has
     /// written to it since; always `true` on a secondary, whose data
     /// changes at each catch-up without a commit here.
     pub fn may_hold(&self, cf: Cf) -> bool {

@@ -211,7 +211,7 @@ fn older_store_upgrades(layout: u32) {
     let names = Cf::ALL
         .iter()
         .filter(|&&cf| layout > 4 || cf != Cf::InboxReposts)
-        .filter(|&&cf| cf != Cf::Engagement)
+        .filter(|&&cf| cf != Cf::Engagement && cf != Cf::ReplyDir)
         .map(|cf| cf.name());
     let (reader, root) = (UserId(5), (UserId(9), crate::core::event::PostId(1)));
     let repost = keys::TimelineKey {
@@ -294,6 +294,58 @@ fn older_store_upgrades(layout: u32) {
         s.get(Cf::Meta, meta::LAYOUT).unwrap(),
         Some(LAYOUT_VERSION.to_be_bytes().to_vec())
     );
+}
+
+// Proves a layout-7 store (no `reply_dir`) is refused by a read-only open, upgraded by a writable one when it keeps no reply, and refused with the way out (a rebuild) when it does: one store cannot hold the other partitions' replies.
+#[test]
+fn a_layout_7_store_upgrades_unless_it_holds_a_reply() {
+    for reply in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.create_missing_column_families(true);
+        let names = Cf::ALL.iter().filter(|&&cf| cf != Cf::ReplyDir);
+        {
+            let db = DB::open_cf(&opts, tmp.path(), names.map(|cf| cf.name())).unwrap();
+            let put = |cf: Cf, k: &[u8], v: &[u8]| {
+                db.put_cf(db.cf_handle(cf.name()).unwrap(), k, v).unwrap()
+            };
+            put(Cf::Meta, meta::LAYOUT, &7u32.to_be_bytes());
+            put(Cf::Meta, meta::PARTITION, &0u32.to_be_bytes());
+            put(Cf::Meta, meta::PARTITIONS, &1u32.to_be_bytes());
+            // A post that mentions only, and (with `reply`) one that replies.
+            let post = |p| (UserId(3), crate::core::event::PostId(p));
+            put(
+                Cf::Engagement,
+                &keys::addressed(post(1)),
+                &[0, 0, 0, 0, 0, 0, 0, 0, 9],
+            );
+            if reply {
+                let mut v = vec![1];
+                v.extend(keys::key([4, 2]));
+                put(Cf::Engagement, &keys::addressed(post(2)), &v);
+            }
+        }
+        let cache = BlockCache::new(1 << 20);
+        let err = Store::open_read_only(tmp.path(), Partition(0), 1, &cache, Kept::NONE)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("state layout 7"), "{err}");
+        let opts = StoreOptions {
+            sync: false,
+            ..StoreOptions::default()
+        };
+        let opened = Store::open(tmp.path(), Partition(0), 1, &cache, &opts);
+        match (reply, opened) {
+            (false, Ok(s)) => assert_eq!(
+                s.get(Cf::Meta, meta::LAYOUT).unwrap(),
+                Some(LAYOUT_VERSION.to_be_bytes().to_vec())
+            ),
+            (true, Err(e)) => assert!(e.to_string().contains("`feedlog rebuild`"), "{e}"),
+            (reply, other) => panic!("reply {reply}: {:?}", other.map(|_| ())),
+        }
+    }
 }
 
 /// The store seen through the `Kv` trait's default range reads only: one

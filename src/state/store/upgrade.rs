@@ -1,5 +1,5 @@
-//! The in-place upgrade of a layout-3, -4, -5 or -6 store to layout 7 (see
-//! `state/README.md`).
+//! The in-place upgrade of a layout-3, -4, -5, -6 or -7 store to layout 8
+//! (see `state/README.md`).
 //!
 //! Layout 3 indexed every inbox entry by author
 //! (`inbox_by_author`, a key per entry), where layout 4 keeps a marker per
@@ -9,7 +9,10 @@
 //! original's time and each repost's directory entry with the repost's
 //! time; layout 7 adds `engagement` (likes, which older builds refused as
 //! an unknown event kind, and each user's live reposts by original,
-//! written here from the reposts' records).
+//! written here from the reposts' records); layout 8 adds `reply_dir`,
+//! every partition's copy of which posts are replies (a layout-7 store
+//! that holds a reply cannot have it written here — the other partitions'
+//! replies are not in it — and is refused: rebuild it from the log).
 
 use super::{cf_options, meta, BlockCache, Store, StoreError, StoreOptions, LAYOUT_VERSION};
 use crate::core::event::{PostId, UserId};
@@ -25,7 +28,7 @@ use std::path::Path;
 pub(super) const LAYOUT_3_INDEX: &str = "inbox_by_author";
 
 /// The layouts a writable open upgrades in place.
-pub(super) const UPGRADABLE: [u32; 4] = [3, 4, 5, 6];
+pub(super) const UPGRADABLE: [u32; 5] = [3, 4, 5, 6, 7];
 
 /// Whether the store at `path` still has layout 3's author index.
 fn has_layout_3_index(path: &Path) -> bool {
@@ -78,6 +81,9 @@ pub(super) fn refuse_older(path: &Path) -> Result<(), StoreError> {
     if !cfs.is_empty() && !has(Cf::Engagement.name()) {
         return Err(refusal(path, recorded_layout(path, &cfs).unwrap_or(6)));
     }
+    if !cfs.is_empty() && !has(Cf::ReplyDir.name()) {
+        return Err(refusal(path, recorded_layout(path, &cfs).unwrap_or(7)));
+    }
     Ok(())
 }
 
@@ -91,8 +97,9 @@ fn recorded_layout(path: &Path, cfs: &[String]) -> Option<u32> {
     Some(u32::from_be_bytes(v.as_slice().try_into().ok()?))
 }
 
-/// After a writable open found `layout`: upgrades a layout-3, -4 or -5
-/// store (one batch, with the new layout version), and drops layout 3's
+/// After a writable open found `layout`: upgrades a layout-3 to -7
+/// store (one batch, with the new layout version; a layout-7 one holding
+/// replies is refused), and drops layout 3's
 /// index wherever it is still present (an open after a crash in between
 /// finds layout 6 and drops it).
 pub(super) fn finish(store: &mut Store, layout: u32) -> Result<(), StoreError> {
@@ -100,6 +107,16 @@ pub(super) fn finish(store: &mut Store, layout: u32) -> Result<(), StoreError> {
         let start = std::time::Instant::now();
         let path = store.path.display().to_string();
         tracing::info!(%path, from = layout, to = LAYOUT_VERSION, "upgrading the state layout in place");
+        if layout == 7 && holds_a_reply(store)? {
+            return Err(StoreError::Refused {
+                path: store.path.clone(),
+                reason: "it was written with state layout 7 and holds replies, but not the \
+                         directory of replies that layout 8 adds (every partition's copy, \
+                         which one store cannot write): rebuild the state from the log \
+                         (`feedlog rebuild`)"
+                    .into(),
+            });
+        }
         let mut b = WriteBatch::default();
         if layout == 3 {
             write_markers(store, &mut b)?;
@@ -108,7 +125,9 @@ pub(super) fn finish(store: &mut Store, layout: u32) -> Result<(), StoreError> {
             write_sources(store, &mut b)?;
             write_directory(store, &mut b)?;
         }
-        write_reposted(store, &mut b)?;
+        if layout < 7 {
+            write_reposted(store, &mut b)?;
+        }
         b.put_cf(
             store.cf(Cf::Meta),
             meta::LAYOUT,
@@ -125,6 +144,19 @@ pub(super) fn finish(store: &mut Store, layout: u32) -> Result<(), StoreError> {
             .map_err(|e| store.rocks(e))?;
     }
     Ok(())
+}
+
+/// Whether a layout-7 store keeps any post's `reply_to` (its engagement
+/// records of posts that reply or mention, [`keys::addressed`]).
+fn holds_a_reply(store: &Store) -> Result<bool, StoreError> {
+    let prefix = [9u8];
+    for r in store.scan(Cf::Engagement, &prefix, Some(&[10u8])) {
+        let (_, v) = r?;
+        if v.first() == Some(&1) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Upgrades a layout-3 store's index onto `b`: a marker in

@@ -5,6 +5,7 @@ use super::timeline_page;
 use crate::api::query::{Page, PostItem, RepostMode};
 use crate::core::event::UserId;
 use crate::core::keys::{TimelineKey, UserVal};
+use crate::core::reply::rule::{Replies, Rule};
 use crate::core::repost::Entry;
 use crate::core::timeline::TOP;
 use crate::state::{heads::Head, Cf, Store};
@@ -31,14 +32,16 @@ pub(super) fn page(
     limit: usize,
 ) -> FromHead {
     let want = limit + 1;
-    let read = store.heads().read(user.0, |h| {
-        (
-            h.inbox.after(after, want).map(<[_]>::to_vec),
-            h.user,
-            h.plain,
-        )
-    });
-    let Some((rows, u, plain)) = read else {
+    let read = |from| {
+        store.heads().read(user.0, |h| {
+            (
+                h.inbox.after(from, want).map(<[_]>::to_vec),
+                h.user,
+                h.plain,
+            )
+        })
+    };
+    let Some((rows, u, plain)) = read(after) else {
         return FromHead::Unknown;
     };
     // After the read: a commit that wrote the first repost marked the
@@ -51,9 +54,15 @@ pub(super) fn page(
         return FromHead::Asleep;
     }
     // A head kept by an aggregated page may be a filtered reader's.
-    let Some(rows) = rows.filter(|_| u.marks == 0 && plain) else {
+    let Some(mut rows) = rows.filter(|_| u.marks == 0 && plain) else {
         return FromHead::Unknown;
     };
+    if store.may_hold(Cf::ReplyDir) {
+        match by_the_rule(store, user, rows, want, |from| read(from).and_then(|r| r.0)) {
+            Some(shown) => rows = shown,
+            None => return FromHead::Unknown,
+        }
+    }
     // Short of the page, the rows are the whole timeline only without a
     // horizon.
     if rows.len() < want && u.horizon.is_some() {
@@ -62,6 +71,32 @@ pub(super) fn page(
     store.heads().answered();
     let entries = rows.into_iter().map(Entry::plain).collect();
     FromHead::Page(timeline_page(user, RepostMode::Newest, limit, entries))
+}
+
+/// The first `want` of the head's rows from `rows` on (the head's first
+/// chunk; `more` reads the chunk after a row) that the replies rule shows
+/// — fewer when the head ends first; `None` when the head cannot say (a
+/// chunk it does not hold, a failed read: the store answers).
+fn by_the_rule(
+    store: &Store,
+    user: UserId,
+    mut rows: Vec<TimelineKey>,
+    want: usize,
+    more: impl Fn(Option<TimelineKey>) -> Option<Vec<TimelineKey>>,
+) -> Option<Vec<TimelineKey>> {
+    let snap = store.snapshot();
+    let mut rule = Rule::new(Replies::Followed, true);
+    let mut shown = Vec::with_capacity(want);
+    loop {
+        let (n, last) = (rows.len(), rows.last().copied());
+        rule.keep(&snap, user, &mut rows).ok()?;
+        shown.append(&mut rows);
+        if n < want || shown.len() >= want {
+            shown.truncate(want);
+            return Some(shown);
+        }
+        rows = more(last)?;
+    }
 }
 
 /// Keeps `rows`, the first of `user`'s inbox read at `epoch` (`all`: every

@@ -33,10 +33,12 @@ pub(super) fn held_page(
     // is dropped by any commit that changes them (`state::pages`). Not a
     // reader with a mute that ends: the partition's clock ends it, without
     // a write of theirs.
-    let filter = match filtered {
+    let mut filter = match filtered {
         true => ReadFilter::of(snap, user, views::clock(snap)?)?,
         false => ReadFilter::default(),
     };
+    // The default replies rule: pages kept are the default's.
+    filter.no_reply_here = !snap.may_hold(Cf::ReplyDir);
     if filter.timed {
         return Ok(None);
     }

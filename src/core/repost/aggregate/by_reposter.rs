@@ -122,13 +122,13 @@ impl ByReposter {
     ) -> Result<Vec<TimelineKey>, KvError> {
         let mut out = Vec::new();
         if !self.held.is_empty() {
-            super::reposts_by(kv, original, &self.held, &mut out)?;
+            super::dir::reposts_by(kv, original, &self.held, &mut out)?;
         }
         if let Some(users) = self.of.get(&original) {
-            super::reposts_by(kv, original, users, &mut out)?;
+            super::dir::reposts_by(kv, original, users, &mut out)?;
         }
         if !self.unloaded.is_empty() {
-            out.extend(super::reposts_among(kv, original, &self.unloaded)?);
+            out.extend(super::dir::reposts_among(kv, original, &self.unloaded)?);
         }
         Ok(out)
     }

@@ -1,6 +1,7 @@
 //! Tests of timeline aggregation: a popular post's reposters read
 //! through the directory, merged with a reader's followees or whole.
 
+use super::dir::reposts_by;
 use super::*;
 use crate::keys::{EdgeVal, UserVal};
 use crate::kv::{MemKv, Txn};
