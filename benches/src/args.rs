@@ -120,6 +120,15 @@ pub enum BenchKind {
     /// pages (first and deep) of readers who mute 100 of the 200 accounts
     /// they follow against readers who mute none.
     Filters,
+    /// What the replies rule of home timelines costs: first and deep
+    /// pages of readers who follow the users replied to (every reply
+    /// shows) and of readers who do not (the rule leaves half the posts
+    /// out), and against a state without replies.
+    Replies,
+    /// Likes and unlikes applied per second against the Redis design's
+    /// SADD + HINCRBY of the same likes (needs redis-server), the posts in
+    /// place.
+    Likes,
     /// What explaining costs: timeline pages with `explain=1` and
     /// `timeline/why` answers against plain pages, on the state `filters`
     /// builds.

@@ -14,6 +14,7 @@ mod filters;
 mod http;
 mod kafka;
 mod kafka_swap;
+mod likes;
 mod mixed;
 mod procs;
 mod pulled;
@@ -21,6 +22,7 @@ mod rebuild;
 mod redis;
 mod redis_server;
 mod redis_worker;
+mod replies;
 mod resp;
 mod rewind;
 mod say;
@@ -95,6 +97,8 @@ fn run(cli: Cli, kafka: Option<KafkaConfig>) -> Result<()> {
         BenchKind::Http => http::http(data, threads, connections, seconds),
         BenchKind::Pulled => pulled::pulled(partitions, threads, connections, seconds),
         BenchKind::Filters => filters::filters(partitions, threads, connections, seconds),
+        BenchKind::Replies => replies::replies(partitions, threads, connections, seconds),
+        BenchKind::Likes => likes::likes(partitions),
         BenchKind::Explain => explain::explain(partitions, threads, connections, seconds),
         BenchKind::Rebuild => rebuild::rebuild(data),
         BenchKind::Rewind => rewind::rewind(data),

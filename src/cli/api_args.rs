@@ -169,7 +169,7 @@ pub struct ReadArgs {
     pub reposts: Option<String>,
     /// timeline: which replies by followed users show, `followed` (the
     /// default: replies to users the reader follows, or to the reader),
-    /// `all` or `none`.
+    /// `all` or `none` (replies to the reader only).
     #[arg(long, value_name = "RULE")]
     pub replies: Option<String>,
     /// timeline: each entry with `why`, its appearances and the events

@@ -381,11 +381,11 @@ impl Oracle {
     /// Whether `(a, p)` shows through its own author in `u`'s timeline by
     /// the replies rule `replies`: a post that is no reply always; a reply
     /// to a post of Y with `followed` when `u` is Y or follows Y, with
-    /// `all` always, with `none` never.
+    /// `all` always, with `none` when `u` is Y.
     pub fn reply_shows(&self, u: u64, post: (u64, u64), replies: Replies) -> bool {
         match (self.parent_of(post), replies) {
             (None, _) | (_, Replies::All) => true,
-            (Some(_), Replies::None) => false,
+            (Some(y), Replies::None) => y == u,
             (Some(y), Replies::Followed) => y == u || self.follows(u, y),
         }
     }

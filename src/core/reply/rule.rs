@@ -27,8 +27,8 @@ pub enum Replies {
     Followed,
     /// Every reply by a followed user.
     All,
-    /// No reply through its author (a followed user's repost of one still
-    /// shows).
+    /// No reply through its author but replies to the reader (Mastodon's
+    /// lists' "no replies"); a followed user's repost of one still shows.
     None,
 }
 
@@ -58,7 +58,7 @@ impl Replies {
     pub fn decide(self, reader: UserId, parent: Option<UserId>, follows_parent: bool) -> bool {
         match (self, parent) {
             (_, None) | (Replies::All, _) => true,
-            (Replies::None, Some(_)) => false,
+            (Replies::None, Some(y)) => y == reader,
             (Replies::Followed, Some(y)) => y == reader || follows_parent,
         }
     }
@@ -266,7 +266,11 @@ mod tests {
             "a reply to the reader"
         );
         assert!(Replies::All.decide(u, Some(y), false));
-        assert!(!Replies::None.decide(u, Some(u), true));
+        assert!(!Replies::None.decide(u, Some(y), true));
+        assert!(
+            Replies::None.decide(u, Some(u), false),
+            "a reply to the reader"
+        );
         assert_eq!(Replies::parse("some"), None);
     }
 }
