@@ -543,11 +543,6 @@ impl Snapshot<'_> {
     pub fn heads(&self) -> Option<(&Heads, u64)> {
         Some((&self.store.heads, self.heads_epoch?))
     }
-
-    /// Whether this view may hold a key of `cf` ([`Store::may_hold`]).
-    pub fn may_hold(&self, cf: Cf) -> bool {
-        self.store.may_hold(cf)
-    }
 }
 
 impl Kv for Snapshot<'_> {

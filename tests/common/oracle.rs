@@ -370,26 +370,6 @@ impl Oracle {
         self.counted(u, b).is_some()
     }
 
-    /// The author of the post `(a, p)` replies to, if it is a reply.
-    pub fn parent_of(&self, (a, p): (u64, u64)) -> Option<u64> {
-        self.addressed
-            .get(&(a, p))
-            .and_then(|(to, _)| *to)
-            .map(|(y, _)| y)
-    }
-
-    /// Whether `(a, p)` shows through its own author in `u`'s timeline by
-    /// the replies rule `replies`: a post that is no reply always; a reply
-    /// to a post of Y with `followed` when `u` is Y or follows Y, with
-    /// `all` always, with `none` when `u` is Y.
-    pub fn reply_shows(&self, u: u64, post: (u64, u64), replies: Replies) -> bool {
-        match (self.parent_of(post), replies) {
-            (None, _) | (_, Replies::All) => true,
-            (Some(y), Replies::None) => y == u,
-            (Some(y), Replies::Followed) => y == u || self.follows(u, y),
-        }
-    }
-
     /// The clock of `u`'s partition: the greatest time of the events of
     /// every actor the partition owns.
     fn clock(&self, u: u64) -> u64 {
@@ -526,9 +506,8 @@ impl Oracle {
         v.into_iter().map(|(_, _, item)| item).collect()
     }
 
-    /// `u`'s home timeline in the default mode, as (post_id, author, ts) of
-    /// each entry: with no repost in the log, every live post of every
-    /// current followee, ordered by ts desc, post_id desc, author desc.
+    /// `u`'s home timeline in the default modes, as (post_id, author, ts) of
+    /// each entry, ordered by ts desc, post_id desc, author desc.
     pub fn timeline(&self, u: u64) -> Vec<(u64, u64, u64)> {
         self.timeline_entries(u, Mode::Newest)
             .iter()
@@ -539,8 +518,7 @@ impl Oracle {
             .collect()
     }
 
-    /// `u`'s home timeline in `mode`, each entry as the API answers it
-    /// (replies by the default rule).
+    /// `u`'s home timeline in `mode` (the default replies rule), as the API answers it.
     pub fn timeline_entries(&self, u: u64, mode: Mode) -> Vec<Value> {
         self.timeline_entries_in(u, mode, Replies::Followed)
     }

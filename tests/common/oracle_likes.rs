@@ -2,11 +2,32 @@
 //! "Replies and mentions").
 
 use super::{Id, Kind, Oracle, MAX_REPOST_HOPS};
+use feedlog::api::query::Replies;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 impl Oracle {
+    /// The author of the post `(a, p)` replies to, if it is a reply.
+    pub fn parent_of(&self, (a, p): (u64, u64)) -> Option<u64> {
+        self.addressed
+            .get(&(a, p))
+            .and_then(|(to, _)| *to)
+            .map(|(y, _)| y)
+    }
+
+    /// Whether `(a, p)` shows through its own author in `u`'s timeline by
+    /// the replies rule `replies`: a post that is no reply always; a reply
+    /// to a post of Y with `followed` when `u` is Y or follows Y, with
+    /// `all` always, with `none` when `u` is Y.
+    pub fn reply_shows(&self, u: u64, post: (u64, u64), replies: Replies) -> bool {
+        match (self.parent_of(post), replies) {
+            (None, _) | (_, Replies::All) => true,
+            (Some(y), Replies::None) => y == u,
+            (Some(y), Replies::Followed) => y == u || self.follows(u, y),
+        }
+    }
+
     /// Whether `(a, p)` is a live original post.
     pub(super) fn live_original(&self, (a, p): (u64, u64)) -> Option<u64> {
         match self.ids.get(&(a, p)) {

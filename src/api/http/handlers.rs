@@ -92,17 +92,7 @@ pub(super) async fn timeline(
     };
     let linked = |mut resp: Response, next: Option<&str>, prev: Option<&str>| {
         link(&mut resp, route, user, mode, l, (next, prev));
-        // An explained page's links read explained pages; a page without
-        // counts, pages without counts.
-        if modes.replies != Replies::Followed {
-            carry(&mut resp, &format!("&replies={}", modes.replies.as_str()));
-        }
-        if explain {
-            carry(&mut resp, "&explain=1");
-        }
-        if !counts {
-            carry(&mut resp, "&counts=0");
-        }
+        carry_asked(&mut resp, modes.replies, explain, counts);
         link_as_of(&mut resp, as_of);
         resp
     };
@@ -232,6 +222,20 @@ pub(super) async fn posts(
     }
     link_as_of(&mut resp, as_of);
     Ok(resp)
+}
+
+/// A timeline page's links read pages asked the same way: with its
+/// replies rule, explained when it is, without counts when it is.
+fn carry_asked(resp: &mut Response, replies: Replies, explain: bool, counts: bool) {
+    if replies != Replies::Followed {
+        carry(resp, &format!("&replies={}", replies.as_str()));
+    }
+    if explain {
+        carry(resp, "&explain=1");
+    }
+    if !counts {
+        carry(resp, "&counts=0");
+    }
 }
 
 /// Puts `param` (`&k=v`) in the `Link` header's pages, before their

@@ -2,7 +2,7 @@
 //! and by each commit that writes them, so that a read of a partition with
 //! no repost, no reply or no filter at all skips looking.
 
-use super::{Store, StoreError};
+use super::{Snapshot, Store, StoreError};
 use crate::core::kv::Cf;
 use std::sync::atomic::Ordering;
 
@@ -35,5 +35,12 @@ impl Store {
             it.status().map_err(|e| self.rocks(e))?;
         }
         Ok(())
+    }
+}
+
+impl Snapshot<'_> {
+    /// Whether this view may hold a key of `cf` ([`Store::may_hold`]).
+    pub fn may_hold(&self, cf: Cf) -> bool {
+        self.store.may_hold(cf)
     }
 }
