@@ -4,7 +4,9 @@
 //!
 //! The Redis side replays the events in time order as that design's worker
 //! would, by mass insertion over one pipelined connection: a post is a
-//! `ZADD` into the author's outbox and into every follower's inbox, each
+//! `ZADD` into the author's outbox and into every follower's inbox (a
+//! reply: only those who also follow the author it replies to, or are
+//! them — Mastodon's home rule, decided when pushed), each
 //! inbox trimmed to the cap with `ZREMRANGEBYRANK` whenever it may hold
 //! more; a follow is an `SADD` to
 //! the followee's followers and one multi-member `ZADD` of the followee's

@@ -184,9 +184,23 @@ impl Worker {
                 out.key('o', author);
                 out.number(ts);
                 out.number(post);
+                // A reply reaches only the followers who also follow the
+                // author it replies to, or are them: the home rule of
+                // Mastodon, decided when pushed.
+                let parent = match e {
+                    Event::PostTo {
+                        reply_to: Some((y, _)),
+                        ..
+                    } => Some(y.0).filter(|&y| y != author),
+                    _ => None,
+                };
                 // Out of the map while `grown` borrows the worker.
                 let followers = self.followers.remove(&author).unwrap_or_default();
                 for &f in &followers {
+                    let also = |y| y == f || self.followers.get(&y).is_some_and(|s| s.contains(&f));
+                    if parent.is_some_and(|y| !also(y)) {
+                        continue;
+                    }
                     out.command(4);
                     out.bytes(b"ZADD");
                     out.key('i', f);

@@ -12,7 +12,7 @@
 
 use crate::effect::{Effect, Out, Step};
 use crate::event::UserId;
-use crate::keys::{self, PostRef, TimelineKey};
+use crate::keys::{self, EdgeVal, PostRef, TimelineKey};
 use crate::kv::{u64_at, Cf, Kv, KvError};
 use crate::partition::Partition;
 use crate::views;
@@ -112,6 +112,10 @@ pub fn parents_of(
         .collect()
 }
 
+fn bad_edge(k: &[u8]) -> KvError {
+    KvError::corrupt(Cf::Followees, k, "bad edge value")
+}
+
 /// The rule for one read of one reader's timeline, remembering what it
 /// looked up (pages keep meeting the same posts and parent authors). The
 /// default is [`Replies::Followed`], looked up.
@@ -148,10 +152,13 @@ impl Rule {
         self.any
     }
 
-    /// Looks up, in one batch, the parents of `posts` not known yet.
+    /// Looks up, in one batch, the parents of `posts` not known yet, and
+    /// in one more whether `user` follows those parents (the rule's
+    /// questions about a page's worth of posts in two reads).
     pub fn prefetch(
         &mut self,
         kv: &(impl Kv + ?Sized),
+        user: UserId,
         posts: impl IntoIterator<Item = PostRef>,
     ) -> Result<(), KvError> {
         if !self.any {
@@ -166,8 +173,33 @@ impl Rule {
         if ask.is_empty() {
             return Ok(());
         }
+        let mut parents = Vec::new();
         for (p, y) in ask.iter().zip(parents_of(kv, &ask)?) {
             self.parents.insert(*p, y);
+            parents.extend(y);
+        }
+        if self.replies != Replies::Followed {
+            return Ok(());
+        }
+        parents.sort_unstable();
+        parents.dedup();
+        parents.retain(|y| *y != user && !self.follows.contains_key(y));
+        if let Some(list) = kv.held_followees(user) {
+            for y in parents {
+                self.follows.insert(y, list.binary_search(&y).is_ok());
+            }
+            return Ok(());
+        }
+        let ks: Vec<Vec<u8>> = parents.iter().map(|y| keys::key([user.0, y.0])).collect();
+        for ((y, k), v) in parents
+            .iter()
+            .zip(&ks)
+            .zip(kv.get_many(Cf::Followees, &ks)?)
+        {
+            let edge = v
+                .map(|v| EdgeVal::decode(&v).ok_or_else(|| bad_edge(k)))
+                .transpose()?;
+            self.follows.insert(*y, edge.is_some_and(|e| e.live));
         }
         Ok(())
     }
@@ -218,7 +250,7 @@ impl Rule {
         if !self.any {
             return Ok(());
         }
-        self.prefetch(kv, keys.iter().map(|k| (k.author, k.post_id)))?;
+        self.prefetch(kv, user, keys.iter().map(|k| (k.author, k.post_id)))?;
         let mut err = None;
         keys.retain(|k| match self.shows(kv, user, (k.author, k.post_id)) {
             Ok(shows) => shows,

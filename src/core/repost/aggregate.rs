@@ -481,7 +481,7 @@ impl Entries {
         apps: &[TimelineKey],
     ) -> Result<(), KvError> {
         let posts = apps.iter().map(|k| (k.author, k.post_id));
-        self.memo.rule.prefetch(kv, posts)
+        self.memo.rule.prefetch(kv, self.user, posts)
     }
 
     /// No more appearances: the last time's entries go to `out`.
