@@ -331,6 +331,15 @@ impl Kv for HeadView<'_, '_> {
         Ok(got)
     }
 
+    /// One batched read of the store for what a head never holds (the
+    /// replies rule's directory, follow edges); key by key otherwise.
+    fn get_many(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
+        match cf {
+            Cf::RepostDir | Cf::Users => keys.iter().map(|k| self.get(cf, k)).collect(),
+            _ => self.snap.get_many(cf, keys),
+        }
+    }
+
     fn scan<'b>(&'b self, cf: Cf, lo: &[u8], hi: Option<&[u8]>) -> Scan<'b> {
         if cf != Cf::Inbox || !self.in_inbox(lo, hi) {
             return self.snap.scan(cf, lo, hi);
