@@ -157,6 +157,16 @@ pub trait Kv {
         None
     }
 
+    /// What this view holds in memory of the replies directory for each
+    /// of `posts` (`Some(None)`: not a reply; `None`: not held, read it).
+    fn held_parents(&self, posts: &[keys::PostRef]) -> Vec<Option<Option<UserId>>> {
+        vec![None; posts.len()]
+    }
+
+    /// Keeps answers of the replies directory read through this view for
+    /// later reads, where it can.
+    fn keep_parents(&self, _answers: &[(keys::PostRef, Option<UserId>)]) {}
+
     /// Entries that start with `prefix`, from `lo` (which must start with
     /// `prefix` or sort before every key that does), ascending.
     fn scan_prefix_from<'a>(&'a self, cf: Cf, lo: &[u8], prefix: &[u8]) -> Scan<'a> {

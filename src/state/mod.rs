@@ -20,6 +20,7 @@ pub mod meta;
 mod options;
 pub mod pages;
 pub mod reads;
+pub mod replies;
 pub mod set;
 mod store;
 

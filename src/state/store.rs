@@ -7,6 +7,7 @@ use super::meta;
 use super::options::cf_options;
 pub use super::options::{Kept, StoreOptions};
 use super::pages::PageCache;
+use crate::core::event::UserId;
 use crate::core::gauges::{self, Gauges};
 use crate::core::keys;
 use crate::core::kv::{Cf, InRange, Kv, KvError, Scan, Writes};
@@ -33,6 +34,7 @@ pub struct Store {
     /// never sees two states.
     follow: Option<std::sync::RwLock<()>>,
     pages: PageCache,
+    replies: super::replies::ReplyCache,
     heads: Heads,
     /// Set once a read found a live repost in this store (a hint, never
     /// cleared: see [`Store::reposts_seen`]).
@@ -101,6 +103,7 @@ impl Store {
             write_opts,
             follow: None,
             pages: PageCache::new(opts.kept.per_store(partitions).pages),
+            replies: Default::default(),
             heads: Heads::new(opts.kept.per_store(partitions).heads),
             reposts_seen: Default::default(),
             marked: Default::default(),
@@ -201,6 +204,7 @@ impl Store {
             write_opts: WriteOptions::default(),
             follow,
             pages: PageCache::new(kept.pages),
+            replies: Default::default(),
             heads: Heads::new(kept.heads),
             reposts_seen: Default::default(),
             marked: Default::default(),
@@ -364,9 +368,13 @@ impl Store {
             }
         }
         let _landing = self.pages.landing(writes, raw.pages_touched);
-        let heads = self.heads.landing(writes, raw.pages_touched);
+        let (heads, replies) = (
+            self.heads.landing(writes, raw.pages_touched),
+            self.replies.landing(writes),
+        );
         let written = self.write(batch);
         heads.close(written.is_ok());
+        replies.close(written.is_ok());
         written
     }
 
@@ -406,6 +414,7 @@ impl Store {
         match &self.follow {
             Some(lock) => Snapshot {
                 heads_epoch: None,
+                replies_epoch: None,
                 store: self,
                 snap: None,
                 _frozen: Some(lock.read().unwrap_or_else(PoisonError::into_inner)),
@@ -413,6 +422,7 @@ impl Store {
             None => Snapshot {
                 // Before the snapshot: heads at this epoch agree with it.
                 heads_epoch: self.heads.epoch(),
+                replies_epoch: self.replies.epoch(),
                 store: self,
                 snap: Some(self.db.snapshot()),
                 _frozen: None,
@@ -484,54 +494,13 @@ impl Kv for Store {
     }
 }
 
-/// Raw operations added to a commit beside the batch's writes.
-pub struct Batch<'s> {
-    store: &'s Store,
-    batch: &'s mut WriteBatch,
-    /// A raw write may change a timeline page or an outbox the pull path
-    /// reads: the commit drops every page and head.
-    pages_touched: bool,
-    /// Raw writes to each of [`MARKED`].
-    marked: [bool; MARKED.len()],
-}
-
-impl Batch<'_> {
-    /// Puts a raw value.
-    pub fn put(&mut self, cf: Cf, key: &[u8], value: &[u8]) {
-        self.touch(cf);
-        self.batch.put_cf(self.store.cf(cf), key, value);
-    }
-
-    /// Deletes every key in `[from, to)`.
-    pub fn delete_range(&mut self, cf: Cf, from: &[u8], to: &[u8]) {
-        self.touch(cf);
-        self.batch.delete_range_cf(self.store.cf(cf), from, to);
-    }
-
-    fn touch(&mut self, cf: Cf) {
-        for (m, &c) in self.marked.iter_mut().zip(&MARKED) {
-            *m |= c == cf;
-        }
-        self.pages_touched |= matches!(
-            cf,
-            Cf::Inbox
-                | Cf::InboxReposts
-                | Cf::Users
-                | Cf::Followees
-                | Cf::Copies
-                | Cf::Pulls
-                | Cf::RepostDir
-                | Cf::Filters
-                | Cf::Outbox
-        );
-    }
-}
-
 /// A read view of one store at one instant.
 pub struct Snapshot<'a> {
     store: &'a Store,
     /// The heads' epoch the view was taken at (`None`: none agrees).
     heads_epoch: Option<u64>,
+    /// The kept replies' epoch the view was taken at (`None`: keep none).
+    replies_epoch: Option<u64>,
     snap: Option<SnapshotWithThreadMode<'a, DB>>,
     /// On a secondary: holds catch-ups off while the view lives.
     _frozen: Option<std::sync::RwLockReadGuard<'a, ()>>,
@@ -546,6 +515,14 @@ impl Snapshot<'_> {
 }
 
 impl Kv for Snapshot<'_> {
+    fn held_parents(&self, posts: &[keys::PostRef]) -> Vec<Option<Option<UserId>>> {
+        Snapshot::held_parents(self, posts)
+    }
+
+    fn keep_parents(&self, answers: &[(keys::PostRef, Option<UserId>)]) {
+        Snapshot::keep_parents(self, answers)
+    }
+
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
         let got = match &self.snap {
             Some(s) => s.get_cf(self.store.cf(cf), key),
@@ -587,12 +564,14 @@ impl Kv for Snapshot<'_> {
     }
 }
 
+mod batch;
 mod error;
 mod iter;
 mod marks;
 mod properties;
 mod upgrade;
 
+pub use batch::Batch;
 pub use error::StoreError;
 
 #[cfg(test)]

@@ -173,10 +173,26 @@ impl Rule {
         if ask.is_empty() {
             return Ok(());
         }
+        // What the view holds in memory, then one read of the rest.
         let mut parents = Vec::new();
-        for (p, y) in ask.iter().zip(parents_of(kv, &ask)?) {
-            self.parents.insert(*p, y);
-            parents.extend(y);
+        let mut read = Vec::new();
+        for (p, held) in ask.iter().zip(kv.held_parents(&ask)) {
+            match held {
+                Some(y) => {
+                    self.parents.insert(*p, y);
+                    parents.extend(y);
+                }
+                None => read.push(*p),
+            }
+        }
+        if !read.is_empty() {
+            let answers: Vec<(PostRef, Option<UserId>)> =
+                read.iter().copied().zip(parents_of(kv, &read)?).collect();
+            kv.keep_parents(&answers);
+            for (p, y) in answers {
+                self.parents.insert(p, y);
+                parents.extend(y);
+            }
         }
         if self.replies != Replies::Followed {
             return Ok(());
@@ -216,7 +232,14 @@ impl Rule {
         if let Some(&y) = self.parents.get(&post) {
             return Ok(y);
         }
-        let y = parents_of(kv, &[post])?[0];
+        let y = match kv.held_parents(&[post])[0] {
+            Some(y) => y,
+            None => {
+                let y = parents_of(kv, &[post])?[0];
+                kv.keep_parents(&[(post, y)]);
+                y
+            }
+        };
         self.parents.insert(post, y);
         Ok(y)
     }

@@ -3,6 +3,8 @@
 //! no repost, no reply or no filter at all skips looking.
 
 use super::{Snapshot, Store, StoreError};
+use crate::core::event::UserId;
+use crate::core::keys::PostRef;
 use crate::core::kv::Cf;
 use std::sync::atomic::Ordering;
 
@@ -42,5 +44,21 @@ impl Snapshot<'_> {
     /// Whether this view may hold a key of `cf` ([`Store::may_hold`]).
     pub fn may_hold(&self, cf: Cf) -> bool {
         self.store.may_hold(cf)
+    }
+
+    /// [`crate::core::kv::Kv::held_parents`]: the answers kept beside the
+    /// store (`state/replies.rs`); none on a secondary.
+    pub(super) fn held_parents(&self, posts: &[PostRef]) -> Vec<Option<Option<UserId>>> {
+        match self.replies_epoch {
+            Some(_) => self.store.replies.get(posts),
+            None => vec![None; posts.len()],
+        }
+    }
+
+    /// [`crate::core::kv::Kv::keep_parents`], at the view's epoch.
+    pub(super) fn keep_parents(&self, answers: &[(PostRef, Option<UserId>)]) {
+        if let Some(epoch) = self.replies_epoch {
+            self.store.replies.keep(epoch, answers);
+        }
     }
 }
