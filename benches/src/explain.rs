@@ -7,18 +7,15 @@
 
 use crate::common::Cleanup;
 use crate::filters::{events, processed, reader, AUTHORS, READERS};
-use crate::http::{paths_script, which, with_wrk, Load};
+use crate::http::{paths_script, with_wrk, Load};
 use crate::say::say;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use feedlog::api::query::Reader;
 use feedlog::state::Kept;
 
 /// The measurements, as the module says.
 pub fn explain(partitions: u32, threads: usize, connections: usize, secs: u64) -> Result<()> {
-    let wrk = which("wrk").context(
-        "the load generator `wrk` is not installed (Debian/Ubuntu: apt-get install wrk; \
-         scripts/setup.sh --bench installs it)",
-    )?;
+    let wrk = crate::http::need_wrk()?;
     let tmp = std::env::temp_dir().join(format!("feedlog-bench-explain-{}", std::process::id()));
     let _cleanup = Cleanup(tmp.clone());
     say!("setup: the state of `feedlog-bench filters` ({partitions} partitions)");

@@ -8,9 +8,9 @@
 //! longer holds it (their pages complete from the followees' outboxes).
 
 use crate::common::{run_until_idle, Cleanup};
-use crate::http::{paths_script, through_http, which, with_wrk, Load};
+use crate::http::{paths_script, through_http, with_wrk, Load};
 use crate::say::say;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use feedlog::api::query::Reader;
 use feedlog::core::codec::Format;
 use feedlog::core::event::{Event, FilterChange, PostId, Ts, UserId};
@@ -104,10 +104,7 @@ pub(super) fn processed(
 
 /// Both paths, as the module says.
 pub fn filters(partitions: u32, threads: usize, connections: usize, secs: u64) -> Result<()> {
-    let wrk = which("wrk").context(
-        "the load generator `wrk` is not installed (Debian/Ubuntu: apt-get install wrk; \
-         scripts/setup.sh --bench installs it)",
-    )?;
+    let wrk = crate::http::need_wrk()?;
     let tmp = std::env::temp_dir().join(format!("feedlog-bench-filters-{}", std::process::id()));
     let _cleanup = Cleanup(tmp.clone());
     say!(

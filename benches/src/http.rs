@@ -119,10 +119,7 @@ pub fn http(data: &std::path::Path, threads: usize, connections: usize, secs: u6
             data.display()
         )
     })?;
-    let wrk = which("wrk").context(
-        "the load generator `wrk` is not installed (Debian/Ubuntu: apt-get install wrk; \
-         scripts/setup.sh --bench installs it)",
-    )?;
+    let wrk = need_wrk()?;
     let reader = Reader::open(&dir)?;
     let users = readers(&reader)?;
     anyhow::ensure!(
@@ -185,6 +182,14 @@ pub(super) fn readers_sample(mut users: Vec<u64>) -> Vec<u64> {
     }
     users.truncate(20_000);
     users
+}
+
+/// The load generator `wrk`, or an error saying how to install it.
+pub(super) fn need_wrk() -> Result<std::path::PathBuf> {
+    which("wrk").context(
+        "the load generator `wrk` is not installed (Debian/Ubuntu: apt-get install wrk; \
+         scripts/setup.sh --bench installs it)",
+    )
 }
 
 /// Serves `reader` on loopback and loads it with `wrk`: first pages of 20

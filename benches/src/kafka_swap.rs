@@ -6,7 +6,7 @@
 //! forwarded to generation 1) and from generation 1 directly.
 
 use crate::common::Cleanup;
-use crate::http::{paths_script, readers_sample, which, wrk_at, wrk_field, wrk_ms};
+use crate::http::{paths_script, readers_sample, wrk_at, wrk_field, wrk_ms};
 use crate::procs::{feedlog, free_addr, workload, Procs, Workload};
 use crate::say::say;
 use anyhow::{bail, Context, Result};
@@ -87,10 +87,7 @@ pub fn kafka_swap(
     data: &std::path::Path,
     load: &SwapLoad,
 ) -> Result<()> {
-    let wrk = which("wrk").context(
-        "the load generator `wrk` is not installed (Debian/Ubuntu: apt-get install wrk; \
-         scripts/setup.sh --bench installs it)",
-    )?;
+    let wrk = crate::http::need_wrk()?;
     let w = workload(base, data, "swap")?;
     let g0 = w.deployment("live")?;
     let g1 = g0.generation(Generation(1));

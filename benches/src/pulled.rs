@@ -3,9 +3,9 @@
 //! copies), each against the readers who follow none, in one run.
 
 use crate::common::{run_until_idle, Cleanup};
-use crate::http::{through_http, which, Load};
+use crate::http::{through_http, Load};
 use crate::say::say;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use feedlog::api::query::Reader;
 use feedlog::core::codec::Format;
 use feedlog::core::event::{Event, PostId, Ts, UserId};
@@ -70,10 +70,7 @@ fn events() -> Vec<Event> {
 /// Pages/s and p99 of each group's first pages through HTTP, with the page
 /// cache and without.
 pub fn pulled(partitions: u32, threads: usize, connections: usize, secs: u64) -> Result<()> {
-    let wrk = which("wrk").context(
-        "the load generator `wrk` is not installed (Debian/Ubuntu: apt-get install wrk; \
-         scripts/setup.sh --bench installs it)",
-    )?;
+    let wrk = crate::http::need_wrk()?;
     let tmp = std::env::temp_dir().join(format!("feedlog-bench-pulled-{}", std::process::id()));
     let _cleanup = Cleanup(tmp.clone());
     let dir = DataDir::create_or_open(&tmp.join("data"), Some(partitions))?;

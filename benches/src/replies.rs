@@ -12,9 +12,9 @@
 
 use crate::common::Cleanup;
 use crate::filters::processed;
-use crate::http::{paths_script, through_http, which, with_wrk, Load};
+use crate::http::{paths_script, through_http, with_wrk, Load};
 use crate::say::say;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use feedlog::api::query::Reader;
 use feedlog::core::event::{Event, PostId, Ts, UserId};
 use feedlog::state::Kept;
@@ -83,10 +83,7 @@ fn events(replies: bool) -> Vec<Event> {
 
 /// The measurements, as the module says.
 pub fn replies(partitions: u32, threads: usize, connections: usize, secs: u64) -> Result<()> {
-    let wrk = which("wrk").context(
-        "the load generator `wrk` is not installed (Debian/Ubuntu: apt-get install wrk; \
-         scripts/setup.sh --bench installs it)",
-    )?;
+    let wrk = crate::http::need_wrk()?;
     let tmp = std::env::temp_dir().join(format!("feedlog-bench-replies-{}", std::process::id()));
     let _cleanup = Cleanup(tmp.clone());
     say!(
