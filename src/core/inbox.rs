@@ -13,9 +13,10 @@ use crate::views;
 
 /// The original an entry reposts, looked up in the directory at most once
 /// however many inboxes take the entry, and only for a reader who keeps
-/// sources ([`crate::keys::UserVal::whole`]).
+/// sources ([`crate::keys::UserVal::whole`]); and the author of the post
+/// it replies to, looked up once, which its inbox rows hold.
 #[derive(Default)]
-pub(super) struct Root(Option<Option<(PostRef, Ts)>>);
+pub(super) struct Root(Option<Option<(PostRef, Ts)>>, Option<Option<UserId>>);
 
 impl Root {
     /// What `k` files under in a reader's sources: its original, with the
@@ -37,6 +38,23 @@ impl Root {
         self.0 = Some(root);
         Ok(root)
     }
+
+    /// The author of the post `k`'s entry replies to (`None`: not a reply,
+    /// or a repost's own appearance), from this partition's directory of
+    /// replies, which holds a reply before any delivery of it arrives
+    /// ([`crate::reply::rule::announce`]).
+    pub(super) fn parent<K: Kv + ?Sized>(
+        &mut self,
+        t: &Txn<'_, K>,
+        k: &TimelineKey,
+    ) -> Result<Option<UserId>, KvError> {
+        if let Some(parent) = self.1 {
+            return Ok(parent);
+        }
+        let parent = crate::reply::rule::parent_in(t, (k.author, k.post_id))?;
+        self.1 = Some(parent);
+        Ok(parent)
+    }
 }
 
 /// Adds an entry to `user`'s inbox unless it is already there or lies past
@@ -54,8 +72,9 @@ pub(super) fn insert_inbox<K: Kv + ?Sized>(
     }
     // No read of the key first: a put is idempotent, and `inbox_len` may
     // over-count a duplicate until the next trim recounts it.
+    let parent = root.parent(s.t, k)?;
     let root = root.of(s.t, k, u.whole())?;
-    s.t.add_inbox(user, k, root)?;
+    s.t.add_inbox(user, k, root, parent)?;
     u.inbox_len += 1;
     s.applied.delivered += 1;
     s.applied.changed = true;
@@ -177,8 +196,11 @@ pub(super) fn backfill<K: Kv + ?Sized>(
         s.applied.removed += gone;
         s.applied.changed = true;
     }
-    for &post in posts {
-        insert_inbox(s, (follower, &key(post)), &mut Root::default())?;
+    // Which of the posts are replies, in one batched read.
+    let refs: Vec<PostRef> = posts.iter().map(|&(_, p)| (author, p)).collect();
+    let parents = crate::reply::rule::parents_of(s.t, &refs)?;
+    for (&post, parent) in posts.iter().zip(parents) {
+        insert_inbox(s, (follower, &key(post)), &mut Root(None, Some(parent)))?;
     }
     if let (true, Some(&oldest)) = (truncated, posts.last()) {
         lower_horizon(s.t, follower, key(oldest))?;

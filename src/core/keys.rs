@@ -120,6 +120,24 @@ pub fn inbox(user: UserId, k: &TimelineKey) -> Vec<u8> {
     v
 }
 
+/// An `inbox` row's value: empty, or the author of the post the entry
+/// replies to (8 bytes) — so a page applies the replies rule to the rows
+/// it reads without a lookup. A repost's own appearance is never a reply.
+pub fn inbox_value(parent: Option<UserId>) -> Vec<u8> {
+    parent.map_or_else(Vec::new, |y| y.0.to_be_bytes().to_vec())
+}
+
+/// What an `inbox` row's value says of its entry: `Some(None)`, no reply;
+/// `Some(Some(y))`, a reply to a post of `y`; `None`, a value of another
+/// layout.
+pub fn inbox_parent(v: &[u8]) -> Option<Option<UserId>> {
+    match v.len() {
+        0 => Some(None),
+        8 => Some(Some(UserId(u64::from_be_bytes(v.try_into().ok()?)))),
+        _ => None,
+    }
+}
+
 /// `inbox_reposts`: `user | a | p | !ts | !repost | !reposter`, one per
 /// repost of original `(a, p)` among `user`'s inbox entries (`k`: the
 /// repost's appearance), so a reader's sources of one post are one short

@@ -421,6 +421,31 @@ impl<K: Kv + ?Sized> Kv for Txn<'_, K> {
         }
     }
 
+    /// The values at `keys` as they will be after this batch: the staged
+    /// ones, the rest in one batched read of the base.
+    fn get_many(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
+        let (mut out, mut ask, mut at) = (vec![None; keys.len()], Vec::new(), Vec::new());
+        for (i, k) in keys.iter().enumerate() {
+            if let Some(u) = self.staged_user(cf, k) {
+                out[i] = Some(u.encode());
+                continue;
+            }
+            match self.writes.0[cf.index()].get(k.as_slice()) {
+                Some(v) => out[i] = v.clone(),
+                None => {
+                    ask.push(k.clone());
+                    at.push(i);
+                }
+            }
+        }
+        if !ask.is_empty() {
+            for (i, v) in at.into_iter().zip(self.base.get_many(cf, &ask)?) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+
     /// Keys in `[lo, hi)` as they will be after this batch, ascending: the
     /// staged writes merged into the base's keys as they are lent.
     fn for_each_key(

@@ -369,14 +369,16 @@ impl<K: Kv + ?Sized> Txn<'_, K> {
     /// (see [`Txn::inbox_of_author`]); with `root` (the original it
     /// reposts and the original's time, for a reader who keeps sources:
     /// [`UserVal::whole`]) it enters the reader's sources of that post,
-    /// valued the original's time.
+    /// valued the original's time. The row's value is `parent`: the author
+    /// of the post the entry replies to ([`keys::inbox_value`]).
     pub fn add_inbox(
         &mut self,
         user: UserId,
         k: &TimelineKey,
         root: Option<(PostRef, Ts)>,
+        parent: Option<UserId>,
     ) -> Result<(), KvError> {
-        self.put(Cf::Inbox, keys::inbox(user, k), Vec::new());
+        self.put(Cf::Inbox, keys::inbox(user, k), keys::inbox_value(parent));
         let marker = keys::inbox_author(user, k.author);
         if !self.contains(Cf::InboxAuthors, &marker)? {
             self.put(Cf::InboxAuthors, marker, Vec::new());

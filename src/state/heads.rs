@@ -45,8 +45,11 @@
 pub mod followees;
 pub mod outbox;
 pub mod reposters;
+mod rows;
 pub mod view;
 pub mod warm;
+
+pub use rows::Rows;
 
 use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -64,7 +67,7 @@ const HEAD_OVERHEAD: usize = 64 + std::mem::size_of::<UserVal>();
 
 /// Bytes counted for `rows` on top of what holds them.
 fn rows_bytes(rows: &Rows) -> usize {
-    rows.rows.capacity() * std::mem::size_of::<TimelineKey>()
+    rows.bytes()
 }
 
 /// Shards of the heads, each behind its own lock: a commit applies its
@@ -98,62 +101,6 @@ struct Shard {
     outboxes: FxHashMap<u64, outbox::Outbox>,
     /// Reposters' entries of the directory ([`reposters`]).
     reposters: FxHashMap<u64, reposters::Reposter>,
-}
-
-/// The first rows of an inbox or an outbox, in key order (newest first).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rows {
-    /// The rows, at most [`HEAD_ROWS`].
-    pub rows: Vec<TimelineKey>,
-    /// Whether `rows` are every row.
-    pub all: bool,
-}
-
-impl Rows {
-    /// The first `rows` (`all`: every one), cut to [`HEAD_ROWS`].
-    pub fn new(mut rows: Vec<TimelineKey>, all: bool) -> Rows {
-        let all = all && rows.len() <= HEAD_ROWS;
-        rows.truncate(HEAD_ROWS);
-        Rows { rows, all }
-    }
-
-    /// Up to `want` rows after `after` (`None`: from the first), when
-    /// these rows know them: `want` rows, or fewer when they are the last.
-    pub fn after(&self, after: Option<TimelineKey>, want: usize) -> Option<&[TimelineKey]> {
-        let from = match after {
-            None => 0,
-            Some(a) => match self.rows.binary_search(&a) {
-                Ok(i) => i + 1,
-                Err(i) => i,
-            },
-        };
-        let end = from.saturating_add(want).min(self.rows.len());
-        let rows = &self.rows[from.min(end)..end];
-        (rows.len() == want || self.all).then_some(rows)
-    }
-
-    /// Applies a write of row `k` (`true`: put); `false` when the rows
-    /// can no longer follow the store.
-    fn apply_row(&mut self, k: TimelineKey, put: bool) -> bool {
-        match (self.rows.binary_search(&k), put) {
-            (Ok(_), true) => {}
-            (Ok(i), false) => {
-                self.rows.remove(i);
-            }
-            // Below the last row held, and rows follow: not held.
-            (Err(i), true) if i == self.rows.len() && !self.all => {}
-            (Err(i), true) => {
-                self.rows.insert(i, k);
-                if self.rows.len() > HEAD_ROWS {
-                    self.rows.pop();
-                    self.all = false;
-                }
-            }
-            (Err(_), false) => {}
-        }
-        // Rows that follow but none held: nothing left to answer from.
-        self.all || !self.rows.is_empty()
-    }
 }
 
 /// One reader's newest inbox rows and user record, in one committed state.
@@ -508,7 +455,7 @@ impl Shard {
                         .then(|| TimelineKey::decode(&k[8..]))
                         .flatten();
                     let before = head.bytes();
-                    let kept = row.is_some_and(|row| head.inbox.apply_row(row, v.is_some()));
+                    let kept = row.is_some_and(|row| head.inbox.apply_row(row, v));
                     self.bytes = self.bytes + head.bytes() - before;
                     if !kept {
                         lost.push(user);

@@ -6,7 +6,7 @@ use super::{
     check_limit, check_user, Modes, Page, PostItem, QueryError, Reader, Replies, RepostMode,
 };
 use crate::core::event::UserId;
-use crate::core::kv::Kv;
+use crate::core::kv::{Kv, KvError};
 use crate::core::views;
 use crate::state::{Cf, Snapshot, Store};
 
@@ -242,7 +242,7 @@ impl Reader {
         // start, until compaction drops them.
         if u.read_horizon() == Some(TOP) {
             // The head says so next time: no inbox row, not all of them.
-            head::keep(store, epoch, user, (&[], false), u);
+            head::keep(store, epoch, user, (&[], false), (u, Vec::new()));
             return Ok(None);
         }
         // A reader with blocks or mutes, or any repost in the partition:
@@ -258,9 +258,10 @@ impl Reader {
         // `want` of them show by the replies rule (`rows`: every one read).
         let mut rule = Rule::new(Replies::Followed, store.may_hold(Cf::ReplyDir));
         let (mut rows, mut page) = (Vec::with_capacity(want), Vec::with_capacity(want));
+        let mut replies = Vec::new();
         let mut from = after;
         loop {
-            let read = inbox_rows(&snap, user, from, want)?;
+            let read = inbox_rows(&snap, user, from, want, &mut (&mut rule, &mut replies))?;
             let (n, mut shown) = (read.len(), read.clone());
             from = read.last().copied().or(from);
             rows.extend(read);
@@ -280,7 +281,7 @@ impl Reader {
                 // Every row read (all of them when the page is short), up
                 // to the head's size: a page from the head applies the
                 // rule again.
-                head::keep(store, epoch, user, (&rows, page.len() < want), u);
+                head::keep(store, epoch, user, (&rows, page.len() < want), (u, replies));
             }
             let whole = page.len() == want || u.horizon.is_none();
             return Ok(whole.then(|| timeline_page(user, mode, limit, plain(page))));
@@ -345,20 +346,36 @@ impl Reader {
     }
 }
 
-/// Up to `want` rows of `user`'s inbox past `after`, in order.
+/// Up to `want` rows of `user`'s inbox past `after`, in order; what each
+/// row's value says of its post goes to `rule`, and the replies among
+/// them to `replies` (with their parents, for the reader's head).
 fn inbox_rows(
     snap: &Snapshot<'_>,
     user: UserId,
     after: Option<TimelineKey>,
     want: usize,
+    (rule, replies): &mut (&mut Rule, &mut Vec<(TimelineKey, UserId)>),
 ) -> Result<Vec<TimelineKey>, QueryError> {
     let prefix = keys::key([user.0]);
     let lo = after.map_or_else(|| prefix.clone(), |a| keys::inbox(user, &a));
     let (mut rows, mut bad) = (Vec::with_capacity(want), None);
     let range = [(lo, prefix)];
-    snap.for_each_in_ranges(Cf::Inbox, &range, &mut |_, k, _| {
+    snap.for_each_in_ranges(Cf::Inbox, &range, &mut |_, k, v| {
         match crate::core::kv::timeline_key_at(Cf::Inbox, k, 8) {
-            Ok(entry) if Some(entry) != after => rows.push(entry),
+            Ok(entry) if Some(entry) != after => match keys::inbox_parent(v) {
+                Some(parent) => {
+                    rows.push(entry);
+                    rule.know((entry.author, entry.post_id), parent);
+                    replies.extend(parent.map(|y| (entry, y)));
+                }
+                None => {
+                    bad = Some(KvError::corrupt(
+                        Cf::Inbox,
+                        k,
+                        "an inbox value of another layout",
+                    ))
+                }
+            },
             Ok(_) => {}
             Err(e) => bad = Some(e),
         }

@@ -102,14 +102,23 @@ pub fn parents_of(
 ) -> Result<Vec<Option<UserId>>, KvError> {
     let ks: Vec<Vec<u8>> = posts.iter().map(|&p| keys::reply_dir(p)).collect();
     let vs = kv.get_many(Cf::ReplyDir, &ks)?;
-    ks.iter()
-        .zip(vs)
-        .map(|(k, v)| match v {
-            None => Ok(None),
-            Some(v) if v.len() == 8 => u64_at(Cf::ReplyDir, k, &v, 0).map(|y| Some(UserId(y))),
-            Some(_) => Err(KvError::corrupt(Cf::ReplyDir, k, "expected 8 bytes")),
-        })
-        .collect()
+    ks.iter().zip(vs).map(|(k, v)| dir_parent(k, v)).collect()
+}
+
+/// What the directory's value `v` at `k` says: the parent author, or none.
+fn dir_parent(k: &[u8], v: Option<Vec<u8>>) -> Result<Option<UserId>, KvError> {
+    match v {
+        None => Ok(None),
+        Some(v) if v.len() == 8 => u64_at(Cf::ReplyDir, k, &v, 0).map(|y| Some(UserId(y))),
+        Some(_) => Err(KvError::corrupt(Cf::ReplyDir, k, "expected 8 bytes")),
+    }
+}
+
+/// The author of the post `post` replies to, from this partition's
+/// directory (a point read; `None`: not a reply).
+pub fn parent_in(kv: &(impl Kv + ?Sized), post: PostRef) -> Result<Option<UserId>, KvError> {
+    let k = keys::reply_dir(post);
+    dir_parent(&k, kv.get(Cf::ReplyDir, &k)?)
 }
 
 fn bad_edge(k: &[u8]) -> KvError {
@@ -126,6 +135,8 @@ pub struct Rule {
     any: bool,
     parents: HashMap<PostRef, Option<UserId>>,
     follows: HashMap<UserId, bool>,
+    /// The reader's live followees, when the caller holds them.
+    followees: Option<Vec<UserId>>,
 }
 
 impl Default for Rule {
@@ -143,7 +154,38 @@ impl Rule {
             any: any && replies != Replies::All,
             parents: HashMap::new(),
             follows: HashMap::new(),
+            followees: None,
         }
+    }
+
+    /// Takes what an inbox row's value says of `post` (`parent`: the
+    /// author it replies to, or none): no lookup for it.
+    pub fn know(&mut self, post: PostRef, parent: Option<UserId>) {
+        if self.any {
+            self.parents.insert(post, parent);
+        }
+    }
+
+    /// Takes the reader's live followees (ascending), held in memory.
+    pub fn know_followees(&mut self, followees: Vec<UserId>) {
+        self.followees = Some(followees);
+    }
+
+    /// Whether deciding the appearances of `posts` for `user` needs a read:
+    /// a post whose parent is not known, or a parent the reader may follow
+    /// while their followees are not known.
+    pub fn needs_read(&self, user: UserId, posts: impl IntoIterator<Item = PostRef>) -> bool {
+        self.any
+            && posts.into_iter().any(|p| match self.parents.get(&p) {
+                None => true,
+                Some(None) => false,
+                Some(Some(y)) => {
+                    self.replies == Replies::Followed
+                        && *y != user
+                        && self.followees.is_none()
+                        && !self.follows.contains_key(y)
+                }
+            })
     }
 
     /// Whether anything is looked up: the partition may hold a reply and
@@ -164,19 +206,25 @@ impl Rule {
         if !self.any {
             return Ok(());
         }
-        let mut ask: Vec<PostRef> = posts
-            .into_iter()
-            .filter(|p| !self.parents.contains_key(p))
-            .collect();
+        // The parents known (from the rows' values or earlier reads) and
+        // the posts to ask about.
+        let (mut parents, mut ask) = (Vec::new(), Vec::new());
+        for p in posts {
+            match self.parents.get(&p) {
+                Some(y) => parents.extend(*y),
+                None => ask.push(p),
+            }
+        }
         ask.sort_unstable();
         ask.dedup();
-        if ask.is_empty() {
-            return Ok(());
-        }
         // What the view holds in memory, then one read of the rest.
-        let mut parents = Vec::new();
         let mut read = Vec::new();
-        for (p, held) in ask.iter().zip(kv.held_parents(&ask)) {
+        let held = if ask.is_empty() {
+            Vec::new()
+        } else {
+            kv.held_parents(&ask)
+        };
+        for (p, held) in ask.iter().zip(held) {
             match held {
                 Some(y) => {
                     self.parents.insert(*p, y);
@@ -200,7 +248,10 @@ impl Rule {
         parents.sort_unstable();
         parents.dedup();
         parents.retain(|y| *y != user && !self.follows.contains_key(y));
-        if let Some(list) = kv.held_followees(user) {
+        if parents.is_empty() {
+            return Ok(());
+        }
+        if let Some(list) = self.followees.clone().or_else(|| kv.held_followees(user)) {
             for y in parents {
                 self.follows.insert(y, list.binary_search(&y).is_ok());
             }
@@ -294,6 +345,14 @@ impl Rule {
     ) -> Result<bool, KvError> {
         match self.follows.get(&other) {
             Some(&f) => Ok(f),
+            None if self.followees.is_some() => {
+                let f = self
+                    .followees
+                    .as_ref()
+                    .is_some_and(|l| l.binary_search(&other).is_ok());
+                self.follows.insert(other, f);
+                Ok(f)
+            }
             None => {
                 let f = views::follows(kv, user, other)?;
                 self.follows.insert(other, f);

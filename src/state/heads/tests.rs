@@ -11,10 +11,25 @@ use proptest::prelude::*;
 
 /// Every inbox row of `user` in `store`, in key order.
 fn inbox(store: &Store, user: u64) -> Vec<TimelineKey> {
+    inbox_valued(store, user)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect()
+}
+
+/// Every inbox row of `user` in `store` with what its value says (the
+/// author its post replies to), in key order.
+fn inbox_valued(store: &Store, user: u64) -> Vec<(TimelineKey, Option<UserId>)> {
     let prefix = keys::key([user]);
     store
         .scan_prefix_from(Cf::Inbox, &prefix, &prefix)
-        .map(|r| TimelineKey::decode(&r.unwrap().0[8..]).unwrap())
+        .map(|r| {
+            let (k, v) = r.unwrap();
+            (
+                TimelineKey::decode(&k[8..]).unwrap(),
+                keys::inbox_parent(&v).unwrap(),
+            )
+        })
         .collect()
 }
 
@@ -28,12 +43,12 @@ fn row(ts: u8) -> TimelineKey {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
-    // Proves every head equals its user's first inbox rows and user record in the store after each commit (puts, deletes, pushed-out rows, re-reads between commits).
+    // Proves every head equals its user's first inbox rows, what their values say of replies, and the user record in the store after each commit (puts, deletes, pushed-out rows, re-reads between commits).
     #[test]
     fn heads_equal_the_store(
         batches in proptest::collection::vec(
             (
-                proptest::collection::vec((0u64..3, 0u8..80, any::<bool>()), 0..40),
+                proptest::collection::vec((0u64..3, 0u8..80, proptest::option::of(proptest::option::of(1u64..4))), 0..40),
                 proptest::option::of((0u64..3, 0u64..5)),
                 0u64..3,
                 1usize..30,
@@ -47,16 +62,19 @@ proptest! {
         for (rows, record, reread, take) in batches {
             // A head read from the store, as a page read keeps it.
             let epoch = store.heads().epoch().unwrap();
-            let all = inbox(&store, reread);
+            let all = inbox_valued(&store, reread);
             let u = crate::core::views::user(&store, UserId(reread)).unwrap();
-            let head = Head::new(all.iter().take(take).copied().collect(), take >= all.len(), u);
+            let mut head = Head::new(all.iter().take(take).map(|(k, _)| *k).collect(), take >= all.len(), u);
+            let replies = all.iter().filter_map(|&(k, y)| Some((k, y?)));
+            head.inbox = head.inbox.with_parents(replies);
             prop_assert!(store.heads().keep(epoch, reread, head, true));
             let mut txn = Txn::new(&store);
+            // A put with a value: empty, or a parent author.
             for (user, ts, put) in rows {
                 let k = keys::inbox(UserId(user), &row(ts));
                 match put {
-                    true => txn.put(Cf::Inbox, k, Vec::new()),
-                    false => txn.delete(Cf::Inbox, k),
+                    Some(parent) => txn.put(Cf::Inbox, k, keys::inbox_value(parent.map(UserId))),
+                    None => txn.delete(Cf::Inbox, k),
                 }
             }
             if let Some((user, posts)) = record {
@@ -72,6 +90,10 @@ proptest! {
                 prop_assert_eq!(&rows[..], &all[..rows.len().min(all.len())]);
                 if head.inbox.all {
                     prop_assert_eq!(rows, &all);
+                }
+                prop_assert!(head.inbox.parent_known());
+                for (k, parent) in inbox_valued(&store, user).into_iter().take(rows.len()) {
+                    prop_assert_eq!(head.inbox.parent(&k), Some(parent));
                 }
                 prop_assert_eq!(head.user, crate::core::views::user(&store, UserId(user)).unwrap());
             }

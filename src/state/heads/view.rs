@@ -21,7 +21,7 @@ mod directory;
 use super::reposters::Entries;
 use super::{shard_of, Head, Heads, Shard, HEAD_ROWS};
 use crate::core::event::UserId;
-use crate::core::keys::{self, TimelineKey, UserVal};
+use crate::core::keys::{self, PostRef, TimelineKey, UserVal};
 use crate::core::kv::{Cf, InRange, Kv, KvError, Scan};
 use crate::state::Snapshot;
 use rustc_hash::FxHashMap;
@@ -95,6 +95,9 @@ pub struct HeadView<'s, 'a> {
     /// Without a head: what the page read of the inbox's top and of the
     /// user record, to keep as one.
     seen: RefCell<Seen>,
+    /// What the inbox rows read through the view said of their posts (the
+    /// replies rule's questions, answered by the rows' values).
+    parents: RefCell<FxHashMap<PostRef, Option<UserId>>>,
 }
 
 /// Sources a head holds at most: a reader with more reads them from the
@@ -171,9 +174,11 @@ struct Held {
     /// The user record as stored; `None`: a default record, read from the
     /// snapshot (which may hold none at all).
     record: Option<Vec<u8>>,
-    /// The first inbox keys, ascending, and whether they are every one.
-    rows: Vec<Vec<u8>>,
+    /// The first inbox keys, ascending, with their values when the head
+    /// knows them (`parents`; else empty), and whether they are every one.
+    rows: Vec<(Vec<u8>, Vec<u8>)>,
     all: bool,
+    parents: bool,
     sources: Option<Sources>,
     followees: Option<Vec<UserId>>,
 }
@@ -202,8 +207,14 @@ impl<'s, 'a> HeadView<'s, 'a> {
         let held = heads.and_then(|(heads, epoch)| {
             heads.inbox_at(epoch, user.0, |h| Held {
                 record: (h.user != UserVal::default()).then(|| h.user.encode()),
-                rows: h.inbox.rows.iter().map(|r| keys::inbox(user, r)).collect(),
+                rows: (h.inbox.rows.iter())
+                    .map(|r| {
+                        let parent = h.inbox.parent(r).flatten();
+                        (keys::inbox(user, r), keys::inbox_value(parent))
+                    })
+                    .collect(),
                 all: h.inbox.all,
+                parents: h.inbox.parent_known(),
                 sources: h.sources.clone(),
                 followees: h.followees.clone(),
             })
@@ -216,6 +227,16 @@ impl<'s, 'a> HeadView<'s, 'a> {
             heads,
             reposters: RefCell::default(),
             seen: RefCell::default(),
+            parents: RefCell::default(),
+        }
+    }
+
+    /// Notes what inbox row `k` (with its user) valued `v` says of its
+    /// post, for the replies rule.
+    fn note_row(&self, k: &[u8], v: &[u8]) {
+        let row = k.get(8..).and_then(TimelineKey::decode);
+        if let (Some(row), Some(parent)) = (row, keys::inbox_parent(v)) {
+            (self.parents.borrow_mut()).insert((row.author, row.post_id), parent);
         }
     }
 
@@ -250,7 +271,20 @@ impl<'s, 'a> HeadView<'s, 'a> {
         let mut head = if asleep {
             Head::new(Vec::new(), false, user)
         } else if seen.top && (seen.all || !seen.rows.is_empty()) {
-            Head::new(seen.rows, seen.all, user)
+            // Every row kept was read through this view with its value.
+            let parents = self.parents.borrow();
+            let replies: Vec<_> = (seen.rows.iter())
+                .filter_map(|r| match parents.get(&(r.author, r.post_id)) {
+                    Some(Some(y)) => Some((*r, *y)),
+                    _ => None,
+                })
+                .collect();
+            let known = (seen.rows.iter()).all(|r| parents.contains_key(&(r.author, r.post_id)));
+            let mut head = Head::new(seen.rows, seen.all, user);
+            if known {
+                head.inbox = head.inbox.with_parents(replies);
+            }
+            head
         } else {
             return;
         };
@@ -302,6 +336,64 @@ impl<'s, 'a> HeadView<'s, 'a> {
     }
 }
 
+impl<'s, 'a> HeadView<'s, 'a> {
+    /// A scan of `[lo, hi)` in the user's inbox: from the head where it
+    /// holds the rows, else (and past them) from the snapshot, each row's
+    /// value noted for the replies rule (a head's only when it knows them).
+    fn inbox_scan<'b>(&'b self, lo: &[u8], hi: Option<&[u8]>) -> Scan<'b> {
+        let Some(held) = &self.held else {
+            if lo != self.prefix {
+                return self.noted(self.snap.scan(Cf::Inbox, lo, hi));
+            }
+            // From the top: the rows read are the inbox's first.
+            self.seen.borrow_mut().top = true;
+            return Box::new(Recorded {
+                scan: self.noted(self.snap.scan(Cf::Inbox, lo, hi)),
+                seen: &self.seen,
+                to_end: hi.map(<[u8]>::to_vec) == keys::prefix_end(&self.prefix),
+            });
+        };
+        let below = |k: &Vec<u8>| hi.is_none_or(|hi| k.as_slice() < hi);
+        let from_head: Vec<_> = (held.rows.iter())
+            .filter(|(k, _)| k.as_slice() >= lo && below(k))
+            .map(|(k, v)| Ok((k.clone(), v.clone())))
+            .collect();
+        let from_head: Scan<'b> = match held.parents {
+            true => self.noted(Box::new(from_head.into_iter())),
+            false => Box::new(from_head.into_iter()),
+        };
+        if held.all {
+            return from_head;
+        }
+        // Past the last row held, the store at the same state goes on.
+        let rest = match held.rows.last() {
+            Some((last, _)) => {
+                let mut after = last.clone();
+                after.push(0);
+                after.max(lo.to_vec())
+            }
+            None => lo.to_vec(),
+        };
+        if crate::core::kv::empty_range(&rest, hi) {
+            return from_head;
+        }
+        // Opened (a seek) only when a read goes past the head's rows.
+        let hi = hi.map(<[u8]>::to_vec);
+        let rest = std::iter::once(())
+            .flat_map(move |()| self.noted(self.snap.scan(Cf::Inbox, &rest, hi.as_deref())));
+        Box::new(from_head.chain(rest))
+    }
+
+    /// `scan`, each row noted as it passes ([`HeadView::note_row`]).
+    fn noted<'b>(&'b self, scan: Scan<'b>) -> Scan<'b> {
+        Box::new(scan.inspect(move |r| {
+            if let Ok((k, v)) = r {
+                self.note_row(k, v);
+            }
+        }))
+    }
+}
+
 impl Kv for HeadView<'_, '_> {
     fn held_followees(&self, user: UserId) -> Option<Vec<UserId>> {
         let held = self.held.as_ref().filter(|_| user == self.user)?;
@@ -331,11 +423,18 @@ impl Kv for HeadView<'_, '_> {
         Ok(got)
     }
 
-    fn held_parents(&self, posts: &[crate::core::keys::PostRef]) -> Vec<Option<Option<UserId>>> {
-        self.snap.held_parents(posts)
+    fn held_parents(&self, posts: &[PostRef]) -> Vec<Option<Option<UserId>>> {
+        let mut held = self.snap.held_parents(posts);
+        let rows = self.parents.borrow();
+        for (h, p) in held.iter_mut().zip(posts) {
+            if let Some(y) = rows.get(p) {
+                *h = Some(*y);
+            }
+        }
+        held
     }
 
-    fn keep_parents(&self, answers: &[(crate::core::keys::PostRef, Option<UserId>)]) {
+    fn keep_parents(&self, answers: &[(PostRef, Option<UserId>)]) {
         self.snap.keep_parents(answers)
     }
 
@@ -352,42 +451,7 @@ impl Kv for HeadView<'_, '_> {
         if cf != Cf::Inbox || !self.in_inbox(lo, hi) {
             return self.snap.scan(cf, lo, hi);
         }
-        let Some(held) = &self.held else {
-            if lo != self.prefix {
-                return self.snap.scan(cf, lo, hi);
-            }
-            // From the top: the rows read are the inbox's first.
-            self.seen.borrow_mut().top = true;
-            return Box::new(Recorded {
-                scan: self.snap.scan(cf, lo, hi),
-                seen: &self.seen,
-                to_end: hi.map(<[u8]>::to_vec) == keys::prefix_end(&self.prefix),
-            });
-        };
-        let below = |k: &Vec<u8>| hi.is_none_or(|hi| k.as_slice() < hi);
-        let from_head: Vec<_> = (held.rows.iter())
-            .filter(|k| k.as_slice() >= lo && below(k))
-            .map(|k| Ok((k.clone(), Vec::new())))
-            .collect();
-        if held.all {
-            return Box::new(from_head.into_iter());
-        }
-        // Past the last row held, the store at the same state goes on.
-        let rest = match held.rows.last() {
-            Some(last) => {
-                let mut after = last.clone();
-                after.push(0);
-                after.max(lo.to_vec())
-            }
-            None => lo.to_vec(),
-        };
-        if crate::core::kv::empty_range(&rest, hi) {
-            return Box::new(from_head.into_iter());
-        }
-        // Opened (a seek) only when a read goes past the head's rows.
-        let hi = hi.map(<[u8]>::to_vec);
-        let rest = std::iter::once(()).flat_map(move |()| self.snap.scan(cf, &rest, hi.as_deref()));
-        Box::new(from_head.into_iter().chain(rest))
+        self.inbox_scan(lo, hi)
     }
 
     fn for_each_in_ranges(

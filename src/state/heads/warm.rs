@@ -413,8 +413,12 @@ fn read_heads(kv: &impl Kv, readers: &[(UserId, UserVal)]) -> Result<Vec<(UserId
         Cf::Inbox,
         ids,
         (Vec::new(), readers.len()),
-        |rows, k, _| {
-            rows.push(crate::core::kv::timeline_key_at(Cf::Inbox, k, 8)?);
+        |rows, k, v| {
+            let row = crate::core::kv::timeline_key_at(Cf::Inbox, k, 8)?;
+            let parent = keys::inbox_parent(v).ok_or_else(|| {
+                KvError::corrupt(Cf::Inbox, k, "an inbox value of another layout")
+            })?;
+            rows.push((row, parent));
             Ok(rows.len() <= WARM_ROWS.min(HEAD_ROWS))
         },
     )?;
@@ -424,7 +428,10 @@ fn read_heads(kv: &impl Kv, readers: &[(UserId, UserVal)]) -> Result<Vec<(UserId
         .map(|(&(user, u), mut rows)| {
             let all = rows.len() <= WARM_ROWS;
             rows.truncate(WARM_ROWS);
-            (user, Head::new(rows, all, u))
+            let replies: Vec<_> = (rows.iter()).filter_map(|&(r, y)| Some((r, y?))).collect();
+            let mut head = Head::new(rows.into_iter().map(|(r, _)| r).collect(), all, u);
+            head.inbox = head.inbox.with_parents(replies);
+            (user, head)
         })
         .collect())
 }

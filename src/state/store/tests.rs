@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::core::event::UserId;
+use crate::core::keys::TimelineKey;
 use upgrade::LAYOUT_3_INDEX;
 
 /// A store of one partition in `path`, without fsyncs.
@@ -346,6 +347,58 @@ fn a_layout_7_store_upgrades_unless_it_holds_a_reply() {
             (reply, other) => panic!("reply {reply}: {:?}", other.map(|_| ())),
         }
     }
+}
+
+// Proves a layout-8 store is refused by a read-only open and upgraded by a writable one, which values each inbox row of a reply with its parent author from the store's own directory, and no other row.
+#[test]
+fn a_layout_8_store_upgrades_its_inbox_rows_of_replies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (reader, post) = (UserId(1), |ts, p| TimelineKey {
+        ts: crate::core::event::Ts(ts),
+        post_id: crate::core::event::PostId(p),
+        author: UserId(3),
+    });
+    let (reply, plain) = (post(5, 2), post(6, 1));
+    {
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.create_missing_column_families(true);
+        let db = DB::open_cf(&opts, tmp.path(), Cf::ALL.iter().map(|cf| cf.name())).unwrap();
+        let put =
+            |cf: Cf, k: &[u8], v: &[u8]| db.put_cf(db.cf_handle(cf.name()).unwrap(), k, v).unwrap();
+        put(Cf::Meta, meta::LAYOUT, &8u32.to_be_bytes());
+        put(Cf::Meta, meta::PARTITION, &0u32.to_be_bytes());
+        put(Cf::Meta, meta::PARTITIONS, &1u32.to_be_bytes());
+        put(
+            Cf::ReplyDir,
+            &keys::reply_dir((reply.author, reply.post_id)),
+            &keys::key([4]),
+        );
+        put(Cf::Inbox, &keys::inbox(reader, &reply), &[]);
+        put(Cf::Inbox, &keys::inbox(reader, &plain), &[]);
+    }
+    let cache = BlockCache::new(1 << 20);
+    let err = Store::open_read_only(tmp.path(), Partition(0), 1, &cache, Kept::NONE)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("state layout 8"), "{err}");
+    let s = scratch(tmp.path());
+    let value = |k: &TimelineKey| s.get(Cf::Inbox, &keys::inbox(reader, k)).unwrap();
+    assert_eq!(
+        value(&reply),
+        Some(keys::key([4])),
+        "the reply's row names its parent"
+    );
+    assert_eq!(
+        value(&plain),
+        Some(Vec::new()),
+        "a plain post's row stays empty"
+    );
+    assert_eq!(
+        s.get(Cf::Meta, meta::LAYOUT).unwrap(),
+        Some(LAYOUT_VERSION.to_be_bytes().to_vec())
+    );
 }
 
 /// The store seen through the `Kv` trait's default range reads only: one

@@ -1,5 +1,5 @@
-//! The in-place upgrade of a layout-3, -4, -5, -6 or -7 store to layout 8
-//! (see `state/README.md`).
+//! The in-place upgrade of a layout-3, -4, -5, -6, -7 or -8 store to
+//! layout 9 (see `state/README.md`).
 //!
 //! Layout 3 indexed every inbox entry by author
 //! (`inbox_by_author`, a key per entry), where layout 4 keeps a marker per
@@ -12,7 +12,9 @@
 //! written here from the reposts' records); layout 8 adds `reply_dir`,
 //! every partition's copy of which posts are replies (a layout-7 store
 //! that holds a reply cannot have it written here — the other partitions'
-//! replies are not in it — and is refused: rebuild it from the log).
+//! replies are not in it — and is refused: rebuild it from the log);
+//! layout 9 values each inbox row of a reply with the author it replies
+//! to, written here from the store's own directory of replies.
 
 use super::{cf_options, meta, BlockCache, Store, StoreError, StoreOptions, LAYOUT_VERSION};
 use crate::core::event::{PostId, UserId};
@@ -28,7 +30,7 @@ use std::path::Path;
 pub(super) const LAYOUT_3_INDEX: &str = "inbox_by_author";
 
 /// The layouts a writable open upgrades in place.
-pub(super) const UPGRADABLE: [u32; 5] = [3, 4, 5, 6, 7];
+pub(super) const UPGRADABLE: [u32; 6] = [3, 4, 5, 6, 7, 8];
 
 /// Whether the store at `path` still has layout 3's author index.
 fn has_layout_3_index(path: &Path) -> bool {
@@ -97,7 +99,7 @@ fn recorded_layout(path: &Path, cfs: &[String]) -> Option<u32> {
     Some(u32::from_be_bytes(v.as_slice().try_into().ok()?))
 }
 
-/// After a writable open found `layout`: upgrades a layout-3 to -7
+/// After a writable open found `layout`: upgrades a layout-3 to -8
 /// store (one batch, with the new layout version; a layout-7 one holding
 /// replies is refused), and drops layout 3's
 /// index wherever it is still present (an open after a crash in between
@@ -128,6 +130,9 @@ pub(super) fn finish(store: &mut Store, layout: u32) -> Result<(), StoreError> {
         if layout < 7 {
             write_reposted(store, &mut b)?;
         }
+        if layout == 8 {
+            write_parents(store, &mut b)?;
+        }
         b.put_cf(
             store.cf(Cf::Meta),
             meta::LAYOUT,
@@ -157,6 +162,31 @@ fn holds_a_reply(store: &Store) -> Result<bool, StoreError> {
         }
     }
     Ok(false)
+}
+
+/// Each inbox row of a reply, valued with the author it replies to
+/// (`keys::inbox_value`), onto `b`: from this partition's directory of
+/// replies, which holds every reply any of its inboxes holds. Nothing is
+/// read when the directory is empty.
+fn write_parents(store: &Store, b: &mut WriteBatch) -> Result<(), StoreError> {
+    if store
+        .scan(Cf::ReplyDir, &[], None)
+        .next()
+        .transpose()?
+        .is_none()
+    {
+        return Ok(());
+    }
+    let mut it = store.db.raw_iterator_cf(store.cf(Cf::Inbox));
+    it.seek_to_first();
+    while let Some(k) = it.key() {
+        let app = timeline_key_at(Cf::Inbox, k, 8)?;
+        if let Some(y) = crate::core::reply::rule::parent_in(store, (app.author, app.post_id))? {
+            b.put_cf(store.cf(Cf::Inbox), k, keys::inbox_value(Some(y)));
+        }
+        it.next();
+    }
+    it.status().map_err(|e| store.rocks(e))
 }
 
 /// Upgrades a layout-3 store's index onto `b`: a marker in

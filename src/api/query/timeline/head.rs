@@ -41,7 +41,14 @@ pub(super) fn page(
             )
         })
     };
-    let Some((rows, u, plain)) = read(after) else {
+    // With replies in the partition, the rule decided from the head alone
+    // in the same read, where it knows every answer.
+    let replies = store.may_hold(Cf::ReplyDir);
+    let Some(((rows, u, plain), decided)) = store.heads().read(user.0, |h| {
+        let rows = h.inbox.after(after, want).map(<[_]>::to_vec);
+        let decided = replies.then(|| from_memory(h, user, after, want)).flatten();
+        ((rows, h.user, h.plain), decided)
+    }) else {
         return FromHead::Unknown;
     };
     // After the read: a commit that wrote the first repost marked the
@@ -57,7 +64,9 @@ pub(super) fn page(
     let Some(mut rows) = rows.filter(|_| u.marks == 0 && plain) else {
         return FromHead::Unknown;
     };
-    if store.may_hold(Cf::ReplyDir) {
+    if let Some(shown) = decided {
+        rows = shown;
+    } else if store.may_hold(Cf::ReplyDir) {
         match by_the_rule(store, user, rows, want, |from| read(from).and_then(|r| r.0)) {
             Some(shown) => rows = shown,
             None => return FromHead::Unknown,
@@ -71,6 +80,37 @@ pub(super) fn page(
     store.heads().answered();
     let entries = rows.into_iter().map(Entry::plain).collect();
     FromHead::Page(timeline_page(user, RepostMode::Newest, limit, entries))
+}
+
+/// The first `want` rows of `h` after `after` that the default replies
+/// rule shows (fewer when they are every row), when the head knows every
+/// answer: each row's parent, and the reader's followees where a reply's
+/// parent is another user. `None`: the store answers.
+fn from_memory(
+    h: &Head,
+    user: UserId,
+    after: Option<TimelineKey>,
+    want: usize,
+) -> Option<Vec<TimelineKey>> {
+    let from = match after {
+        None => 0,
+        Some(a) => h.inbox.rows.partition_point(|r| *r <= a),
+    };
+    let mut shown = Vec::with_capacity(want);
+    for r in &h.inbox.rows[from..] {
+        let parent = h.inbox.parent(r)?;
+        let follows = match parent {
+            Some(y) if y != user => h.followees.as_ref()?.binary_search(&y).is_ok(),
+            _ => false,
+        };
+        if Replies::Followed.decide(user, parent, follows) {
+            shown.push(*r);
+            if shown.len() == want {
+                return Some(shown);
+            }
+        }
+    }
+    h.inbox.all.then_some(shown)
 }
 
 /// The first `want` of the head's rows from `rows` on (the head's first
@@ -100,17 +140,18 @@ fn by_the_rule(
 }
 
 /// Keeps `rows`, the first of `user`'s inbox read at `epoch` (`all`: every
-/// one), with the user record `u` of the same read, as the user's head.
+/// one), with the user record `u` and the replies among the rows
+/// (`replies`, with their parents) of the same read, as the user's head.
 pub(super) fn keep(
     store: &Store,
     epoch: Option<u64>,
     user: UserId,
     (rows, all): (&[TimelineKey], bool),
-    u: UserVal,
+    (u, replies): (UserVal, Vec<(TimelineKey, UserId)>),
 ) {
     if let Some(epoch) = epoch {
-        store
-            .heads()
-            .keep(epoch, user.0, Head::new(rows.to_vec(), all, u), true);
+        let mut head = Head::new(rows.to_vec(), all, u);
+        head.inbox = head.inbox.with_parents(replies);
+        store.heads().keep(epoch, user.0, head, true);
     }
 }
