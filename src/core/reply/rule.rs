@@ -16,7 +16,7 @@ use crate::keys::{self, EdgeVal, PostRef, TimelineKey};
 use crate::kv::{u64_at, Cf, Kv, KvError};
 use crate::partition::Partition;
 use crate::views;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// Which replies a home timeline shows (`?replies=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
@@ -152,8 +152,8 @@ impl Rule {
         Rule {
             replies,
             any: any && replies != Replies::All,
-            parents: HashMap::new(),
-            follows: HashMap::new(),
+            parents: HashMap::default(),
+            follows: HashMap::default(),
             followees: None,
         }
     }

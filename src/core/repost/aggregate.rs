@@ -22,7 +22,7 @@ use crate::keys::{self, PostRef, TimelineKey};
 use crate::kv::{Cf, Kv, KvError};
 use crate::reply::rule::Rule;
 use crate::views;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::rc::Rc;
 
 mod by_reposter;

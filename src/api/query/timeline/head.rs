@@ -32,15 +32,6 @@ pub(super) fn page(
     limit: usize,
 ) -> FromHead {
     let want = limit + 1;
-    let read = |from| {
-        store.heads().read(user.0, |h| {
-            (
-                h.inbox.after(from, want).map(<[_]>::to_vec),
-                h.user,
-                h.plain,
-            )
-        })
-    };
     // With replies in the partition, the rule decided from the head alone
     // in the same read, where it knows every answer.
     let replies = store.may_hold(Cf::ReplyDir);
@@ -67,7 +58,7 @@ pub(super) fn page(
     if let Some(shown) = decided {
         rows = shown;
     } else if store.may_hold(Cf::ReplyDir) {
-        match by_the_rule(store, user, rows, want, |from| read(from).and_then(|r| r.0)) {
+        match by_the_rule(store, (user, u), after, want) {
             Some(shown) => rows = shown,
             None => return FromHead::Unknown,
         }
@@ -113,21 +104,37 @@ fn from_memory(
     h.inbox.all.then_some(shown)
 }
 
-/// The first `want` of the head's rows from `rows` on (the head's first
-/// chunk; `more` reads the chunk after a row) that the replies rule shows
-/// — fewer when the head ends first; `None` when the head cannot say (a
-/// chunk it does not hold, a failed read: the store answers).
+/// The first `want` of the head's rows after `after` that the replies
+/// rule shows — fewer when the head ends first — read with a snapshot:
+/// the head at the snapshot's epoch (its rows' parents known where it
+/// knows them), what it does not know from the snapshot, so every answer
+/// is of one committed state; `None` when the head cannot say (a chunk it
+/// does not hold, a commit landed, a user record other than `u` (which
+/// the page was judged by) or a filtered reader, a failed read: the store
+/// answers).
 fn by_the_rule(
     store: &Store,
-    user: UserId,
-    mut rows: Vec<TimelineKey>,
+    (user, u): (UserId, UserVal),
+    after: Option<TimelineKey>,
     want: usize,
-    more: impl Fn(Option<TimelineKey>) -> Option<Vec<TimelineKey>>,
 ) -> Option<Vec<TimelineKey>> {
     let snap = store.snapshot();
+    let (heads, epoch) = snap.heads()?;
     let mut rule = Rule::new(Replies::Followed, true);
     let mut shown = Vec::with_capacity(want);
+    let mut from = after;
     loop {
+        let chunk = heads.inbox_at(epoch, user.0, |h| {
+            let rows = h.inbox.after(from, want)?.to_vec();
+            let parents: Vec<_> = rows.iter().map(|k| h.inbox.parent(k)).collect();
+            (h.user == u && h.plain).then_some((rows, parents))
+        });
+        let (mut rows, parents) = chunk.flatten()?;
+        for (k, parent) in rows.iter().zip(parents) {
+            if let Some(parent) = parent {
+                rule.know((k.author, k.post_id), parent);
+            }
+        }
         let (n, last) = (rows.len(), rows.last().copied());
         rule.keep(&snap, user, &mut rows).ok()?;
         shown.append(&mut rows);
@@ -135,7 +142,7 @@ fn by_the_rule(
             shown.truncate(want);
             return Some(shown);
         }
-        rows = more(last)?;
+        from = last;
     }
 }
 

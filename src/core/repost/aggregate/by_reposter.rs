@@ -10,7 +10,7 @@
 use crate::event::{PostId, UserId};
 use crate::keys::{self, PostRef, TimelineKey};
 use crate::kv::{Cf, Kv, KvError};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// Live reposts of one user a page loads at most; a user with more is
 /// looked up per post the page shows (a seek, or a pass over the post's

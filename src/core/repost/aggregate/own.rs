@@ -6,7 +6,7 @@ use super::by_reposter::ByReposter;
 use crate::event::{PostId, Ts, UserId};
 use crate::keys::{self, PostRef, TimelineKey};
 use crate::kv::{Cf, Kv, KvError};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// A whole reader's own sources ([`crate::keys::UserVal::whole`]), read
 /// once per page: every live repost among their inbox entries, by
