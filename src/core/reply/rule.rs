@@ -3,8 +3,10 @@
 //! post only when the reader follows Y too, or Y is the reader — unless
 //! the reader asks for every reply or for none.
 //!
-//! It is decided when a page is read, from every partition's copy of
-//! which posts are replies (`reply_dir`, written by [`Effect::ReplyDir`])
+//! It is decided when a page is read, from which posts are replies — the
+//! inbox rows' values ([`keys::inbox_value`], copied when a row is
+//! written from every partition's copy, `reply_dir`, written by
+//! [`Effect::ReplyDir`]), or that copy itself for posts read elsewhere —
 //! and the reader's follow edges, so following Y later brings X's earlier
 //! replies in and unfollowing takes them out. Only a post's own
 //! appearance is judged: a followed user's repost of a reply shows as any
