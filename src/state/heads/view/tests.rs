@@ -50,12 +50,12 @@ fn sources(kv: &impl Kv, ranges: &[(Vec<u8>, Vec<u8>)], most: usize) -> Read {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
-    // Proves a snapshot read through a reader's head answers every inbox scan, range walk, walk of the sources (whole or cut short) and user record read exactly as the snapshot alone, with heads kept from a page's reads (a first page's rows or the whole inbox, the sources when read whole) and changed by later commits.
+    // Proves a snapshot read through a reader's head answers every inbox scan (the rows' values, which name a reply's parent, included), range walk, walk of the sources (whole or cut short) and user record read exactly as the snapshot alone, and that what it then says of a row's post for the replies rule is the row's value, with heads kept from a page's reads (a first page's rows or the whole inbox, the sources when read whole) and changed by later commits.
     #[test]
     fn a_view_through_a_head_reads_as_the_snapshot(
         batches in proptest::collection::vec(
             (
-                proptest::collection::vec((0u64..3, 0u8..80, any::<bool>(), any::<bool>()), 0..40),
+                proptest::collection::vec((0u64..3, 0u8..80, proptest::option::of(proptest::option::of(1u64..4)), any::<bool>()), 0..40),
                 proptest::option::of((0u64..3, 0u64..5)),
                 0u64..3,
                 1usize..60,
@@ -87,11 +87,12 @@ proptest! {
                     false => (Cf::Inbox, keys::inbox(UserId(user), &row(ts))),
                     true => (Cf::InboxReposts, keys::inbox_repost(UserId(user), (UserId(5), PostId(u64::from(ts % 7))), &row(ts))),
                 };
-                // A source is valued its original's time.
-                let v = if source { keys::key([u64::from(ts) + 1]) } else { Vec::new() };
+                // A source is valued its original's time, an inbox row
+                // with its parent author when it is a reply.
                 match put {
-                    true => txn.put(k.0, k.1, v),
-                    false => txn.delete(k.0, k.1),
+                    Some(_) if source => txn.put(k.0, k.1, keys::key([u64::from(ts) + 1])),
+                    Some(parent) => txn.put(k.0, k.1, keys::inbox_value(parent.map(UserId))),
+                    None => txn.delete(k.0, k.1),
                 }
             }
             if let Some((user, posts)) = record {
@@ -113,6 +114,12 @@ proptest! {
                 let whole = [(keys::key([user]), keys::key([user]))];
                 prop_assert_eq!(sources(&view, &whole, take).unwrap(), sources(&snap, &whole, take).unwrap());
                 prop_assert_eq!(sources(&view, &whole, usize::MAX).unwrap(), sources(&snap, &whole, usize::MAX).unwrap());
+                let end = keys::prefix_end(&keys::key([user]));
+                for (k, v) in scan(&snap, &keys::key([user]), end.as_deref()).unwrap() {
+                    let r = TimelineKey::decode(&k[8..]).unwrap();
+                    let held = view.held_parents(&[(r.author, r.post_id)])[0];
+                    prop_assert!(held.is_none() || held == keys::inbox_parent(&v), "{:?} {:?}", r, held);
+                }
             }
         }
     }
