@@ -137,8 +137,6 @@ pub struct Rule {
     any: bool,
     parents: HashMap<PostRef, Option<UserId>>,
     follows: HashMap<UserId, bool>,
-    /// The reader's live followees, when the caller holds them.
-    followees: Option<Vec<UserId>>,
 }
 
 impl Default for Rule {
@@ -156,7 +154,6 @@ impl Rule {
             any: any && replies != Replies::All,
             parents: HashMap::default(),
             follows: HashMap::default(),
-            followees: None,
         }
     }
 
@@ -166,28 +163,6 @@ impl Rule {
         if self.any {
             self.parents.insert(post, parent);
         }
-    }
-
-    /// Takes the reader's live followees (ascending), held in memory.
-    pub fn know_followees(&mut self, followees: Vec<UserId>) {
-        self.followees = Some(followees);
-    }
-
-    /// Whether deciding the appearances of `posts` for `user` needs a read:
-    /// a post whose parent is not known, or a parent the reader may follow
-    /// while their followees are not known.
-    pub fn needs_read(&self, user: UserId, posts: impl IntoIterator<Item = PostRef>) -> bool {
-        self.any
-            && posts.into_iter().any(|p| match self.parents.get(&p) {
-                None => true,
-                Some(None) => false,
-                Some(Some(y)) => {
-                    self.replies == Replies::Followed
-                        && *y != user
-                        && self.followees.is_none()
-                        && !self.follows.contains_key(y)
-                }
-            })
     }
 
     /// Whether anything is looked up: the partition may hold a reply and
@@ -253,7 +228,7 @@ impl Rule {
         if parents.is_empty() {
             return Ok(());
         }
-        if let Some(list) = self.followees.clone().or_else(|| kv.held_followees(user)) {
+        if let Some(list) = kv.held_followees(user) {
             for y in parents {
                 self.follows.insert(y, list.binary_search(&y).is_ok());
             }
@@ -347,14 +322,6 @@ impl Rule {
     ) -> Result<bool, KvError> {
         match self.follows.get(&other) {
             Some(&f) => Ok(f),
-            None if self.followees.is_some() => {
-                let f = self
-                    .followees
-                    .as_ref()
-                    .is_some_and(|l| l.binary_search(&other).is_ok());
-                self.follows.insert(other, f);
-                Ok(f)
-            }
             None => {
                 let f = views::follows(kv, user, other)?;
                 self.follows.insert(other, f);

@@ -423,12 +423,19 @@ impl Kv for HeadView<'_, '_> {
         Ok(got)
     }
 
+    /// What the rows read through the view said, then what the store
+    /// keeps in memory for the rest.
     fn held_parents(&self, posts: &[PostRef]) -> Vec<Option<Option<UserId>>> {
-        let mut held = self.snap.held_parents(posts);
         let rows = self.parents.borrow();
-        for (h, p) in held.iter_mut().zip(posts) {
-            if let Some(y) = rows.get(p) {
-                *h = Some(*y);
+        let mut held: Vec<_> = posts.iter().map(|p| rows.get(p).copied()).collect();
+        let rest: Vec<PostRef> = (posts.iter().zip(&held))
+            .filter(|(_, h)| h.is_none())
+            .map(|(p, _)| *p)
+            .collect();
+        if !rest.is_empty() {
+            let mut kept = self.snap.held_parents(&rest).into_iter();
+            for h in held.iter_mut().filter(|h| h.is_none()) {
+                *h = kept.next().flatten();
             }
         }
         held
