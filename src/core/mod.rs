@@ -29,6 +29,7 @@ pub mod keys;
 pub mod kv;
 pub mod like;
 pub mod metrics;
+pub mod notification;
 pub mod partition;
 pub mod position;
 mod post;
