@@ -5,6 +5,15 @@ use crate::core::event::UserId;
 use crate::core::keys::TimelineKey;
 use upgrade::LAYOUT_3_INDEX;
 
+/// Why a read-only open of the store in `path` is refused.
+fn read_only_refusal(path: &Path) -> String {
+    let cache = BlockCache::new(1 << 20);
+    match Store::open_read_only(path, Partition(0), 1, &cache, Kept::NONE) {
+        Ok(_) => panic!("a read-only open of {} was not refused", path.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
 /// A store of one partition in `path`, without fsyncs.
 fn scratch(path: &Path) -> Store {
     let opts = StoreOptions {
@@ -327,12 +336,9 @@ fn a_layout_7_store_upgrades_unless_it_holds_a_reply() {
                 put(Cf::Engagement, &keys::addressed(post(2)), &v);
             }
         }
-        let cache = BlockCache::new(1 << 20);
-        let err = Store::open_read_only(tmp.path(), Partition(0), 1, &cache, Kept::NONE)
-            .err()
-            .unwrap()
-            .to_string();
+        let err = read_only_refusal(tmp.path());
         assert!(err.contains("state layout 7"), "{err}");
+        let cache = BlockCache::new(1 << 20);
         let opts = StoreOptions {
             sync: false,
             ..StoreOptions::default()
@@ -377,11 +383,7 @@ fn a_layout_8_store_upgrades_its_inbox_rows_of_replies() {
         put(Cf::Inbox, &keys::inbox(reader, &reply), &[]);
         put(Cf::Inbox, &keys::inbox(reader, &plain), &[]);
     }
-    let cache = BlockCache::new(1 << 20);
-    let err = Store::open_read_only(tmp.path(), Partition(0), 1, &cache, Kept::NONE)
-        .err()
-        .unwrap()
-        .to_string();
+    let err = read_only_refusal(tmp.path());
     assert!(err.contains("state layout 8"), "{err}");
     let s = scratch(tmp.path());
     let value = |k: &TimelineKey| s.get(Cf::Inbox, &keys::inbox(reader, k)).unwrap();
