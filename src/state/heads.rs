@@ -144,6 +144,20 @@ impl Head {
             read,
         }
     }
+
+    /// A head of `rows` (the inbox's first, `all`: every one) with what
+    /// each row's value says — the author its post replies to, or none —
+    /// and `user`, a reader without filters.
+    pub fn valued(
+        rows: Vec<(TimelineKey, Option<crate::core::event::UserId>)>,
+        all: bool,
+        user: UserVal,
+    ) -> Head {
+        let replies: Vec<_> = (rows.iter()).filter_map(|&(r, y)| Some((r, y?))).collect();
+        let mut head = Head::new(rows.into_iter().map(|(r, _)| r).collect(), all, user);
+        head.inbox = head.inbox.with_parents(replies);
+        head
+    }
 }
 
 impl Heads {

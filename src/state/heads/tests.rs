@@ -64,9 +64,7 @@ proptest! {
             let epoch = store.heads().epoch().unwrap();
             let all = inbox_valued(&store, reread);
             let u = crate::core::views::user(&store, UserId(reread)).unwrap();
-            let mut head = Head::new(all.iter().take(take).map(|(k, _)| *k).collect(), take >= all.len(), u);
-            let replies = all.iter().filter_map(|&(k, y)| Some((k, y?)));
-            head.inbox = head.inbox.with_parents(replies);
+            let head = Head::valued(all.iter().take(take).copied().collect(), take >= all.len(), u);
             prop_assert!(store.heads().keep(epoch, reread, head, true));
             let mut txn = Txn::new(&store);
             // A put with a value: empty, or a parent author.

@@ -273,18 +273,13 @@ impl<'s, 'a> HeadView<'s, 'a> {
         } else if seen.top && (seen.all || !seen.rows.is_empty()) {
             // Every row kept was read through this view with its value.
             let parents = self.parents.borrow();
-            let replies: Vec<_> = (seen.rows.iter())
-                .filter_map(|r| match parents.get(&(r.author, r.post_id)) {
-                    Some(Some(y)) => Some((*r, *y)),
-                    _ => None,
-                })
+            let valued: Option<Vec<_>> = (seen.rows.iter())
+                .map(|r| Some((*r, *parents.get(&(r.author, r.post_id))?)))
                 .collect();
-            let known = (seen.rows.iter()).all(|r| parents.contains_key(&(r.author, r.post_id)));
-            let mut head = Head::new(seen.rows, seen.all, user);
-            if known {
-                head.inbox = head.inbox.with_parents(replies);
+            match valued {
+                Some(rows) => Head::valued(rows, seen.all, user),
+                None => Head::new(seen.rows, seen.all, user),
             }
-            head
         } else {
             return;
         };

@@ -428,10 +428,7 @@ fn read_heads(kv: &impl Kv, readers: &[(UserId, UserVal)]) -> Result<Vec<(UserId
         .map(|(&(user, u), mut rows)| {
             let all = rows.len() <= WARM_ROWS;
             rows.truncate(WARM_ROWS);
-            let replies: Vec<_> = (rows.iter()).filter_map(|&(r, y)| Some((r, y?))).collect();
-            let mut head = Head::new(rows.into_iter().map(|(r, _)| r).collect(), all, u);
-            head.inbox = head.inbox.with_parents(replies);
-            (user, head)
+            (user, Head::valued(rows, all, u))
         })
         .collect())
 }
