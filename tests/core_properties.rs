@@ -19,7 +19,7 @@ use common::core_views::{
 };
 use common::generated::core_event as event;
 use common::oracle::Oracle;
-use feedlog::core::event::{Event, UserId};
+use feedlog::core::event::{Event, Feed, UserId};
 use feedlog::core::fence::{self, Admission};
 use feedlog::core::gauges::{self, Gauges};
 use feedlog::core::keys::TimelineKey;
@@ -447,6 +447,14 @@ impl Sim {
             let want = (followers, followees, posts, oracle.reposts_counter(u));
             if got != want {
                 return Err(format!("counters of {u}: {got:?}, want {want:?}"));
+            }
+            for feed in Feed::ALL {
+                let got = feedlog::core::marker::get(kv, UserId(u), feed).unwrap();
+                let got = got.map(|m| (m.read_up_to, m.since.0));
+                let want = oracle.marker(u, feed).map(|m| (m.0, m.2));
+                if got != want {
+                    return Err(format!("marker of {u} ({feed:?}): {got:?}, want {want:?}"));
+                }
             }
             for (cf, want) in [
                 (Cf::Followers, oracle.followers(u)),

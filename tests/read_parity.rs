@@ -115,6 +115,15 @@ fn values(client: &common::http::Client, read: &Read, user: u64) -> Vec<Vec<(Str
         s(&[("from", "1"), ("to", &mid)]),
         s(&[("from", &mid), ("to", "1")]),
         s(&[("to", &mid)]),
+        s(&[("after", "marker")]),
+        s(&[("limit", "1"), ("after", "marker")]),
+        s(&[("after", "garbage")]),
+        s(&[("after", "marker"), ("newer_than", "y")]),
+        s(&[("max", "5")]),
+        s(&[("max", "1"), ("reposts", "none")]),
+        s(&[("max", "0")]),
+        s(&[("max", "10001")]),
+        s(&[("max", "x")]),
     ];
     if let Some(c) = &next {
         out.push(s(&[("limit", "1"), ("cursor", c)]));
@@ -122,6 +131,7 @@ fn values(client: &common::http::Client, read: &Read, user: u64) -> Vec<Vec<(Str
     }
     if let Some(p) = &prev {
         out.push(s(&[("limit", "1"), ("newer_than", p)]));
+        out.push(s(&[("limit", "1"), ("after", p)]));
     }
     if read.route.contains("{post_id}") {
         // The user's newest post, one never posted, and viewers good and bad.

@@ -272,6 +272,21 @@ impl Worker {
             // Activity: the push design has nothing to do for it.
             // The design filters nothing: blocks and mutes are feedlog's.
             Event::Seen { .. } | Event::Filter { .. } => {}
+            // The design's read marker: the newest place read, per user
+            // and feed, in a hash (the seeds' "last read time"; no
+            // greatest-of rule, no `force`).
+            Event::Mark {
+                user,
+                feed,
+                read_up_to,
+                ..
+            } => {
+                out.command(4);
+                out.bytes(b"HSET");
+                out.key('m', user.0);
+                out.number(u64::from(feed.as_u8()));
+                out.number(read_up_to.ts.0);
+            }
             // The design's like (the seeds' counter and flag): the post's
             // counts hash `c:{post}` and the user's set of liked posts
             // `l:{user}`, changed when the set does (no resolution of a

@@ -63,6 +63,7 @@ pub const TIMELINE: Read = Read {
         "limit",
         "cursor",
         "newer_than",
+        "after",
         "reposts",
         "replies",
         "explain",
@@ -114,6 +115,12 @@ pub const REPLIES: Read = unpaged(
     &["post_id", "limit", "cursor", "viewer"],
 )
 .with_limit(DEFAULT_LIMIT);
+/// A user's read markers, with each feed's unread count.
+pub const MARKERS: Read = unpaged(
+    "markers",
+    "/v1/users/{id}/markers",
+    &["max", "reposts", "replies"],
+);
 /// A user's counters.
 pub const COUNTERS: Read = unpaged("counters", "/v1/users/{id}/counters", &["as_of"]);
 /// Several users' counters in one answer.
@@ -151,6 +158,7 @@ pub const ALL: &[Read] = &[
     POST,
     LIKES,
     REPLIES,
+    MARKERS,
     COUNTERS,
     COUNTERS_MANY,
     RECENT_FOLLOWERS,
@@ -207,6 +215,9 @@ pub enum PageStart {
     Older(String),
     /// Before a page's `prev_cursor`: the entries newer than its first.
     Newer(String),
+    /// Just above the home read marker (`marker`) or a cursor's entry,
+    /// oldest first: catch-up.
+    After(String),
 }
 
 /// What a read was given, each parsed.
@@ -218,6 +229,8 @@ pub struct Params {
     pub cursor: Option<String>,
     /// `newer_than`: the entries newer than a `prev_cursor`.
     pub newer_than: Option<String>,
+    /// `after`: the entries just above the read marker or a cursor, oldest first.
+    pub after: Option<String>,
     /// `ids`: comma-separated user ids.
     pub ids: Option<String>,
     /// `reposts`: how a timeline places reposts.
@@ -240,6 +253,8 @@ pub struct Params {
     pub to: Option<u64>,
     /// `viewer`: whose flags a post carries.
     pub viewer: Option<UserId>,
+    /// `max`: the most unread entries `markers` counts.
+    pub max: Option<u64>,
 }
 
 /// A whole-number parameter `k`.
@@ -305,6 +320,7 @@ pub fn parse(read: &Read, mut pairs: Vec<(String, String)>) -> Result<Params, Ba
             }
             "cursor" => out.cursor = Some(v),
             "newer_than" => out.newer_than = Some(v),
+            "after" => out.after = Some(v),
             "reposts" => {
                 out.reposts = Some(RepostMode::parse(&v).ok_or_else(|| {
                     bad(format!("reposts must be newest, first or none, got {v:?}"))
@@ -324,6 +340,7 @@ pub fn parse(read: &Read, mut pairs: Vec<(String, String)>) -> Result<Params, Ba
             "from" => out.from = Some(number(&k, &v)?),
             "to" => out.to = Some(number(&k, &v)?),
             "viewer" => out.viewer = Some(user_id(&v)?),
+            "max" => out.max = Some(number(&k, &v)?),
             other => {
                 return Err(bad(format!(
                     "parameter {other:?} is in the table of reads but not parsed"
@@ -363,9 +380,9 @@ impl Params {
         Ok(l)
     }
 
-    /// Where a timeline page starts: from a `cursor` (older entries) or
-    /// a `newer_than` (newer ones), not both; and `explain` only of the
-    /// current state.
+    /// Where a timeline page starts: from a `cursor` (older entries), a
+    /// `newer_than` (newer ones) or an `after` (catch-up), one at most;
+    /// and `explain` only of the current state.
     pub fn timeline_from(&self) -> Result<PageStart, BadParam> {
         if self.explain && self.as_of.is_some() {
             // A state as of a time is replayed on one partition: it knows
@@ -374,14 +391,18 @@ impl Params {
                 "explain answers the current state; it does not go with as_of",
             ));
         }
-        match (self.cursor.as_deref(), self.newer_than.as_deref()) {
-            (Some(_), Some(_)) => Err(bad(
-                "give cursor (older entries) or newer_than (newer entries), not both",
-            )),
-            (Some(c), None) => Ok(PageStart::Older(c.to_string())),
-            (None, Some(n)) => Ok(PageStart::Newer(n.to_string())),
-            (None, None) => Ok(PageStart::Top),
+        let given = [&self.cursor, &self.newer_than, &self.after];
+        if given.iter().filter(|x| x.is_some()).count() > 1 {
+            return Err(bad(
+                "give one of cursor (older entries), newer_than (newer entries) and after (catch-up, oldest first)",
+            ));
         }
+        Ok(match given.map(|x| x.clone()) {
+            [Some(c), ..] => PageStart::Older(c),
+            [_, Some(n), _] => PageStart::Newer(n),
+            [.., Some(a)] => PageStart::After(a),
+            _ => PageStart::Top,
+        })
     }
 
     /// `why`'s post: `author` and `post_id`, both required.
@@ -389,6 +410,19 @@ impl Params {
         match (self.author, self.post_id) {
             (Some(a), Some(p)) => Ok((UserId(a), PostId(p))),
             _ => Err(bad("give the post as author=A&post_id=P")),
+        }
+    }
+
+    /// `markers`' bound on the unread counts: `max`, or 1,000; 1 to
+    /// 10,000.
+    pub fn max_unread(&self) -> Result<u64, BadParam> {
+        let max = self.max.unwrap_or(crate::api::query::DEFAULT_MAX_UNREAD);
+        match max {
+            1..=crate::api::query::MAX_UNREAD => Ok(max),
+            _ => Err(bad(format!(
+                "max must be between 1 and {}, got {max}",
+                crate::api::query::MAX_UNREAD
+            ))),
         }
     }
 

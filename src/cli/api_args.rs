@@ -164,10 +164,14 @@ pub struct ReadArgs {
     /// timeline: the entries newer than a page's `prev_cursor`.
     #[arg(long, value_name = "C")]
     pub newer_than: Option<String>,
-    /// timeline: how reposts are placed, `newest` (default), `first` or `none`.
+    /// timeline: the entries just above the home read marker (`marker`)
+    /// or a page's cursor, oldest first (catch-up).
+    #[arg(long, value_name = "marker|C")]
+    pub after: Option<String>,
+    /// timeline, markers: how reposts are placed, `newest` (default), `first` or `none`.
     #[arg(long, value_name = "MODE")]
     pub reposts: Option<String>,
-    /// timeline: which replies by followed users show, `followed` (the
+    /// timeline, markers: which replies by followed users show, `followed` (the
     /// default: replies to users the reader follows, or to the reader),
     /// `all` or `none` (replies to the reader only).
     #[arg(long, value_name = "RULE")]
@@ -197,6 +201,9 @@ pub struct ReadArgs {
     /// changes: the later log time (ms).
     #[arg(long, value_name = "T2")]
     pub to: Option<String>,
+    /// markers: the most unread entries counted (default 1000, at most 10000).
+    #[arg(long, value_name = "N")]
+    pub max: Option<String>,
 }
 
 impl ReadArgs {
@@ -206,6 +213,7 @@ impl ReadArgs {
             ("limit", &self.limit),
             ("cursor", &self.cursor),
             ("newer_than", &self.newer_than),
+            ("after", &self.after),
             ("reposts", &self.reposts),
             ("replies", &self.replies),
             ("as_of", &self.as_of),
@@ -215,6 +223,7 @@ impl ReadArgs {
             ("to", &self.to),
             ("viewer", &self.viewer),
             ("counts", &self.counts),
+            ("max", &self.max),
         ];
         let explain = self
             .explain

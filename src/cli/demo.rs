@@ -26,6 +26,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+mod markers;
+
 /// The demo's sizes and source.
 #[derive(clap::Args, Clone)]
 pub struct DemoArgs {
@@ -233,7 +235,11 @@ pub fn run(data: &Path, a: &DemoArgs, listen: &str, exit: bool, api: &ApiArgs) -
     }
     let secs = start.elapsed().as_secs_f64().max(1e-9);
     let fan = tour(&processor, &*rewind, server.addr, (totals, secs))?;
-    muted_author(&dir, &processor, &format!("http://{}", server.addr))?;
+    let base = format!("http://{}", server.addr);
+    muted_author(&dir, &processor, &base)?;
+    if let Some(fan) = fan {
+        markers::unread_falls(&dir, &processor, &base, UserId(fan))?;
+    }
     let ui = format!(
         "look at it in a browser: http://{}/ui{}",
         server.addr,
@@ -455,6 +461,16 @@ fn reposted_entry(reader: &Reader, base: &str) -> Result<()> {
     Ok(())
 }
 
+/// Appends `e` to the demo's log and processes it: the event as JSON.
+fn append(dir: &DataDir, processor: &Processor, e: &Event) -> Result<String> {
+    let mut producer = Producer::new(dir)?;
+    producer.event(e, Format::Json)?;
+    producer.finish()?;
+    drop(producer);
+    processor.run(&feedlog::task::Shutdown::new(), true)?;
+    Ok(feedlog::core::codec::event_to_json(e))
+}
+
 /// The tour's mute, made live: a reader mutes the author of the newest
 /// entry of their timeline (two events appended to the demo's log and
 /// processed), and the page leaves every appearance of that author out;
@@ -488,12 +504,7 @@ fn muted_author(dir: &DataDir, processor: &Processor, base: &str) -> Result<()> 
             change,
             ts: feedlog::core::event::Ts(ts),
         };
-        let mut producer = Producer::new(dir)?;
-        producer.event(&e, Format::Json)?;
-        producer.finish()?;
-        drop(producer);
-        processor.run(&feedlog::task::Shutdown::new(), true)?;
-        Ok(feedlog::core::codec::event_to_json(&e))
+        append(dir, processor, &e)
     };
     let mute = apply(
         feedlog::core::event::FilterChange::Mute { until: None },

@@ -97,6 +97,7 @@ impl Answerer {
                 let (l, modes) = (limit()?, p.modes());
                 let mut page = match p.timeline_from()? {
                     reads::PageStart::Newer(n) => r.timeline_newer(user, modes, l, &n)?,
+                    reads::PageStart::After(a) => r.timeline_catch_up(user, modes, l, &a)?,
                     reads::PageStart::Older(c) => r.timeline_with(user, modes, l, Some(&c))?,
                     reads::PageStart::Top => r.timeline_with(user, modes, l, None)?,
                 };
@@ -127,6 +128,7 @@ impl Answerer {
                 let post = (user, p.post_id()?);
                 encoded(&r.replies(post, limit()?, cursor, p.viewer)?)
             }
+            "markers" => encoded(&r.markers(user, p.modes(), p.max_unread()?)?),
             "counters" => encoded(&r.counters(user)?),
             "recent-followers" => encoded(&r.recent_followers(user, limit()?)?),
             "followers" => encoded(&r.followers(user, limit()?, cursor)?),

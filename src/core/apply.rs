@@ -14,6 +14,7 @@ use super::filter::{BlockState, Blocking, Pair, Toggle};
 use super::filter_rules;
 use super::follow;
 use super::like;
+use super::marker;
 use super::post;
 use super::pulled;
 use super::reply;
@@ -26,6 +27,7 @@ use crate::position::Version;
 /// Applies one input event (already validated, owned by this partition):
 /// a table of event kinds, each handed to the rule module that decides
 /// what it changes.
+// Long: the dispatch table of every event kind, one arm each.
 pub fn apply_event<K: Kv + ?Sized>(
     t: &mut Txn<'_, K>,
     ctx: &Ctx,
@@ -116,6 +118,23 @@ pub fn apply_event<K: Kv + ?Sized>(
         } => like::event(s, user, (author, post_id), liked, (version, ts)),
         // Activity changes no view (docs/design.md, "Inactive readers are pulled"): only the user's record.
         Event::Seen { .. } => false,
+        Event::Mark {
+            user,
+            ts,
+            feed,
+            read_up_to,
+            force,
+        } => marker::event(
+            s,
+            user,
+            feed,
+            marker::Seen {
+                place: read_up_to,
+                force,
+                version,
+                ts,
+            },
+        )?,
     };
     applied.changed |= changed;
     Ok(applied)

@@ -192,6 +192,24 @@ pub enum Event {
         /// [`MAX_MENTIONS`], in the order written.
         mentions: Vec<UserId>,
     },
+    /// `user` was active and has read `feed` up to `read_up_to`: a `seen`
+    /// with `feed` (JSON kind `seen`; one without is [`Event::Seen`]). It
+    /// is activity as a `seen` is, and moves the user's read marker of
+    /// that feed (docs/semantics.md, "Read markers"). Appended last, as
+    /// `PostTo` was.
+    Mark {
+        /// The acting user (the reader).
+        user: UserId,
+        /// Producer time.
+        ts: Ts,
+        /// The feed read.
+        feed: Feed,
+        /// The place read up to: the newest entry read.
+        read_up_to: Place,
+        /// Sets the marker to `read_up_to` even when it is below the
+        /// marker ("mark as unread"); otherwise the marker only moves up.
+        force: bool,
+    },
 }
 
 impl Event {
@@ -290,9 +308,10 @@ impl Event {
             | Event::PostTo { author, .. }
             | Event::DeletePost { author, .. }
             | Event::Repost { author, .. } => author,
-            Event::Seen { user, .. } | Event::Filter { user, .. } | Event::Like { user, .. } => {
-                user
-            }
+            Event::Seen { user, .. }
+            | Event::Mark { user, .. }
+            | Event::Filter { user, .. }
+            | Event::Like { user, .. } => user,
         }
     }
 
@@ -307,7 +326,8 @@ impl Event {
             | Event::Repost { ts, .. }
             | Event::Filter { ts, .. }
             | Event::Like { ts, .. }
-            | Event::Seen { ts, .. } => ts,
+            | Event::Seen { ts, .. }
+            | Event::Mark { ts, .. } => ts,
         }
     }
 
@@ -324,6 +344,7 @@ impl Event {
             | Event::Post { .. }
             | Event::PostTo { .. }
             | Event::Seen { .. }
+            | Event::Mark { .. }
             | Event::Repost { .. }
             | Event::Filter { .. }
             | Event::Like { .. } => false,
@@ -337,7 +358,7 @@ impl Event {
             Event::Unfollow { .. } => EventKind::Unfollow,
             Event::Post { .. } | Event::PostTo { .. } => EventKind::Post,
             Event::DeletePost { .. } => EventKind::DeletePost,
-            Event::Seen { .. } => EventKind::Seen,
+            Event::Seen { .. } | Event::Mark { .. } => EventKind::Seen,
             Event::Repost { .. } => EventKind::Repost,
             Event::Filter { change, .. } => change.kind(),
             Event::Like { liked: true, .. } => EventKind::Like,
@@ -384,6 +405,14 @@ impl Event {
                 if user.0 == 0 {
                     return Err(InvalidEvent::ZeroId { field: "user" });
                 }
+            }
+            Event::Mark {
+                user, read_up_to, ..
+            } => {
+                if user.0 == 0 {
+                    return Err(InvalidEvent::ZeroId { field: "user" });
+                }
+                read_up_to.ts.check_unit()?;
             }
             Event::Repost {
                 author,
@@ -542,8 +571,10 @@ impl EventKind {
 }
 
 mod invalid;
+mod place;
 pub use invalid::InvalidEvent;
 use invalid::{check_post_to, nonzero};
+pub use place::{Feed, Place};
 
 #[cfg(test)]
 mod tests;

@@ -12,7 +12,7 @@ mod post;
 pub use edge::EdgeVal;
 pub use like::{
     addressed, like_count, like_of, like_of_prefix, liked, liker, likers_prefix, likes_given,
-    replier, repliers_prefix, reply_count, reply_dir, reply_of, reply_of_prefix, reposted,
+    marker, replier, repliers_prefix, reply_count, reply_dir, reply_of, reply_of_prefix, reposted,
 };
 pub use post::{PostRef, PostVal, Posted, RepostState, RepostVal};
 

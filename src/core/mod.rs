@@ -28,6 +28,7 @@ mod inbox;
 pub mod keys;
 pub mod kv;
 pub mod like;
+pub mod marker;
 pub mod metrics;
 pub mod notification;
 pub mod partition;

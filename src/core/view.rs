@@ -25,11 +25,13 @@ pub enum View {
     Mutes,
     /// The users a user blocks, by id.
     Blocks,
+    /// A user's read markers, one per feed (docs/semantics.md, "Read markers").
+    Markers,
 }
 
 impl View {
     /// Every view, in digest order.
-    pub const ALL: [View; 8] = [
+    pub const ALL: [View; 9] = [
         View::Counters,
         View::Followers,
         View::Followees,
@@ -38,6 +40,7 @@ impl View {
         View::Timeline,
         View::Mutes,
         View::Blocks,
+        View::Markers,
     ];
 
     /// The name in JSON and digests (`recent_followers`).
@@ -51,6 +54,7 @@ impl View {
             View::Timeline => "timeline",
             View::Mutes => "mutes",
             View::Blocks => "blocks",
+            View::Markers => "markers",
         }
     }
 

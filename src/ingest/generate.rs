@@ -3,7 +3,7 @@
 //! at the default sizes), bursts of posts, new follows, unfollows and
 //! deletes. Deterministic for a seed.
 
-use crate::core::event::{Event, FilterChange, PostId, Ts, UserId};
+use crate::core::event::{Event, Feed, FilterChange, Place, PostId, Ts, UserId};
 
 /// SplitMix64: a tiny deterministic generator (same output every run).
 #[derive(Debug, Clone)]
@@ -255,6 +255,8 @@ pub fn activity(
     let mut ts = start_ms;
     let mut post_id = first_post_id;
     let mut recent: Vec<(u64, u64)> = Vec::new();
+    // The newest post written: where a reader who opens the app reads up to.
+    let mut newest = Place::default();
     // Recent posts of the most followed accounts, and recent reposts.
     let mut famous: Vec<(u64, u64)> = Vec::new();
     let mut reposts: Vec<(u64, u64)> = Vec::new();
@@ -290,6 +292,11 @@ pub fn activity(
             let (reply_to, mentions) = addressed(&a, author, pools, rng, &active);
             let id = (UserId(author), PostId(post_id));
             out.push(Event::post(id.0, id.1, Ts(ts), reply_to, mentions));
+            newest = Place {
+                ts: Ts(ts),
+                post_id: id.1,
+                author: id.0,
+            };
             recent.push((author, post_id));
             if recent.len() > 1000 {
                 recent.swap_remove((rng.next_u64() % 1000) as usize);
@@ -351,7 +358,18 @@ pub fn activity(
             if rng.unit() < seen {
                 ts += 1;
                 let user = UserId(active(rng));
-                out.push(Event::Seen { user, ts: Ts(ts) });
+                // Half the readers (the even ids) mark their home timeline
+                // read up to the newest post; the others only open the app.
+                out.push(match user.0 % 2 {
+                    0 => Event::Mark {
+                        user,
+                        ts: Ts(ts),
+                        feed: Feed::Home,
+                        read_up_to: newest,
+                        force: false,
+                    },
+                    _ => Event::Seen { user, ts: Ts(ts) },
+                });
             }
             seen -= 1.0;
         }

@@ -61,8 +61,8 @@ pub fn view_bytes(reader: &Reader, view: View, user: UserId) -> Result<Vec<u8>, 
     match view {
         View::Counters => {
             let c = reader.counters(user)?;
-            if c.followers + c.followees + c.posts + c.reposts > 0 {
-                put(&[c.followers, c.followees, c.posts, c.reposts]);
+            if c.followers + c.followees + c.posts + c.reposts + c.likes > 0 {
+                put(&[c.followers, c.followees, c.posts, c.reposts, c.likes]);
             }
         }
         View::Followers | View::Followees => {
@@ -97,6 +97,15 @@ pub fn view_bytes(reader: &Reader, view: View, user: UserId) -> Result<Vec<u8>, 
                     Some(c) => cursor = Some(c),
                     None => break,
                 }
+            }
+        }
+        View::Markers => {
+            // Where each marker is and since when; not the log position of
+            // the `seen` that set it, which depends on the partition count.
+            for (feed, m) in reader.kept_markers(user)? {
+                let p = m.read_up_to;
+                let feed = u64::from(feed.as_u8());
+                put(&[feed, p.ts.0, p.post_id.0, p.author.0, m.since.0]);
             }
         }
         View::RecentFollowers => {

@@ -2,7 +2,7 @@
 //! generator makes every event kind.
 
 use super::filters::filter_change;
-use feedlog::core::event::{Event, EventKind, PostId, Ts, UserId};
+use feedlog::core::event::{Event, EventKind, Feed, Place, PostId, Ts, UserId};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::TestRunner;
@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 pub const USERS: u64 = 8;
 
 /// Any event among [`USERS`] users: follows and unfollows, posts, deletions,
-/// `seen`, reposts, blocks, mutes and hidden reposts, likes and unlikes,
+/// `seen` (with read markers or not), reposts, blocks, mutes and hidden reposts, likes and unlikes,
 /// replies and mentions.
 pub fn core_event() -> impl Strategy<Value = Event> {
     let user = || (1..=USERS).prop_map(UserId);
@@ -28,6 +28,15 @@ pub fn core_event() -> impl Strategy<Value = Event> {
         4 => (user(), post(), ts()).prop_map(|(author, post_id, ts)| Event::Post { author, post_id, ts }),
         1 => (user(), post(), ts()).prop_map(|(author, post_id, ts)| Event::DeletePost { author, post_id, ts }),
         1 => (user(), ts()).prop_map(|(user, ts)| Event::Seen { user, ts }),
+        // Read markers of both feeds at the posts' places and between
+        // them, some forced.
+        2 => (user(), ts(), any::<bool>(), (ts(), 0u64..=12, user()), proptest::bool::weighted(0.2))
+            .prop_map(|(user, ts, home, (pt, pp, author), force)| Event::Mark {
+                user, ts,
+                feed: if home { Feed::Home } else { Feed::Notifications },
+                read_up_to: Place { ts: pt, post_id: PostId(pp), author },
+                force,
+            }),
         // Reposts share the posts' ids (a post and a repost of one id: the
         // first counts), so they name posts, reposts, themselves (refused
         // as invalid: never generated) and ids never posted.

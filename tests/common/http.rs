@@ -331,6 +331,18 @@ impl Views for Client {
                 let query = view.trim_start_matches("timeline?");
                 format!("/v1/users/{user}/timeline?limit={limit}&{query}")
             }
+            // Catch-up: `after` the cursor, or the home marker.
+            "catch-up" => {
+                let after = cursor.unwrap_or("marker");
+                return self.json(&format!(
+                    "/v1/users/{user}/timeline?limit={limit}&after={after}"
+                ));
+            }
+            // `markers?reposts=M`: `limit` is the unread bound.
+            other if other.starts_with("markers") => {
+                let query = other.trim_start_matches("markers").trim_start_matches('?');
+                return self.json(&format!("/v1/users/{user}/markers?max={limit}&{query}"));
+            }
             other => return Err(format!("no view {other}")),
         };
         if let Some(c) = cursor {

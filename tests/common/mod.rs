@@ -224,6 +224,34 @@ pub fn check_all(
                 return Err(format!("{view} of {u} (pages of {page}): {diff}"));
             }
         }
+        // Read markers, with unread counts in each placement of reposts,
+        // bounded (a small bound caps) and not.
+        for (mode, max) in [(Mode::Newest, 1000), (Mode::First, 2), (Mode::None, 1)] {
+            let got = views.get(&format!("markers?reposts={}", mode.param()), u, max, None)?;
+            let want = oracle.markers_answer(u, (mode, Replies::Followed), max as u64);
+            if !oracle.same_positions(std::slice::from_ref(&got), std::slice::from_ref(&want)) {
+                return Err(format!("markers of {u} (max {max}): {got}, want {want}"));
+            }
+        }
+        // Catch-up from the home marker, oldest first, up to the top.
+        let (mut got, mut after) = (Vec::new(), None::<String>);
+        loop {
+            let p = views.get("catch-up", u, page, after.as_deref())?;
+            let items = first_items(&p)?;
+            if items.is_empty() {
+                break;
+            }
+            got.extend(items);
+            after = p["prev_cursor"].as_str().map(str::to_string);
+        }
+        let want = oracle.catch_up(u);
+        let want = oracle.with_counts(&e, want, Some(u));
+        if got != want {
+            return Err(format!(
+                "catch-up of {u}: {}",
+                first_difference(&got, &want)
+            ));
+        }
         // Post ids the log names (all of them in small logs; in large
         // ones every id whose answer is not "never followed"), and one it
         // does not.

@@ -15,6 +15,8 @@ type LikeAt = (bool, u64, u64);
 
 #[path = "oracle_likes.rs"]
 mod likes;
+#[path = "oracle_markers.rs"]
+mod markers;
 #[path = "oracle_why.rs"]
 mod why;
 pub use why::At;
@@ -133,6 +135,8 @@ pub struct Oracle {
     /// Every live original's counts and flags, computed when first asked
     /// after an event.
     engagements: std::cell::RefCell<Option<std::sync::Arc<likes::Engagements>>>,
+    /// (user, feed) -> the user's `seen` events of the feed, in order.
+    marks: BTreeMap<(u64, feedlog::core::event::Feed), Vec<markers::Mark>>,
 }
 
 impl Oracle {
@@ -182,7 +186,7 @@ impl Oracle {
                 self.any_repost = true;
                 self.named.extend([author.0, of_author.0]);
             }
-            Event::Seen { user, .. } => {
+            Event::Seen { user, .. } | Event::Mark { user, .. } => {
                 self.named.insert(user.0);
             }
             Event::Filter { user, target, .. } => self.named.extend([user.0, target.0]),
@@ -311,6 +315,7 @@ impl Oracle {
             }
             // Activity changes no view.
             Event::Seen { .. } => {}
+            Event::Mark { .. } => self.mark(event, at),
         }
     }
 
@@ -395,24 +400,6 @@ impl Oracle {
             Some(Some(until)) => self.clock(u) < *until,
         };
         blocked || muted
-    }
-
-    /// `u`'s mutes on (whether ended by the clock or not): (user, until,
-    /// whether it filters now).
-    pub fn mutes_of(&self, u: u64) -> Vec<(u64, Option<u64>, bool)> {
-        self.mutes
-            .range((u, 0)..=(u, u64::MAX))
-            .map(|(&(_, x), until)| (x, *until, until.is_none_or(|t| self.clock(u) < t)))
-            .collect()
-    }
-
-    /// The users `u` blocks, by id.
-    pub fn blocks_of(&self, u: u64) -> Vec<u64> {
-        self.blocks
-            .range((u, 0)..=(u, u64::MAX))
-            .filter(|(_, b)| b.0)
-            .map(|(&(_, x), _)| x)
-            .collect()
     }
 
     /// (followers, followees, posts): `posts` counts live originals.

@@ -45,6 +45,24 @@ fn without_positions(v: &Value) -> Value {
 }
 
 impl Oracle {
+    /// `u`'s mutes on (whether ended by the clock or not): (user, until,
+    /// whether it filters now).
+    pub fn mutes_of(&self, u: u64) -> Vec<(u64, Option<u64>, bool)> {
+        self.mutes
+            .range((u, 0)..=(u, u64::MAX))
+            .map(|(&(_, x), until)| (x, *until, until.is_none_or(|t| self.clock(u) < t)))
+            .collect()
+    }
+
+    /// The users `u` blocks, by id.
+    pub fn blocks_of(&self, u: u64) -> Vec<u64> {
+        self.blocks
+            .range((u, 0)..=(u, u64::MAX))
+            .filter(|(_, b)| b.0)
+            .map(|(&(_, x), _)| x)
+            .collect()
+    }
+
     /// Whether explained answers `got` equal the oracle's `want`: whole,
     /// when the oracle knows where each event sits (it knows the partition
     /// count, and every event was written to its actor's partition, in

@@ -114,6 +114,30 @@ impl Views for Reader {
                 }
                 json(self.decorate(&mut page.items, Some(u)).map(|()| page))
             }
+            // Catch-up: `after` the cursor, or the home marker.
+            "catch-up" => {
+                let after = cursor.unwrap_or("marker");
+                let page = self.timeline_catch_up(u, Modes::default(), limit, after);
+                json(page.and_then(|mut page| {
+                    self.decorate(&mut page.items, Some(u))?;
+                    Ok(page)
+                }))
+            }
+            // `markers?reposts=M`: `limit` is the unread bound.
+            other if other.starts_with("markers") => {
+                let mut modes = Modes::default();
+                let query = other.trim_start_matches("markers").trim_start_matches('?');
+                for pair in query.split('&').filter(|p| !p.is_empty()) {
+                    match pair.split_once('=') {
+                        Some(("reposts", m)) => {
+                            modes.reposts =
+                                RepostMode::parse(m).ok_or_else(|| format!("no mode {m}"))?
+                        }
+                        _ => return Err(format!("no view {other}")),
+                    }
+                }
+                json(self.markers(u, modes, limit as u64))
+            }
             other => Err(format!("no view {other}")),
         }
     }

@@ -17,7 +17,8 @@ mod common;
 mod harness;
 mod ops;
 
-use common::oracle::Oracle;
+use common::oracle::{Mode, Oracle};
+use feedlog::api::query::{Modes, Replies, RepostMode};
 use feedlog::core::codec::{self, Format};
 use feedlog::core::event::{Event, FilterChange, PostId, Ts, UserId};
 use feedlog::core::partition::partition_for;
@@ -209,6 +210,29 @@ fn run_case_with(
     h.quiesce();
     let reader = feedlog::ops::serve::reader_of(h.processor.as_ref().unwrap());
     common::check_all(&reader, &oracle, users, 2).map_err(TestCaseError::fail)?;
+    // Unread counts with the marker at every entry of each timeline (and
+    // below them all), in every placement of reposts, bounded and not.
+    for u in (1..=users).chain(oracle.users()) {
+        for place in oracle.marker_places(u) {
+            for mode in Mode::ALL {
+                let modes = Modes::reposts(RepostMode::parse(mode.param()).unwrap());
+                let want = oracle.unread_home(u, (mode, Replies::Followed), Some(place));
+                for max in [1000, 1] {
+                    let got = reader
+                        .home_unread(UserId(u), modes, Some(place), max)
+                        .unwrap();
+                    prop_assert_eq!(
+                        got,
+                        (want.min(max), want > max),
+                        "unread of {} above {:?} ({:?})",
+                        u,
+                        place,
+                        mode
+                    );
+                }
+            }
+        }
+    }
     // Every woken reader was refilled: reads while waiting are exact (the
     // pull path), but an answer never counted would keep them there.
     let processor = h.processor.as_ref().unwrap();

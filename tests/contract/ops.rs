@@ -3,7 +3,7 @@
 
 use crate::common::filters::filter_change;
 use feedlog::core::codec::Format;
-use feedlog::core::event::{Event, FilterChange, PostId, Ts, UserId};
+use feedlog::core::event::{Event, Feed, FilterChange, Place, PostId, Ts, UserId};
 use feedlog::core::partition::partition_for;
 use feedlog::core::Partition;
 use proptest::prelude::*;
@@ -95,6 +95,23 @@ pub(crate) fn at_edges(e: Event) -> Event {
         Event::Seen { user, ts } => Event::Seen {
             user: u(user),
             ts: t(ts),
+        },
+        Event::Mark {
+            user,
+            ts,
+            feed,
+            read_up_to: r,
+            force,
+        } => Event::Mark {
+            user: u(user),
+            ts: t(ts),
+            feed,
+            read_up_to: Place {
+                ts: t(r.ts),
+                post_id: p(r.post_id),
+                author: u(r.author),
+            },
+            force,
         },
         Event::Repost {
             author,
@@ -192,6 +209,15 @@ pub(crate) fn event(users: u64) -> impl Strategy<Value = Event> {
         1 => (user(), 1u64..=20, ts.clone())
             .prop_map(|(a, p, t)| Event::DeletePost { author: UserId(a), post_id: PostId(p), ts: Ts(t) }),
         1 => (user(), ts.clone()).prop_map(|(a, t)| Event::Seen { user: UserId(a), ts: Ts(t) }),
+        // Read markers of both feeds, at places of the posts' id space and
+        // times (entries' own places, and between them), some forced.
+        2 => (user(), ts.clone(), any::<bool>(), (0u64..40, 0u64..=20, user()), proptest::bool::weighted(0.2))
+            .prop_map(|(a, t, home, (pt, pp, pa), force)| Event::Mark {
+                user: UserId(a), ts: Ts(t),
+                feed: if home { Feed::Home } else { Feed::Notifications },
+                read_up_to: Place { ts: Ts(pt), post_id: PostId(pp), author: UserId(pa) },
+                force,
+            }),
         // Reposts in the posts' id space: of posts, of reposts, of ids
         // never posted; a repost naming itself is not generated (invalid).
         3 => (user(), 1u64..=20, user(), 1u64..=20, ts).prop_filter_map(

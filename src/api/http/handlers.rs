@@ -68,6 +68,7 @@ const INLINE_LIMIT: usize = 100;
 /// with the followee count), a large page, and every read of RocksDB
 /// secondaries (which wait while `serve` catches up), it goes to the
 /// blocking pool.
+// Long: the ways to a page in order — newer or catch-up reads, the page cache, the inline reads, the blocking pool — each a short arm.
 pub(super) async fn timeline(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
@@ -104,6 +105,13 @@ pub(super) async fn timeline(
             .await?;
             let (next, prev) = (page.next_cursor.as_deref(), page.prev_cursor.as_deref());
             return Ok(linked(json_page(&page), next, prev));
+        }
+        reads::PageStart::After(after) => {
+            let page = read_at(&api, as_of, move |r| {
+                finished(r, r.timeline_catch_up(user, modes, l, &after)?)
+            })
+            .await?;
+            return Ok(json_page(&page));
         }
         reads::PageStart::Older(cursor) => Some(cursor),
         reads::PageStart::Top => None,
@@ -423,6 +431,18 @@ pub(super) async fn recent_followers(
     let l = limit(&api, &p, crate::api::query::DEFAULT_RECENT)?;
     let list = read_at(&api, p.as_of, move |r| r.recent_followers(user, l)).await?;
     Ok(Json(list).into_response())
+}
+
+pub(super) async fn markers(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    q: Params,
+) -> Result<Response, ApiError> {
+    let user = user_id(&id)?;
+    let p = params(q, &reads::MARKERS)?;
+    let (modes, max) = (p.modes(), p.max_unread()?);
+    let m = read(&api, move |r| r.markers(user, modes, max)).await?;
+    Ok(Json(m).into_response())
 }
 
 pub(super) async fn counters(

@@ -60,6 +60,8 @@ pub mod route {
     pub const LIKES: &str = crate::api::reads::LIKES.route;
     /// A post's replies.
     pub const REPLIES: &str = crate::api::reads::REPLIES.route;
+    /// A user's read markers and unread counts.
+    pub const MARKERS: &str = crate::api::reads::MARKERS.route;
     /// One user's counters.
     pub const COUNTERS: &str = crate::api::reads::COUNTERS.route;
     /// Counters of many users.
@@ -112,6 +114,7 @@ pub const ROUTES: &[&str] = &[
     route::POST,
     route::LIKES,
     route::REPLIES,
+    route::MARKERS,
     route::COUNTERS,
     route::COUNTERS_MANY,
     route::RECENT_FOLLOWERS,
@@ -423,6 +426,7 @@ pub fn router(api: Arc<Api>) -> Router {
         .route(route::POST, get(handlers::post))
         .route(route::LIKES, get(handlers::likes))
         .route(route::REPLIES, get(handlers::replies))
+        .route(route::MARKERS, get(handlers::markers))
         .route(route::COUNTERS, get(handlers::counters))
         .route(route::COUNTERS_MANY, get(handlers::counters_many))
         .route(route::RECENT_FOLLOWERS, get(handlers::recent_followers))

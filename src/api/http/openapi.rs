@@ -17,7 +17,8 @@ use super::routing::{EngagementAnswer, OutboxesAnswer, PostsAnswer};
 use super::ApiConfig;
 use crate::api::query::{
     Change, Changes, Counters, CountersList, Counts, EventAt, FilteredItem, Flags, FollowerItem,
-    List, Page, PostAnswer, PostItem, RepostOf, RepostedBy, WhyAnswer, WhyItem,
+    List, MarkerItem, Markers, Page, PlaceItem, PostAnswer, PostItem, RepostOf, RepostedBy,
+    WhyAnswer, WhyItem,
 };
 use utoipa::OpenApi;
 
@@ -41,13 +42,13 @@ pub fn default_limit(route: &str) -> Option<usize> {
         description = "Read-only views materialized by feedlog. Every page is read from one consistent snapshot of the owning partition. Errors are {\"error\":{\"code\",\"message\"}}: 400 for a bad id, cursor, limit or parameter; 404 for an unknown route. In Kafka mode any processor answers for any user: it forwards a request to the processor that serves the user's partition (a timeline stream is redirected, 307), and answers 503 with Retry-After while the partition moves between processors."
     ),
     paths(
-        timeline, why, changes, stream, posts, post, likes, replies, counters, counters_many, recent_followers, followers,
+        timeline, why, changes, stream, posts, post, likes, replies, markers, counters, counters_many, recent_followers, followers,
         followees, mutes, blocks, openapi, healthz, readyz, metrics, internal_outboxes,
         internal_posts, internal_engagement, internal_cut_state, internal_cut_hold, internal_cut_release,
         internal_digest, internal_checkpoint, ui
     ),
     components(schemas(
-        PostItem, PostAnswer, Counts, Flags, RepostedBy, RepostOf, WhyItem, WhyAnswer, EventAt, Change, Changes, FollowerItem, FilteredItem, Counters, Page<PostItem>,
+        PostItem, PostAnswer, Counts, Flags, RepostedBy, RepostOf, WhyItem, WhyAnswer, EventAt, Change, Changes, FollowerItem, FilteredItem, Counters, Markers, MarkerItem, PlaceItem, Page<PostItem>,
         Page<FollowerItem>, Page<FilteredItem>,
         List<FollowerItem>, CountersList, Ready, ErrorBody, Health, OutboxesAnswer, PostsAnswer, EngagementAnswer,
         CutAnswer
@@ -130,6 +131,7 @@ enum Refusals {
         ("reposts" = Option<String>, Query, description = "Where a post with reposts sits: `newest` (default: at its newest appearance; a new repost moves it up), `first` (at its oldest), `none` (reposts ignored: only posts of followed authors). A cursor belongs to its mode.", pattern = "^(newest|first|none)$"),
         ("replies" = Option<String>, Query, description = "Which replies by followed users show through their authors: `followed` (default: a reply to a post of a user the reader follows, or of the reader — Mastodon's and Twitter's rule), `all`, or `none` (only replies to the reader); a followed user's repost of a reply shows as any repost. Decided when the page is read: following a user later brings the earlier replies to them in.", pattern = "^(followed|all|none)$"),
         ("newer_than" = Option<String>, Query, description = "A page's `prev_cursor`: the `limit` entries just newer than that page's first, newest first (Mastodon's `min_id`); an empty page with the same `prev_cursor` when there are none yet. Not with `cursor`. Walks at most 1,000 entries from the top (a deeper cursor is a 400 bad_cursor)."),
+        ("after" = Option<String>, Query, description = "Catch-up: `marker` (the user's home read marker; the bottom of the timeline without one) or a page's cursor: the `limit` entries just above it, **oldest first**. `prev_cursor` (the newest entry's) continues up as `after=`, `next_cursor` reads down as `cursor=`. Not with `cursor` or `newer_than`. Walks at most 10,000 entries from the top (deeper is a 400 bad_cursor)."),
         ("explain" = Option<String>, Query, description = "`1`: each entry adds `why`, its appearances (the original by a followed author, each followed user's repost), newest first, each with the follow it came through and the log positions (partition, offset of `events`) of the follow and of the post or repost event. Not with `as_of` (400).", pattern = "^(0|1|true|false)$"),
         Counted,
     ),
@@ -238,6 +240,20 @@ fn likes() {}
         Refusals,
     ))]
 fn replies() {}
+
+#[utoipa::path(get, path = "/v1/users/{id}/markers", operation_id = "getMarkers",
+    summary = "The user's read markers, one per feed (`home`, `notifications`): `read_up_to` (the greatest place the user's `seen` events of that feed named since the last `force`; null when none), `since` and `event` (the time and log position of the `seen` that set it), and `unread`: how many entries of the feed as it reads now (filters, `reposts`, `replies`) are placed above the marker — exact up to `max`, with `capped` true when more are. `unread` is null for notifications, which this version does not serve yet.",
+    params(
+        User,
+        ("max" = Option<u64>, Query, description = "The most unread entries counted (default 1,000, at most 10,000): bounds the work, never makes the count an estimate.", minimum = 1, maximum = 10000),
+        ("reposts" = Option<String>, Query, description = "The home timeline's mode, as on `timeline`.", pattern = "^(newest|first|none)$"),
+        ("replies" = Option<String>, Query, description = "The home timeline's replies rule, as on `timeline`.", pattern = "^(followed|all|none)$"),
+    ),
+    responses(
+        (status = 200, description = "The markers", body = Markers),
+        Refusals,
+    ))]
+fn markers() {}
 
 #[utoipa::path(get, path = "/v1/users/{id}/counters", operation_id = "getCounters",
     summary = "Follower, followee and post counts.",

@@ -17,6 +17,7 @@ use std::sync::Arc;
 mod changes;
 mod cursor;
 mod explain;
+mod markers;
 mod post;
 mod timeline;
 mod types;
@@ -26,6 +27,7 @@ pub use crate::core::repost::Mode as RepostMode;
 pub use changes::{changes, Change, Changes, MAX_CHANGES};
 use cursor::{cursor_u64, decode_cursor, encode_cursor, CursorView};
 pub use explain::{EventAt, WhyAnswer, WhyItem};
+pub use markers::{key_of_place, MarkerItem, Markers, PlaceItem, DEFAULT_MAX_UNREAD, MAX_UNREAD};
 pub use post::{Engaged, Engagement, PostAnswer};
 pub use types::{
     Counters, CountersList, Counts, FilteredItem, Flags, FollowerItem, List, Page, PostItem,

@@ -426,7 +426,7 @@ fn aggregated(
 }
 
 /// Checks a timeline request; the entry its cursor continues after.
-fn timeline_after(
+pub(super) fn timeline_after(
     user: UserId,
     mode: RepostMode,
     limit: usize,
@@ -500,7 +500,10 @@ impl Reader {
         self.timeline_walk(user, Modes::default(), anchor, most)
     }
 
-    fn timeline_walk(
+    /// [`Reader::timeline_above`] in `modes`: pages of the default size
+    /// first, each next one twice as long up to 200, so that a walk to a
+    /// near anchor reads little.
+    pub(super) fn timeline_walk(
         &self,
         user: UserId,
         modes: Modes,
@@ -508,10 +511,12 @@ impl Reader {
         most: usize,
     ) -> Result<(Vec<PostItem>, bool), QueryError> {
         const STEP: usize = 200;
+        let mut step = super::DEFAULT_LIMIT.min(STEP);
         let mut newer = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
-            let page = self.timeline_with(user, modes, STEP, cursor.as_deref())?;
+            let page = self.timeline_with(user, modes, step, cursor.as_deref())?;
+            step = (step * 2).min(STEP);
             let mut reached = false;
             for i in page.items {
                 let k = key_of(&i);
@@ -532,7 +537,7 @@ impl Reader {
 }
 
 /// A timeline entry's key.
-fn key_of(i: &PostItem) -> TimelineKey {
+pub(super) fn key_of(i: &PostItem) -> TimelineKey {
     TimelineKey {
         ts: crate::core::event::Ts(i.ts),
         post_id: crate::core::event::PostId(i.post_id),

@@ -2,7 +2,9 @@
 //! per record, parsed field by field so that each error names its field.
 
 use super::DecodeError;
-use crate::event::{Event, EventKind, FilterChange, PostId, Ts, UserId, SCHEMA_VERSION};
+use crate::event::{
+    Event, EventKind, Feed, FilterChange, Place, PostId, Ts, UserId, SCHEMA_VERSION,
+};
 use serde::Deserialize;
 
 /// A JSON event as written: every field kept as JSON, so a field the kind
@@ -23,13 +25,17 @@ struct RawEvent {
     until: Option<serde_json::Value>,
     reply_to: Option<serde_json::Value>,
     mentions: Option<serde_json::Value>,
+    feed: Option<serde_json::Value>,
+    read_up_to: Option<serde_json::Value>,
+    force: Option<serde_json::Value>,
     ts: Option<serde_json::Value>,
     v: Option<serde_json::Value>,
 }
 
-/// Whether a field is a time (`ts`, a mute's `until`), not an id.
+/// Whether a field is a time (`ts`, a mute's `until`, a place's
+/// `read_up_to.ts`), not an id.
 fn is_time(field: &str) -> bool {
-    matches!(field, "ts" | "until")
+    matches!(field, "ts" | "until" | "read_up_to.ts")
 }
 
 /// A field the event kind uses: absent, or a whole number that fits u64;
@@ -99,6 +105,63 @@ fn addressed(
         Some(other) => return Err(shape("mentions", "an array of user ids", &other)),
     };
     Ok((reply_to, mentions))
+}
+
+/// A `seen`'s read marker: `feed` (`"home"` or `"notifications"`),
+/// `read_up_to` (`{"ts": T, "post_id": P, "author": A}`) and `force` (a
+/// boolean), all absent or null for a `seen` that is activity only.
+/// `read_up_to` or `force` without `feed`, or `feed` without
+/// `read_up_to`, is a missing field.
+fn marker(
+    feed: Option<serde_json::Value>,
+    read_up_to: Option<serde_json::Value>,
+    force: Option<serde_json::Value>,
+) -> Result<Option<(Feed, Place, bool)>, DecodeError> {
+    use serde_json::Value;
+    let shape = |field, expected, got: &Value| DecodeError::BadShape {
+        kind: "seen",
+        field,
+        expected,
+        got: got.to_string(),
+    };
+    let absent = |v: &Option<Value>| matches!(v, None | Some(Value::Null));
+    let feed = match feed {
+        None | Some(Value::Null) => {
+            let given = !absent(&read_up_to) || !absent(&force);
+            return match given {
+                true => Err(DecodeError::MissingField {
+                    kind: "seen",
+                    field: "feed",
+                }),
+                false => Ok(None),
+            };
+        }
+        Some(Value::String(s)) if Feed::parse(&s).is_some() => Feed::parse(&s),
+        Some(other) => return Err(shape("feed", r#""home" or "notifications""#, &other)),
+    };
+    let place = match read_up_to {
+        None | Some(Value::Null) => {
+            return Err(DecodeError::MissingField {
+                kind: "seen",
+                field: "read_up_to",
+            })
+        }
+        Some(Value::Object(mut o)) => Place {
+            ts: Ts(number(o.remove("ts"), "seen", "read_up_to.ts")?),
+            post_id: PostId(number(o.remove("post_id"), "seen", "read_up_to.post_id")?),
+            author: UserId(number(o.remove("author"), "seen", "read_up_to.author")?),
+        },
+        Some(other) => {
+            let expected = r#"an object {"ts": ms, "post_id": id, "author": id}"#;
+            return Err(shape("read_up_to", expected, &other));
+        }
+    };
+    let force = match force {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => b,
+        Some(other) => return Err(shape("force", "true or false", &other)),
+    };
+    Ok(feed.map(|f| (f, place, force)))
 }
 
 /// Parses one JSON event (without validating ids).
@@ -184,10 +247,19 @@ pub(super) fn decode_json(value: &[u8]) -> Result<Event, DecodeError> {
                 ts,
             }
         }
-        EventKind::Seen => Event::Seen {
-            user: UserId(field(user.clone(), "user")?),
-            ts,
-        },
+        EventKind::Seen => {
+            let user = UserId(field(user.clone(), "user")?);
+            match marker(raw.feed, raw.read_up_to, raw.force)? {
+                None => Event::Seen { user, ts },
+                Some((feed, read_up_to, force)) => Event::Mark {
+                    user,
+                    ts,
+                    feed,
+                    read_up_to,
+                    force,
+                },
+            }
+        }
         EventKind::Repost => {
             let (author, post_id) = post(raw.author, raw.post_id)?;
             Event::Repost {
@@ -224,6 +296,7 @@ pub(super) fn decode_json(value: &[u8]) -> Result<Event, DecodeError> {
 }
 
 /// The JSON interchange form of an event (`"v"` omitted: it is optional).
+// Long: one arm per event kind, each its JSON line.
 pub fn event_to_json(event: &Event) -> String {
     match *event {
         Event::Follow {
@@ -270,6 +343,20 @@ pub fn event_to_json(event: &Event) -> String {
             ts,
         } => format!(r#"{{"type":"delete_post","author":{author},"post_id":{post_id},"ts":{ts}}}"#),
         Event::Seen { user, ts } => format!(r#"{{"type":"seen","user":{user},"ts":{ts}}}"#),
+        Event::Mark {
+            user,
+            ts,
+            feed,
+            read_up_to: r,
+            force,
+        } => {
+            let feed = feed.as_str();
+            let force = if force { r#","force":true"# } else { "" };
+            format!(
+                r#"{{"type":"seen","user":{user},"feed":"{feed}","read_up_to":{{"ts":{},"post_id":{},"author":{}}}{force},"ts":{ts}}}"#,
+                r.ts, r.post_id, r.author
+            )
+        }
         Event::Repost {
             author,
             post_id,

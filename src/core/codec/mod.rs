@@ -266,7 +266,7 @@ impl DecodeError {
 /// How an id may be written, for [`DecodeError::BadField`]'s reason: ids
 /// may be strings too; `ts` and `v` are numbers only.
 fn id_forms(field: &str) -> &'static str {
-    if !matches!(field, "ts" | "v" | "until") {
+    if !matches!(field, "ts" | "v" | "until" | "read_up_to.ts") {
         " (a JSON number, or a string of its decimal digits)"
     } else {
         ""

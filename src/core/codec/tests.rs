@@ -42,6 +42,58 @@ fn json_shapes_decode() {
     ));
 }
 
+// Proves a `seen` with a feed decodes to a read marker (ids as strings too, `force` optional), and that a marker of the wrong shape, or half of one, is refused naming its field.
+#[test]
+fn a_seen_with_a_feed_is_a_read_marker() {
+    use crate::event::{Feed, Place};
+    let want = |force| {
+        Ok(Event::Mark {
+            user: UserId(3),
+            ts: Ts(9),
+            feed: Feed::Home,
+            read_up_to: Place {
+                ts: Ts(5),
+                post_id: PostId(77),
+                author: UserId(2),
+            },
+            force,
+        })
+    };
+    let up_to = r#""read_up_to":{"ts":5,"post_id":"77","author":2}"#;
+    let seen = |more: &str| json(&format!(r#"{{"type":"seen","user":3,"ts":9{more}}}"#));
+    assert_eq!(seen(&format!(r#","feed":"home",{up_to}"#)), want(false));
+    let forced = seen(&format!(r#","feed":"home",{up_to},"force":true"#));
+    assert_eq!(forced, want(true));
+    assert_eq!(
+        seen(r#","feed":null,"force":null"#),
+        Ok(Event::Seen {
+            user: UserId(3),
+            ts: Ts(9)
+        })
+    );
+    let refused = |more: &str| seen(more).unwrap_err().to_string();
+    assert!(refused(&format!(",{up_to}")).contains("missing field `feed`"));
+    assert!(refused(r#","force":false"#).contains("missing field `feed`"));
+    assert!(refused(r#","feed":"home""#).contains("missing field `read_up_to`"));
+    assert!(refused(&format!(r#","feed":"lists",{up_to}"#))
+        .contains(r#"`feed` must be "home" or "notifications""#));
+    assert!(refused(r#","feed":"home","read_up_to":[1,2,3]"#)
+        .contains("`read_up_to` must be an object"));
+    assert!(
+        refused(r#","feed":"home","read_up_to":{"ts":5,"post_id":1}"#)
+            .contains("`read_up_to.author`")
+    );
+    assert!(refused(&format!(r#","feed":"home",{up_to},"force":1"#))
+        .contains("`force` must be true or false"));
+    // A place's time is a time: in milliseconds, and not a string.
+    assert!(
+        refused(r#","feed":"home","read_up_to":{"ts":"5","post_id":1,"author":1}"#)
+            .contains("`read_up_to.ts`")
+    );
+    let seconds = r#","feed":"home","read_up_to":{"ts":1700000000,"post_id":1,"author":1}"#;
+    assert!(refused(seconds).contains("seconds"));
+}
+
 // Proves fields the event kind does not use are ignored whatever their type, as docs/events.md promises.
 #[test]
 fn unused_fields_are_ignored_whatever_their_type() {
@@ -118,6 +170,13 @@ fn round_trips() {
         Event::Seen {
             user: UserId(u64::MAX),
             ts: Ts(8),
+        },
+        Event::Mark {
+            user: UserId(u64::MAX),
+            ts: Ts(9),
+            feed: crate::event::Feed::Home,
+            read_up_to: crate::event::Place::default(),
+            force: false,
         },
     ];
     for e in events {

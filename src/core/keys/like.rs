@@ -7,7 +7,7 @@
 //! `reposted` flags.
 
 use super::{key, PostRef};
-use crate::event::{Ts, UserId};
+use crate::event::{Feed, Ts, UserId};
 
 /// `engagement` (at the partition of the post a like names): `0 | a | p |
 /// liker`, valued `liked u8 | hops u32 | version u64 | ts u64`: the latest like or
@@ -97,6 +97,15 @@ pub fn repliers_prefix(target: PostRef) -> Vec<u8> {
 /// only).
 pub fn addressed(post: PostRef) -> Vec<u8> {
     tagged(9, &[post.0 .0, post.1 .0])
+}
+
+/// `engagement` (at the user's partition): `10 | user | feed`, valued
+/// `version u64 | moved u64 | since u64 | ts u64 | post u64 | author u64`:
+/// the user's read marker of `feed` (`src/core/marker.rs`).
+pub fn marker(user: UserId, feed: Feed) -> Vec<u8> {
+    let mut k = tagged(10, &[user.0]);
+    k.push(feed.as_u8());
+    k
 }
 
 /// `reply_dir` (every partition's copy): `author | post`, valued the

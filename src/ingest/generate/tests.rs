@@ -198,7 +198,7 @@ fn dormant_users_never_act() {
             Event::Post { .. } => dormant_posts += usize::from(quiet),
             _ => assert!(!quiet, "{e:?}"),
         }
-        seen += usize::from(matches!(e, Event::Seen { .. }));
+        seen += usize::from(matches!(e, Event::Seen { .. } | Event::Mark { .. }));
     }
     // Only the most-followed accounts' share (0.2%) may be dormant.
     assert!(
