@@ -129,6 +129,10 @@ pub enum BenchKind {
     /// SADD + HINCRBY of the same likes (needs redis-server), the posts in
     /// place.
     Likes,
+    /// Unread counts of the home timeline (`markers`, 0 to 100 unread)
+    /// against the Redis design's ZCOUNT above the marker (needs
+    /// redis-server and redis-benchmark, and wrk).
+    Markers,
     /// What explaining costs: timeline pages with `explain=1` and
     /// `timeline/why` answers against plain pages, on the state `filters`
     /// builds.

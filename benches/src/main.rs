@@ -15,6 +15,7 @@ mod http;
 mod kafka;
 mod kafka_swap;
 mod likes;
+mod markers;
 mod mixed;
 mod procs;
 mod pulled;
@@ -99,6 +100,7 @@ fn run(cli: Cli, kafka: Option<KafkaConfig>) -> Result<()> {
         BenchKind::Filters => filters::filters(partitions, threads, connections, seconds),
         BenchKind::Replies => replies::replies(partitions, threads, connections, seconds),
         BenchKind::Likes => likes::likes(partitions),
+        BenchKind::Markers => markers::markers(partitions, threads, connections, seconds),
         BenchKind::Explain => explain::explain(partitions, threads, connections, seconds),
         BenchKind::Rebuild => rebuild::rebuild(data),
         BenchKind::Rewind => rewind::rewind(data),

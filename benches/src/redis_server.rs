@@ -245,48 +245,76 @@ impl RedisServer {
         n: u64,
     ) -> Result<Load> {
         let key = format!("{prefix}:__rand_int__");
-        let run = |n: u64| -> Result<Load> {
-            let (cpu_before, start) = (self.cpu_secs(), std::time::Instant::now());
-            let out = std::process::Command::new(bin)
-                .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
-                .args([
-                    "-c",
-                    &connections.to_string(),
-                    "--threads",
-                    &threads.to_string(),
-                ])
-                .args(["-n", &n.to_string(), "-r", &range.to_string()])
-                .args(match (&self.counts_script, &self.page_script) {
-                    (Some(sha), _) | (None, Some(sha)) => vec!["EVALSHA", sha, "1", &key],
-                    (None, None) => vec!["ZREVRANGE", &key],
-                })
-                .args([from.to_string(), (from + 19).to_string()])
-                .args(match (&self.counts_script, &self.page_script) {
-                    (Some(_), sources) => Some(if sources.is_some() { "1" } else { "0" }),
-                    (None, None) => Some("WITHSCORES"),
-                    (None, Some(_)) => None,
-                })
-                .output()
-                .context("running redis-benchmark")?;
-            let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            anyhow::ensure!(
-                out.status.success(),
-                "redis-benchmark failed:\n{text}{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let wall = start.elapsed().as_secs_f64();
-            let load = parse_benchmark(&text)
-                .with_context(|| format!("reading redis-benchmark's report:\n{text}"))?;
-            let cores = match (cpu_before, self.cpu_secs()) {
-                (Some(a), Some(b)) if wall > 0.0 => Some((b - a) / wall),
-                _ => None,
-            };
-            Ok(Load {
-                server_cores: cores,
-                ..load
-            })
+        let (start, stop) = (from.to_string(), (from + 19).to_string());
+        let mut args: Vec<&str> = match (&self.counts_script, &self.page_script) {
+            (Some(sha), _) | (None, Some(sha)) => vec!["EVALSHA", sha, "1", &key],
+            (None, None) => vec!["ZREVRANGE", &key],
         };
-        run(n)
+        args.extend([start.as_str(), stop.as_str()]);
+        args.extend(match (&self.counts_script, &self.page_script) {
+            (Some(_), sources) => Some(if sources.is_some() { "1" } else { "0" }),
+            (None, None) => Some("WITHSCORES"),
+            (None, Some(_)) => None,
+        });
+        self.benchmark(bin, (range, &args), (threads, connections), n)
+    }
+
+    /// `ZCOUNT p:<random reader> (MIN +inf` from redis-benchmark for about
+    /// `secs` seconds: the design's unread count above a marker at `min`.
+    pub(super) fn counts_under_load(
+        &self,
+        bin: &Path,
+        (readers, min): (usize, u64),
+        (threads, connections): (usize, usize),
+        secs: u64,
+    ) -> Result<Load> {
+        let min = format!("({min}");
+        let args = ["ZCOUNT", "p:__rand_int__", &min, "+inf"];
+        let run = |n| self.benchmark(bin, (readers, &args), (threads, connections), n);
+        let probe = run(20_000)?;
+        run(((probe.per_sec * secs as f64) as u64).max(20_000))
+    }
+
+    /// `n` × the command `args` (whose `__rand_int__` redis-benchmark
+    /// draws below `range`) from redis-benchmark: its figures, with the
+    /// server's CPU.
+    fn benchmark(
+        &self,
+        bin: &Path,
+        (range, args): (usize, &[&str]),
+        (threads, connections): (usize, usize),
+        n: u64,
+    ) -> Result<Load> {
+        let (cpu_before, start) = (self.cpu_secs(), std::time::Instant::now());
+        let out = std::process::Command::new(bin)
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args([
+                "-c",
+                &connections.to_string(),
+                "--threads",
+                &threads.to_string(),
+            ])
+            .args(["-n", &n.to_string(), "-r", &range.to_string()])
+            .args(args)
+            .output()
+            .context("running redis-benchmark")?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        anyhow::ensure!(
+            out.status.success(),
+            "redis-benchmark failed:\n{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let wall = start.elapsed().as_secs_f64();
+        let load = parse_benchmark(&text)
+            .with_context(|| format!("reading redis-benchmark's report:\n{text}"))?;
+        let cores = match (cpu_before, self.cpu_secs()) {
+            (Some(a), Some(b)) if wall > 0.0 => Some((b - a) / wall),
+            _ => None,
+        };
+        Ok(Load {
+            server_cores: cores,
+            ..load
+        })
     }
 
     /// Reads pages through [`PAGE_SCRIPT`] from now on: each row with its
