@@ -147,6 +147,33 @@ fn a_marker_at_a_deleted_entry_keeps_its_place() {
     assert_eq!(home(&r, JEFF), (Some((11, 11, ALICE)), Some(1)));
 }
 
+// With the reader's inbox head kept (a first page read), the count comes from the head alone and equals the one a reader without heads walks to; a marker below every row of an inbox with a horizon is walked.
+#[test]
+fn the_head_counts_what_the_walk_counts() {
+    let mut log = vec![follow(JEFF, ALICE, 1)];
+    for p in 0..12 {
+        log.push(post(ALICE, 100 + p, 100 + p));
+    }
+    log.push(seen(JEFF, Feed::Home, (104, 104, ALICE), false, 200));
+    let r = Run::new(BOB, &[&log]);
+    let reader = r.reader();
+    reader.timeline(UserId(JEFF), 20, None).unwrap();
+    let store = reader.store_of(UserId(JEFF)).unwrap();
+    let before = store.heads().counts();
+    assert_eq!(home(&r, JEFF).1, Some(7));
+    assert_eq!(store.heads().counts(), before + 1, "answered from the head");
+    let walked = reader
+        .past_heads()
+        .markers(UserId(JEFF), Modes::default(), 1000);
+    assert_eq!(walked.unwrap().feeds[0].unread, Some(7));
+    // An inbox of 3 with a horizon: the marker is below every row, so the
+    // pull path's entries above it are walked, not guessed.
+    let r = Run::with_cap(BOB, &[&log], 3);
+    let reader = r.reader();
+    reader.timeline(UserId(JEFF), 20, None).unwrap();
+    assert_eq!(home(&r, JEFF).1, Some(7));
+}
+
 // The bound caps the work, never the truth: with max=1 two unread answer 1 and capped, with max=2 exactly 2.
 #[test]
 fn the_bound_says_capped() {

@@ -91,6 +91,8 @@ pub struct Heads {
     held: AtomicUsize,
     /// Pages answered from a head.
     pages: AtomicU64,
+    /// Unread counts answered from a head.
+    counts: AtomicU64,
 }
 
 #[derive(Default)]
@@ -169,6 +171,7 @@ impl Heads {
             budget: budget / SHARDS,
             held: AtomicUsize::new(0),
             pages: AtomicU64::new(0),
+            counts: AtomicU64::new(0),
         }
     }
 
@@ -309,6 +312,16 @@ impl Heads {
     /// Pages answered from a head since the start.
     pub fn pages(&self) -> u64 {
         self.pages.load(Ordering::Relaxed)
+    }
+
+    /// Counts an unread count answered from a head.
+    pub fn counted(&self) {
+        self.counts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Unread counts answered from a head since the start.
+    pub fn counts(&self) -> u64 {
+        self.counts.load(Ordering::Relaxed)
     }
 
     /// Readers with an inbox head, authors with an outbox head, and the

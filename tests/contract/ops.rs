@@ -106,9 +106,14 @@ pub(crate) fn at_edges(e: Event) -> Event {
             user: u(user),
             ts: t(ts),
             feed,
+            // A place's post id may be 0 (below every entry's): kept.
             read_up_to: Place {
                 ts: t(r.ts),
-                post_id: p(r.post_id),
+                post_id: if r.post_id.0 == 0 {
+                    r.post_id
+                } else {
+                    p(r.post_id)
+                },
                 author: u(r.author),
             },
             force,

@@ -130,8 +130,18 @@ impl Reader {
         max: u64,
     ) -> Result<(u64, bool), QueryError> {
         let anchor = marker.map_or(BOTTOM, key_of_place);
+        // The inbox head's count, where it knows the timeline above the
+        // marker (the default modes).
+        if modes == Modes::default() && self.heads {
+            let store = self.store_of(user)?;
+            if let Some(n) = super::timeline::head::count_above(&store, user, anchor) {
+                let n = n as u64;
+                return Ok((n.min(max), n > max));
+            }
+        }
         let most = usize::try_from(max).unwrap_or(usize::MAX).saturating_add(1);
-        let (above, _) = self.timeline_walk(user, modes, anchor, most)?;
+        // One page when at most 100 are unread.
+        let (above, _) = self.timeline_walk(user, (modes, most.min(101)), anchor, most)?;
         let n = above.len() as u64;
         Ok((n.min(max), n > max))
     }
@@ -169,7 +179,7 @@ impl Reader {
                 None => return Err(QueryError::BadCursor("no cursor".into())),
             },
         };
-        let (mut above, reached) = self.timeline_walk(user, modes, anchor, AFTER_MOST)?;
+        let (mut above, reached) = self.timeline_walk(user, (modes, 200), anchor, AFTER_MOST)?;
         if !reached {
             return Err(QueryError::BadCursor(format!(
                 "more than {AFTER_MOST} entries are above it: read from the top"

@@ -18,7 +18,7 @@ use crate::core::timeline::{continue_from, held_timeline, TOP};
 use crate::state::heads::view::HeadView;
 use std::collections::HashSet;
 
-mod head;
+pub(super) mod head;
 mod held;
 mod pull;
 use held::{any_filter, any_repost, held_page};
@@ -497,25 +497,38 @@ impl Reader {
         anchor: TimelineKey,
         most: usize,
     ) -> Result<(Vec<PostItem>, bool), QueryError> {
-        self.timeline_walk(user, Modes::default(), anchor, most)
+        self.timeline_walk(user, (Modes::default(), 200), anchor, most)
     }
 
-    /// [`Reader::timeline_above`] in `modes`: pages of the default size
-    /// first, each next one twice as long up to 200, so that a walk to a
-    /// near anchor reads little.
+    /// [`Reader::timeline_above`] in `modes`: pages of `first` entries
+    /// (at most 200) first, each next one twice as long up to 200, so
+    /// that a walk to a near anchor reads little. In the default modes a
+    /// page the inbox (or its head) holds is read as the inline reads read
+    /// it ([`Reader::timeline_if_materialized`]: the same page).
     pub(super) fn timeline_walk(
         &self,
         user: UserId,
-        modes: Modes,
+        (modes, first): (Modes, usize),
         anchor: TimelineKey,
         most: usize,
     ) -> Result<(Vec<PostItem>, bool), QueryError> {
         const STEP: usize = 200;
-        let mut step = super::DEFAULT_LIMIT.min(STEP);
+        let mut step = first.clamp(1, STEP);
         let mut newer = Vec::new();
         let mut cursor: Option<String> = None;
+        let store = match modes == Modes::default() {
+            true => Some(self.store_of(user)?),
+            false => None,
+        };
         loop {
-            let page = self.timeline_with(user, modes, step, cursor.as_deref())?;
+            let held = match &store {
+                Some(s) => self.materialized(s, user, step, cursor.as_deref(), true)?,
+                None => None,
+            };
+            let page = match held {
+                Some(page) => page,
+                None => self.timeline_with(user, modes, step, cursor.as_deref())?,
+            };
             step = (step * 2).min(STEP);
             let mut reached = false;
             for i in page.items {
@@ -566,7 +579,8 @@ impl Reader {
         let Some(anchor) = timeline_after(user, mode, limit, Some(newer_than))? else {
             return Err(QueryError::BadCursor("no cursor".into()));
         };
-        let (mut newer, reached) = self.timeline_walk(user, modes, anchor, NEWER_THAN_MOST)?;
+        let walk = (modes, 200);
+        let (mut newer, reached) = self.timeline_walk(user, walk, anchor, NEWER_THAN_MOST)?;
         if !reached {
             return Err(QueryError::BadCursor(format!(
                 "more than {NEWER_THAN_MOST} entries are newer than this cursor: read from the top"

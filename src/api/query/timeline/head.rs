@@ -73,6 +73,63 @@ pub(super) fn page(
     FromHead::Page(timeline_page(user, RepostMode::Newest, limit, entries))
 }
 
+/// How many of `user`'s timeline entries (the default modes) are placed
+/// above `anchor`, from the head kept beside `store` alone, when it knows:
+/// [`page`]'s conditions hold, the rows above the anchor are every entry
+/// above it — the head holds a row at or below the anchor, or all of an
+/// inbox that holds the timeline down to it (no horizon, or one at or
+/// below the anchor) — and, with replies in the partition, the head knows
+/// the rule's answer for each. `None`: the walk answers.
+pub(in crate::api::query) fn count_above(
+    store: &Store,
+    user: UserId,
+    anchor: TimelineKey,
+) -> Option<usize> {
+    let replies = store.may_hold(Cf::ReplyDir);
+    let (u, plain, whole, shown) = store.heads().read(user.0, |h| {
+        let rows = &h.inbox.rows;
+        let n = rows.partition_point(|r| *r < anchor);
+        // A row at or below the anchor, or every row (checked against the
+        // horizon below).
+        let whole = match n < rows.len() {
+            true => Some(true),
+            false => h.inbox.all.then_some(false),
+        };
+        let shown = match replies {
+            true => shown_of(h, user, &rows[..n]),
+            false => Some(n),
+        };
+        (h.user, h.plain, whole, shown)
+    })?;
+    // After the read, as for a page.
+    if store.may_hold(Cf::RepostDir) || u.read_horizon() == Some(TOP) || u.marks != 0 || !plain {
+        return None;
+    }
+    let count = match whole? {
+        true => shown?,
+        // Every row is above the anchor: the rest of the timeline, from the
+        // horizon on, must be at or below it.
+        false => u.horizon.is_none_or(|h| anchor <= h).then_some(shown?)?,
+    };
+    store.heads().counted();
+    Some(count)
+}
+
+/// How many of `rows` (the first of `h`) the default replies rule shows,
+/// when the head knows each answer.
+fn shown_of(h: &Head, user: UserId, rows: &[TimelineKey]) -> Option<usize> {
+    let mut shown = 0;
+    for r in rows {
+        let parent = h.inbox.parent(r)?;
+        let follows = match parent {
+            Some(y) if y != user => h.followees.as_ref()?.binary_search(&y).is_ok(),
+            _ => false,
+        };
+        shown += usize::from(Replies::Followed.decide(user, parent, follows));
+    }
+    Some(shown)
+}
+
 /// The first `want` rows of `h` after `after` that the default replies
 /// rule shows (fewer when they are every row), when the head knows every
 /// answer: each row's parent, and the reader's followees where a reply's
