@@ -16,7 +16,7 @@ type LikeAt = (bool, u64, u64);
 #[path = "oracle_likes.rs"]
 mod likes;
 #[path = "oracle_markers.rs"]
-mod markers;
+pub mod markers;
 #[path = "oracle_why.rs"]
 mod why;
 pub use why::At;

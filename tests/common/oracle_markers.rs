@@ -38,16 +38,17 @@ impl Oracle {
     }
 
     /// `GET /v1/users/{user}/markers?max=&reposts=&replies=` as the API
-    /// must answer it: each feed's marker, and the home timeline's entries
-    /// in `mode` and `replies` placed above it, at most `max`.
-    pub fn markers_answer(&self, user: u64, (mode, replies): (Mode, Replies), max: u64) -> Value {
+    /// must answer it: each feed's marker, and of `entries` (the home
+    /// timeline in the mode and rule asked, as `timeline_entries_in` gives
+    /// it) those placed above it, at most `max`.
+    pub fn markers_answer(&self, user: u64, entries: &[Value], max: u64) -> Value {
         let feeds: Vec<Value> = Feed::ALL
             .into_iter()
             .map(|feed| {
                 let m = self.marker(user, feed);
                 let (unread, capped) = match feed {
                     Feed::Home => {
-                        let n = self.unread_home(user, (mode, replies), m.map(|m| m.0));
+                        let n = unread_in(entries, m.map(|m| m.0));
                         (json!(n.min(max)), n > max)
                     }
                     Feed::Notifications => (Value::Null, false),
@@ -67,24 +68,12 @@ impl Oracle {
         json!({"user": user, "feeds": feeds})
     }
 
-    /// How many entries of `user`'s home timeline are placed above
-    /// `marker` (all of them without one).
-    pub fn unread_home(&self, user: u64, modes: (Mode, Replies), marker: Option<Place>) -> u64 {
-        let place = |e: &Value| {
-            let f = |k: &str| e[k].as_u64().unwrap_or(0);
-            (f("ts"), f("post_id"), f("author"))
-        };
-        let m = marker.map_or((0, 0, 0), |p| (p.ts.0, p.post_id.0, p.author.0));
-        let entries = self.timeline_entries_in(user, modes.0, modes.1);
-        entries.iter().filter(|e| place(e) > m).count() as u64
-    }
-
-    /// `timeline?after=marker` paged up to the top: `user`'s home timeline
-    /// entries above the home marker, oldest first.
-    pub fn catch_up(&self, user: u64) -> Vec<Value> {
+    /// `timeline?after=marker` paged up to the top: of `entries` (`user`'s
+    /// home timeline in the default modes), those above the home marker,
+    /// oldest first.
+    pub fn catch_up(&self, user: u64, mut entries: Vec<Value>) -> Vec<Value> {
         let m = self.marker(user, Feed::Home).map(|m| m.0);
         let m = m.map_or((0, 0, 0), |p| (p.ts.0, p.post_id.0, p.author.0));
-        let mut entries = self.timeline_entries_in(user, Mode::Newest, Replies::Followed);
         entries.retain(|e| {
             let f = |k: &str| e[k].as_u64().unwrap_or(0);
             (f("ts"), f("post_id"), f("author")) > m
@@ -108,4 +97,15 @@ impl Oracle {
         }
         out
     }
+}
+
+/// How many of `entries` (a home timeline) are placed above `marker` (all
+/// of them without one).
+pub fn unread_in(entries: &[Value], marker: Option<Place>) -> u64 {
+    let place = |e: &Value| {
+        let f = |k: &str| e[k].as_u64().unwrap_or(0);
+        (f("ts"), f("post_id"), f("author"))
+    };
+    let m = marker.map_or((0, 0, 0), |p| (p.ts.0, p.post_id.0, p.author.0));
+    entries.iter().filter(|e| place(e) > m).count() as u64
 }

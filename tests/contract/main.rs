@@ -213,10 +213,11 @@ fn run_case_with(
     // Unread counts with the marker at every entry of each timeline (and
     // below them all), in every placement of reposts, bounded and not.
     for u in (1..=users).chain(oracle.users()) {
+        let entries = Mode::ALL.map(|m| oracle.timeline_entries_in(u, m, Replies::Followed));
         for place in oracle.marker_places(u) {
-            for mode in Mode::ALL {
+            for (mode, entries) in Mode::ALL.iter().zip(&entries) {
                 let modes = Modes::reposts(RepostMode::parse(mode.param()).unwrap());
-                let want = oracle.unread_home(u, (mode, Replies::Followed), Some(place));
+                let want = common::oracle::markers::unread_in(entries, Some(place));
                 for max in [1000, 1] {
                     let got = reader
                         .home_unread(UserId(u), modes, Some(place), max)
