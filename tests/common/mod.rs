@@ -205,14 +205,23 @@ pub fn check_all(
                 plain.push((mode, want.clone()));
             }
             let want = oracle.with_counts(&e, want, Some(u));
-            for limit in [page, 1000] {
-                let got = all_pages(views, &view, u, limit)?;
-                if got != want {
-                    return Err(format!(
-                        "{view} of {u} (pages of {limit}): {}",
-                        first_difference(&got, &want)
-                    ));
+            let got = all_pages(views, &view, u, page)?;
+            if got != want {
+                let diff = first_difference(&got, &want);
+                return Err(format!("{view} of {u} (pages of {page}): {diff}"));
+            }
+            // Pages of 1,000: every page in the default placement and
+            // rule, the first page in the others.
+            let (got, top) = match (mode, replies) == (Mode::Newest, Replies::Followed) {
+                true => (all_pages(views, &view, u, 1000)?, &want[..]),
+                false => {
+                    let first = first_items(&views.get(&view, u, 1000, None)?)?;
+                    (first, &want[..want.len().min(1000)])
                 }
+            };
+            if got != top {
+                let diff = first_difference(&got, top);
+                return Err(format!("{view} of {u} (pages of 1000): {diff}"));
             }
             // Explained: every page of a timeline up to 100 entries, the
             // first 100 entries of a longer one (what explains an entry
