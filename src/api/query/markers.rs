@@ -2,6 +2,7 @@
 //! each feed's marker as the user's `seen` events set it, and how many of
 //! the feed's entries, as it reads now, are placed above it.
 
+use super::timeline::key_of;
 use super::{
     check_user, encode_cursor, CursorView, EventAt, Modes, Page, PostItem, QueryError, Reader,
 };
@@ -83,7 +84,11 @@ impl Reader {
                         self.home_unread(user, modes, m.map(|m| m.read_up_to), max)?;
                     (Some(n), capped)
                 }
-                Feed::Notifications => (None, false),
+                Feed::Notifications => {
+                    let m = m.map(|m| m.read_up_to);
+                    let (n, capped) = self.notifications_unread(user, m, max)?;
+                    (Some(n), capped)
+                }
             };
             feeds.push(MarkerItem {
                 feed: feed.as_str(),
@@ -211,5 +216,55 @@ pub fn key_of_place(p: Place) -> TimelineKey {
         ts: p.ts,
         post_id: p.post_id,
         author: p.author,
+    }
+}
+
+impl Reader {
+    /// [`Reader::timeline_above`] in `modes`: pages of `first` entries
+    /// (at most 200) first, each next one twice as long up to 200, so
+    /// that a walk to a near anchor reads little. In the default modes a
+    /// page the inbox (or its head) holds is read as the inline reads read
+    /// it ([`Reader::timeline_if_materialized`]: the same page).
+    pub(super) fn timeline_walk(
+        &self,
+        user: UserId,
+        (modes, first): (Modes, usize),
+        anchor: TimelineKey,
+        most: usize,
+    ) -> Result<(Vec<PostItem>, bool), QueryError> {
+        const STEP: usize = 200;
+        let mut step = first.clamp(1, STEP);
+        let mut newer = Vec::new();
+        let mut cursor: Option<String> = None;
+        let store = match modes == Modes::default() {
+            true => Some(self.store_of(user)?),
+            false => None,
+        };
+        loop {
+            let held = match &store {
+                Some(s) => self.materialized(s, user, step, cursor.as_deref(), true)?,
+                None => None,
+            };
+            let page = match held {
+                Some(page) => page,
+                None => self.timeline_with(user, modes, step, cursor.as_deref())?,
+            };
+            step = (step * 2).min(STEP);
+            let mut reached = false;
+            for i in page.items {
+                let k = key_of(&i);
+                if k >= anchor {
+                    reached = true;
+                    break;
+                }
+                newer.push(i);
+            }
+            // The bottom of the timeline counts as reaching the anchor.
+            let bottom = page.next_cursor.is_none();
+            match page.next_cursor {
+                Some(c) if !reached && newer.len() < most => cursor = Some(c),
+                _ => return Ok((newer, reached || bottom)),
+            }
+        }
     }
 }

@@ -202,7 +202,7 @@ impl Reader {
     /// `copies`, also the page of a user who follows pulled authors when
     /// the partition's copies and the inbox hold it (read again from one
     /// snapshot).
-    fn materialized(
+    pub(super) fn materialized(
         &self,
         store: &Store,
         user: UserId,
@@ -498,54 +498,6 @@ impl Reader {
         most: usize,
     ) -> Result<(Vec<PostItem>, bool), QueryError> {
         self.timeline_walk(user, (Modes::default(), 200), anchor, most)
-    }
-
-    /// [`Reader::timeline_above`] in `modes`: pages of `first` entries
-    /// (at most 200) first, each next one twice as long up to 200, so
-    /// that a walk to a near anchor reads little. In the default modes a
-    /// page the inbox (or its head) holds is read as the inline reads read
-    /// it ([`Reader::timeline_if_materialized`]: the same page).
-    pub(super) fn timeline_walk(
-        &self,
-        user: UserId,
-        (modes, first): (Modes, usize),
-        anchor: TimelineKey,
-        most: usize,
-    ) -> Result<(Vec<PostItem>, bool), QueryError> {
-        const STEP: usize = 200;
-        let mut step = first.clamp(1, STEP);
-        let mut newer = Vec::new();
-        let mut cursor: Option<String> = None;
-        let store = match modes == Modes::default() {
-            true => Some(self.store_of(user)?),
-            false => None,
-        };
-        loop {
-            let held = match &store {
-                Some(s) => self.materialized(s, user, step, cursor.as_deref(), true)?,
-                None => None,
-            };
-            let page = match held {
-                Some(page) => page,
-                None => self.timeline_with(user, modes, step, cursor.as_deref())?,
-            };
-            step = (step * 2).min(STEP);
-            let mut reached = false;
-            for i in page.items {
-                let k = key_of(&i);
-                if k >= anchor {
-                    reached = true;
-                    break;
-                }
-                newer.push(i);
-            }
-            // The bottom of the timeline counts as reaching the anchor.
-            let bottom = page.next_cursor.is_none();
-            match page.next_cursor {
-                Some(c) if !reached && newer.len() < most => cursor = Some(c),
-                _ => return Ok((newer, reached || bottom)),
-            }
-        }
     }
 }
 
