@@ -72,7 +72,7 @@ fn three_posts() -> Vec<Event> {
     ]
 }
 
-// Mastodon "creates a marker" and "returns markers": a first `seen` of each feed sets its marker, answered with when and where; home counts the entries above it, notifications has no count yet.
+// Mastodon "creates a marker" and "returns markers": a first `seen` of each feed sets its marker, answered with when and where; home counts the entries above it, notifications the groups.
 #[test]
 fn a_first_seen_creates_the_marker_of_its_feed() {
     let mut log = three_posts();
@@ -84,9 +84,11 @@ fn a_first_seen_creates_the_marker_of_its_feed() {
     assert_eq!(m.feeds[0].since, Some(20));
     assert!(m.feeds[0].event.is_some());
     assert_eq!(m.feeds[1].feed, "notifications");
-    assert_eq!(m.feeds[1].unread, None);
-    // Without a marker every entry is unread.
+    assert_eq!(m.feeds[1].unread, Some(0));
+    // Without a marker every entry is unread: Alice's timeline has none,
+    // her notifications one (Jeff's follow).
     assert_eq!(home(&r, ALICE), (None, Some(0)));
+    assert_eq!(markers(&r, ALICE).feeds[1].unread, Some(1));
 }
 
 // Mastodon "updates a marker": a later `seen` further up moves it, and the count falls to 0 at the top.

@@ -7,7 +7,9 @@
 //! carry, so the three take the same values and refuse them with the same
 //! words.
 
-use crate::api::query::{Modes, Replies, RepostMode, DEFAULT_LIMIT, DEFAULT_RECENT};
+use crate::api::query::{
+    Modes, NotificationKind, Replies, RepostMode, DEFAULT_LIMIT, DEFAULT_RECENT,
+};
 use crate::core::event::{PostId, UserId};
 
 /// One read.
@@ -121,6 +123,13 @@ pub const MARKERS: Read = unpaged(
     "/v1/users/{id}/markers",
     &["max", "reposts", "replies"],
 );
+/// A user's notifications, grouped (or one per act).
+pub const NOTIFICATIONS: Read = unpaged(
+    "notifications",
+    "/v1/users/{id}/notifications",
+    &["limit", "cursor", "grouped", "types"],
+)
+.with_limit(DEFAULT_LIMIT);
 /// A user's counters.
 pub const COUNTERS: Read = unpaged("counters", "/v1/users/{id}/counters", &["as_of"]);
 /// Several users' counters in one answer.
@@ -159,6 +168,7 @@ pub const ALL: &[Read] = &[
     LIKES,
     REPLIES,
     MARKERS,
+    NOTIFICATIONS,
     COUNTERS,
     COUNTERS_MANY,
     RECENT_FOLLOWERS,
@@ -255,6 +265,10 @@ pub struct Params {
     pub viewer: Option<UserId>,
     /// `max`: the most unread entries `markers` counts.
     pub max: Option<u64>,
+    /// `grouped`: `false` answers notifications one per act.
+    pub grouped: Option<bool>,
+    /// `types`: the notification kinds kept.
+    pub types: Option<Vec<NotificationKind>>,
 }
 
 /// A whole-number parameter `k`.
@@ -270,6 +284,26 @@ fn flag(k: &str, v: &str) -> Result<bool, BadParam> {
         "0" | "false" => Ok(false),
         _ => Err(bad(format!("{k} must be 1 or 0, got {v:?}"))),
     }
+}
+
+/// Notification kinds, comma-separated (`follow,like`); none, a repeat
+/// or an unknown one is refused.
+fn kinds(v: &str) -> Result<Vec<NotificationKind>, BadParam> {
+    let names = NotificationKind::ALL
+        .map(NotificationKind::as_str)
+        .join(", ");
+    let mut out: Vec<NotificationKind> = Vec::new();
+    for s in v.split(',').map(str::trim) {
+        let k = NotificationKind::parse(s).ok_or_else(|| match s {
+            "mention" => bad("types: mention notifications are not served yet (docs/semantics.md, \"Notifications\")"),
+            _ => bad(format!("types must be kinds of notifications ({names}), comma-separated, got {s:?}")),
+        })?;
+        if out.contains(&k) {
+            return Err(bad(format!("types names {s:?} twice")));
+        }
+        out.push(k);
+    }
+    Ok(out)
 }
 
 /// A user id.
@@ -341,6 +375,8 @@ pub fn parse(read: &Read, mut pairs: Vec<(String, String)>) -> Result<Params, Ba
             "to" => out.to = Some(number(&k, &v)?),
             "viewer" => out.viewer = Some(user_id(&v)?),
             "max" => out.max = Some(number(&k, &v)?),
+            "grouped" => out.grouped = Some(flag(&k, &v)?),
+            "types" => out.types = Some(kinds(&v)?),
             other => {
                 return Err(bad(format!(
                     "parameter {other:?} is in the table of reads but not parsed"
@@ -484,7 +520,8 @@ mod tests {
                 let v = match p {
                     "reposts" => "first",
                     "replies" => "all",
-                    "explain" | "counts" => "1",
+                    "explain" | "counts" | "grouped" => "1",
+                    "types" => "like,follow",
                     _ => "7",
                 };
                 assert!(parse(read, pairs(&[(p, v)])).is_ok(), "{} {p}", read.name);

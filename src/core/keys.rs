@@ -11,8 +11,9 @@ mod like;
 mod post;
 pub use edge::EdgeVal;
 pub use like::{
-    addressed, like_count, like_of, like_of_prefix, liked, liker, likers_prefix, likes_given,
-    marker, replier, repliers_prefix, reply_count, reply_dir, reply_of, reply_of_prefix, reposted,
+    addressed, like_count, like_of, like_of_prefix, liked, liker, likers_of_author, likers_prefix,
+    likes_given, marker, replier, repliers_of_author, repliers_prefix, reply_count, reply_dir,
+    reply_of, reply_of_prefix, reposted,
 };
 pub use post::{PostRef, PostVal, Posted, RepostState, RepostVal};
 
@@ -198,6 +199,13 @@ pub fn repost_of(target: PostRef, reposter: UserId, repost: PostId) -> Vec<u8> {
 pub fn repost_of_prefix(target: PostRef) -> Vec<u8> {
     let mut k = vec![0];
     k.extend_from_slice(&key([target.0 .0, target.1 .0]));
+    k
+}
+
+/// `reposts`: `0 | a`, the prefix of every [`repost_of`] of `a`'s posts.
+pub fn reposts_of_author(author: UserId) -> Vec<u8> {
+    let mut k = vec![0];
+    k.extend_from_slice(&key([author.0]));
     k
 }
 

@@ -11,11 +11,13 @@
 //! ordered by (newest ts, key), newest first, and two groups of one key
 //! ending at the same time (the first full) by their oldest items.
 //!
-//! Only the rule lives here; which items a user has (acts that count,
-//! filters applied when read) is for the views that feed it.
+//! Which items a user has is [`items::items_of`]'s; filters apply when
+//! read.
 
 use crate::event::{Ts, UserId};
 use crate::keys::PostRef;
+
+pub mod items;
 
 /// The longest gap between two consecutive items of one group: 12 hours.
 pub const GROUP_GAP_MS: u64 = 12 * 60 * 60 * 1000;

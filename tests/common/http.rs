@@ -343,6 +343,13 @@ impl Views for Client {
                 let query = other.trim_start_matches("markers").trim_start_matches('?');
                 return self.json(&format!("/v1/users/{user}/markers?max={limit}&{query}"));
             }
+            // `notifications?grouped=G&types=T`.
+            other if other.starts_with("notifications") => {
+                let query = other
+                    .trim_start_matches("notifications")
+                    .trim_start_matches('?');
+                format!("/v1/users/{user}/notifications?limit={limit}&{query}")
+            }
             other => return Err(format!("no view {other}")),
         };
         if let Some(c) = cursor {

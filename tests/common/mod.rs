@@ -280,6 +280,24 @@ pub fn check_all(
                 first_difference(&got, &want)
             ));
         }
+        // Notifications: every page, grouped and one per act, and
+        // grouped with two kinds (group boundaries move with the kinds).
+        for (view, grouped, types) in [
+            ("notifications", true, None),
+            ("notifications?grouped=0", false, None),
+            (
+                "notifications?types=like,follow",
+                true,
+                Some(&["like", "follow"][..]),
+            ),
+        ] {
+            let got = all_pages(views, view, u, page)?;
+            let want = oracle.notifications(u, grouped, types);
+            if got != want {
+                let diff = first_difference(&got, &want);
+                return Err(format!("{view} of {u} (pages of {page}): {diff}"));
+            }
+        }
         // Post ids the log names (all of them in small logs; in large
         // ones every id whose answer is not "never followed"), and one it
         // does not.

@@ -17,6 +17,8 @@ type LikeAt = (bool, u64, u64);
 mod likes;
 #[path = "oracle_markers.rs"]
 pub mod markers;
+#[path = "oracle_notifications.rs"]
+mod notifications;
 #[path = "oracle_why.rs"]
 mod why;
 pub use why::At;

@@ -153,7 +153,8 @@ impl Oracle {
         for list in e.replies.values_mut() {
             list.sort_by_key(|&(reply, ts)| (ts, reply));
         }
-        for (u, _, _, root) in self.all_reposts() {
+        for (u, _, ts, root) in self.all_reposts() {
+            e.reposters.entry(root).or_default().push((u, ts));
             e.counts.entry(root).or_default().1 += 1;
             e.by_root.entry(root).or_default().insert(u);
             e.reposted.insert((u, root));
@@ -244,6 +245,8 @@ pub struct Engagements {
     reposted: BTreeSet<(u64, (u64, u64))>,
     /// Each live original's likers: (user, the like's time).
     likers: BTreeMap<(u64, u64), Vec<(u64, u64)>>,
+    /// Each live original's live reposts: (reposter, the repost's time).
+    reposters: BTreeMap<(u64, u64), Vec<(u64, u64)>>,
 }
 
 impl Engagements {
@@ -261,6 +264,11 @@ impl Engagements {
     /// A live original's live direct replies (0 when not live).
     pub fn replies_count(&self, root: (u64, u64)) -> u64 {
         self.counts.get(&root).map_or(0, |c| c.2)
+    }
+
+    /// A live original's live reposts: (reposter, the repost's time).
+    pub fn reposters(&self, root: (u64, u64)) -> &[(u64, u64)] {
+        self.reposters.get(&root).map_or(&[], |v| v)
     }
 
     /// The users whose flags on the original `root` are set.

@@ -51,7 +51,13 @@ impl Oracle {
                         let n = unread_in(entries, m.map(|m| m.0));
                         (json!(n.min(max)), n > max)
                     }
-                    Feed::Notifications => (Value::Null, false),
+                    Feed::Notifications => {
+                        let groups = self.notifications(user, true, None);
+                        let places: Vec<Value> =
+                            groups.iter().map(|g| g["place"].clone()).collect();
+                        let n = unread_in(&places, m.map(|m| m.0));
+                        (json!(n.min(max)), n > max)
+                    }
                 };
                 json!({
                     "feed": feed.as_str(),

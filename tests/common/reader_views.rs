@@ -3,7 +3,7 @@
 
 use super::Views;
 use feedlog::api::http::{kept_timeline_page, split_kept_page};
-use feedlog::api::query::{Modes, Reader, Replies, RepostMode};
+use feedlog::api::query::{Modes, NotificationKind, Reader, Replies, RepostMode};
 use feedlog::UserId;
 use serde_json::Value;
 
@@ -137,6 +137,25 @@ impl Views for Reader {
                     }
                 }
                 json(self.markers(u, modes, limit as u64))
+            }
+            // `notifications?grouped=G&types=T`, each optional.
+            other if other.starts_with("notifications") => {
+                let (mut grouped, mut types) = (true, None);
+                let query = other
+                    .trim_start_matches("notifications")
+                    .trim_start_matches('?');
+                for pair in query.split('&').filter(|p| !p.is_empty()) {
+                    match pair.split_once('=') {
+                        Some(("grouped", g)) => grouped = g == "1",
+                        Some(("types", t)) => {
+                            let kinds = t.split(',').map(NotificationKind::parse);
+                            let kinds: Option<Vec<_>> = kinds.collect();
+                            types = Some(kinds.ok_or_else(|| format!("no kinds {t}"))?);
+                        }
+                        _ => return Err(format!("no view {other}")),
+                    }
+                }
+                json(self.notifications(u, (limit, cursor), grouped, types.as_deref()))
             }
             other => Err(format!("no view {other}")),
         }

@@ -445,6 +445,22 @@ pub(super) async fn markers(
     Ok(Json(m).into_response())
 }
 
+pub(super) async fn notifications(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    q: Params,
+) -> Result<Response, ApiError> {
+    let user = user_id(&id)?;
+    let p = params(q, &reads::NOTIFICATIONS)?;
+    let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
+    let (cursor, grouped, types) = (p.cursor, p.grouped.unwrap_or(true), p.types);
+    let page = read(&api, move |r| {
+        r.notifications(user, (l, cursor.as_deref()), grouped, types.as_deref())
+    })
+    .await?;
+    Ok(Json(page).into_response())
+}
+
 pub(super) async fn counters(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,

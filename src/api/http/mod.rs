@@ -62,6 +62,8 @@ pub mod route {
     pub const REPLIES: &str = crate::api::reads::REPLIES.route;
     /// A user's read markers and unread counts.
     pub const MARKERS: &str = crate::api::reads::MARKERS.route;
+    /// A user's notifications.
+    pub const NOTIFICATIONS: &str = crate::api::reads::NOTIFICATIONS.route;
     /// One user's counters.
     pub const COUNTERS: &str = crate::api::reads::COUNTERS.route;
     /// Counters of many users.
@@ -115,6 +117,7 @@ pub const ROUTES: &[&str] = &[
     route::LIKES,
     route::REPLIES,
     route::MARKERS,
+    route::NOTIFICATIONS,
     route::COUNTERS,
     route::COUNTERS_MANY,
     route::RECENT_FOLLOWERS,
@@ -427,6 +430,7 @@ pub fn router(api: Arc<Api>) -> Router {
         .route(route::LIKES, get(handlers::likes))
         .route(route::REPLIES, get(handlers::replies))
         .route(route::MARKERS, get(handlers::markers))
+        .route(route::NOTIFICATIONS, get(handlers::notifications))
         .route(route::COUNTERS, get(handlers::counters))
         .route(route::COUNTERS_MANY, get(handlers::counters_many))
         .route(route::RECENT_FOLLOWERS, get(handlers::recent_followers))

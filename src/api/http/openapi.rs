@@ -17,8 +17,8 @@ use super::routing::{EngagementAnswer, OutboxesAnswer, PostsAnswer};
 use super::ApiConfig;
 use crate::api::query::{
     Change, Changes, Counters, CountersList, Counts, EventAt, FilteredItem, Flags, FollowerItem,
-    List, MarkerItem, Markers, Page, PlaceItem, PostAnswer, PostItem, RepostOf, RepostedBy,
-    WhyAnswer, WhyItem,
+    List, MarkerItem, Markers, NotificationGroup, Page, PlaceItem, PostAnswer, PostItem, RepostOf,
+    RepostedBy, WhyAnswer, WhyItem,
 };
 use utoipa::OpenApi;
 
@@ -42,13 +42,14 @@ pub fn default_limit(route: &str) -> Option<usize> {
         description = "Read-only views materialized by feedlog. Every page is read from one consistent snapshot of the owning partition. Errors are {\"error\":{\"code\",\"message\"}}: 400 for a bad id, cursor, limit or parameter; 404 for an unknown route. In Kafka mode any processor answers for any user: it forwards a request to the processor that serves the user's partition (a timeline stream is redirected, 307), and answers 503 with Retry-After while the partition moves between processors."
     ),
     paths(
-        timeline, why, changes, stream, posts, post, likes, replies, markers, counters, counters_many, recent_followers, followers,
+        timeline, why, changes, stream, posts, post, likes, replies, markers, notifications, counters, counters_many, recent_followers, followers,
         followees, mutes, blocks, openapi, healthz, readyz, metrics, internal_outboxes,
         internal_posts, internal_engagement, internal_cut_state, internal_cut_hold, internal_cut_release,
         internal_digest, internal_checkpoint, ui
     ),
     components(schemas(
         PostItem, PostAnswer, Counts, Flags, RepostedBy, RepostOf, WhyItem, WhyAnswer, EventAt, Change, Changes, FollowerItem, FilteredItem, Counters, Markers, MarkerItem, PlaceItem, Page<PostItem>,
+        NotificationGroup, Page<NotificationGroup>,
         Page<FollowerItem>, Page<FilteredItem>,
         List<FollowerItem>, CountersList, Ready, ErrorBody, Health, OutboxesAnswer, PostsAnswer, EngagementAnswer,
         CutAnswer
@@ -254,6 +255,21 @@ fn replies() {}
         Refusals,
     ))]
 fn markers() {}
+
+#[utoipa::path(get, path = "/v1/users/{id}/notifications", operation_id = "getNotifications",
+    summary = "The user's notifications, newest group first: follows of them, and likes, reposts and replies of their live posts by others (live acts, at their own times). Likes and reposts of one post, and all follows, group: items of one key ordered by (ts, actor) share a group while each gap is at most 12 hours and the group holds fewer than 50, counted from the oldest; a reply is a group of its own. Groups sort by (newest ts, key). The acts of users the reader blocks, is blocked by or mutes are left out before grouping. The same log gives the same groups on every page size and at any time of asking.",
+    params(
+        User,
+        ("limit" = Option<usize>, Query, description = "Groups per page (default 20, at most 1,000).", minimum = 1, maximum = 1000),
+        ("cursor" = Option<String>, Query, description = "A page's `next_cursor`: the groups after it."),
+        ("grouped" = Option<String>, Query, description = "`0`: one entry per act (count 1), newest first; default `1`.", pattern = "^(0|1|true|false)$"),
+        ("types" = Option<String>, Query, description = "Kinds kept, comma-separated: `follow`, `like`, `repost`, `reply` (applied before grouping)."),
+    ),
+    responses(
+        (status = 200, description = "A page of groups: `kind`, `post` (the user's post), `reply` (a reply's own post), `actors` (the newest 10), `count`, `newest_ts`, `oldest_ts`", body = Page<NotificationGroup>, headers(("Link" = String, description = "RFC 8288 link: rel=\"next\"."))),
+        Refusals,
+    ))]
+fn notifications() {}
 
 #[utoipa::path(get, path = "/v1/users/{id}/counters", operation_id = "getCounters",
     summary = "Follower, followee and post counts.",

@@ -24,6 +24,10 @@ pub(super) enum CursorView {
     Likers = 9,
     /// A post's replies (bound to the original's author).
     Replies = 10,
+    /// A user's notifications, grouped.
+    Notifications = 11,
+    /// A user's notifications, one per act.
+    NotificationItems = 12,
 }
 
 impl CursorView {

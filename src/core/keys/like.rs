@@ -59,6 +59,11 @@ pub fn likers_prefix(target: PostRef) -> Vec<u8> {
     tagged(5, &[target.0 .0, target.1 .0])
 }
 
+/// `engagement`: `5 | a`, the prefix of every [`liker`] of `a`'s posts.
+pub fn likers_of_author(author: UserId) -> Vec<u8> {
+    tagged(5, &[author.0])
+}
+
 /// `engagement` (at the partition of the post a reply names): `6 | a | p
 /// | replier | reply`, valued `live u8 | hops u32 | version u64 | ts u64`:
 /// the latest word on reply `(replier, reply)` that reached post `(a, p)`
@@ -89,6 +94,11 @@ pub fn replier(target: PostRef, ts: Ts, reply: PostRef) -> Vec<u8> {
 /// `engagement`: `8 | a | p`, the prefix of [`replier`].
 pub fn repliers_prefix(target: PostRef) -> Vec<u8> {
     tagged(8, &[target.0 .0, target.1 .0])
+}
+
+/// `engagement`: `8 | a`, the prefix of every [`replier`] of `a`'s posts.
+pub fn repliers_of_author(author: UserId) -> Vec<u8> {
+    tagged(8, &[author.0])
 }
 
 /// `engagement` (at the author's partition): `9 | author | post`, valued

@@ -1,0 +1,259 @@
+//! A user's notifications: follows of them, likes, reposts and replies of their posts, grouped by `core::notification`'s rule and filtered by their blocks and mutes.
+
+use super::cursor::{decode_cursor, encode_cursor, CursorView};
+use super::{check_limit, check_user, cursor_u64, Page, PlaceItem, QueryError, Reader, RepostOf};
+use crate::core::event::{Place, PostId, Ts, UserId};
+use crate::core::filter::ReadFilter;
+use crate::core::keys::PostRef;
+use crate::core::notification::{self, items::items_of, Group, GroupKey};
+use crate::core::views;
+use serde::Serialize;
+
+/// How many of a group's actors an answer names (the newest).
+pub const GROUP_ACTORS: usize = 10;
+
+/// What a notification is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// A follow of the user.
+    Follow,
+    /// A like of the user's post.
+    Like,
+    /// A repost of the user's post.
+    Repost,
+    /// A reply to the user's post.
+    Reply,
+}
+
+impl Kind {
+    /// Every kind, as `types=` names them.
+    pub const ALL: [Kind; 4] = [Kind::Follow, Kind::Like, Kind::Repost, Kind::Reply];
+
+    /// Its name in answers and in `types=`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Follow => "follow",
+            Kind::Like => "like",
+            Kind::Repost => "repost",
+            Kind::Reply => "reply",
+        }
+    }
+
+    /// The kind `s` names.
+    pub fn parse(s: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    fn of(key: GroupKey) -> Option<Kind> {
+        match key {
+            GroupKey::Follows => Some(Kind::Follow),
+            GroupKey::Likes(_) => Some(Kind::Like),
+            GroupKey::Reposts(_) => Some(Kind::Repost),
+            GroupKey::Reply(_) => Some(Kind::Reply),
+            GroupKey::Mention(_) => None,
+        }
+    }
+}
+
+/// One notification group (with `grouped=0`, one act).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct NotificationGroup {
+    /// `follow`, `like`, `repost` or `reply`.
+    pub kind: &'static str,
+    /// The user's post it is about (a like, repost or reply of it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub post: Option<RepostOf>,
+    /// A reply: the reply itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply: Option<RepostOf>,
+    /// Who acted, newest first: at most 10.
+    pub actors: Vec<u64>,
+    /// How many acts the group holds.
+    pub count: u64,
+    /// The newest act's time, ms since the epoch (the group's place).
+    pub newest_ts: u64,
+    /// The oldest act's time.
+    pub oldest_ts: u64,
+    /// Where the group sits for read markers: `newest_ts`, and the post
+    /// it is about (a reply: the reply; follows: 0 and 0). A `seen` of
+    /// the notifications feed names it as `read_up_to`.
+    pub place: PlaceItem,
+}
+
+/// A group's place among the user's groups (newest first):
+/// [`Group::place`].
+type Order = (Ts, GroupKey, (Ts, UserId));
+
+impl Reader {
+    /// A page of `user`'s notifications, newest group first: `grouped`,
+    /// the groups of `core::notification`'s rule; else one entry per act
+    /// (newest first by time, then as groups are). `types`, when given,
+    /// keeps only those kinds (before grouping). The acts of users the
+    /// reader blocks, is blocked by or mutes (in force now) are left out
+    /// before grouping, as on the home timeline.
+    pub fn notifications(
+        &self,
+        user: UserId,
+        (limit, cursor): (usize, Option<&str>),
+        grouped: bool,
+        types: Option<&[Kind]>,
+    ) -> Result<Page<NotificationGroup>, QueryError> {
+        check_user(user)?;
+        check_limit(limit)?;
+        let view = match grouped {
+            true => CursorView::Notifications,
+            false => CursorView::NotificationItems,
+        };
+        let after = match cursor {
+            Some(c) => Some(place_of(&decode_cursor(c, view, user, 41)?)?),
+            None => None,
+        };
+        let (groups, parents) = self.groups_of(user, grouped, types)?;
+        let mut page: Vec<&Group> = groups
+            .iter()
+            .filter(|g| after.is_none_or(|a| g.place() < a))
+            .take(limit + 1)
+            .collect();
+        let next_cursor = (page.len() > limit).then(|| {
+            page.truncate(limit);
+            encode_cursor(view, user, &cursor_of(page[limit - 1].place()))
+        });
+        let items = page.into_iter().map(|g| answer(g, &parents)).collect();
+        Ok(Page {
+            items,
+            next_cursor,
+            prev_cursor: None,
+        })
+    }
+
+    /// How many of `user`'s notification groups (all kinds) are placed
+    /// above `marker` (all of them without one), at most `max`; and
+    /// whether there are more.
+    pub fn notifications_unread(
+        &self,
+        user: UserId,
+        marker: Option<Place>,
+        max: u64,
+    ) -> Result<(u64, bool), QueryError> {
+        let (groups, _) = self.groups_of(user, true, None)?;
+        let above = groups
+            .iter()
+            .filter(|g| marker.is_none_or(|m| place(g) > m))
+            .count() as u64;
+        Ok((above.min(max), above > max))
+    }
+
+    /// `user`'s groups (`grouped`; else one per act) of `types`, newest
+    /// first, with each reply's parent.
+    fn groups_of(
+        &self,
+        user: UserId,
+        grouped: bool,
+        types: Option<&[Kind]>,
+    ) -> Result<(Vec<Group>, Parents), QueryError> {
+        let store = self.store_of(user)?;
+        let snap = store.snapshot();
+        let all = items_of(&snap, user)?;
+        let filter = ReadFilter::of(&snap, user, views::clock(&snap)?)?;
+        let kept = all.items.into_iter().filter(|i| {
+            let kind = Kind::of(i.key);
+            !filter.hidden.contains(&i.actor)
+                && kind.is_some_and(|k| types.is_none_or(|t| t.contains(&k)))
+        });
+        let groups = match grouped {
+            true => notification::group(kept),
+            false => {
+                let mut one: Vec<Group> = kept
+                    .map(|i| Group {
+                        key: i.key,
+                        items: vec![(i.ts, i.actor)],
+                    })
+                    .collect();
+                one.sort_unstable_by_key(|g| std::cmp::Reverse(g.place()));
+                one.dedup();
+                one
+            }
+        };
+        Ok((groups, all.parents))
+    }
+}
+
+/// Each reply's parent.
+type Parents = std::collections::HashMap<PostRef, PostRef>;
+
+/// A group's place for read markers: its newest time and the post it is
+/// about (a reply: the reply itself; follows: none, 0 and 0).
+fn place(g: &Group) -> Place {
+    let (author, post_id) = match g.key {
+        GroupKey::Follows => (UserId(0), PostId(0)),
+        GroupKey::Likes(p) | GroupKey::Reposts(p) | GroupKey::Reply(p) | GroupKey::Mention(p) => p,
+    };
+    Place {
+        ts: g.newest(),
+        post_id,
+        author,
+    }
+}
+
+/// A group as answered.
+fn answer(g: &Group, parents: &Parents) -> NotificationGroup {
+    let (post, reply) = match g.key {
+        GroupKey::Follows => (None, None),
+        GroupKey::Likes(p) | GroupKey::Reposts(p) => (Some(RepostOf::of(p)), None),
+        GroupKey::Reply(r) | GroupKey::Mention(r) => (
+            parents.get(&r).copied().map(RepostOf::of),
+            Some(RepostOf::of(r)),
+        ),
+    };
+    NotificationGroup {
+        kind: Kind::of(g.key).map_or("mention", Kind::as_str),
+        post,
+        reply,
+        actors: g
+            .items
+            .iter()
+            .rev()
+            .take(GROUP_ACTORS)
+            .map(|i| i.1 .0)
+            .collect(),
+        count: g.items.len() as u64,
+        newest_ts: g.newest().0,
+        oldest_ts: g.oldest().0,
+        place: place(g).into(),
+    }
+}
+
+/// A place as a cursor's payload: newest ts, kind, post (author, id),
+/// oldest ts, oldest actor (41 bytes).
+fn cursor_of((ts, key, (first_ts, first)): Order) -> Vec<u8> {
+    let (tag, (a, p)) = match key {
+        GroupKey::Follows => (0u8, (UserId(0), PostId(0))),
+        GroupKey::Likes(r) => (1, r),
+        GroupKey::Reposts(r) => (2, r),
+        GroupKey::Reply(r) => (3, r),
+        GroupKey::Mention(r) => (4, r),
+    };
+    let mut b = ts.0.to_be_bytes().to_vec();
+    b.push(tag);
+    b.extend_from_slice(&crate::core::keys::key([a.0, p.0, first_ts.0, first.0]));
+    b
+}
+
+/// The place a cursor's payload names.
+fn place_of(b: &[u8]) -> Result<Order, QueryError> {
+    let at = |i| cursor_u64(b, i);
+    let r = (UserId(at(9)?), PostId(at(17)?));
+    let key = match b[8] {
+        0 => GroupKey::Follows,
+        1 => GroupKey::Likes(r),
+        2 => GroupKey::Reposts(r),
+        3 => GroupKey::Reply(r),
+        4 => GroupKey::Mention(r),
+        _ => {
+            return Err(QueryError::BadCursor(
+                "not a cursor this server issued".into(),
+            ))
+        }
+    };
+    Ok((Ts(at(0)?), key, (Ts(at(25)?), UserId(at(33)?))))
+}

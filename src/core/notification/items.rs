@@ -1,0 +1,94 @@
+//! A user's notification items, read from the indexes their partition already keeps for their posts and followers.
+//!
+//! Every act a notification names is registered at the notified user's
+//! partition before this reads it, so no message of its own carries it:
+//! a follow of the user counts in their `recent_followers`; a like, a
+//! repost and a reply of one of their posts is registered with that post
+//! at its author's partition (`engagement` tags 5 and 8, `reposts` tag 0;
+//! state/README.md). Only a live original's registrations are items (one
+//! waiting at a post not known yet is not), and acts of the user on their
+//! own posts are not. Filters (blocks, mutes) are the reader's, applied
+//! when read.
+
+use super::{GroupKey, Item};
+use crate::event::{PostId, Ts, UserId};
+use crate::keys::{self, PostRef, PostVal};
+use crate::kv::{u64_at, Cf, Kv, KvError};
+use crate::views;
+use std::collections::HashMap;
+
+/// The items of `user` in this partition's state, in no order, with the
+/// post each reply answers (the notified user's post).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Items {
+    /// Every item.
+    pub items: Vec<Item>,
+    /// For each [`GroupKey::Reply`] item: the post it replies to.
+    pub parents: HashMap<PostRef, PostRef>,
+}
+
+/// Every notification item of `user` (owned by this partition): follows
+/// that count, and live likes, reposts and replies of their live
+/// originals by others.
+pub fn items_of<K: Kv + ?Sized>(kv: &K, user: UserId) -> Result<Items, KvError> {
+    let mut out = Items::default();
+    for r in views::recent_followers(kv, user) {
+        let (follower, ts) = r?;
+        out.items.push(Item {
+            key: GroupKey::Follows,
+            ts,
+            actor: follower,
+        });
+    }
+    let mut live: HashMap<PostId, bool> = HashMap::new();
+    let mut is_live = |p: PostId| -> Result<bool, KvError> {
+        if let Some(&l) = live.get(&p) {
+            return Ok(l);
+        }
+        let l = matches!(views::post(kv, user, p)?, Some(PostVal::Live(..)));
+        live.insert(p, l);
+        Ok(l)
+    };
+    let prefix = keys::likers_of_author(user);
+    for r in kv.scan_prefix(Cf::Engagement, &prefix) {
+        let (k, _) = r?;
+        let at = |i| u64_at(Cf::Engagement, &k, &k, i);
+        let (post, ts, liker) = (PostId(at(9)?), Ts(!at(17)?), UserId(!at(25)?));
+        if liker != user && is_live(post)? {
+            out.items.push(Item {
+                key: GroupKey::Likes((user, post)),
+                ts,
+                actor: liker,
+            });
+        }
+    }
+    for r in kv.scan_prefix(Cf::Reposts, &keys::reposts_of_author(user)) {
+        let (k, v) = r?;
+        let post = PostId(u64_at(Cf::Reposts, &k, &k, 9)?);
+        let reposter = UserId(u64_at(Cf::Reposts, &k, &k, 17)?);
+        let ts = Ts(u64_at(Cf::Reposts, &k, &v, 0)?);
+        if reposter != user && is_live(post)? {
+            out.items.push(Item {
+                key: GroupKey::Reposts((user, post)),
+                ts,
+                actor: reposter,
+            });
+        }
+    }
+    let prefix = keys::repliers_of_author(user);
+    for r in kv.scan_prefix(Cf::Engagement, &prefix) {
+        let (k, _) = r?;
+        let at = |i| u64_at(Cf::Engagement, &k, &k, i);
+        let (post, ts) = (PostId(at(9)?), Ts(at(17)?));
+        let reply = (UserId(at(25)?), PostId(at(33)?));
+        if reply.0 != user && is_live(post)? {
+            out.items.push(Item {
+                key: GroupKey::Reply(reply),
+                ts,
+                actor: reply.0,
+            });
+            out.parents.insert(reply, (user, post));
+        }
+    }
+    Ok(out)
+}
