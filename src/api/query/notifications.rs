@@ -127,8 +127,8 @@ impl Reader {
     }
 
     /// How many of `user`'s notification groups (all kinds) are placed
-    /// above `marker` (all of them without one), at most `max`; and
-    /// whether there are more.
+    /// above `marker` (without one: above the lowest place, 0s, as for
+    /// home), at most `max`; and whether there are more.
     pub fn notifications_unread(
         &self,
         user: UserId,
@@ -138,7 +138,7 @@ impl Reader {
         let (groups, _) = self.groups_of(user, true, None)?;
         let above = groups
             .iter()
-            .filter(|g| marker.is_none_or(|m| place(g) > m))
+            .filter(|g| place(g) > marker.unwrap_or_default())
             .count() as u64;
         Ok((above.min(max), above > max))
     }
