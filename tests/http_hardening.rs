@@ -292,11 +292,12 @@ fn openapi_limits_match_the_handlers() {
             "{{\"type\":\"follow\",\"follower\":1,\"followee\":{},\"ts\":{ts}}}\n",
             i + 1
         );
-        // Mutes of followees, blocks of users nobody follows (a block
-        // would void the follows).
+        // Mutes and blocks of users nobody follows and who act on
+        // nothing (a block would void the follows, a mute hide the
+        // notifications).
         log += &format!(
             "{{\"type\":\"mute\",\"user\":1,\"target\":{},\"ts\":{ts}}}\n",
-            i + 1
+            i + 2000
         );
         log += &format!(
             "{{\"type\":\"block\",\"user\":1,\"target\":{},\"ts\":{ts}}}\n",
@@ -339,7 +340,7 @@ fn openapi_limits_match_the_handlers() {
         }
         paged += 1;
         // User 2 follows 1 (a timeline of 150 posts); user 1 has 150 of everything else
-        // (followers, followees, posts, mutes, blocks), and its post 1 150 likers and replies.
+        // (followers, followees, posts, mutes, blocks, notifications), and its post 1 150 likers and replies.
         let stream = route.ends_with("/timeline/stream");
         let user = if route.ends_with("/timeline") || stream {
             "2"
@@ -387,8 +388,8 @@ fn openapi_limits_match_the_handlers() {
         }
     }
     assert_eq!(
-        paged, 10,
-        "timeline, its stream, posts, a post's likers and replies, followers, followees, recent followers, mutes, blocks"
+        paged, 11,
+        "timeline, its stream, posts, a post's likers and replies, notifications, followers, followees, recent followers, mutes, blocks"
     );
 }
 

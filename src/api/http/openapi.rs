@@ -529,10 +529,17 @@ pub fn document(cfg: &ApiConfig, kafka: bool) -> String {
 /// string of decimal digits.
 fn string_ids(v: &mut serde_json::Value) {
     if let Some(props) = v.get_mut("properties").and_then(|p| p.as_object_mut()) {
+        // A place (`read_up_to`, a notification group's `place`) may name
+        // 0s: below everything, or no post.
+        let place = props.len() == 3
+            && ["ts", "post_id", "author"]
+                .iter()
+                .all(|k| props.contains_key(*k));
+        let pattern = if place { "^[0-9]+$" } else { "^[1-9][0-9]*$" };
         for &field in super::ids::ID_FIELDS {
             if let Some(p) = props.get_mut(field) {
                 let description = p["description"].clone();
-                *p = serde_json::json!({"type": "string", "pattern": "^[1-9][0-9]*$"});
+                *p = serde_json::json!({"type": "string", "pattern": pattern});
                 if !description.is_null() {
                     p["description"] = description;
                 }
