@@ -124,12 +124,13 @@ pub const MARKERS: Read = unpaged(
     &["max", "reposts", "replies"],
 );
 /// A user's notifications, grouped (or one per act).
-pub const NOTIFICATIONS: Read = unpaged(
-    "notifications",
-    "/v1/users/{id}/notifications",
-    &["limit", "cursor", "grouped", "types"],
-)
-.with_limit(DEFAULT_LIMIT);
+pub const NOTIFICATIONS: Read = Read {
+    name: "notifications",
+    route: "/v1/users/{id}/notifications",
+    takes: &["limit", "cursor", "grouped", "types"],
+    default_limit: Some(DEFAULT_LIMIT),
+    not_in_cli: Some("not yet: read it over HTTP"),
+};
 /// A user's counters.
 pub const COUNTERS: Read = unpaged("counters", "/v1/users/{id}/counters", &["as_of"]);
 /// Several users' counters in one answer.
