@@ -463,3 +463,22 @@ fn memory_and_thread_settings_reach_the_stores_and_the_server() {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
     assert_eq!(samples(&m, "feedlog_http_threads"), [cores as u64], "{m}");
 }
+
+// Proves a SIGTERM sent the moment `run` or `serve` announces its API stops it cleanly (exit 0), never killing it before the signal is watched.
+#[test]
+fn a_sigterm_right_after_the_api_is_announced_stops_cleanly() {
+    use common::http::Proc;
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, _, err) = feedlog(
+        tmp.path(),
+        &["produce", "-"],
+        Some(generated_log(20, 100).as_bytes()),
+    );
+    assert_eq!(code, 0, "{err}");
+    for _ in 0..3 {
+        let run = Proc::serving(tmp.path(), &["run", "--no-sync", "--listen", "127.0.0.1:0"]);
+        assert_eq!(run.terminate(), Some(0), "run");
+        let serve = Proc::serving(tmp.path(), &["serve", "--listen", "127.0.0.1:0"]);
+        assert_eq!(serve.terminate(), Some(0), "serve");
+    }
+}

@@ -216,13 +216,13 @@ pub fn run(data: &Path, a: &DemoArgs, listen: &str, exit: bool, api: &ApiArgs) -
         ..ProcessorConfig::default()
     };
     let processor = Processor::open(&dir, cfg)?;
+    let shutdown = shutdown_on_signal();
     // One rewind for the API and the tour: the tour's page as of an earlier
     // time is then kept for the same request over HTTP.
     let rewind = Arc::new(LogRewind::of(&dir, api.history_retention));
     let server = ApiServer::start(listen, api.config(), |cfg| {
         processor_api_rewinding(&processor, rewind.clone(), cfg)
     })?;
-    let shutdown = shutdown_on_signal();
     let start = Instant::now();
     let mode = super::shell::RunMode {
         until_idle: true,

@@ -221,6 +221,7 @@ pub fn run_watching(
     let done = || -> Result<bool, feedlog::log::LogError> {
         Ok(retired() || finish.map_or(Ok(false), |f| f())?)
     };
+    let shutdown = shutdown_on_signal();
     let server = match bound {
         Some(b) => {
             let deployment = settings.deployment.as_ref().unwrap_or(&cfg_kafka);
@@ -229,7 +230,6 @@ pub fn run_watching(
         }
         None => None,
     };
-    let shutdown = shutdown_on_signal();
     let start = Instant::now();
     let totals = mode.with_progress(
         || {

@@ -44,13 +44,13 @@ pub fn run_embedded(
         ..cfg
     };
     let processor = Processor::open(&dir, cfg)?;
+    let shutdown = shutdown_on_signal();
     let server = match listen {
         Some(addr) => Some(ApiServer::start(&addr, api.config(), |cfg| {
             processor_api(&processor, api.history_retention, cfg)
         })?),
         None => None,
     };
-    let shutdown = shutdown_on_signal();
     let requests = Shutdown::new();
     let result = std::thread::scope(|s| {
         s.spawn(|| feedlog::ops::requests::serve_requests(&dir, &processor, &requests));
@@ -77,12 +77,12 @@ pub fn serve(data: &Path, listen: &str, api: &ApiArgs, cache: &CacheArgs) -> Res
         &dir, &scratch.0, &cache,
     )?));
     let parts: Arc<dyn Partitions> = set.clone();
+    let shutdown = shutdown_on_signal();
     let rewind = LogRewind::of(&dir, api.history_retention);
     let node = Arc::new(LogNode::new(Arc::new(dir.logs()), None).rewinding(Arc::new(rewind)));
     let server = ApiServer::start(listen, api.config(), |cfg| {
         Api::new(Reader::over(parts, None).following(), node, cfg)
     })?;
-    let shutdown = shutdown_on_signal();
     feedlog::ops::serve::follow_swaps(&dir, &set, &scratch.0, &cache, &shutdown, &|line| {
         say!("{line}")
     });

@@ -12,19 +12,24 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A shutdown requested on the first Ctrl-C (or SIGTERM): long-running
-/// commands finish their current batches and stop cleanly.
+/// commands finish their current batches and stop cleanly. Returns once
+/// the signals are watched, so a SIGTERM sent after it never kills the
+/// process outright.
 pub fn shutdown_on_signal() -> Shutdown {
     let shutdown = Shutdown::new();
     let token = shutdown.clone();
+    let (watching, watched) = std::sync::mpsc::sync_channel::<()>(1);
     let watch = move || -> std::io::Result<()> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
         rt.block_on(async {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut term = signal(SignalKind::terminate())?;
+            let mut int = signal(SignalKind::interrupt())?;
+            let _ = watching.send(());
             tokio::select! {
-                r = tokio::signal::ctrl_c() => r?,
+                _ = int.recv() => {}
                 _ = term.recv() => {}
             }
             say!("stopping: finishing the current batches");
@@ -39,8 +44,12 @@ pub fn shutdown_on_signal() -> Shutdown {
                 tracing::warn!(error = %e, "cannot watch for Ctrl-C and SIGTERM");
             }
         });
-    if let Err(e) = spawned {
-        tracing::warn!(error = %e, "cannot watch for Ctrl-C and SIGTERM");
+    match spawned {
+        // An error drops the sender: no wait then.
+        Ok(_) => {
+            let _ = watched.recv();
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot watch for Ctrl-C and SIGTERM"),
     }
     shutdown
 }
