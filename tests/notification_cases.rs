@@ -3,8 +3,9 @@
 //! make one group; `types` keeps kinds), translated, and the edges of the
 //! grouping rule (a gap of exactly 12 hours joins, one millisecond more
 //! splits; the 51st item starts a group), undos, deletes, blocks and
-//! mutes, a late like, a reply to a repost's id, and the unread count of
-//! the notifications marker. Each runs on two partitions and checks every
+//! mutes, a late like, a reply to a repost's id, mentions (a reply that
+//! mentions is one item), and the unread count of the notifications
+//! marker. Each runs on two partitions and checks every
 //! view of every user — the notifications pages included — against the
 //! oracle (`Run`), and states what it expects in plain terms.
 //!
@@ -21,7 +22,7 @@ mod common;
 
 use common::scenario::{delete, filter, follow, mute, post, repost, unfollow, Run};
 use feedlog::api::query::{Modes, NotificationGroup, NotificationKind};
-use feedlog::core::event::{Event, Feed, Place, PostId, Ts, UserId};
+use feedlog::core::event::{Event, Feed, FilterChange, Place, PostId, Ts, UserId};
 
 const ALICE: u64 = 1;
 const HOUR: u64 = 60 * 60 * 1000;
@@ -208,6 +209,33 @@ fn blocks_and_mutes_hide_items_reversibly() {
     assert_eq!(back, vec![("like", 3, vec![4, 3, 2])]);
 }
 
+// A mute with `"notifications": false` hides the muted user from the timeline only: their likes still notify; a plain mute after it hides them again, and unmuting with the keeping mute on brings nothing new.
+#[test]
+fn a_mute_can_keep_notifications() {
+    let mute_keeping = Event::Filter {
+        user: UserId(ALICE),
+        target: UserId(2),
+        change: FilterChange::MuteKeepingNotifications { until: None },
+        ts: Ts(1_010),
+    };
+    let base = vec![
+        follow(ALICE, 2, 900),
+        post(ALICE, 10, 1_000),
+        post(2, 20, 1_001),
+        like(2, (ALICE, 10), true, 1_002),
+    ];
+    let r = Run::new(3, &[&base, std::slice::from_ref(&mute_keeping)]);
+    assert_eq!(
+        shape(&notes(&r, ALICE, true, None)),
+        vec![("like", 1, vec![2])]
+    );
+    let home = r.reader().timeline(UserId(ALICE), 10, None).unwrap();
+    assert!(home.items.is_empty(), "muted in the timeline");
+    let plain = vec![mute(ALICE, 2, 1_020, None)];
+    let r = Run::new(3, &[&base, &[mute_keeping], &plain]);
+    assert!(notes(&r, ALICE, true, None).is_empty());
+}
+
 // A like and a repost of a repost's id, and a reply to it, notify the original's author; the reposter is notified of none of them, and one's own like of one's own post notifies no one.
 #[test]
 fn acts_on_a_repost_notify_the_originals_author() {
@@ -228,6 +256,48 @@ fn acts_on_a_repost_notify_the_originals_author() {
     ];
     assert_eq!(got, want);
     assert!(notes(&r, 2, true, None).is_empty());
+}
+
+// A post mentioning Alice notifies her once, apart, naming the post; a reply to her post that mentions her is one item (the reply); a reply to someone else's post that mentions her is a mention; deleting the post, or muting its author, takes it away; mentioning others notifies only them.
+#[test]
+fn mentions_notify_the_users_named_apart_until_deleted() {
+    let mention = |a: u64, p: u64, to: Option<(u64, u64)>, who: &[u64], ts: u64| {
+        let to = to.map(|(x, q)| (UserId(x), PostId(q)));
+        let who = who.iter().map(|&u| UserId(u)).collect();
+        Event::post(UserId(a), PostId(p), Ts(ts), to, who)
+    };
+    let log = vec![
+        post(ALICE, 10, 1_000),
+        post(5, 50, 1_001),
+        mention(2, 20, None, &[ALICE, 3], 1_002),
+        mention(3, 30, Some((ALICE, 10)), &[ALICE], 1_003),
+        mention(4, 40, Some((5, 50)), &[ALICE], 1_004),
+        mention(4, 41, None, &[ALICE], 1_005),
+    ];
+    let r = Run::new(6, &[&log]);
+    let got = notes(&r, ALICE, true, None);
+    let want = vec![
+        ("mention", 1, vec![4]),
+        ("mention", 1, vec![4]),
+        ("reply", 1, vec![3]),
+        ("mention", 1, vec![2]),
+    ];
+    assert_eq!(shape(&got), want);
+    let named = got[0].post.as_ref().map(|p| (p.author, p.post_id));
+    assert_eq!(named, Some((4, 41)), "a mention names the post");
+    let only = Some(&[NotificationKind::Mention][..]);
+    assert_eq!(notes(&r, ALICE, true, only).len(), 3);
+    assert_eq!(
+        shape(&notes(&r, 3, true, None)),
+        vec![("mention", 1, vec![2])]
+    );
+    let later = vec![delete(2, 20, 1_009), mute(ALICE, 4, 1_010, None)];
+    let r = Run::new(6, &[&log, &later]);
+    assert_eq!(
+        shape(&notes(&r, ALICE, true, None)),
+        vec![("reply", 1, vec![3])]
+    );
+    assert!(notes(&r, 3, true, None).is_empty());
 }
 
 // The notifications marker counts the groups placed above it, as they read now: a `seen` at the top group's place reads them all, and a new like lifts its group above it again.

@@ -50,6 +50,12 @@ fn log() -> String {
         );
         log.push('\n');
     }
+    // A post mentioning user 1: a mention among the notifications.
+    log += &format!(
+        r#"{{"type":"post","author":4,"post_id":8103,"mentions":[1,2],"ts":{}}}"#,
+        T0 + 3_080
+    );
+    log.push('\n');
     // Pages of mutes and blocks, for their cursors.
     for (i, (kind, target)) in [("mute", 7), ("mute", 8), ("block", 9), ("block", 10)]
         .iter()
@@ -124,6 +130,11 @@ fn values(client: &common::http::Client, read: &Read, user: u64) -> Vec<Vec<(Str
         s(&[("max", "0")]),
         s(&[("max", "10001")]),
         s(&[("max", "x")]),
+        s(&[("grouped", "0")]),
+        s(&[("grouped", "maybe")]),
+        s(&[("types", "like,mention")]),
+        s(&[("types", "like,like")]),
+        s(&[("types", "pokes")]),
     ];
     if let Some(c) = &next {
         out.push(s(&[("limit", "1"), ("cursor", c)]));

@@ -127,9 +127,9 @@ pub const MARKERS: Read = unpaged(
 pub const NOTIFICATIONS: Read = Read {
     name: "notifications",
     route: "/v1/users/{id}/notifications",
-    takes: &["limit", "cursor", "grouped", "types"],
+    takes: &["limit", "cursor", "grouped", "types", "as_of"],
     default_limit: Some(DEFAULT_LIMIT),
-    not_in_cli: Some("not yet: read it over HTTP"),
+    not_in_cli: None,
 };
 /// A user's counters.
 pub const COUNTERS: Read = unpaged("counters", "/v1/users/{id}/counters", &["as_of"]);
@@ -295,9 +295,10 @@ fn kinds(v: &str) -> Result<Vec<NotificationKind>, BadParam> {
         .join(", ");
     let mut out: Vec<NotificationKind> = Vec::new();
     for s in v.split(',').map(str::trim) {
-        let k = NotificationKind::parse(s).ok_or_else(|| match s {
-            "mention" => bad("types: mention notifications are not served yet (docs/semantics.md, \"Notifications\")"),
-            _ => bad(format!("types must be kinds of notifications ({names}), comma-separated, got {s:?}")),
+        let k = NotificationKind::parse(s).ok_or_else(|| {
+            bad(format!(
+                "types must be kinds of notifications ({names}), comma-separated, got {s:?}"
+            ))
         })?;
         if out.contains(&k) {
             return Err(bad(format!("types names {s:?} twice")));

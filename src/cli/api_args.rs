@@ -204,6 +204,13 @@ pub struct ReadArgs {
     /// markers: the most unread entries counted (default 1000, at most 10000).
     #[arg(long, value_name = "N")]
     pub max: Option<String>,
+    /// notifications: `0` answers one entry per act; `1` (default) groups.
+    #[arg(long, value_name = "0|1")]
+    pub grouped: Option<String>,
+    /// notifications: the kinds kept, comma-separated (`follow`, `like`,
+    /// `repost`, `reply`, `mention`).
+    #[arg(long, value_name = "KINDS")]
+    pub types: Option<String>,
 }
 
 impl ReadArgs {
@@ -224,6 +231,8 @@ impl ReadArgs {
             ("viewer", &self.viewer),
             ("counts", &self.counts),
             ("max", &self.max),
+            ("grouped", &self.grouped),
+            ("types", &self.types),
         ];
         let explain = self
             .explain

@@ -129,6 +129,10 @@ impl Answerer {
                 encoded(&r.replies(post, limit()?, cursor, p.viewer)?)
             }
             "markers" => encoded(&r.markers(user, p.modes(), p.max_unread()?)?),
+            "notifications" => {
+                let (grouped, types) = (p.grouped.unwrap_or(true), p.types.as_deref());
+                encoded(&r.notifications(user, (limit()?, cursor), grouped, types)?)
+            }
             "counters" => encoded(&r.counters(user)?),
             "recent-followers" => encoded(&r.recent_followers(user, limit()?)?),
             "followers" => encoded(&r.followers(user, limit()?, cursor)?),

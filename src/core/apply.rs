@@ -281,7 +281,9 @@ pub fn apply_effect<K: Kv + ?Sized>(
         | Effect::Unrepost { .. }
         | Effect::RepostDir { .. }) => repost::apply_effect(s, e)?,
         e @ (Effect::LikeOf { .. } | Effect::LikeLive { .. }) => like::apply_effect(s, e)?,
-        e @ (Effect::ReplyOf { .. } | Effect::ReplyDir { .. }) => reply::apply_effect(s, e)?,
+        e @ (Effect::ReplyOf { .. } | Effect::ReplyDir { .. } | Effect::MentionOf { .. }) => {
+            reply::apply_effect(s, e)?
+        }
     }
     Ok(applied)
 }

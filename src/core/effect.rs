@@ -375,6 +375,25 @@ pub enum Effect {
         /// The author of the post it replies to.
         parent: UserId,
     },
+    /// At the partition of `user`: post `(author, post_id)`, which
+    /// mentions `user`, went live (`live`) or was deleted. Per post the
+    /// word of the greatest version decides. Appended last, as `ReplyDir`
+    /// was.
+    MentionOf {
+        /// The user mentioned.
+        user: UserId,
+        /// The post's author.
+        author: UserId,
+        /// The post.
+        post_id: PostId,
+        /// Posted (true) or deleted.
+        live: bool,
+        /// The version of the post or delete event (its place in the
+        /// author's `events`).
+        version: Version,
+        /// The post's time.
+        ts: Ts,
+    },
 }
 
 impl Effect {
@@ -400,6 +419,7 @@ impl Effect {
             Effect::LikeLive { liker, .. } => *liker,
             Effect::ReplyOf { of_author, .. } => *of_author,
             Effect::ReplyDir { author, .. } => *author,
+            Effect::MentionOf { user, .. } => *user,
         }
     }
 
@@ -438,7 +458,8 @@ impl Effect {
             | Effect::LikeOf { .. }
             | Effect::LikeLive { .. }
             | Effect::ReplyOf { .. }
-            | Effect::ReplyDir { .. } => Offset(0),
+            | Effect::ReplyDir { .. }
+            | Effect::MentionOf { .. } => Offset(0),
         }
     }
 
@@ -466,6 +487,7 @@ impl Effect {
             Effect::LikeLive { .. } => "like_live",
             Effect::ReplyOf { .. } => "reply_of",
             Effect::ReplyDir { .. } => "reply_dir",
+            Effect::MentionOf { .. } => "mention_of",
         }
     }
 }

@@ -283,6 +283,13 @@ pub enum FilterChange {
     HideReposts,
     /// `show_reposts`.
     ShowReposts,
+    /// `mute` with `"notifications": false`: a mute (as [`FilterChange::Mute`])
+    /// that leaves the target's notifications of the user in place.
+    /// Appended last.
+    MuteKeepingNotifications {
+        /// The log time (ms) the mute ends at, if any.
+        until: Option<Ts>,
+    },
 }
 
 impl FilterChange {
@@ -291,7 +298,9 @@ impl FilterChange {
         match self {
             FilterChange::Block => EventKind::Block,
             FilterChange::Unblock => EventKind::Unblock,
-            FilterChange::Mute { .. } => EventKind::Mute,
+            FilterChange::Mute { .. } | FilterChange::MuteKeepingNotifications { .. } => {
+                EventKind::Mute
+            }
             FilterChange::Unmute => EventKind::Unmute,
             FilterChange::HideReposts => EventKind::HideReposts,
             FilterChange::ShowReposts => EventKind::ShowReposts,
@@ -454,7 +463,9 @@ impl Event {
                         kind: change.kind().as_str(),
                     });
                 }
-                if let FilterChange::Mute { until: Some(until) } = change {
+                if let FilterChange::Mute { until: Some(until) }
+                | FilterChange::MuteKeepingNotifications { until: Some(until) } = change
+                {
                     until.check_unit()?;
                     if until <= self.ts() {
                         return Err(InvalidEvent::MuteEndsBeforeIt {

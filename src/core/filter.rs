@@ -65,6 +65,9 @@ pub struct FilterVal {
     /// other change of it does — the same in a replay that interleaves
     /// events and effects otherwise.
     pub block_own: Option<BlockState>,
+    /// The mute (when on) leaves the other's notifications of the user in
+    /// place (`"notifications": false`).
+    pub mute_keeps_notifications: bool,
 }
 
 /// `version u64 | on u8 | ts u64`.
@@ -97,7 +100,8 @@ fn get_opt(b: &[u8], at: &mut usize) -> Option<Option<Ts>> {
 
 impl FilterVal {
     /// `present u8` (bit 0 mute, 1 hidden reposts, 2 block out, 3 block
-    /// in, 4 block own), then each present one in that order: a toggle
+    /// in, 4 block own, 5 the mute keeps notifications: no bytes of its
+    /// own), then each present one of bits 0 to 4 in that order: a toggle
     /// (`version u64 | on u8 | ts u64`), and for a mute its end, for a
     /// block its latest period end (`u64`: 0 none, else time + 1).
     pub fn encode(&self) -> Vec<u8> {
@@ -106,6 +110,9 @@ impl FilterVal {
             v[0] |= 1;
             put_toggle(&mut v, t);
             put_opt(&mut v, *until);
+            if self.mute_keeps_notifications {
+                v[0] |= 32;
+            }
         }
         if let Some(t) = &self.hide_reposts {
             v[0] |= 2;
@@ -132,6 +139,7 @@ impl FilterVal {
         let mut f = FilterVal::default();
         if present & 1 != 0 {
             f.mute = Some((get_toggle(b, &mut at)?, get_opt(b, &mut at)?));
+            f.mute_keeps_notifications = present & 32 != 0;
         }
         if present & 2 != 0 {
             f.hide_reposts = Some(get_toggle(b, &mut at)?);
@@ -147,7 +155,8 @@ impl FilterVal {
         f.block_out = block(4)?;
         f.block_in = block(8)?;
         f.block_own = block(16)?;
-        (at == b.len() && present < 32).then_some(f)
+        let kept_without_mute = present & 32 != 0 && present & 1 == 0;
+        (at == b.len() && present < 64 && !kept_without_mute).then_some(f)
     }
 
     /// Whether the user sees nothing by the other at log time `now`: a
@@ -160,6 +169,16 @@ impl FilterVal {
             .mute
             .is_some_and(|(t, until)| t.on && until.is_none_or(|u| now < u));
         blocked || muted
+    }
+
+    /// Whether the user is notified of nothing the other does at log time
+    /// `now`: a block either way, or a mute that has not ended and does
+    /// not keep notifications.
+    pub fn hides_notifications(&self, now: Ts) -> bool {
+        let blocked = [self.block_out, self.block_in]
+            .iter()
+            .any(|b| b.is_some_and(|b| b.toggle.on));
+        blocked || (self.hides(now) && !self.mute_keeps_notifications)
     }
 
     /// Whether the user hides the other's reposts.
@@ -334,6 +353,9 @@ pub struct ReadFilter {
     pub hidden: HashSet<UserId>,
     /// Users whose reposts do not show.
     pub no_reposts: HashSet<UserId>,
+    /// Users whose acts notify the reader of nothing: `hidden` but for
+    /// mutes that keep notifications.
+    pub no_notifications: HashSet<UserId>,
     /// Whether a mute with an end is on (ended or not): what the reader
     /// sees then changes with the partition's clock alone.
     pub timed: bool,
@@ -355,6 +377,9 @@ impl ReadFilter {
             }
             if f.hides_reposts() {
                 r.no_reposts.insert(other);
+            }
+            if f.hides_notifications(now) {
+                r.no_notifications.insert(other);
             }
             r.timed |= f.mute.is_some_and(|(t, until)| t.on && until.is_some());
         }

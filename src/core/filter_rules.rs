@@ -31,11 +31,13 @@ pub(super) fn event<K: Kv + ?Sized>(
     // One arm per change: a change that is older than the one in force,
     // or that changes nothing, returns `false` in its own arm.
     match change {
-        FilterChange::Mute { until } => {
+        FilterChange::Mute { until } | FilterChange::MuteKeepingNotifications { until } => {
             if !newer(f.mute.map(|m| m.0)) {
                 return Ok(false);
             }
             f.mute = Some((toggle(true), until));
+            f.mute_keeps_notifications =
+                matches!(change, FilterChange::MuteKeepingNotifications { .. });
         }
         FilterChange::Unmute => {
             if !newer(f.mute.map(|m| m.0)) || !f.mute.is_some_and(|m| m.0.on) {

@@ -12,8 +12,8 @@ mod post;
 pub use edge::EdgeVal;
 pub use like::{
     addressed, like_count, like_of, like_of_prefix, liked, liker, likers_of_author, likers_prefix,
-    likes_given, marker, replier, repliers_of_author, repliers_prefix, reply_count, reply_dir,
-    reply_of, reply_of_prefix, reposted,
+    likes_given, marker, mention, mentions_prefix, replier, repliers_of_author, repliers_prefix,
+    reply_count, reply_dir, reply_of, reply_of_prefix, reposted,
 };
 pub use post::{PostRef, PostVal, Posted, RepostState, RepostVal};
 

@@ -16,6 +16,8 @@
 //!   lists them oldest first ([`keys::replier`]); when it is deleted, its
 //!   registrations go. A reply to a post not known yet waits registered
 //!   there; if that id turns out to be a repost, it is passed on then.
+//! - Each **mentioned user's partition** is told the same way
+//!   ([`mention`]).
 
 use super::effect::{Ctx, Effect, Out, Step};
 use super::like::{add, counts_at, index_from, read_u64};
@@ -118,6 +120,7 @@ pub(super) fn posted<K: Kv + ?Sized>(
     };
     s.t.put(Cf::Engagement, keys::addressed(post), addressed.encode());
     tell_parent(s, reply_to, Reply::of(post, true, (version, ts)));
+    mention::tell(s, post, mentions, true, (version, ts));
 }
 
 /// Tells the post `parent` names (if any) of `reply`.
@@ -140,6 +143,7 @@ pub(super) fn deleted<K: Kv + ?Sized>(
     };
     s.t.delete(Cf::Engagement, keys::addressed(post));
     tell_parent(s, addressed.reply_to, Reply::of(post, false, (version, ts)));
+    mention::tell(s, post, &addressed.mentions, false, (version, ts));
     Ok(())
 }
 
@@ -330,8 +334,9 @@ pub fn likes_and_replies<K: Kv + ?Sized>(
     Ok((both, replies))
 }
 
-/// Applies a reply message ([`Effect::ReplyOf`], [`Effect::ReplyDir`]);
-/// any other changes nothing.
+/// Applies a reply or mention message ([`Effect::ReplyOf`],
+/// [`Effect::ReplyDir`], [`Effect::MentionOf`]); any other changes
+/// nothing.
 pub(super) fn apply_effect<K: Kv + ?Sized>(
     s: &mut Step<'_, '_, K>,
     effect: &Effect,
@@ -358,9 +363,22 @@ pub(super) fn apply_effect<K: Kv + ?Sized>(
     {
         rule::apply_dir(s, (author, post_id), parent)?;
     }
+    if let Effect::MentionOf {
+        user,
+        author,
+        post_id,
+        live,
+        version,
+        ts,
+    } = *effect
+    {
+        let word = mention::Word { live, version };
+        s.applied.changed |= mention::register(s.t, user, (ts, (author, post_id)), word)?;
+    }
     Ok(())
 }
 
+pub mod mention;
 pub mod rule;
 #[cfg(test)]
 mod tests;

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::PoisonError;
 
 /// The state layout this build reads and writes (see `state/README.md`).
-pub const LAYOUT_VERSION: u32 = 9;
+pub const LAYOUT_VERSION: u32 = 10;
 
 /// One partition's RocksDB.
 pub struct Store {

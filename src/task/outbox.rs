@@ -123,7 +123,8 @@ fn items_of(e: &Effect) -> usize {
         | Effect::LikeOf { .. }
         | Effect::LikeLive { .. }
         | Effect::ReplyOf { .. }
-        | Effect::ReplyDir { .. } => 1,
+        | Effect::ReplyDir { .. }
+        | Effect::MentionOf { .. } => 1,
     }
     .max(1)
 }

@@ -10,6 +10,7 @@ pub fn filter_change(ts: u64) -> impl Strategy<Value = FilterChange> {
         3 => Just(FilterChange::Block),
         2 => Just(FilterChange::Unblock),
         1 => Just(FilterChange::Mute { until: None }),
+        1 => Just(FilterChange::MuteKeepingNotifications { until: None }),
         2 => (ts + 1..ts + 30).prop_map(|u| FilterChange::Mute { until: Some(Ts(u)) }),
         2 => Just(FilterChange::Unmute),
         2 => Just(FilterChange::HideReposts),

@@ -150,7 +150,7 @@ pub fn check_all(
             ));
         }
         let got = all_pages(views, "mutes", u, page)?;
-        let got: Vec<(u64, Option<u64>, bool)> = got
+        let got: Vec<(u64, Option<u64>, bool, bool)> = got
             .iter()
             .map(|i| {
                 let in_force = i["in_force"].as_bool().unwrap_or(false);
@@ -158,6 +158,7 @@ pub fn check_all(
                     i["user"].as_u64().unwrap_or(0),
                     i["until"].as_u64(),
                     in_force,
+                    i["notifications"] == serde_json::json!(false),
                 )
             })
             .collect();

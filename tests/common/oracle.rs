@@ -92,6 +92,8 @@ pub struct Oracle {
     blocks: BTreeMap<(u64, u64), (bool, Option<u64>)>,
     /// (user, muted) -> the mute's end, for mutes on.
     mutes: BTreeMap<(u64, u64), Option<u64>>,
+    /// (user, muted) whose mute on keeps notifications.
+    mutes_keeping: BTreeSet<(u64, u64)>,
     /// (user, other) whose reposts the user hides.
     hidden_reposts: BTreeSet<(u64, u64)>,
     /// The greatest event time of each actor (partition clocks are made of them).
@@ -242,12 +244,18 @@ impl Oracle {
                         *block = (false, Some(block.1.map_or(ts.0, |e| e.max(ts.0))));
                     }
                     FilterChange::Unblock => {}
-                    FilterChange::Mute { until } => {
+                    FilterChange::Mute { until }
+                    | FilterChange::MuteKeepingNotifications { until } => {
                         self.mutes.insert(pair, until.map(|u| u.0));
                         self.mute_since.insert(pair, (ts.0, at));
+                        match change {
+                            FilterChange::Mute { .. } => self.mutes_keeping.remove(&pair),
+                            _ => self.mutes_keeping.insert(pair),
+                        };
                     }
                     FilterChange::Unmute => {
                         self.mutes.remove(&pair);
+                        self.mutes_keeping.remove(&pair);
                     }
                     FilterChange::HideReposts => {
                         if self.hidden_reposts.insert(pair) {

@@ -9,16 +9,26 @@ const GAP_MS: u64 = 12 * 60 * 60 * 1000;
 const MOST: usize = 50;
 
 /// What items group by, ordered as groups break ties: follows (0), likes
-/// (1) and reposts (2) of a post, a reply (3, the reply itself).
+/// (1) and reposts (2) of a post, a reply (3, the reply itself), a
+/// mention (4, the post that mentions).
 type Key = (u8, (u64, u64));
 
 /// A group as built: its key, its items (ts, actor) oldest first, and a
 /// reply's parent.
 type Built = (Key, Vec<(u64, u64)>, u64);
 
-const KINDS: [&str; 4] = ["follow", "like", "repost", "reply"];
+const KINDS: [&str; 5] = ["follow", "like", "repost", "reply", "mention"];
 
 impl Oracle {
+    /// Whether `u` is notified of nothing `x` does: a block either way,
+    /// or a mute that has not ended and does not keep notifications.
+    fn hides_notifications(&self, u: u64, x: u64) -> bool {
+        let blocked = [(u, x), (x, u)]
+            .iter()
+            .any(|p| self.blocks.get(p).is_some_and(|b| b.0));
+        blocked || (self.hides(u, x) && !self.mutes_keeping.contains(&(u, x)))
+    }
+
     /// `u`'s items visible now, of `types` (all when `None`): (key, ts,
     /// actor), with each reply's parent.
     fn notification_items(&self, u: u64, types: Option<&[&str]>) -> Vec<(Key, u64, u64, u64)> {
@@ -38,9 +48,19 @@ impl Oracle {
                 items.push(((2, (u, p)), ts, reposter, 0));
             }
         }
+        // A live post that mentions u, unless it is a reply to u's post
+        // (then it is that reply's item).
+        for (&post, (_, mentions)) in &self.addressed {
+            let replied = items.iter().any(|i| i.0 == (3, post) && i.2 != u);
+            if let (true, Some(ts), false) =
+                (mentions.contains(&u), self.live_original(post), replied)
+            {
+                items.push(((4, post), ts, post.0, 0));
+            }
+        }
         items.retain(|&(k, _, actor, _)| {
             actor != u
-                && !self.hides(u, actor)
+                && !self.hides_notifications(u, actor)
                 && types.is_none_or(|t| t.contains(&KINDS[k.0 as usize]))
         });
         items.sort_unstable();

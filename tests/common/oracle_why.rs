@@ -46,11 +46,14 @@ fn without_positions(v: &Value) -> Value {
 
 impl Oracle {
     /// `u`'s mutes on (whether ended by the clock or not): (user, until,
-    /// whether it filters now).
-    pub fn mutes_of(&self, u: u64) -> Vec<(u64, Option<u64>, bool)> {
+    /// whether it filters now, whether it keeps notifications).
+    pub fn mutes_of(&self, u: u64) -> Vec<(u64, Option<u64>, bool, bool)> {
         self.mutes
             .range((u, 0)..=(u, u64::MAX))
-            .map(|(&(_, x), until)| (x, *until, until.is_none_or(|t| self.clock(u) < t)))
+            .map(|(&(_, x), until)| {
+                let in_force = until.is_none_or(|t| self.clock(u) < t);
+                (x, *until, in_force, self.mutes_keeping.contains(&(u, x)))
+            })
             .collect()
     }
 

@@ -147,6 +147,13 @@ pub(crate) fn at_edges(e: Event) -> Event {
                         .map(|x| t(x).max(Ts(t(ts).0 + 1)))
                         .filter(|x| x.check_unit().is_ok()),
                 },
+                FilterChange::MuteKeepingNotifications { until } => {
+                    FilterChange::MuteKeepingNotifications {
+                        until: until
+                            .map(|x| t(x).max(Ts(t(ts).0 + 1)))
+                            .filter(|x| x.check_unit().is_ok()),
+                    }
+                }
                 c => c,
             },
             ts: t(ts),

@@ -454,11 +454,31 @@ pub(super) async fn notifications(
     let p = params(q, &reads::NOTIFICATIONS)?;
     let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
     let (cursor, grouped, types) = (p.cursor, p.grouped.unwrap_or(true), p.types);
-    let page = read(&api, move |r| {
+    // What the next page's link repeats besides the limit and cursor.
+    let mut asked = String::new();
+    if !grouped {
+        asked += "&grouped=0";
+    }
+    if let Some(t) = &types {
+        let names: Vec<&str> = t.iter().map(|k| k.as_str()).collect();
+        asked += &format!("&types={}", names.join(","));
+    }
+    let page = read_at(&api, p.as_of, move |r| {
         r.notifications(user, (l, cursor.as_deref()), grouped, types.as_deref())
     })
     .await?;
-    Ok(Json(page).into_response())
+    let mut resp = Json(&page).into_response();
+    let next = page.next_cursor.as_deref();
+    let route = reads::NOTIFICATIONS.route;
+    let mut linked = links(route, user, RepostMode::Newest, l, next, None);
+    linked = linked.replace("&cursor=", &format!("{asked}&cursor="));
+    if let Ok(v) = axum::http::HeaderValue::from_str(&linked) {
+        if !linked.is_empty() {
+            resp.headers_mut().insert(axum::http::header::LINK, v);
+        }
+    }
+    link_as_of(&mut resp, p.as_of);
+    Ok(resp)
 }
 
 pub(super) async fn counters(

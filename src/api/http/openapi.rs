@@ -243,7 +243,7 @@ fn likes() {}
 fn replies() {}
 
 #[utoipa::path(get, path = "/v1/users/{id}/markers", operation_id = "getMarkers",
-    summary = "The user's read markers, one per feed (`home`, `notifications`): `read_up_to` (the greatest place the user's `seen` events of that feed named since the last `force`; null when none), `since` and `event` (the time and log position of the `seen` that set it), and `unread`: how many entries of the feed as it reads now (filters, `reposts`, `replies`) are placed above the marker — exact up to `max`, with `capped` true when more are. `unread` is null for notifications, which this version does not serve yet.",
+    summary = "The user's read markers, one per feed (`home`, `notifications`): `read_up_to` (the greatest place the user's `seen` events of that feed named since the last `force`; null when none), `since` and `event` (the time and log position of the `seen` that set it), and `unread`: how many entries of the feed as it reads now (filters, `reposts`, `replies`) are placed above the marker — exact up to `max`, with `capped` true when more are; for notifications, the groups (as `notifications` groups them) placed above it.",
     params(
         User,
         ("max" = Option<u64>, Query, description = "The most unread entries counted (default 1,000, at most 10,000): bounds the work, never makes the count an estimate.", minimum = 1, maximum = 10000),
@@ -257,16 +257,17 @@ fn replies() {}
 fn markers() {}
 
 #[utoipa::path(get, path = "/v1/users/{id}/notifications", operation_id = "getNotifications",
-    summary = "The user's notifications, newest group first: follows of them, and likes, reposts and replies of their live posts by others (live acts, at their own times). Likes and reposts of one post, and all follows, group: items of one key ordered by (ts, actor) share a group while each gap is at most 12 hours and the group holds fewer than 50, counted from the oldest; a reply is a group of its own. Groups sort by (newest ts, key). The acts of users the reader blocks, is blocked by or mutes are left out before grouping. The same log gives the same groups on every page size and at any time of asking.",
+    summary = "The user's notifications, newest group first: follows of them, likes, reposts and replies of their live posts by others, and live posts that mention them (live acts, at their own times; a reply to their post that mentions them is a reply). Likes and reposts of one post, and all follows, group: items of one key ordered by (ts, actor) share a group while each gap is at most 12 hours and the group holds fewer than 50, counted from the oldest; a reply or a mention is a group of its own. Groups sort by (newest ts, key). The acts of users the reader blocks, is blocked by or mutes are left out before grouping. The same log gives the same groups on every page size and at any time of asking.",
     params(
         User,
         ("limit" = Option<usize>, Query, description = "Groups per page (default 20, at most 1,000).", minimum = 1, maximum = 1000),
         ("cursor" = Option<String>, Query, description = "A page's `next_cursor`: the groups after it."),
         ("grouped" = Option<String>, Query, description = "`0`: one entry per act (count 1), newest first; default `1`.", pattern = "^(0|1|true|false)$"),
-        ("types" = Option<String>, Query, description = "Kinds kept, comma-separated: `follow`, `like`, `repost`, `reply` (applied before grouping)."),
+        ("types" = Option<String>, Query, description = "Kinds kept, comma-separated: `follow`, `like`, `repost`, `reply`, `mention` (applied before grouping)."),
+        AsOf,
     ),
     responses(
-        (status = 200, description = "A page of groups: `kind`, `post` (the user's post), `reply` (a reply's own post), `actors` (the newest 10), `count`, `newest_ts`, `oldest_ts`", body = Page<NotificationGroup>, headers(("Link" = String, description = "RFC 8288 link: rel=\"next\"."))),
+        (status = 200, description = "A page of groups: `kind`, `post` (the user's post; a mention: the post that mentions them), `reply` (a reply's own post), `actors` (the newest 10), `count`, `newest_ts`, `oldest_ts`", body = Page<NotificationGroup>, headers(("Link" = String, description = "RFC 8288 link: rel=\"next\"."))),
         Refusals,
     ))]
 fn notifications() {}

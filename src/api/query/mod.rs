@@ -471,6 +471,8 @@ impl Reader {
                     until: until.map(|u| u.0),
                     // The rule the read filter applies (`core::filter`).
                     in_force: (view == CursorView::Mutes).then(|| until.is_none_or(|u| now < u)),
+                    notifications: (view == CursorView::Mutes && f.mute_keeps_notifications)
+                        .then_some(false),
                 });
                 if items.len() > limit {
                     break;

@@ -1,4 +1,4 @@
-//! A user's notifications: follows of them, likes, reposts and replies of their posts, grouped by `core::notification`'s rule and filtered by their blocks and mutes.
+//! A user's notifications: follows of them, likes, reposts and replies of their posts, mentions of them, grouped by `core::notification`'s rule and filtered by their blocks and mutes.
 
 use super::cursor::{decode_cursor, encode_cursor, CursorView};
 use super::{check_limit, check_user, cursor_u64, Page, PlaceItem, QueryError, Reader, RepostOf};
@@ -23,11 +23,19 @@ pub enum Kind {
     Repost,
     /// A reply to the user's post.
     Reply,
+    /// A post that mentions the user.
+    Mention,
 }
 
 impl Kind {
     /// Every kind, as `types=` names them.
-    pub const ALL: [Kind; 4] = [Kind::Follow, Kind::Like, Kind::Repost, Kind::Reply];
+    pub const ALL: [Kind; 5] = [
+        Kind::Follow,
+        Kind::Like,
+        Kind::Repost,
+        Kind::Reply,
+        Kind::Mention,
+    ];
 
     /// Its name in answers and in `types=`.
     pub fn as_str(self) -> &'static str {
@@ -36,6 +44,7 @@ impl Kind {
             Kind::Like => "like",
             Kind::Repost => "repost",
             Kind::Reply => "reply",
+            Kind::Mention => "mention",
         }
     }
 
@@ -44,13 +53,13 @@ impl Kind {
         Kind::ALL.into_iter().find(|k| k.as_str() == s)
     }
 
-    fn of(key: GroupKey) -> Option<Kind> {
+    fn of(key: GroupKey) -> Kind {
         match key {
-            GroupKey::Follows => Some(Kind::Follow),
-            GroupKey::Likes(_) => Some(Kind::Like),
-            GroupKey::Reposts(_) => Some(Kind::Repost),
-            GroupKey::Reply(_) => Some(Kind::Reply),
-            GroupKey::Mention(_) => None,
+            GroupKey::Follows => Kind::Follow,
+            GroupKey::Likes(_) => Kind::Like,
+            GroupKey::Reposts(_) => Kind::Repost,
+            GroupKey::Reply(_) => Kind::Reply,
+            GroupKey::Mention(_) => Kind::Mention,
         }
     }
 }
@@ -58,9 +67,10 @@ impl Kind {
 /// One notification group (with `grouped=0`, one act).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct NotificationGroup {
-    /// `follow`, `like`, `repost` or `reply`.
+    /// `follow`, `like`, `repost`, `reply` or `mention`.
     pub kind: &'static str,
-    /// The user's post it is about (a like, repost or reply of it).
+    /// The post it is about: the user's post liked, reposted or replied
+    /// to; a mention: the post that mentions the user.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub post: Option<RepostOf>,
     /// A reply: the reply itself.
@@ -157,8 +167,7 @@ impl Reader {
         let filter = ReadFilter::of(&snap, user, views::clock(&snap)?)?;
         let kept = all.items.into_iter().filter(|i| {
             let kind = Kind::of(i.key);
-            !filter.hidden.contains(&i.actor)
-                && kind.is_some_and(|k| types.is_none_or(|t| t.contains(&k)))
+            !filter.no_notifications.contains(&i.actor) && types.is_none_or(|t| t.contains(&kind))
         });
         let groups = match grouped {
             true => notification::group(kept),
@@ -182,7 +191,8 @@ impl Reader {
 type Parents = std::collections::HashMap<PostRef, PostRef>;
 
 /// A group's place for read markers: its newest time and the post it is
-/// about (a reply: the reply itself; follows: none, 0 and 0).
+/// about (a reply: the reply itself; a mention: the post that mentions;
+/// follows: none, 0 and 0).
 fn place(g: &Group) -> Place {
     let (author, post_id) = match g.key {
         GroupKey::Follows => (UserId(0), PostId(0)),
@@ -200,13 +210,14 @@ fn answer(g: &Group, parents: &Parents) -> NotificationGroup {
     let (post, reply) = match g.key {
         GroupKey::Follows => (None, None),
         GroupKey::Likes(p) | GroupKey::Reposts(p) => (Some(RepostOf::of(p)), None),
-        GroupKey::Reply(r) | GroupKey::Mention(r) => (
+        GroupKey::Reply(r) => (
             parents.get(&r).copied().map(RepostOf::of),
             Some(RepostOf::of(r)),
         ),
+        GroupKey::Mention(p) => (Some(RepostOf::of(p)), None),
     };
     NotificationGroup {
-        kind: Kind::of(g.key).map_or("mention", Kind::as_str),
+        kind: Kind::of(g.key).as_str(),
         post,
         reply,
         actors: g

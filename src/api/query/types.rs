@@ -291,6 +291,10 @@ pub struct FilteredItem {
     /// of the muting user's partition has reached `until`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub in_force: Option<bool>,
+    /// Mutes only: `false` when the mute leaves the user's notifications
+    /// in place (`"notifications": false`; absent: it hides them too).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notifications: Option<bool>,
 }
 
 /// A user's counters.

@@ -23,6 +23,7 @@ struct RawEvent {
     user: Option<serde_json::Value>,
     target: Option<serde_json::Value>,
     until: Option<serde_json::Value>,
+    notifications: Option<serde_json::Value>,
     reply_to: Option<serde_json::Value>,
     mentions: Option<serde_json::Value>,
     feed: Option<serde_json::Value>,
@@ -277,7 +278,22 @@ pub(super) fn decode_json(value: &[u8]) -> Result<Event, DecodeError> {
                 None | Some(serde_json::Value::Null) => None,
                 v => Some(Ts(number(v, name, "until")?)),
             };
-            filter(FilterChange::Mute { until })?
+            match raw.notifications {
+                None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(true)) => {
+                    filter(FilterChange::Mute { until })?
+                }
+                Some(serde_json::Value::Bool(false)) => {
+                    filter(FilterChange::MuteKeepingNotifications { until })?
+                }
+                Some(other) => {
+                    return Err(DecodeError::BadShape {
+                        kind: "mute",
+                        field: "notifications",
+                        expected: "true or false",
+                        got: other.to_string(),
+                    })
+                }
+            }
         }
         EventKind::Unmute => filter(FilterChange::Unmute)?,
         EventKind::HideReposts => filter(FilterChange::HideReposts)?,
@@ -375,6 +391,10 @@ pub fn event_to_json(event: &Event) -> String {
             let kind = change.kind().as_str();
             let until = match change {
                 FilterChange::Mute { until: Some(u) } => format!(r#","until":{u}"#),
+                FilterChange::MuteKeepingNotifications { until } => {
+                    let until = until.map_or(String::new(), |u| format!(r#","until":{u}"#));
+                    format!(r#"{until},"notifications":false"#)
+                }
                 FilterChange::Mute { until: None }
                 | FilterChange::Block
                 | FilterChange::Unblock

@@ -452,6 +452,26 @@ fn filter_events_decode_or_are_refused() {
         refused(r#"{"type":"mute","user":1,"target":2,"ts":10,"until":"20"}"#)
             .contains("field `until` must be a whole number from 0")
     );
+    // A mute that keeps notifications: `"notifications": false`, with or
+    // without an end; `true` (or null) is the plain mute.
+    let keeping = r#"{"type":"mute","user":1,"target":2,"until":20,"notifications":false,"ts":10}"#;
+    let kept = filter(FilterChange::MuteKeepingNotifications {
+        until: Some(Ts(20)),
+    });
+    assert_eq!(json(keeping), kept);
+    assert_eq!(event_to_json(&kept.unwrap()), keeping);
+    assert_eq!(
+        json(r#"{"type":"mute","user":1,"target":2,"ts":10,"notifications":true}"#),
+        filter(FilterChange::Mute { until: None })
+    );
+    assert!(
+        refused(r#"{"type":"mute","user":1,"target":2,"ts":10,"notifications":"no"}"#)
+            .contains("notifications")
+    );
+    assert!(refused(
+        r#"{"type":"mute","user":1,"target":2,"ts":10,"until":9,"notifications":false}"#
+    )
+    .contains("must be later than the event's `ts`"));
 }
 
 // Proves a post's reply_to and mentions decode (ids as numbers or strings, null as absent), a post with neither stays a plain post, and every wrong shape or broken rule is refused with a reason naming the field and the rule.

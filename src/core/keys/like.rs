@@ -118,6 +118,19 @@ pub fn marker(user: UserId, feed: Feed) -> Vec<u8> {
     k
 }
 
+/// `engagement` (at the mentioned user's partition): `11 | user | ts |
+/// author | post`, valued `live u8 | version u64`: the latest word
+/// (posted: live; deleted: not) that reached `user` on post `(author,
+/// post)`, which mentions them, posted at `ts` — oldest first.
+pub fn mention(user: UserId, ts: Ts, post: PostRef) -> Vec<u8> {
+    tagged(11, &[user.0, ts.0, post.0 .0, post.1 .0])
+}
+
+/// `engagement`: `11 | user`, the prefix of every [`mention`] of `user`.
+pub fn mentions_prefix(user: UserId) -> Vec<u8> {
+    tagged(11, &[user.0])
+}
+
 /// `reply_dir` (every partition's copy): `author | post`, valued the
 /// author of the post it replies to (u64): the replies rule's directory.
 pub fn reply_dir(post: PostRef) -> Vec<u8> {

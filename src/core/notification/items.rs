@@ -5,10 +5,12 @@
 //! a follow of the user counts in their `recent_followers`; a like, a
 //! repost and a reply of one of their posts is registered with that post
 //! at its author's partition (`engagement` tags 5 and 8, `reposts` tag 0;
-//! state/README.md). Only a live original's registrations are items (one
-//! waiting at a post not known yet is not), and acts of the user on their
-//! own posts are not. Filters (blocks, mutes) are the reader's, applied
-//! when read.
+//! state/README.md), and a live post that mentions them at theirs (tag
+//! 11, `crate::reply::mention`). Only a live original's registrations are
+//! items (one waiting at a post not known yet is not), and acts of the
+//! user on their own posts are not; a reply to one of their posts that
+//! also mentions them is one item, the reply. Filters (blocks, mutes) are
+//! the reader's, applied when read.
 
 use super::{GroupKey, Item};
 use crate::event::{PostId, Ts, UserId};
@@ -28,8 +30,8 @@ pub struct Items {
 }
 
 /// Every notification item of `user` (owned by this partition): follows
-/// that count, and live likes, reposts and replies of their live
-/// originals by others.
+/// that count, live likes, reposts and replies of their live originals by
+/// others, and live posts that mention them (but reply to them already).
 pub fn items_of<K: Kv + ?Sized>(kv: &K, user: UserId) -> Result<Items, KvError> {
     let mut out = Items::default();
     for r in views::recent_followers(kv, user) {
@@ -88,6 +90,16 @@ pub fn items_of<K: Kv + ?Sized>(kv: &K, user: UserId) -> Result<Items, KvError> 
                 actor: reply.0,
             });
             out.parents.insert(reply, (user, post));
+        }
+    }
+    for r in crate::reply::mention::mentions_of(kv, user) {
+        let (ts, post) = r?;
+        if !out.parents.contains_key(&post) {
+            out.items.push(Item {
+                key: GroupKey::Mention(post),
+                ts,
+                actor: post.0,
+            });
         }
     }
     Ok(out)

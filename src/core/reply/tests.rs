@@ -123,3 +123,47 @@ fn mastodon_replies_count_is_the_number_of_live_replies() {
     part.then(delete(B, 5));
     assert_eq!(state(&part).0, 1);
 }
+
+/// The live posts that mention `u` here: (ts, author, post).
+fn mentioning(part: &Part, u: UserId) -> Vec<(u64, UserId, u64)> {
+    super::mention::mentions_of(&part.kv, u)
+        .map(|r| r.map(|(ts, (a, p))| (ts.0, a, p.0)).unwrap())
+        .collect()
+}
+
+// Proves a post registers with each user it mentions while it is live, oldest first, once however often applied, and leaves when deleted (a reply to someone else's post too).
+#[test]
+fn a_mention_registers_with_the_user_while_the_post_is_live() {
+    let mut part = Part::with(engagement_ctx());
+    part.then(post(C, 1));
+    part.then(reply(B, 5, (C, 1), &[A, D]))
+        .then(reply(B, 5, (C, 1), &[A, D]));
+    part.then(Event::post(D, PostId(7), Ts(7), None, vec![A]));
+    assert_eq!(mentioning(&part, A), vec![(5, B, 5), (7, D, 7)]);
+    assert_eq!(mentioning(&part, D), vec![(5, B, 5)]);
+    part.then(delete(B, 5)).then(delete(B, 5));
+    assert_eq!(mentioning(&part, A), vec![(7, D, 7)]);
+    assert_eq!(mentioning(&part, D), vec![]);
+}
+
+// Proves a post's deletion that reaches the mentioned user before the post (a later version arriving first) keeps the mention out, and a repeat of either changes nothing: the greatest version decides.
+#[test]
+fn a_mention_arriving_after_its_deletion_changes_nothing() {
+    let mut part = Part::with(engagement_ctx());
+    let msg = |live, version| Effect::MentionOf {
+        user: A,
+        author: B,
+        post_id: PostId(version / 10 + 5),
+        live,
+        version: crate::Version(version),
+        ts: Ts(5),
+    };
+    for m in [msg(false, 9), msg(true, 4), msg(false, 9), msg(true, 4)] {
+        part.effect(&m);
+        part.settle();
+    }
+    assert_eq!(mentioning(&part, A), vec![]);
+    part.effect(&msg(true, 10));
+    part.settle();
+    assert_eq!(mentioning(&part, A), vec![(5, B, 6)]);
+}

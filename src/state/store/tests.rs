@@ -306,51 +306,64 @@ fn older_store_upgrades(layout: u32) {
     );
 }
 
-// Proves a layout-7 store (no `reply_dir`) is refused by a read-only open, upgraded by a writable one when it keeps no reply, and refused with the way out (a rebuild) when it does: one store cannot hold the other partitions' replies.
+// Proves a layout-7 or -9 store is refused by a read-only open, upgraded by a writable one when it keeps no reply (layout 7) and no post with mentions, and refused with the way out (a rebuild) when it does: one store cannot hold the other partitions' replies nor the registrations of the users its posts mention.
 #[test]
-fn a_layout_7_store_upgrades_unless_it_holds_a_reply() {
-    for reply in [false, true] {
+fn older_stores_upgrade_unless_they_hold_what_other_partitions_need() {
+    // (layout, a post replies, a post mentions): whether it upgrades.
+    let cases = [
+        (7, false, false, true),
+        (7, true, false, false),
+        (7, false, true, false),
+        (9, true, false, true),
+        (9, false, true, false),
+    ];
+    for (layout, reply, mention, upgrades) in cases {
         let tmp = tempfile::tempdir().unwrap();
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
-        let names = Cf::ALL.iter().filter(|&&cf| cf != Cf::ReplyDir);
+        let names = Cf::ALL
+            .iter()
+            .filter(|&&cf| layout > 7 || cf != Cf::ReplyDir);
         {
             let db = DB::open_cf(&opts, tmp.path(), names.map(|cf| cf.name())).unwrap();
             let put = |cf: Cf, k: &[u8], v: &[u8]| {
                 db.put_cf(db.cf_handle(cf.name()).unwrap(), k, v).unwrap()
             };
-            put(Cf::Meta, meta::LAYOUT, &7u32.to_be_bytes());
+            put(Cf::Meta, meta::LAYOUT, &(layout as u32).to_be_bytes());
             put(Cf::Meta, meta::PARTITION, &0u32.to_be_bytes());
             put(Cf::Meta, meta::PARTITIONS, &1u32.to_be_bytes());
-            // A post that mentions only, and (with `reply`) one that replies.
             let post = |p| (UserId(3), crate::core::event::PostId(p));
-            put(
-                Cf::Engagement,
-                &keys::addressed(post(1)),
-                &[0, 0, 0, 0, 0, 0, 0, 0, 9],
-            );
             if reply {
                 let mut v = vec![1];
                 v.extend(keys::key([4, 2]));
                 put(Cf::Engagement, &keys::addressed(post(2)), &v);
             }
+            if mention {
+                let v = [0, 0, 0, 0, 0, 0, 0, 0, 9];
+                put(Cf::Engagement, &keys::addressed(post(1)), &v);
+            }
         }
+        let case = format!("layout {layout}, reply {reply}, mention {mention}");
         let err = read_only_refusal(tmp.path());
-        assert!(err.contains("state layout 7"), "{err}");
+        assert!(
+            err.contains(&format!("state layout {layout}")),
+            "{case}: {err}"
+        );
         let cache = BlockCache::new(1 << 20);
         let opts = StoreOptions {
             sync: false,
             ..StoreOptions::default()
         };
         let opened = Store::open(tmp.path(), Partition(0), 1, &cache, &opts);
-        match (reply, opened) {
-            (false, Ok(s)) => assert_eq!(
+        match (upgrades, opened) {
+            (true, Ok(s)) => assert_eq!(
                 s.get(Cf::Meta, meta::LAYOUT).unwrap(),
-                Some(LAYOUT_VERSION.to_be_bytes().to_vec())
+                Some(LAYOUT_VERSION.to_be_bytes().to_vec()),
+                "{case}"
             ),
-            (true, Err(e)) => assert!(e.to_string().contains("`feedlog rebuild`"), "{e}"),
-            (reply, other) => panic!("reply {reply}: {:?}", other.map(|_| ())),
+            (false, Err(e)) => assert!(e.to_string().contains("`feedlog rebuild`"), "{case}: {e}"),
+            (_, other) => panic!("{case}: {:?}", other.map(|_| ())),
         }
     }
 }

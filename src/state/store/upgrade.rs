@@ -1,5 +1,5 @@
-//! The in-place upgrade of a layout-3, -4, -5, -6, -7 or -8 store to
-//! layout 9 (see `state/README.md`).
+//! The in-place upgrade of a layout-3 to -9 store to layout 10 (see
+//! `state/README.md`).
 //!
 //! Layout 3 indexed every inbox entry by author
 //! (`inbox_by_author`, a key per entry), where layout 4 keeps a marker per
@@ -14,7 +14,10 @@
 //! that holds a reply cannot have it written here — the other partitions'
 //! replies are not in it — and is refused: rebuild it from the log);
 //! layout 9 values each inbox row of a reply with the author it replies
-//! to, written here from the store's own directory of replies.
+//! to, written here from the store's own directory of replies; layout 10
+//! registers each post that mentions a user at the user's partition (a
+//! store that holds a live post with mentions is refused: the
+//! registrations belong in other stores — rebuild from the log).
 
 use super::{cf_options, meta, BlockCache, Store, StoreError, StoreOptions, LAYOUT_VERSION};
 use crate::core::event::{PostId, UserId};
@@ -30,7 +33,7 @@ use std::path::Path;
 pub(super) const LAYOUT_3_INDEX: &str = "inbox_by_author";
 
 /// The layouts a writable open upgrades in place.
-pub(super) const UPGRADABLE: [u32; 6] = [3, 4, 5, 6, 7, 8];
+pub(super) const UPGRADABLE: [u32; 7] = [3, 4, 5, 6, 7, 8, 9];
 
 /// Whether the store at `path` still has layout 3's author index.
 fn has_layout_3_index(path: &Path) -> bool {
@@ -99,9 +102,10 @@ fn recorded_layout(path: &Path, cfs: &[String]) -> Option<u32> {
     Some(u32::from_be_bytes(v.as_slice().try_into().ok()?))
 }
 
-/// After a writable open found `layout`: upgrades a layout-3 to -8
+/// After a writable open found `layout`: upgrades a layout-3 to -9
 /// store (one batch, with the new layout version; a layout-7 one holding
-/// replies is refused), and drops layout 3's
+/// replies, or any holding a post with mentions, is refused), and drops
+/// layout 3's
 /// index wherever it is still present (an open after a crash in between
 /// finds layout 6 and drops it).
 pub(super) fn finish(store: &mut Store, layout: u32) -> Result<(), StoreError> {
@@ -117,6 +121,17 @@ pub(super) fn finish(store: &mut Store, layout: u32) -> Result<(), StoreError> {
                          which one store cannot write): rebuild the state from the log \
                          (`feedlog rebuild`)"
                     .into(),
+            });
+        }
+        if holds_a_mention(store)? {
+            return Err(StoreError::Refused {
+                path: store.path.clone(),
+                reason: format!(
+                    "it was written with state layout {layout} and holds posts that mention \
+                     users, whose registrations layout {LAYOUT_VERSION} keeps at each mentioned \
+                     user's partition (which one store cannot write): rebuild the state from \
+                     the log (`feedlog rebuild`)"
+                ),
             });
         }
         let mut b = WriteBatch::default();
@@ -158,6 +173,23 @@ fn holds_a_reply(store: &Store) -> Result<bool, StoreError> {
     for r in store.scan(Cf::Engagement, &prefix, Some(&[10u8])) {
         let (_, v) = r?;
         if v.first() == Some(&1) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Whether a store keeps a live post's `mentions` (its engagement
+/// records of posts that reply or mention, [`keys::addressed`]: more
+/// than the parent).
+fn holds_a_mention(store: &Store) -> Result<bool, StoreError> {
+    for r in store.scan(Cf::Engagement, &[9u8], Some(&[10u8])) {
+        let (_, v) = r?;
+        let parent = match v.first() {
+            Some(1) => 17,
+            _ => 1,
+        };
+        if v.len() > parent {
             return Ok(true);
         }
     }
