@@ -84,6 +84,36 @@ fn five_likes_of_one_post_make_one_group() {
     assert_eq!(notes(&r, ALICE, false, None).len(), 6);
 }
 
+// `explain=1` names every act of a group, newest first, with the event that made it: a like undone and made again is explained by the like that counts now, a follow by the follow event; the grouped answer equals the oracle's, positions included.
+#[test]
+fn explain_names_each_act_and_the_event_that_made_it() {
+    let log = vec![
+        post(ALICE, 10, 1_000),
+        like(2, (ALICE, 10), true, 1_001),
+        like(3, (ALICE, 10), true, 1_002),
+        like(2, (ALICE, 10), false, 1_003),
+        like(2, (ALICE, 10), true, 1_004),
+        follow(4, ALICE, 1_005),
+    ];
+    let r = Run::new(5, &[&log]);
+    let page = r
+        .reader()
+        .notifications_with(UserId(ALICE), (10, None), (true, None), true)
+        .unwrap();
+    let got = serde_json::to_value(&page.items).unwrap();
+    let want = r.oracle.notifications_explained(ALICE, (true, None), true);
+    assert_eq!(got, serde_json::Value::from(want));
+    let likes = page.items[1].why.as_ref().unwrap();
+    let acts: Vec<(u64, u64)> = likes.iter().map(|a| (a.actor, a.ts)).collect();
+    assert_eq!(acts, vec![(2, 1_004), (3, 1_002)], "the relike decides");
+    assert!(likes.iter().all(|a| a.event.is_some()));
+    let follow = page.items[0].why.as_ref().unwrap()[0].event.unwrap();
+    assert_eq!(
+        follow.partition,
+        feedlog::core::partition::partition_for(UserId(4), 2)
+    );
+}
+
 // Mastodon's `types[]`: kinds are kept before grouping, so leaving follows out leaves the likes' group whole.
 #[test]
 fn types_keep_only_the_kinds_asked_for() {

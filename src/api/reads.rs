@@ -127,7 +127,7 @@ pub const MARKERS: Read = unpaged(
 pub const NOTIFICATIONS: Read = Read {
     name: "notifications",
     route: "/v1/users/{id}/notifications",
-    takes: &["limit", "cursor", "grouped", "types", "as_of"],
+    takes: &["limit", "cursor", "grouped", "types", "explain", "as_of"],
     default_limit: Some(DEFAULT_LIMIT),
     not_in_cli: None,
 };
@@ -418,10 +418,26 @@ impl Params {
         Ok(l)
     }
 
-    /// Where a timeline page starts: from a `cursor` (older entries), a
-    /// `newer_than` (newer ones) or an `after` (catch-up), one at most;
-    /// and `explain` only of the current state.
-    pub fn timeline_from(&self) -> Result<PageStart, BadParam> {
+    /// What a notifications page's next link repeats besides the limit
+    /// and the cursor: `&grouped=0`, `&types=…` and `&explain=1` as given.
+    pub fn notifications_asked(&self) -> String {
+        let mut asked = String::new();
+        if self.grouped == Some(false) {
+            asked += "&grouped=0";
+        }
+        if let Some(t) = &self.types {
+            let names: Vec<&str> = t.iter().map(|k| k.as_str()).collect();
+            asked += &format!("&types={}", names.join(","));
+        }
+        if self.explain {
+            asked += "&explain=1";
+        }
+        asked
+    }
+
+    /// `explain`, which answers the current state only: refused with
+    /// `as_of`.
+    pub fn explain_now(&self) -> Result<bool, BadParam> {
         if self.explain && self.as_of.is_some() {
             // A state as of a time is replayed on one partition: it knows
             // no log positions to explain with.
@@ -429,6 +445,14 @@ impl Params {
                 "explain answers the current state; it does not go with as_of",
             ));
         }
+        Ok(self.explain)
+    }
+
+    /// Where a timeline page starts: from a `cursor` (older entries), a
+    /// `newer_than` (newer ones) or an `after` (catch-up), one at most;
+    /// and `explain` only of the current state.
+    pub fn timeline_from(&self) -> Result<PageStart, BadParam> {
+        self.explain_now()?;
         let given = [&self.cursor, &self.newer_than, &self.after];
         if given.iter().filter(|x| x.is_some()).count() > 1 {
             return Err(bad(

@@ -131,7 +131,8 @@ impl Answerer {
             "markers" => encoded(&r.markers(user, p.modes(), p.max_unread()?)?),
             "notifications" => {
                 let (grouped, types) = (p.grouped.unwrap_or(true), p.types.as_deref());
-                encoded(&r.notifications(user, (limit()?, cursor), grouped, types)?)
+                let page = (limit()?, cursor);
+                encoded(&r.notifications_with(user, page, (grouped, types), p.explain_now()?)?)
             }
             "counters" => encoded(&r.counters(user)?),
             "recent-followers" => encoded(&r.recent_followers(user, limit()?)?),

@@ -281,11 +281,12 @@ pub fn check_all(
                 first_difference(&got, &want)
             ));
         }
-        // Notifications: every page, grouped and one per act, and
-        // grouped with two kinds (group boundaries move with the kinds).
+        // Notifications: every page, grouped and one per act (each act
+        // explained: the event that made it), and grouped with two kinds
+        // (group boundaries move with the kinds).
         for (view, grouped, types) in [
             ("notifications", true, None),
-            ("notifications?grouped=0", false, None),
+            ("notifications?grouped=0&explain=1", false, None),
             (
                 "notifications?types=like,follow",
                 true,
@@ -293,8 +294,9 @@ pub fn check_all(
             ),
         ] {
             let got = all_pages(views, view, u, page)?;
-            let want = oracle.notifications(u, grouped, types);
-            if got != want {
+            let explain = view.contains("explain=1");
+            let want = oracle.notifications_explained(u, (grouped, types), explain);
+            if !oracle.same_positions(&got, &want) {
                 let diff = first_difference(&got, &want);
                 return Err(format!("{view} of {u} (pages of {page}): {diff}"));
             }

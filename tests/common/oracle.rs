@@ -131,6 +131,8 @@ pub struct Oracle {
     /// (liker, post named) -> (liked, the event's place in the liker's
     /// log order, its time): each pair's latest like or unlike.
     likes: BTreeMap<(u64, (u64, u64)), LikeAt>,
+    /// (user, named post) -> where the latest like or unlike sits.
+    like_at: BTreeMap<(u64, (u64, u64)), At>,
     /// Events applied so far (orders each user's likes).
     applied: u64,
     /// (author, id) -> the post `reply_to` names and the users mentioned,
@@ -322,6 +324,7 @@ impl Oracle {
                 let named = (author.0, post_id.0);
                 self.likes
                     .insert((user.0, named), (liked, self.applied, ts.0));
+                self.like_at.insert((user.0, named), at);
             }
             // Activity changes no view.
             Event::Seen { .. } => {}

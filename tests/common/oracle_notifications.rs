@@ -1,7 +1,7 @@
 //! The oracle's notifications (docs/semantics.md, "Notifications"), by
 //! their definition.
 
-use super::Oracle;
+use super::{At, Oracle};
 use serde_json::{json, Value};
 
 /// The longest gap inside a group, and the most items a group holds.
@@ -68,9 +68,48 @@ impl Oracle {
         items
     }
 
+    /// Where the event that made an item of `u` sits: the follow that
+    /// started the edge (none for one revived after a block), the like or
+    /// unlike that decided the like, the repost, the post that replies or
+    /// mentions.
+    fn item_event(&self, u: u64, (kind, post): Key, ts: u64, actor: u64) -> Option<At> {
+        let made = |id: (u64, u64)| self.ids.get(&id).and_then(|i| i.made_at);
+        match kind {
+            0 => {
+                let first = self.edges.get(&(actor, u)).map(|e| e.0);
+                (first == Some(ts)).then(|| self.follow_at[&(actor, u)].0)
+            }
+            1 => {
+                let latest = self
+                    .likes
+                    .iter()
+                    .filter(|&(&(l, named), _)| l == actor && self.root(named, 0) == Some(post))
+                    .max_by_key(|(_, like)| like.1)?;
+                self.like_at.get(latest.0).copied()
+            }
+            2 => self
+                .all_reposts()
+                .into_iter()
+                .find(|&(r, _, t, root)| r == actor && t == ts && root == post)
+                .and_then(|(r, id, _, _)| made((r, id))),
+            _ => made(post),
+        }
+    }
+
     /// `GET /v1/users/{u}/notifications?grouped=&types=`, every page's
     /// items in order.
     pub fn notifications(&self, u: u64, grouped: bool, types: Option<&[&str]>) -> Vec<Value> {
+        self.notifications_explained(u, (grouped, types), false)
+    }
+
+    /// The same, with `explain=1` when `explain`: each group's acts,
+    /// newest first, with their events.
+    pub fn notifications_explained(
+        &self,
+        u: u64,
+        (grouped, types): (bool, Option<&[&str]>),
+        explain: bool,
+    ) -> Vec<Value> {
         // Groups: (key, [(ts, actor)] oldest first, reply parent).
         let mut groups: Vec<Built> = Vec::new();
         for (key, ts, actor, parent) in self.notification_items(u, types) {
@@ -100,6 +139,16 @@ impl Oracle {
                     "oldest_ts": g[0].0,
                     "place": {"ts": newest, "post_id": post.1, "author": post.0},
                 });
+                if explain {
+                    let acts = g.iter().rev().map(|&(ts, actor)| {
+                        let mut act = json!({"actor": actor, "ts": ts});
+                        if let Some(at) = self.item_event(u, (kind, post), ts, actor) {
+                            act["event"] = at.json();
+                        }
+                        act
+                    });
+                    v["why"] = acts.collect::<Vec<_>>().into();
+                }
                 match kind {
                     0 => {}
                     3 => {

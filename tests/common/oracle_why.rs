@@ -16,7 +16,7 @@ pub struct At {
 }
 
 impl At {
-    fn json(self) -> Value {
+    pub(super) fn json(self) -> Value {
         json!({"partition": self.partition, "offset": self.offset})
     }
 }

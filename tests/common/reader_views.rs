@@ -140,13 +140,14 @@ impl Views for Reader {
             }
             // `notifications?grouped=G&types=T`, each optional.
             other if other.starts_with("notifications") => {
-                let (mut grouped, mut types) = (true, None);
+                let (mut grouped, mut types, mut explain) = (true, None, false);
                 let query = other
                     .trim_start_matches("notifications")
                     .trim_start_matches('?');
                 for pair in query.split('&').filter(|p| !p.is_empty()) {
                     match pair.split_once('=') {
                         Some(("grouped", g)) => grouped = g == "1",
+                        Some(("explain", e)) => explain = e == "1",
                         Some(("types", t)) => {
                             let kinds = t.split(',').map(NotificationKind::parse);
                             let kinds: Option<Vec<_>> = kinds.collect();
@@ -155,7 +156,8 @@ impl Views for Reader {
                         _ => return Err(format!("no view {other}")),
                     }
                 }
-                json(self.notifications(u, (limit, cursor), grouped, types.as_deref()))
+                let kinds = (grouped, types.as_deref());
+                json(self.notifications_with(u, (limit, cursor), kinds, explain))
             }
             other => Err(format!("no view {other}")),
         }

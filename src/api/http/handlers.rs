@@ -3,7 +3,9 @@
 //! (`pages.rs`).
 
 use super::errors::ApiError;
-use super::pages::{json_page, json_response, kept_timeline_page, link, links, Cursors, KeptPage};
+use super::pages::{
+    json_page, json_response, kept_timeline_page, link, link_keeping, links, Cursors, KeptPage,
+};
 use super::params::{limit, page_request, params, user_id, Params};
 use super::rewound::{link_as_of, read_at};
 use super::{Api, MAX_COUNTER_IDS};
@@ -453,30 +455,25 @@ pub(super) async fn notifications(
     let user = user_id(&id)?;
     let p = params(q, &reads::NOTIFICATIONS)?;
     let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
-    let (cursor, grouped, types) = (p.cursor, p.grouped.unwrap_or(true), p.types);
-    // What the next page's link repeats besides the limit and cursor.
-    let mut asked = String::new();
-    if !grouped {
-        asked += "&grouped=0";
-    }
-    if let Some(t) = &types {
-        let names: Vec<&str> = t.iter().map(|k| k.as_str()).collect();
-        asked += &format!("&types={}", names.join(","));
-    }
+    let (cursor, grouped, types) = (p.cursor.clone(), p.grouped.unwrap_or(true), p.types.clone());
+    let (explain, asked) = (p.explain_now()?, p.notifications_asked());
     let page = read_at(&api, p.as_of, move |r| {
-        r.notifications(user, (l, cursor.as_deref()), grouped, types.as_deref())
+        r.notifications_with(
+            user,
+            (l, cursor.as_deref()),
+            (grouped, types.as_deref()),
+            explain,
+        )
     })
     .await?;
     let mut resp = Json(&page).into_response();
     let next = page.next_cursor.as_deref();
-    let route = reads::NOTIFICATIONS.route;
-    let mut linked = links(route, user, RepostMode::Newest, l, next, None);
-    linked = linked.replace("&cursor=", &format!("{asked}&cursor="));
-    if let Ok(v) = axum::http::HeaderValue::from_str(&linked) {
-        if !linked.is_empty() {
-            resp.headers_mut().insert(axum::http::header::LINK, v);
-        }
-    }
+    link_keeping(
+        &mut resp,
+        (reads::NOTIFICATIONS.route, user, l),
+        next,
+        &asked,
+    );
     link_as_of(&mut resp, p.as_of);
     Ok(resp)
 }

@@ -16,9 +16,9 @@ use super::handlers::{Health, Ready};
 use super::routing::{EngagementAnswer, OutboxesAnswer, PostsAnswer};
 use super::ApiConfig;
 use crate::api::query::{
-    Change, Changes, Counters, CountersList, Counts, EventAt, FilteredItem, Flags, FollowerItem,
-    List, MarkerItem, Markers, NotificationGroup, Page, PlaceItem, PostAnswer, PostItem, RepostOf,
-    RepostedBy, WhyAnswer, WhyItem,
+    Act, Change, Changes, Counters, CountersList, Counts, EventAt, FilteredItem, Flags,
+    FollowerItem, List, MarkerItem, Markers, NotificationGroup, Page, PlaceItem, PostAnswer,
+    PostItem, RepostOf, RepostedBy, WhyAnswer, WhyItem,
 };
 use utoipa::OpenApi;
 
@@ -49,7 +49,7 @@ pub fn default_limit(route: &str) -> Option<usize> {
     ),
     components(schemas(
         PostItem, PostAnswer, Counts, Flags, RepostedBy, RepostOf, WhyItem, WhyAnswer, EventAt, Change, Changes, FollowerItem, FilteredItem, Counters, Markers, MarkerItem, PlaceItem, Page<PostItem>,
-        NotificationGroup, Page<NotificationGroup>,
+        NotificationGroup, Act, Page<NotificationGroup>,
         Page<FollowerItem>, Page<FilteredItem>,
         List<FollowerItem>, CountersList, Ready, ErrorBody, Health, OutboxesAnswer, PostsAnswer, EngagementAnswer,
         CutAnswer
@@ -264,6 +264,7 @@ fn markers() {}
         ("cursor" = Option<String>, Query, description = "A page's `next_cursor`: the groups after it."),
         ("grouped" = Option<String>, Query, description = "`0`: one entry per act (count 1), newest first; default `1`.", pattern = "^(0|1|true|false)$"),
         ("types" = Option<String>, Query, description = "Kinds kept, comma-separated: `follow`, `like`, `repost`, `reply`, `mention` (applied before grouping)."),
+        ("explain" = Option<String>, Query, description = "`1`: each group with `why`, every act of the group newest first (`actor`, `ts`) with the event that made it (`event`: partition and offset in `events`) — the follow that started the edge (absent for a follow revived after a block), the like, the repost, or the post that replies or mentions. Not with `as_of`.", pattern = "^(0|1|true|false)$"),
         AsOf,
     ),
     responses(

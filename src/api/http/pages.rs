@@ -30,6 +30,24 @@ pub(super) fn link(
     }
 }
 
+/// The `Link` header of a page of `route` for `user` of `limit` whose
+/// next page starts at `next`, repeating the parameters `kept`
+/// (`&name=value…`) before the cursor.
+pub(super) fn link_keeping(
+    resp: &mut Response,
+    (route, user, limit): (&str, UserId, usize),
+    next: Option<&str>,
+    kept: &str,
+) {
+    let links = links(route, user, RepostMode::Newest, limit, next, None)
+        .replace("&cursor=", &format!("{kept}&cursor="));
+    if !links.is_empty() {
+        if let Ok(v) = HeaderValue::from_str(&links) {
+            resp.headers_mut().insert(header::LINK, v);
+        }
+    }
+}
+
 /// A timeline page as the API keeps it in the page cache: its `Link`
 /// header's value, a newline (compact JSON has none), its index (each
 /// entry's `end:author:post_id`, `end` the offset in the body of the

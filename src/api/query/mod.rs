@@ -29,7 +29,7 @@ pub use changes::{changes, Change, Changes, MAX_CHANGES};
 use cursor::{cursor_u64, decode_cursor, encode_cursor, CursorView};
 pub use explain::{EventAt, WhyAnswer, WhyItem};
 pub use markers::{key_of_place, MarkerItem, Markers, PlaceItem, DEFAULT_MAX_UNREAD, MAX_UNREAD};
-pub use notifications::{Kind as NotificationKind, NotificationGroup, GROUP_ACTORS};
+pub use notifications::{Act, Kind as NotificationKind, NotificationGroup, GROUP_ACTORS};
 pub use post::{Engaged, Engagement, PostAnswer};
 pub use types::{
     Counters, CountersList, Counts, FilteredItem, Flags, FollowerItem, List, Page, PostItem,

@@ -1,12 +1,15 @@
 //! A user's notifications: follows of them, likes, reposts and replies of their posts, mentions of them, grouped by `core::notification`'s rule and filtered by their blocks and mutes.
 
 use super::cursor::{decode_cursor, encode_cursor, CursorView};
+use super::explain::EventAt;
 use super::{check_limit, check_user, cursor_u64, Page, PlaceItem, QueryError, Reader, RepostOf};
 use crate::core::event::{Place, PostId, Ts, UserId};
 use crate::core::filter::ReadFilter;
 use crate::core::keys::PostRef;
-use crate::core::notification::{self, items::items_of, Group, GroupKey};
+use crate::core::notification::items::{event_of, items_of};
+use crate::core::notification::{self, Group, GroupKey, Item};
 use crate::core::views;
+use crate::state::Snapshot;
 use serde::Serialize;
 
 /// How many of a group's actors an answer names (the newest).
@@ -88,6 +91,24 @@ pub struct NotificationGroup {
     /// it is about (a reply: the reply; follows: 0 and 0). A `seen` of
     /// the notifications feed names it as `read_up_to`.
     pub place: PlaceItem,
+    /// With `explain=1`: every act of the group, newest first, with the
+    /// event that made it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<Vec<Act>>,
+}
+
+/// One act of a notification group, as `explain=1` answers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct Act {
+    /// Who acted.
+    pub actor: u64,
+    /// The act's time, ms since the epoch.
+    pub ts: u64,
+    /// The event that made it: the follow that started the edge (absent
+    /// for a follow revived after a block), the like that decided the
+    /// like, the repost, or the post that replies or mentions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event: Option<EventAt>,
 }
 
 /// A group's place among the user's groups (newest first):
@@ -104,9 +125,21 @@ impl Reader {
     pub fn notifications(
         &self,
         user: UserId,
-        (limit, cursor): (usize, Option<&str>),
+        page: (usize, Option<&str>),
         grouped: bool,
         types: Option<&[Kind]>,
+    ) -> Result<Page<NotificationGroup>, QueryError> {
+        self.notifications_with(user, page, (grouped, types), false)
+    }
+
+    /// [`Reader::notifications`], with each group's acts and the events
+    /// that made them (`why`) when `explain`.
+    pub fn notifications_with(
+        &self,
+        user: UserId,
+        (limit, cursor): (usize, Option<&str>),
+        (grouped, types): (bool, Option<&[Kind]>),
+        explain: bool,
     ) -> Result<Page<NotificationGroup>, QueryError> {
         check_user(user)?;
         check_limit(limit)?;
@@ -118,7 +151,9 @@ impl Reader {
             Some(c) => Some(place_of(&decode_cursor(c, view, user, 41)?)?),
             None => None,
         };
-        let (groups, parents) = self.groups_of(user, grouped, types)?;
+        let store = self.store_of(user)?;
+        let snap = store.snapshot();
+        let (groups, parents) = groups_of(&snap, user, grouped, types)?;
         let mut page: Vec<&Group> = groups
             .iter()
             .filter(|g| after.is_none_or(|a| g.place() < a))
@@ -128,7 +163,14 @@ impl Reader {
             page.truncate(limit);
             encode_cursor(view, user, &cursor_of(page[limit - 1].place()))
         });
-        let items = page.into_iter().map(|g| answer(g, &parents)).collect();
+        let mut items = Vec::with_capacity(page.len());
+        for g in page {
+            let mut a = answer(g, &parents);
+            if explain {
+                a.why = Some(self.acts_of(&snap, user, g, &parents)?);
+            }
+            items.push(a);
+        }
         Ok(Page {
             items,
             next_cursor,
@@ -145,7 +187,8 @@ impl Reader {
         marker: Option<Place>,
         max: u64,
     ) -> Result<(u64, bool), QueryError> {
-        let (groups, _) = self.groups_of(user, true, None)?;
+        let store = self.store_of(user)?;
+        let (groups, _) = groups_of(&store.snapshot(), user, true, None)?;
         let above = groups
             .iter()
             .filter(|g| place(g) > marker.unwrap_or_default())
@@ -153,37 +196,72 @@ impl Reader {
         Ok((above.min(max), above > max))
     }
 
-    /// `user`'s groups (`grouped`; else one per act) of `types`, newest
-    /// first, with each reply's parent.
-    fn groups_of(
+    /// A group's acts, newest first, each with the event that made it.
+    fn acts_of(
         &self,
+        snap: &Snapshot,
         user: UserId,
-        grouped: bool,
-        types: Option<&[Kind]>,
-    ) -> Result<(Vec<Group>, Parents), QueryError> {
-        let store = self.store_of(user)?;
-        let snap = store.snapshot();
-        let all = items_of(&snap, user)?;
-        let filter = ReadFilter::of(&snap, user, views::clock(&snap)?)?;
-        let kept = all.items.into_iter().filter(|i| {
-            let kind = Kind::of(i.key);
-            !filter.no_notifications.contains(&i.actor) && types.is_none_or(|t| t.contains(&kind))
-        });
-        let groups = match grouped {
-            true => notification::group(kept),
-            false => {
-                let mut one: Vec<Group> = kept
-                    .map(|i| Group {
-                        key: i.key,
-                        items: vec![(i.ts, i.actor)],
-                    })
-                    .collect();
-                one.sort_unstable_by_key(|g| std::cmp::Reverse(g.place()));
-                one.dedup();
-                one
-            }
-        };
-        Ok((groups, all.parents))
+        g: &Group,
+        parents: &Parents,
+    ) -> Result<Vec<Act>, QueryError> {
+        let parent = parents.get(&key_post(g.key)).copied();
+        let mut acts = Vec::with_capacity(g.items.len());
+        for &(ts, actor) in g.items.iter().rev() {
+            let item = Item {
+                key: g.key,
+                ts,
+                actor,
+            };
+            let at = event_of(snap, user, (&item, parent), self.partitions)?;
+            acts.push(Act {
+                actor: actor.0,
+                ts: ts.0,
+                event: at.map(|a| EventAt {
+                    partition: a.partition,
+                    offset: a.offset,
+                }),
+            });
+        }
+        Ok(acts)
+    }
+}
+
+/// `user`'s groups (`grouped`; else one per act) of `types` in `snap`,
+/// newest first, with each reply's parent.
+fn groups_of(
+    snap: &Snapshot,
+    user: UserId,
+    grouped: bool,
+    types: Option<&[Kind]>,
+) -> Result<(Vec<Group>, Parents), QueryError> {
+    let all = items_of(snap, user)?;
+    let filter = ReadFilter::of(snap, user, views::clock(snap)?)?;
+    let kept = all.items.into_iter().filter(|i| {
+        let kind = Kind::of(i.key);
+        !filter.no_notifications.contains(&i.actor) && types.is_none_or(|t| t.contains(&kind))
+    });
+    let groups = match grouped {
+        true => notification::group(kept),
+        false => {
+            let mut one: Vec<Group> = kept
+                .map(|i| Group {
+                    key: i.key,
+                    items: vec![(i.ts, i.actor)],
+                })
+                .collect();
+            one.sort_unstable_by_key(|g| std::cmp::Reverse(g.place()));
+            one.dedup();
+            one
+        }
+    };
+    Ok((groups, all.parents))
+}
+
+/// The post a group's key names (follows: none, 0 and 0).
+fn key_post(key: GroupKey) -> PostRef {
+    match key {
+        GroupKey::Follows => (UserId(0), PostId(0)),
+        GroupKey::Likes(p) | GroupKey::Reposts(p) | GroupKey::Reply(p) | GroupKey::Mention(p) => p,
     }
 }
 
@@ -194,10 +272,7 @@ type Parents = std::collections::HashMap<PostRef, PostRef>;
 /// about (a reply: the reply itself; a mention: the post that mentions;
 /// follows: none, 0 and 0).
 fn place(g: &Group) -> Place {
-    let (author, post_id) = match g.key {
-        GroupKey::Follows => (UserId(0), PostId(0)),
-        GroupKey::Likes(p) | GroupKey::Reposts(p) | GroupKey::Reply(p) | GroupKey::Mention(p) => p,
-    };
+    let (author, post_id) = key_post(g.key);
     Place {
         ts: g.newest(),
         post_id,
@@ -231,6 +306,7 @@ fn answer(g: &Group, parents: &Parents) -> NotificationGroup {
         newest_ts: g.newest().0,
         oldest_ts: g.oldest().0,
         place: place(g).into(),
+        why: None,
     }
 }
 

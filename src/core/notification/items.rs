@@ -14,8 +14,10 @@
 
 use super::{GroupKey, Item};
 use crate::event::{PostId, Ts, UserId};
+use crate::explain::At;
 use crate::keys::{self, PostRef, PostVal};
 use crate::kv::{u64_at, Cf, Kv, KvError};
+use crate::position::Version;
 use crate::views;
 use std::collections::HashMap;
 
@@ -103,4 +105,60 @@ pub fn items_of<K: Kv + ?Sized>(kv: &K, user: UserId) -> Result<Items, KvError> 
         }
     }
     Ok(out)
+}
+
+/// Where the event that made `item` of `user` sits in the log (`explain`),
+/// with `partitions` partitions: the follow that started the edge (none
+/// for a follow revived after a block: the reviving follow's position is
+/// not kept at this end), the like or unlike that decided the like, the
+/// repost, or the post that replies or mentions. `parent`: a reply's
+/// parent (from [`Items::parents`]). `None` also when the item is gone.
+pub fn event_of<K: Kv + ?Sized>(
+    kv: &K,
+    user: UserId,
+    (item, parent): (&Item, Option<PostRef>),
+    partitions: u32,
+) -> Result<Option<At>, KvError> {
+    let version_at = |cf: Cf, k: &[u8], at: usize| -> Result<Option<Version>, KvError> {
+        match kv.get(cf, k)? {
+            Some(v) => Ok(Some(Version(u64_at(cf, k, &v, at)?))),
+            None => Ok(None),
+        }
+    };
+    let (actor, version) = match item.key {
+        GroupKey::Follows => {
+            let edge = views::edge(kv, Cf::Followers, user, item.actor)?;
+            let made = edge.filter(|e| e.live && e.ts == item.ts);
+            (item.actor, made.and_then(|e| e.follow_version()))
+        }
+        GroupKey::Likes(post) => {
+            let k = keys::like_of(post, item.actor);
+            (item.actor, version_at(Cf::Engagement, &k, 5)?)
+        }
+        GroupKey::Reposts(post) => {
+            let mut prefix = keys::repost_of_prefix(post);
+            prefix.extend_from_slice(&item.actor.0.to_be_bytes());
+            let mut found = None;
+            for r in kv.scan_prefix(Cf::Reposts, &prefix) {
+                let (k, v) = r?;
+                if u64_at(Cf::Reposts, &k, &v, 0)? == item.ts.0 {
+                    found = Some(Version(u64_at(Cf::Reposts, &k, &v, 12)?));
+                    break;
+                }
+            }
+            (item.actor, found)
+        }
+        GroupKey::Reply(reply) => match parent {
+            Some(parent) => {
+                let k = keys::reply_of(parent, reply);
+                (reply.0, version_at(Cf::Engagement, &k, 5)?)
+            }
+            None => (reply.0, None),
+        },
+        GroupKey::Mention(post) => {
+            let k = keys::mention(user, item.ts, post);
+            (post.0, version_at(Cf::Engagement, &k, 1)?)
+        }
+    };
+    Ok(version.and_then(|v| At::of(actor, partitions, v)))
 }
