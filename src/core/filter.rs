@@ -162,23 +162,24 @@ impl FilterVal {
     /// Whether the user sees nothing by the other at log time `now`: a
     /// block either way, or a mute that has not ended.
     pub fn hides(&self, now: Ts) -> bool {
-        let blocked = [self.block_out, self.block_in]
-            .iter()
-            .any(|b| b.is_some_and(|b| b.toggle.on));
         let muted = self
             .mute
             .is_some_and(|(t, until)| t.on && until.is_none_or(|u| now < u));
-        blocked || muted
+        self.blocks_either_way() || muted
+    }
+
+    /// Whether a block either way is on.
+    fn blocks_either_way(&self) -> bool {
+        [self.block_out, self.block_in]
+            .iter()
+            .any(|b| b.is_some_and(|b| b.toggle.on))
     }
 
     /// Whether the user is notified of nothing the other does at log time
     /// `now`: a block either way, or a mute that has not ended and does
     /// not keep notifications.
     pub fn hides_notifications(&self, now: Ts) -> bool {
-        let blocked = [self.block_out, self.block_in]
-            .iter()
-            .any(|b| b.is_some_and(|b| b.toggle.on));
-        blocked || (self.hides(now) && !self.mute_keeps_notifications)
+        self.blocks_either_way() || (self.hides(now) && !self.mute_keeps_notifications)
     }
 
     /// Whether the user hides the other's reposts.

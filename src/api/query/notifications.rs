@@ -88,7 +88,8 @@ pub struct NotificationGroup {
     /// The oldest act's time.
     pub oldest_ts: u64,
     /// Where the group sits for read markers: `newest_ts`, and the post
-    /// it is about (a reply: the reply; follows: 0 and 0). A `seen` of
+    /// it is about (a reply: the reply; a mention: the post that
+    /// mentions; follows: 0 and 0). A `seen` of
     /// the notifications feed names it as `read_up_to`.
     pub place: PlaceItem,
     /// With `explain=1`: every act of the group, newest first, with the
