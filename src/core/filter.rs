@@ -354,9 +354,10 @@ pub struct ReadFilter {
     pub hidden: HashSet<UserId>,
     /// Users whose reposts do not show.
     pub no_reposts: HashSet<UserId>,
-    /// Users whose acts notify the reader of nothing: `hidden` but for
-    /// mutes that keep notifications.
-    pub no_notifications: HashSet<UserId>,
+    /// Users in `hidden` whose acts still notify the reader: muted (not
+    /// blocked) by a mute that keeps notifications. Usually empty, so a
+    /// timeline read builds nothing more than `hidden`.
+    pub notified_anyway: HashSet<UserId>,
     /// Whether a mute with an end is on (ended or not): what the reader
     /// sees then changes with the partition's clock alone.
     pub timed: bool,
@@ -379,8 +380,8 @@ impl ReadFilter {
             if f.hides_reposts() {
                 r.no_reposts.insert(other);
             }
-            if f.hides_notifications(now) {
-                r.no_notifications.insert(other);
+            if f.hides(now) && !f.hides_notifications(now) {
+                r.notified_anyway.insert(other);
             }
             r.timed |= f.mute.is_some_and(|(t, until)| t.on && until.is_some());
         }
@@ -391,6 +392,11 @@ impl ReadFilter {
     /// rule aside).
     pub fn is_empty(&self) -> bool {
         self.hidden.is_empty() && self.no_reposts.is_empty()
+    }
+
+    /// Whether `actor`'s acts notify the reader of nothing.
+    pub fn hides_notifications_of(&self, actor: UserId) -> bool {
+        self.hidden.contains(&actor) && !self.notified_anyway.contains(&actor)
     }
 
     /// Whether an appearance through `via` (a repost: `repost`) of a post

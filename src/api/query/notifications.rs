@@ -239,7 +239,7 @@ fn groups_of(
     let filter = ReadFilter::of(snap, user, views::clock(snap)?)?;
     let kept = all.items.into_iter().filter(|i| {
         let kind = Kind::of(i.key);
-        !filter.no_notifications.contains(&i.actor) && types.is_none_or(|t| t.contains(&kind))
+        !filter.hides_notifications_of(i.actor) && types.is_none_or(|t| t.contains(&kind))
     });
     let groups = match grouped {
         true => notification::group(kept),
