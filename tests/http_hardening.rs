@@ -341,8 +341,8 @@ fn openapi_limits_match_the_handlers() {
         paged += 1;
         // User 2 follows 1 (a timeline of 150 posts); user 1 has 150 of everything else
         // (followers, followees, posts, mutes, blocks, notifications), and its post 1 150 likers and replies.
-        let stream = route.ends_with("/timeline/stream");
-        let user = if route.ends_with("/timeline") || stream {
+        let stream = route.ends_with("/stream");
+        let user = if route.ends_with("/timeline") || route.ends_with("/timeline/stream") {
             "2"
         } else {
             "1"
@@ -388,8 +388,8 @@ fn openapi_limits_match_the_handlers() {
         }
     }
     assert_eq!(
-        paged, 11,
-        "timeline, its stream, posts, a post's likers and replies, notifications, followers, followees, recent followers, mutes, blocks"
+        paged, 12,
+        "timeline, its stream, posts, a post's likers and replies, notifications, their stream, followers, followees, recent followers, mutes, blocks"
     );
 }
 

@@ -133,6 +133,11 @@ pub enum BenchKind {
     /// against the Redis design's ZCOUNT above the marker (needs
     /// redis-server and redis-benchmark, and wrk).
     Markers,
+    /// The first page of grouped notifications (`notifications`, 280
+    /// acts per reader in 21 groups) against the Redis design grouping
+    /// the same acts server-side in one Lua script (needs redis-server and
+    /// redis-benchmark, and wrk).
+    Notifications,
     /// What explaining costs: timeline pages with `explain=1` and
     /// `timeline/why` answers against plain pages, on the state `filters`
     /// builds.

@@ -17,6 +17,7 @@ mod kafka_swap;
 mod likes;
 mod markers;
 mod mixed;
+mod notifications;
 mod procs;
 mod pulled;
 mod rebuild;
@@ -101,6 +102,9 @@ fn run(cli: Cli, kafka: Option<KafkaConfig>) -> Result<()> {
         BenchKind::Replies => replies::replies(partitions, threads, connections, seconds),
         BenchKind::Likes => likes::likes(partitions),
         BenchKind::Markers => markers::markers(partitions, threads, connections, seconds),
+        BenchKind::Notifications => {
+            notifications::notifications(partitions, threads, connections, seconds)
+        }
         BenchKind::Explain => explain::explain(partitions, threads, connections, seconds),
         BenchKind::Rebuild => rebuild::rebuild(data),
         BenchKind::Rewind => rewind::rewind(data),

@@ -11,7 +11,7 @@
 
 use crate::common::Cleanup;
 use crate::filters::processed;
-use crate::http::{paths_script, which, with_wrk};
+use crate::http::{paths_script, with_wrk};
 use crate::redis_server::RedisServer;
 use crate::say::say;
 use anyhow::Result;
@@ -96,12 +96,7 @@ fn events() -> Vec<Event> {
 
 /// The run, as the module says.
 pub fn markers(partitions: u32, threads: usize, connections: usize, secs: u64) -> Result<()> {
-    let (Some(server_bin), Some(bench_bin)) = (which("redis-server"), which("redis-benchmark"))
-    else {
-        say!(
-            "feedlog-bench markers: skipped: redis-server and redis-benchmark are not installed \
-             (Debian/Ubuntu: apt-get install redis-server redis-tools; scripts/setup.sh --bench installs them)"
-        );
+    let Some((server_bin, bench_bin)) = crate::redis_server::tools("markers") else {
         return Ok(());
     };
     let wrk = crate::http::need_wrk()?;

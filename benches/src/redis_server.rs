@@ -15,6 +15,19 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// `redis-server` and `redis-benchmark`, when both are installed; else
+/// says that `feedlog-bench bench` is skipped and why.
+pub(super) fn tools(bench: &str) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+    let tools = crate::http::which("redis-server").zip(crate::http::which("redis-benchmark"));
+    if tools.is_none() {
+        crate::say::say!(
+            "feedlog-bench {bench}: skipped: redis-server and redis-benchmark are not installed \
+             (Debian/Ubuntu: apt-get install redis-server redis-tools; scripts/setup.sh --bench installs them)"
+        );
+    }
+    tools
+}
+
 /// A `redis-server` on a free loopback port, stopped on drop.
 pub(super) struct RedisServer {
     child: std::process::Child,
@@ -271,6 +284,41 @@ impl RedisServer {
         let min = format!("({min}");
         let args = ["ZCOUNT", "p:__rand_int__", &min, "+inf"];
         let run = |n| self.benchmark(bin, (readers, &args), (threads, connections), n);
+        let probe = run(20_000)?;
+        run(((probe.per_sec * secs as f64) as u64).max(20_000))
+    }
+
+    /// Loads `script`: its SHA1, for [`RedisServer::script_under_load`].
+    pub(super) fn load_script(&self, script: &str) -> Result<String> {
+        let mut c = self.connect()?;
+        c.send(&[b"SCRIPT", b"LOAD", script.as_bytes()])?;
+        Ok(String::from_utf8(c.bulk()?)?)
+    }
+
+    /// `EVALSHA sha 1 key args…`, its answer an array of strings.
+    pub(super) fn eval(&self, sha: &str, key: &str, args: &[&str]) -> Result<Vec<Vec<u8>>> {
+        let mut c = self.connect()?;
+        let mut all: Vec<&[u8]> = vec![b"EVALSHA", sha.as_bytes(), b"1", key.as_bytes()];
+        all.extend(args.iter().map(|a| a.as_bytes()));
+        c.send(&all)?;
+        c.array()
+    }
+
+    /// `EVALSHA sha 1 {prefix}:<random id below range> args…` from
+    /// redis-benchmark for about `secs` seconds (a short run first sizes
+    /// the long one).
+    pub(super) fn script_under_load(
+        &self,
+        bin: &Path,
+        (sha, prefix, args): (&str, &str, &[&str]),
+        range: usize,
+        (threads, connections): (usize, usize),
+        secs: u64,
+    ) -> Result<Load> {
+        let key = format!("{prefix}:__rand_int__");
+        let mut all = vec!["EVALSHA", sha, "1", &key];
+        all.extend(args);
+        let run = |n| self.benchmark(bin, (range, &all), (threads, connections), n);
         let probe = run(20_000)?;
         run(((probe.per_sec * secs as f64) as u64).max(20_000))
     }

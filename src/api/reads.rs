@@ -87,7 +87,7 @@ pub const CHANGES: Read = unpaged(
 pub const STREAM: Read = Read {
     name: "stream",
     route: "/v1/users/{id}/timeline/stream",
-    takes: &["limit"],
+    takes: &["limit", "max"],
     default_limit: Some(DEFAULT_LIMIT),
     not_in_cli: Some("a stream needs a connection; `query timeline` reads the page it opens with"),
 };
@@ -131,6 +131,16 @@ pub const NOTIFICATIONS: Read = Read {
     default_limit: Some(DEFAULT_LIMIT),
     not_in_cli: None,
 };
+/// A user's notifications' first page, again whenever it changes.
+pub const NOTIFICATIONS_STREAM: Read = Read {
+    name: "notifications-stream",
+    route: "/v1/users/{id}/notifications/stream",
+    takes: &["limit", "grouped", "types", "max"],
+    default_limit: Some(DEFAULT_LIMIT),
+    not_in_cli: Some(
+        "a stream needs a connection; `query notifications` reads the page it opens with",
+    ),
+};
 /// A user's counters.
 pub const COUNTERS: Read = unpaged("counters", "/v1/users/{id}/counters", &["as_of"]);
 /// Several users' counters in one answer.
@@ -170,6 +180,7 @@ pub const ALL: &[Read] = &[
     REPLIES,
     MARKERS,
     NOTIFICATIONS,
+    NOTIFICATIONS_STREAM,
     COUNTERS,
     COUNTERS_MANY,
     RECENT_FOLLOWERS,

@@ -221,6 +221,7 @@ impl Client {
             chunked,
             raw,
             text: Vec::new(),
+            unread: false,
         }
     }
 }
@@ -235,6 +236,9 @@ pub struct EventStream {
     chunked: bool,
     raw: Vec<u8>,
     text: Vec<u8>,
+    /// Whether [`EventStream::next`] returns `event: unread` (the unread
+    /// count); else it passes over them, as a client that shows no badge.
+    pub unread: bool,
 }
 
 /// One server-sent event (or comment, with `event` "comment").
@@ -281,6 +285,9 @@ impl EventStream {
                         }
                         ev.data.push_str(v.strip_prefix(' ').unwrap_or(v));
                     }
+                }
+                if ev.event == "unread" && !self.unread {
+                    continue;
                 }
                 return Some(ev);
             }

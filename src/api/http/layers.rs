@@ -47,7 +47,7 @@ async fn forward(api: &Arc<Api>, req: Request, next: Next) -> Response {
         false => Err(QueryError::Elsewhere { partition: p }),
         true => api.reader.partition_state(p),
     };
-    let stream = path.ends_with("/timeline/stream");
+    let stream = path.ends_with("/stream");
     match here {
         Ok(()) => {
             // A page may pull from the partitions of an owner that does not

@@ -1,4 +1,4 @@
-//! The HTTP read API (axum, JSON): every view, a live timeline stream,
+//! The HTTP read API (axum, JSON): every view, live timeline and notifications streams,
 //! health, readiness and Prometheus metrics. Paths and shapes are a public
 //! interface, described by [`openapi`] (generated from the code with
 //! utoipa, served at `/openapi.json`).
@@ -17,6 +17,7 @@ mod health;
 mod internal;
 mod layers;
 mod metrics_text;
+mod notification_stream;
 mod pages;
 mod params;
 mod prometheus;
@@ -64,6 +65,8 @@ pub mod route {
     pub const MARKERS: &str = crate::api::reads::MARKERS.route;
     /// A user's notifications.
     pub const NOTIFICATIONS: &str = crate::api::reads::NOTIFICATIONS.route;
+    /// The notifications stream (server-sent events).
+    pub const NOTIFICATIONS_STREAM: &str = crate::api::reads::NOTIFICATIONS_STREAM.route;
     /// One user's counters.
     pub const COUNTERS: &str = crate::api::reads::COUNTERS.route;
     /// Counters of many users.
@@ -118,6 +121,7 @@ pub const ROUTES: &[&str] = &[
     route::REPLIES,
     route::MARKERS,
     route::NOTIFICATIONS,
+    route::NOTIFICATIONS_STREAM,
     route::COUNTERS,
     route::COUNTERS_MANY,
     route::RECENT_FOLLOWERS,
@@ -431,6 +435,10 @@ pub fn router(api: Arc<Api>) -> Router {
         .route(route::REPLIES, get(handlers::replies))
         .route(route::MARKERS, get(handlers::markers))
         .route(route::NOTIFICATIONS, get(handlers::notifications))
+        .route(
+            route::NOTIFICATIONS_STREAM,
+            get(notification_stream::notifications_stream),
+        )
         .route(route::COUNTERS, get(handlers::counters))
         .route(route::COUNTERS_MANY, get(handlers::counters_many))
         .route(route::RECENT_FOLLOWERS, get(handlers::recent_followers))

@@ -39,10 +39,10 @@ pub fn default_limit(route: &str) -> Option<usize> {
     info(
         title = "feedlog read API",
         version = "1",
-        description = "Read-only views materialized by feedlog. Every page is read from one consistent snapshot of the owning partition. Errors are {\"error\":{\"code\",\"message\"}}: 400 for a bad id, cursor, limit or parameter; 404 for an unknown route. In Kafka mode any processor answers for any user: it forwards a request to the processor that serves the user's partition (a timeline stream is redirected, 307), and answers 503 with Retry-After while the partition moves between processors."
+        description = "Read-only views materialized by feedlog. Every page is read from one consistent snapshot of the owning partition. Errors are {\"error\":{\"code\",\"message\"}}: 400 for a bad id, cursor, limit or parameter; 404 for an unknown route. In Kafka mode any processor answers for any user: it forwards a request to the processor that serves the user's partition (a stream is redirected, 307), and answers 503 with Retry-After while the partition moves between processors."
     ),
     paths(
-        timeline, why, changes, stream, posts, post, likes, replies, markers, notifications, counters, counters_many, recent_followers, followers,
+        timeline, why, changes, stream, posts, post, likes, replies, markers, notifications, notifications_stream, counters, counters_many, recent_followers, followers,
         followees, mutes, blocks, openapi, healthz, readyz, metrics, internal_outboxes,
         internal_posts, internal_engagement, internal_cut_state, internal_cut_hold, internal_cut_release,
         internal_digest, internal_checkpoint, ui
@@ -84,6 +84,9 @@ struct StreamWindow {
     /// How many of the timeline's newest entries the client's copy holds, 1 to the server's maximum page size. The default and the maximum are filled in by the server (`--max-limit`).
     #[param(minimum = 1)]
     limit: Option<u64>,
+    /// The most unread entries `event: unread` counts (default 1,000, at most 10,000), as on `markers`.
+    #[param(minimum = 1, maximum = 10000)]
+    max: Option<u64>,
 }
 
 /// A view as of an earlier time.
@@ -171,7 +174,7 @@ fn why() {}
 fn changes() {}
 
 #[utoipa::path(get, path = "/v1/users/{id}/timeline/stream", operation_id = "streamTimeline",
-    summary = "Server-sent events that keep a client's copy of the timeline's first page of `limit` equal to the timeline. Opens with a `subscribed` comment, then event `page` (data `{items, next_cursor}`, the first page as getTimeline lists it with `counts=0`: the copy starts as its items), then after each read the changes: event `delete` (data `{post_id, author, ts}`) for each entry that left the first page, then event `entry` (data a Post) for each entry new on it, moved or changed, oldest first. A client replaces the entry of the same post (post_id, author) with an `entry` or adds it, removes it on a `delete`, and keeps its `limit` newest: its copy is then the first page after every read (mutes, unmutes, timed mutes, hidden reposts, moves and entries applied late included). An entry or page newer than every one sent with an id carries id `ts:post_id:author`.",
+    summary = "Server-sent events that keep a client's copy of the timeline's first page of `limit` equal to the timeline. Opens with a `subscribed` comment, then event `page` (data `{items, next_cursor}`, the first page as getTimeline lists it with `counts=0`: the copy starts as its items), then after each read the changes: event `delete` (data `{post_id, author, ts}`) for each entry that left the first page, then event `entry` (data a Post) for each entry new on it, moved or changed, oldest first. A client replaces the entry of the same post (post_id, author) with an `entry` or adds it, removes it on a `delete`, and keeps its `limit` newest: its copy is then the first page after every read (mutes, unmutes, timed mutes, hidden reposts, moves and entries applied late included). An entry or page newer than every one sent with an id carries id `ts:post_id:author`. After the opening page and after each read that changes it: event `unread` (data `{feed: \"home\", unread, capped}`), the home timeline's entries above the user's marker as `markers` counts them (default modes).",
     params(
         User,
         StreamWindow,
@@ -272,6 +275,20 @@ fn markers() {}
         Refusals,
     ))]
 fn notifications() {}
+
+#[utoipa::path(get, path = "/v1/users/{id}/notifications/stream", operation_id = "streamNotifications",
+    summary = "Server-sent events that keep a client's copy of the notifications' first page (`limit`, `grouped`, `types` as on getNotifications) equal to it. Opens with a `subscribed` comment, then event `page` (data `{items, next_cursor}`, the page as getNotifications lists it), sent again whole after each read that finds the page changed (a group changes in place as acts join or leave it), and event `unread` (data `{feed: \"notifications\", unread, capped}`: the groups of every kind above the user's notifications marker, as `markers` counts them) when the stream opens and whenever it changes. Reads as the timeline stream does.",
+    params(
+        User,
+        StreamWindow,
+        ("grouped" = Option<String>, Query, description = "`0`: one entry per act, as on getNotifications.", pattern = "^(0|1|true|false)$"),
+        ("types" = Option<String>, Query, description = "Kinds kept on the page, as on getNotifications (the unread count counts every kind)."),
+    ),
+    responses(
+        (status = 200, description = "An event stream", content_type = "text/event-stream", body = String),
+        Refusals,
+    ))]
+fn notifications_stream() {}
 
 #[utoipa::path(get, path = "/v1/users/{id}/counters", operation_id = "getCounters",
     summary = "Follower, followee and post counts.",

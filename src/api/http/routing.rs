@@ -3,7 +3,7 @@
 //! A request for a user whose partition this processor serves is answered
 //! here. One whose partition another processor serves is forwarded to it
 //! (its address comes from the `members` topic) and its answer returned
-//! as is; a timeline stream is redirected instead (307). A partition that
+//! as is; a stream is redirected instead (307). A partition that
 //! is moving — revoked, not yet assigned, or replaying before it serves —
 //! answers 503 with `Retry-After`, never a wrong or empty view. A forwarded
 //! request is never forwarded again: if ownership moved on meanwhile, the

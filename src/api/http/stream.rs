@@ -1,11 +1,11 @@
-//! The live timeline stream (server-sent events).
+//! The live timeline stream (server-sent events), and what every stream shares: when it reads, its unread count.
 
 use super::errors::ApiError;
 use super::handlers::read;
 use super::params::{limit, params, user_id, Params};
 use super::Api;
-use crate::api::query::PostItem;
-use crate::core::event::{PostId, Ts, UserId};
+use crate::api::query::{Page, PostItem, QueryError, Reader};
+use crate::core::event::{Feed, PostId, Ts, UserId};
 use crate::core::keys::TimelineKey;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
@@ -41,27 +41,25 @@ const MIN_GAP: Duration = Duration::from_millis(100);
 /// The longest a stream waits for a commit signal before it reads anyway.
 const MAX_WAIT: Duration = Duration::from_secs(5);
 
-/// What one stream holds between wakes.
-struct Stream {
-    api: Arc<Api>,
-    user: UserId,
-    /// The window: how many of the timeline's newest entries the client's
-    /// copy holds.
-    limit: usize,
-    /// The newest entry sent with an `id` (else [`BOTTOM`]): only a newer
-    /// one carries an id, so a reconnect resumes after the newest.
-    newest: TimelineKey,
-    /// The client's copy as of the last read: the timeline's first page of
-    /// `limit`, newest first.
-    window: Vec<PostItem>,
-    /// Events ready to go, in order.
-    queue: VecDeque<SseEvent>,
+/// When a stream reads next: on the processor's commits, or by polling.
+pub(super) struct Wake {
     /// Commits of the processor in this process, if it runs here.
     commits: Option<tokio::sync::watch::Receiver<u64>>,
     last_read: Option<Instant>,
+    poll: Duration,
 }
 
-impl Stream {
+impl Wake {
+    /// Subscribed now: a stream makes it before its first read, so no
+    /// commit after that read is missed.
+    pub(super) fn new(api: &Api) -> Wake {
+        Wake {
+            commits: api.node.commits(),
+            last_read: None,
+            poll: api.cfg.stream_poll,
+        }
+    }
+
     /// Waits until there may be something new: a commit (at most
     /// [`MIN_GAP`] after the last read), or the poll interval when the
     /// processor runs elsewhere.
@@ -77,14 +75,137 @@ impl Stream {
                     tokio::time::sleep(gap).await;
                 }
             }
-            None => tokio::time::sleep(self.api.cfg.stream_poll).await,
+            None => tokio::time::sleep(self.poll).await,
+        }
+    }
+}
+
+/// A feed's unread count as its stream last sent it (`event: unread`).
+pub(super) struct Unread {
+    feed: Feed,
+    /// The count's bound (`max`).
+    max: u64,
+    sent: Option<(u64, bool)>,
+}
+
+impl Unread {
+    /// Nothing sent yet: the first count goes out.
+    pub(super) fn new(feed: Feed, max: u64) -> Unread {
+        Unread {
+            feed,
+            max,
+            sent: None,
         }
     }
 
+    /// What to read the count with, in a stream's read.
+    pub(super) fn asks(&self) -> (Feed, u64) {
+        (self.feed, self.max)
+    }
+
+    /// `event: unread` (data `{"feed","unread","capped"}`) when `now`
+    /// differs from the count sent last.
+    pub(super) fn event(&mut self, now: (u64, bool)) -> Option<SseEvent> {
+        if self.sent == Some(now) {
+            return None;
+        }
+        self.sent = Some(now);
+        let (feed, (unread, capped)) = (self.feed.as_str(), now);
+        let data = format!(r#"{{"feed":"{feed}","unread":{unread},"capped":{capped}}}"#);
+        Some(SseEvent::default().event("unread").data(data))
+    }
+}
+
+/// What a stream does at its first read and at each later one: both
+/// queue the events that follow from what they read.
+pub(super) trait Feeder: Send + 'static {
+    /// The first read.
+    fn open(&mut self) -> impl std::future::Future<Output = Result<(), ApiError>> + Send;
+    /// A read after a wake.
+    fn read(&mut self) -> impl std::future::Future<Output = Result<(), ApiError>> + Send;
+    /// Events ready to go, in order.
+    fn queue(&mut self) -> &mut VecDeque<SseEvent>;
+    /// When it reads next.
+    fn wake(&mut self) -> &mut Wake;
+}
+
+/// The server-sent events of `s`: a `subscribed` comment, what its first
+/// read queues, then what each read after a wake queues; a failed read
+/// sends `event: error` with the reason, and the stream goes on.
+pub(super) fn respond<S: Feeder>(mut s: S) -> Response {
+    s.queue()
+        .push_back(SseEvent::default().comment("subscribed"));
+    let stream = futures_util::stream::unfold((s, true), |(mut s, mut opening)| async move {
+        loop {
+            if let Some(ev) = s.queue().pop_front() {
+                return Some((Ok::<_, std::convert::Infallible>(ev), (s, opening)));
+            }
+            let first = std::mem::take(&mut opening);
+            if !first {
+                s.wake().wait().await;
+            }
+            s.wake().last_read = Some(Instant::now());
+            let read = match first {
+                true => s.open().await,
+                false => s.read().await,
+            };
+            if let Err(e) = read {
+                let ev = SseEvent::default().event("error").data(e.message);
+                return Some((Ok(ev), (s, opening)));
+            }
+        }
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+/// What one timeline stream holds between wakes.
+struct Stream {
+    api: Arc<Api>,
+    user: UserId,
+    /// The window: how many of the timeline's newest entries the client's
+    /// copy holds.
+    limit: usize,
+    /// Where a reconnecting client resumes (its `Last-Event-ID`), until
+    /// the first read.
+    resume: Option<TimelineKey>,
+    /// The newest entry sent with an `id` (else [`BOTTOM`]): only a newer
+    /// one carries an id, so a reconnect resumes after the newest.
+    newest: TimelineKey,
+    /// The client's copy as of the last read: the timeline's first page of
+    /// `limit`, newest first.
+    window: Vec<PostItem>,
+    /// Events ready to go, in order.
+    queue: VecDeque<SseEvent>,
+    wake: Wake,
+    /// The home timeline's unread count.
+    unread: Unread,
+}
+
+impl Feeder for Stream {
+    async fn open(&mut self) -> Result<(), ApiError> {
+        let resume = self.resume.take();
+        self.open_at(resume).await
+    }
+
+    async fn read(&mut self) -> Result<(), ApiError> {
+        self.read_changes().await
+    }
+
+    fn queue(&mut self) -> &mut VecDeque<SseEvent> {
+        &mut self.queue
+    }
+
+    fn wake(&mut self) -> &mut Wake {
+        &mut self.wake
+    }
+}
+
+impl Stream {
     /// The first read: the entries newer than `resume`, oldest first, when
     /// the client resumes, then the window as a page.
-    async fn open(&mut self, resume: Option<TimelineKey>) -> Result<(), ApiError> {
-        self.last_read = Some(Instant::now());
+    async fn open_at(&mut self, resume: Option<TimelineKey>) -> Result<(), ApiError> {
         let (user, limit) = (self.user, self.limit);
         let json = self.api.cfg.string_ids;
         if let Some(k) = resume {
@@ -99,19 +220,21 @@ impl Stream {
                 self.queue.push_back(event);
             }
         }
-        let page = read(&self.api, move |r| first_page(r, user, limit)).await?;
+        let unread = self.unread.asks();
+        let (page, now) = read(&self.api, move |r| first_page(r, user, limit, unread)).await?;
         self.window = page.items;
         let event = self.page(page.next_cursor, json);
         self.queue.push_back(event);
+        self.queue.extend(self.unread.event(now));
         Ok(())
     }
 
     /// Reads the timeline's first page of the window's size and queues
-    /// what turns the client's copy into it.
-    async fn read(&mut self) -> Result<(), ApiError> {
-        self.last_read = Some(Instant::now());
-        let (user, limit) = (self.user, self.limit);
-        let page = read(&self.api, move |r| first_page(r, user, limit)).await?;
+    /// what turns the client's copy into it, then the unread count if it
+    /// changed.
+    async fn read_changes(&mut self) -> Result<(), ApiError> {
+        let (user, limit, unread) = (self.user, self.limit, self.unread.asks());
+        let (page, now) = read(&self.api, move |r| first_page(r, user, limit, unread)).await?;
         let json = self.api.cfg.string_ids;
         for change in changes(&self.window, &page.items, limit) {
             let event = match change {
@@ -123,6 +246,7 @@ impl Stream {
             self.queue.push_back(event);
         }
         self.window = page.items;
+        self.queue.extend(self.unread.event(now));
         Ok(())
     }
 
@@ -154,15 +278,17 @@ impl Stream {
 }
 
 /// The timeline's first page of `limit` with each entry's counts and the
-/// reader's flags, as `GET .../timeline` gives it.
+/// reader's flags, as `GET .../timeline` gives it, and the unread count
+/// `unread` asks for.
 fn first_page(
-    r: &crate::api::query::Reader,
+    r: &Reader,
     user: UserId,
     limit: usize,
-) -> Result<crate::api::query::Page<PostItem>, crate::api::query::QueryError> {
+    (feed, max): (Feed, u64),
+) -> Result<(Page<PostItem>, (u64, bool)), QueryError> {
     let mut page = r.timeline(user, limit, None)?;
     r.decorate(&mut page.items, Some(user))?;
-    Ok(page)
+    Ok((page, r.unread(user, feed, max)?))
 }
 
 /// One step of a client's copy towards the timeline's first page.
@@ -235,7 +361,7 @@ fn item_json(i: &PostItem, string_ids: bool) -> String {
 }
 
 /// `value` as an event's data, its ids strings with `string_ids`.
-fn data_json(value: &impl serde::Serialize, string_ids: bool) -> String {
+pub(super) fn data_json(value: &impl serde::Serialize, string_ids: bool) -> String {
     let body = serde_json::to_vec(value).unwrap_or_default();
     let body = match string_ids {
         true => super::ids::stringify(&body).unwrap_or(body),
@@ -287,43 +413,19 @@ pub(super) async fn timeline_stream(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .and_then(parse_event_id);
-    // Subscribed before the first read, so no commit after it is missed.
-    let commits = api.node.commits();
-    let mut s = Stream {
+    let max = p.max_unread()?;
+    let s = Stream {
+        wake: Wake::new(&api),
         api,
         user,
         limit,
+        resume,
         newest: resume.unwrap_or(BOTTOM),
         window: Vec::new(),
         queue: VecDeque::new(),
-        commits,
-        last_read: None,
+        unread: Unread::new(Feed::Home, max),
     };
-    s.queue.push_back(SseEvent::default().comment("subscribed"));
-    // The state the stream carries from one event to the next: the first
-    // read opens (it resumes after `resume`), every later one waits first.
-    let stream =
-        futures_util::stream::unfold((s, Some(resume)), |(mut s, mut opening)| async move {
-            loop {
-                if let Some(ev) = s.queue.pop_front() {
-                    return Some((Ok::<_, std::convert::Infallible>(ev), (s, opening)));
-                }
-                let read = match opening.take() {
-                    Some(resume) => s.open(resume).await,
-                    None => {
-                        s.wait().await;
-                        s.read().await
-                    }
-                };
-                if let Err(e) = read {
-                    let ev = SseEvent::default().event("error").data(e.message);
-                    return Some((Ok(ev), (s, opening)));
-                }
-            }
-        });
-    Ok(Sse::new(stream)
-        .keep_alive(KeepAlive::default())
-        .into_response())
+    Ok(respond(s))
 }
 
 #[cfg(test)]

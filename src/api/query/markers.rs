@@ -50,9 +50,8 @@ pub struct MarkerItem {
     pub since: Option<u64>,
     /// Where that event sits in the log.
     pub event: Option<EventAt>,
-    /// The feed's entries placed above the marker, at most `max`; `null`
-    /// for a feed whose entries this version does not serve yet
-    /// (notifications).
+    /// The feed's entries (notification groups) placed above the marker,
+    /// at most `max`.
     pub unread: Option<u64>,
     /// Whether more than `max` entries are unread (`unread` is then `max`).
     pub capped: bool,
@@ -122,6 +121,21 @@ impl Reader {
             }
         }
         Ok(out)
+    }
+
+    /// How many entries of `user`'s `feed` (home in the default modes;
+    /// notification groups of every kind) are placed above the feed's
+    /// marker, at most `max` (within 1 to [`MAX_UNREAD`]), and whether
+    /// there are more: a stream's `event: unread`.
+    pub fn unread(&self, user: UserId, feed: Feed, max: u64) -> Result<(u64, bool), QueryError> {
+        check_user(user)?;
+        let max = max.clamp(1, MAX_UNREAD);
+        let store = self.store_of(user)?;
+        let m = marker::get(&store.snapshot(), user, feed)?.map(|m| m.read_up_to);
+        match feed {
+            Feed::Home => self.home_unread(user, Modes::default(), m, max),
+            Feed::Notifications => self.notifications_unread(user, m, max),
+        }
     }
 
     /// How many home timeline entries in `modes` are placed above

@@ -1,11 +1,14 @@
 //! Following a timeline as it grows: the live stream (server-sent events:
 //! what it sends, in which order, how a client resumes it) and pages of
-//! the entries newer than a cursor.
+//! the entries newer than a cursor; the notifications stream and the
+//! unread counts both streams send (`feeds`).
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
 
+#[path = "../common/mod.rs"]
 mod common;
+mod feeds;
 
 use common::api::{append, append_and_process, processed, Server};
 use common::http::{Sse, StreamCopy};
@@ -166,6 +169,8 @@ fn timeline_stream_resumes_from_last_event_id() {
         got
     };
     let mut stream = server.client.events("/v1/users/1/timeline/stream");
+    // Opened before the post: it comes as an entry, not in the page.
+    opened(&mut stream);
     run(&[post(3, 12, 2000)]);
     assert_eq!(entries(&mut stream, 1), vec![("2000:12:3".to_string(), 12)]);
     drop(stream);
