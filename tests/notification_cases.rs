@@ -366,3 +366,70 @@ fn the_notifications_marker_counts_groups_above_it() {
     let r = Run::new(4, &[&base, &seen, &more]);
     assert_eq!(unread(&r), Some(1));
 }
+
+// Proves a catch-up read gives the groups above the notifications marker oldest first, one page at a time up to the top, that its last `prev_cursor` finds a group that moves above it later, that a page's cursor starts a catch-up above that group, and that another user's cursor or garbage is refused with the reason.
+#[test]
+fn catch_up_reads_the_groups_above_the_marker_oldest_first() {
+    let base = vec![
+        post(ALICE, 10, 1_000),
+        like(2, (ALICE, 10), true, 1_001),
+        like(3, (ALICE, 10), true, 1_002),
+        repost(4, 40, (ALICE, 10), 1_003),
+        reply(5, 50, (ALICE, 10), 1_004),
+        follow(6, ALICE, 1_005),
+    ];
+    let r = Run::new(6, &[&base]);
+    let all = notes(&r, ALICE, true, None);
+    let kinds = |g: &[NotificationGroup]| g.iter().map(|g| g.kind).collect::<Vec<_>>();
+    assert_eq!(kinds(&all), ["follow", "reply", "repost", "like"]);
+    let at = all[2].place;
+    let seen = vec![Event::Mark {
+        user: UserId(ALICE),
+        ts: Ts(1_006),
+        feed: Feed::Notifications,
+        read_up_to: Place {
+            ts: Ts(at.ts),
+            post_id: PostId(at.post_id),
+            author: UserId(at.author),
+        },
+        force: false,
+    }];
+    let more = vec![like(7, (ALICE, 10), true, 1_007)];
+    let r = Run::new(7, &[&base, &seen]);
+    let up = |r: &Run, after: &str| {
+        r.reader()
+            .notifications_catch_up(UserId(ALICE), (1, after), (true, None), false)
+            .unwrap()
+    };
+    let first = up(&r, "marker");
+    assert_eq!(kinds(&first.items), ["reply"]);
+    let second = up(&r, first.prev_cursor.as_deref().unwrap());
+    assert_eq!(kinds(&second.items), ["follow"]);
+    let top = up(&r, second.prev_cursor.as_deref().unwrap());
+    assert!(top.items.is_empty() && top.next_cursor.is_none());
+    // The same log with a later like: the likes' group moves to the top,
+    // and the cursor from the top finds it.
+    let later = Run::new(7, &[&base, &seen, &more]);
+    let moved = up(&later, top.prev_cursor.as_deref().unwrap());
+    assert_eq!(shape(&moved.items), [("like", 3, vec![7, 3, 2])]);
+    // A page's cursor (below the reply): the groups above it, from there.
+    let page = r
+        .reader()
+        .notifications(UserId(ALICE), (2, None), true, None)
+        .unwrap();
+    let from = up(&r, page.next_cursor.as_deref().unwrap());
+    assert_eq!(kinds(&from.items), ["follow"]);
+    for (cursor, why) in [
+        ("garbage", "not a cursor this server issued"),
+        (
+            first.prev_cursor.as_deref().unwrap(),
+            "cursor belongs to another user",
+        ),
+    ] {
+        let e = r
+            .reader()
+            .notifications_catch_up(UserId(2), (1, cursor), (true, None), false)
+            .unwrap_err();
+        assert!(e.to_string().contains(why), "{cursor}: {e}");
+    }
+}

@@ -127,7 +127,9 @@ pub const MARKERS: Read = unpaged(
 pub const NOTIFICATIONS: Read = Read {
     name: "notifications",
     route: "/v1/users/{id}/notifications",
-    takes: &["limit", "cursor", "grouped", "types", "explain", "as_of"],
+    takes: &[
+        "limit", "cursor", "after", "grouped", "types", "explain", "as_of",
+    ],
     default_limit: Some(DEFAULT_LIMIT),
     not_in_cli: None,
 };
@@ -457,6 +459,18 @@ impl Params {
             ));
         }
         Ok(self.explain)
+    }
+
+    /// Where a notifications page starts: `after` (catch-up, oldest
+    /// first) when given, else from `cursor` (older groups) or the top;
+    /// not both.
+    pub fn notifications_after(&self) -> Result<Option<&str>, BadParam> {
+        if self.cursor.is_some() && self.after.is_some() {
+            return Err(bad(
+                "give one of cursor (older groups) and after (catch-up, oldest first)",
+            ));
+        }
+        Ok(self.after.as_deref())
     }
 
     /// Where a timeline page starts: from a `cursor` (older entries), a

@@ -131,8 +131,15 @@ impl Answerer {
             "markers" => encoded(&r.markers(user, p.modes(), p.max_unread()?)?),
             "notifications" => {
                 let (grouped, types) = (p.grouped.unwrap_or(true), p.types.as_deref());
-                let page = (limit()?, cursor);
-                encoded(&r.notifications_with(user, page, (grouped, types), p.explain_now()?)?)
+                let (kinds, explain) = ((grouped, types), p.explain_now()?);
+                match p.notifications_after()? {
+                    Some(a) => {
+                        encoded(&r.notifications_catch_up(user, (limit()?, a), kinds, explain)?)
+                    }
+                    None => {
+                        encoded(&r.notifications_with(user, (limit()?, cursor), kinds, explain)?)
+                    }
+                }
             }
             "counters" => encoded(&r.counters(user)?),
             "recent-followers" => encoded(&r.recent_followers(user, limit()?)?),

@@ -345,6 +345,12 @@ impl Views for Client {
                     "/v1/users/{user}/timeline?limit={limit}&after={after}"
                 ));
             }
+            "notifications-catch-up" => {
+                let after = cursor.unwrap_or("marker");
+                return self.json(&format!(
+                    "/v1/users/{user}/notifications?limit={limit}&after={after}"
+                ));
+            }
             // `markers?reposts=M`: `limit` is the unread bound.
             other if other.starts_with("markers") => {
                 let query = other.trim_start_matches("markers").trim_start_matches('?');

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod api;
+mod catch_up;
 pub mod core_views;
 pub mod filters;
 pub mod generated;
@@ -18,6 +19,7 @@ pub mod stream;
 #[allow(unused_imports)]
 pub use reader_views::check_kept_pages;
 
+use catch_up::catch_up_matches;
 use feedlog::api::query::Replies;
 use feedlog::core::codec::{self, Format};
 use oracle::{Mode, Oracle};
@@ -249,38 +251,16 @@ pub fn check_all(
                 return Err(format!("markers of {u} (max {max}): {got}, want {want}"));
             }
         }
-        // Catch-up from the home marker, oldest first: up to the top in
-        // pages of `page` where little is unread, else its first page of
-        // 100 where up to 1,000 are (a deeper catch-up walks the timeline
-        // from its top for each page: the cost of a check of every user of
-        // a real network).
+        // Catch-up from the home and the notifications markers.
         let newest = plain.iter().find(|(m, _)| *m == Mode::Newest);
         let want = oracle.catch_up(u, newest.ok_or("no timeline")?.1.clone());
-        let (limit, all) = match want.len() {
-            n if n <= 40 => (page, true),
-            n if n <= 1000 => (100, false),
-            _ => (0, false),
-        };
-        let (mut got, mut after) = (Vec::new(), None::<String>);
-        let mut more = limit > 0;
-        while more {
-            let p = views.get("catch-up", u, limit, after.as_deref())?;
-            let items = first_items(&p)?;
-            got.extend(items.iter().cloned());
-            more = all && !items.is_empty();
-            after = p["prev_cursor"].as_str().map(str::to_string);
-        }
-        let want: Vec<Value> = want
-            .into_iter()
-            .take(if all { usize::MAX } else { limit })
-            .collect();
-        let want = oracle.with_counts(&e, want, Some(u));
-        if got != want {
-            return Err(format!(
-                "catch-up of {u}: {}",
-                first_difference(&got, &want)
-            ));
-        }
+        catch_up_matches(
+            views,
+            ("catch-up", u, page),
+            oracle.with_counts(&e, want, Some(u)),
+        )?;
+        let want = oracle.notifications_catch_up(u);
+        catch_up_matches(views, ("notifications-catch-up", u, page), want)?;
         // Notifications: every page, grouped and one per act (each act
         // explained: the event that made it), and grouped with two kinds
         // (group boundaries move with the kinds).

@@ -88,6 +88,20 @@ impl Oracle {
         entries
     }
 
+    /// `notifications?after=marker` paged up to the top: `user`'s groups
+    /// placed above the notifications marker, oldest first.
+    pub fn notifications_catch_up(&self, user: u64) -> Vec<Value> {
+        let m = self.marker(user, Feed::Notifications).map(|m| m.0);
+        let m = m.map_or((0, 0, 0), |p| (p.ts.0, p.post_id.0, p.author.0));
+        let mut groups = self.notifications_explained(user, (true, None), false);
+        groups.retain(|g| {
+            let f = |k: &str| g["place"][k].as_u64().unwrap_or(0);
+            (f("ts"), f("post_id"), f("author")) > m
+        });
+        groups.reverse();
+        groups
+    }
+
     /// The places a check asks markers at for `user`: below everything,
     /// at and around each entry of the home timeline.
     pub fn marker_places(&self, user: u64) -> Vec<Place> {

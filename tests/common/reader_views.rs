@@ -123,6 +123,11 @@ impl Views for Reader {
                     Ok(page)
                 }))
             }
+            // Catch-up of the grouped notifications from the marker.
+            "notifications-catch-up" => {
+                let after = (limit, cursor.unwrap_or("marker"));
+                json(self.notifications_catch_up(u, after, (true, None), false))
+            }
             // `markers?reposts=M`: `limit` is the unread bound.
             other if other.starts_with("markers") => {
                 let mut modes = Modes::default();

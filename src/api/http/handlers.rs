@@ -3,9 +3,7 @@
 //! (`pages.rs`).
 
 use super::errors::ApiError;
-use super::pages::{
-    json_page, json_response, kept_timeline_page, link, link_keeping, links, Cursors, KeptPage,
-};
+use super::pages::{json_page, json_response, kept_timeline_page, link, links, Cursors, KeptPage};
 use super::params::{limit, page_request, params, user_id, Params};
 use super::rewound::{link_as_of, read_at};
 use super::{Api, MAX_COUNTER_IDS};
@@ -433,49 +431,6 @@ pub(super) async fn recent_followers(
     let l = limit(&api, &p, crate::api::query::DEFAULT_RECENT)?;
     let list = read_at(&api, p.as_of, move |r| r.recent_followers(user, l)).await?;
     Ok(Json(list).into_response())
-}
-
-pub(super) async fn markers(
-    State(api): State<Arc<Api>>,
-    Path(id): Path<String>,
-    q: Params,
-) -> Result<Response, ApiError> {
-    let user = user_id(&id)?;
-    let p = params(q, &reads::MARKERS)?;
-    let (modes, max) = (p.modes(), p.max_unread()?);
-    let m = read(&api, move |r| r.markers(user, modes, max)).await?;
-    Ok(Json(m).into_response())
-}
-
-pub(super) async fn notifications(
-    State(api): State<Arc<Api>>,
-    Path(id): Path<String>,
-    q: Params,
-) -> Result<Response, ApiError> {
-    let user = user_id(&id)?;
-    let p = params(q, &reads::NOTIFICATIONS)?;
-    let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
-    let (cursor, grouped, types) = (p.cursor.clone(), p.grouped.unwrap_or(true), p.types.clone());
-    let (explain, asked) = (p.explain_now()?, p.notifications_asked());
-    let page = read_at(&api, p.as_of, move |r| {
-        r.notifications_with(
-            user,
-            (l, cursor.as_deref()),
-            (grouped, types.as_deref()),
-            explain,
-        )
-    })
-    .await?;
-    let mut resp = Json(&page).into_response();
-    let next = page.next_cursor.as_deref();
-    link_keeping(
-        &mut resp,
-        (reads::NOTIFICATIONS.route, user, l),
-        next,
-        &asked,
-    );
-    link_as_of(&mut resp, p.as_of);
-    Ok(resp)
 }
 
 pub(super) async fn counters(

@@ -12,12 +12,12 @@
 pub mod client;
 pub mod cut;
 mod errors;
+mod feeds;
 mod handlers;
 mod health;
 mod internal;
 mod layers;
 mod metrics_text;
-mod notification_stream;
 mod pages;
 mod params;
 mod prometheus;
@@ -433,11 +433,11 @@ pub fn router(api: Arc<Api>) -> Router {
         .route(route::POST, get(handlers::post))
         .route(route::LIKES, get(handlers::likes))
         .route(route::REPLIES, get(handlers::replies))
-        .route(route::MARKERS, get(handlers::markers))
-        .route(route::NOTIFICATIONS, get(handlers::notifications))
+        .route(route::MARKERS, get(feeds::markers))
+        .route(route::NOTIFICATIONS, get(feeds::notifications))
         .route(
             route::NOTIFICATIONS_STREAM,
-            get(notification_stream::notifications_stream),
+            get(feeds::notifications_stream),
         )
         .route(route::COUNTERS, get(handlers::counters))
         .route(route::COUNTERS_MANY, get(handlers::counters_many))

@@ -265,6 +265,7 @@ fn markers() {}
         User,
         ("limit" = Option<usize>, Query, description = "Groups per page (default 20, at most 1,000).", minimum = 1, maximum = 1000),
         ("cursor" = Option<String>, Query, description = "A page's `next_cursor`: the groups after it."),
+        ("after" = Option<String>, Query, description = "Catch-up: `marker` (the user's notifications marker) or a catch-up page's `prev_cursor` (or a page's `next_cursor`): the `limit` groups just above it, oldest first; `prev_cursor` continues up, `next_cursor` reads down as `cursor`. Not with `cursor`."),
         ("grouped" = Option<String>, Query, description = "`0`: one entry per act (count 1), newest first; default `1`.", pattern = "^(0|1|true|false)$"),
         ("types" = Option<String>, Query, description = "Kinds kept, comma-separated: `follow`, `like`, `repost`, `reply`, `mention` (applied before grouping)."),
         ("explain" = Option<String>, Query, description = "`1`: each group with `why`, every act of the group newest first (`actor`, `ts`) with the event that made it (`event`: partition and offset in `events`) — the follow that started the edge (absent for a follow revived after a block), the like, the repost, or the post that replies or mentions. Not with `as_of`.", pattern = "^(0|1|true|false)$"),

@@ -28,6 +28,11 @@ pub(super) enum CursorView {
     Notifications = 11,
     /// A user's notifications, one per act.
     NotificationItems = 12,
+    /// Catch-up of a user's notifications, grouped: a group's place and
+    /// the floor (the marker) it started from.
+    NotificationsAfter = 13,
+    /// Catch-up of a user's notifications, one per act.
+    NotificationItemsAfter = 14,
 }
 
 impl CursorView {
@@ -63,9 +68,9 @@ pub(super) fn decode_cursor(
     let bad = |why: &str| QueryError::BadCursor(why.to_string());
     let b = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(cursor)
-        .map_err(|_| bad("not a cursor this server issued"))?;
+        .map_err(|_| bad(NOT_ISSUED))?;
     if b.len() != 2 + 8 + len + 4 {
-        return Err(bad("not a cursor this server issued"));
+        return Err(bad(NOT_ISSUED));
     }
     let (body, crc) = b.split_at(b.len() - 4);
     if crc32fast::hash(body).to_be_bytes() != crc {
@@ -82,6 +87,10 @@ pub(super) fn decode_cursor(
     }
     Ok(body[10..].to_vec())
 }
+
+/// Why a cursor is refused that is not of the length (or the base64) of
+/// the view's cursors.
+pub(super) const NOT_ISSUED: &str = "not a cursor this server issued";
 
 /// The big-endian u64 at `at` of a decoded cursor's bytes.
 pub(super) fn cursor_u64(b: &[u8], at: usize) -> Result<u64, QueryError> {

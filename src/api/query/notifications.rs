@@ -1,11 +1,12 @@
 //! A user's notifications: follows of them, likes, reposts and replies of their posts, mentions of them, grouped by `core::notification`'s rule and filtered by their blocks and mutes.
 
-use super::cursor::{decode_cursor, encode_cursor, CursorView};
+use super::cursor::{decode_cursor, encode_cursor, CursorView, NOT_ISSUED};
 use super::explain::EventAt;
 use super::{check_limit, check_user, cursor_u64, Page, PlaceItem, QueryError, Reader, RepostOf};
-use crate::core::event::{Place, PostId, Ts, UserId};
+use crate::core::event::{Feed, Place, PostId, Ts, UserId};
 use crate::core::filter::ReadFilter;
 use crate::core::keys::PostRef;
+use crate::core::marker;
 use crate::core::notification::items::{event_of, items_of};
 use crate::core::notification::{self, Group, GroupKey, Item};
 use crate::core::views;
@@ -164,19 +165,98 @@ impl Reader {
             page.truncate(limit);
             encode_cursor(view, user, &cursor_of(page[limit - 1].place()))
         });
-        let mut items = Vec::with_capacity(page.len());
-        for g in page {
-            let mut a = answer(g, &parents);
-            if explain {
-                a.why = Some(self.acts_of(&snap, user, g, &parents)?);
-            }
-            items.push(a);
-        }
         Ok(Page {
-            items,
+            items: self.answers(&snap, user, &page, (&parents, explain))?,
             next_cursor,
             prev_cursor: None,
         })
+    }
+
+    /// The `limit` groups (`grouped` and `types` as
+    /// [`Reader::notifications`] takes them) just above `after` — the
+    /// user's notifications marker (`"marker"`; the bottom without one), a
+    /// catch-up page's `prev_cursor` or a page's cursor — **oldest
+    /// first**: catch-up with no gap. Above the marker is as the unread
+    /// count has it (a group's place above the marker's); above a cursor,
+    /// after its group in the page order. `prev_cursor` (the newest
+    /// group's, or `after`'s own place when there is none yet) continues
+    /// up as `after=`; `next_cursor` (the oldest group's) reads down as
+    /// `cursor=`.
+    pub fn notifications_catch_up(
+        &self,
+        user: UserId,
+        (limit, after): (usize, &str),
+        (grouped, types): (bool, Option<&[Kind]>),
+        explain: bool,
+    ) -> Result<Page<NotificationGroup>, QueryError> {
+        check_user(user)?;
+        check_limit(limit)?;
+        let (view, up) = match grouped {
+            true => (CursorView::Notifications, CursorView::NotificationsAfter),
+            false => (
+                CursorView::NotificationItems,
+                CursorView::NotificationItemsAfter,
+            ),
+        };
+        let store = self.store_of(user)?;
+        let snap = store.snapshot();
+        let (floor, from) = match after {
+            "marker" => {
+                let m = marker::get(&snap, user, Feed::Notifications)?;
+                (m.map(|m| m.read_up_to).unwrap_or_default(), None)
+            }
+            c => match decode_cursor(c, up, user, 41 + 24) {
+                Ok(b) => (floor_of(&b[41..])?, Some(place_of(&b[..41])?)),
+                // A page's cursor: the groups after it, from the bottom.
+                Err(up_error) => match decode_cursor(c, view, user, 41) {
+                    Ok(b) => (Place::default(), Some(place_of(&b)?)),
+                    // Each says why the cursor is not its kind: the one
+                    // whose length fits says it best.
+                    Err(QueryError::BadCursor(m)) if m == NOT_ISSUED => return Err(up_error),
+                    Err(e) => return Err(e),
+                },
+            },
+        };
+        let (groups, parents) = groups_of(&snap, user, grouped, types)?;
+        let page: Vec<&Group> = groups
+            .iter()
+            .rev()
+            .filter(|g| place(g) > floor && from.is_none_or(|f| g.place() > f))
+            .take(limit)
+            .collect();
+        let top = page.last().map(|g| g.place()).or(from).unwrap_or(BOTTOM);
+        let mut up_cursor = cursor_of(top);
+        up_cursor.extend_from_slice(&crate::core::keys::key([
+            floor.ts.0,
+            floor.post_id.0,
+            floor.author.0,
+        ]));
+        Ok(Page {
+            items: self.answers(&snap, user, &page, (&parents, explain))?,
+            next_cursor: page
+                .first()
+                .map(|g| encode_cursor(view, user, &cursor_of(g.place()))),
+            prev_cursor: Some(encode_cursor(up, user, &up_cursor)),
+        })
+    }
+
+    /// `page`'s groups as answered, with their acts when `explain`.
+    fn answers(
+        &self,
+        snap: &Snapshot,
+        user: UserId,
+        page: &[&Group],
+        (parents, explain): (&Parents, bool),
+    ) -> Result<Vec<NotificationGroup>, QueryError> {
+        let mut items = Vec::with_capacity(page.len());
+        for g in page {
+            let mut a = answer(g, parents);
+            if explain {
+                a.why = Some(self.acts_of(snap, user, g, parents)?);
+            }
+            items.push(a);
+        }
+        Ok(items)
     }
 
     /// How many of `user`'s notification groups (all kinds) are placed
@@ -325,6 +405,19 @@ fn cursor_of((ts, key, (first_ts, first)): Order) -> Vec<u8> {
     b.push(tag);
     b.extend_from_slice(&crate::core::keys::key([a.0, p.0, first_ts.0, first.0]));
     b
+}
+
+/// Below every group: where a catch-up from the bottom starts.
+const BOTTOM: Order = (Ts(0), GroupKey::Follows, (Ts(0), UserId(0)));
+
+/// The floor (a marker's place) a catch-up cursor's last 24 bytes name.
+fn floor_of(b: &[u8]) -> Result<Place, QueryError> {
+    let at = |i| cursor_u64(b, i);
+    Ok(Place {
+        ts: Ts(at(0)?),
+        post_id: PostId(at(8)?),
+        author: UserId(at(16)?),
+    })
 }
 
 /// The place a cursor's payload names.

@@ -1,15 +1,19 @@
-//! The live notifications stream (server-sent events): the first page of groups again whenever it changes, and the unread count.
+//! A user's feeds besides home: the read-marker and notifications routes, and the live notifications stream (server-sent events: the first page of groups again whenever it changes, and the unread count).
 
 use super::errors::ApiError;
 use super::handlers::read;
+use super::pages::{json_page, link_keeping};
 use super::params::{limit, params, user_id, Params};
+use super::rewound::{link_as_of, read_at};
 use super::stream::{data_json, respond, Feeder, Unread, Wake};
 use super::Api;
 use crate::api::query::{NotificationGroup, NotificationKind, Page};
+use crate::api::reads;
 use crate::core::event::{Feed, UserId};
 use axum::extract::{Path, State};
 use axum::response::sse::Event as SseEvent;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -85,7 +89,7 @@ pub(super) async fn notifications_stream(
     q: Params,
 ) -> Result<Response, ApiError> {
     let user = user_id(&id)?;
-    let p = params(q, &crate::api::reads::NOTIFICATIONS_STREAM)?;
+    let p = params(q, &reads::NOTIFICATIONS_STREAM)?;
     let limit = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
     let max = p.max_unread()?;
     let s = Stream {
@@ -100,4 +104,55 @@ pub(super) async fn notifications_stream(
         unread: Unread::new(Feed::Notifications, max),
     };
     Ok(respond(s))
+}
+
+pub(super) async fn markers(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    q: Params,
+) -> Result<Response, ApiError> {
+    let user = user_id(&id)?;
+    let p = params(q, &reads::MARKERS)?;
+    let (modes, max) = (p.modes(), p.max_unread()?);
+    let m = read(&api, move |r| r.markers(user, modes, max)).await?;
+    Ok(Json(m).into_response())
+}
+
+pub(super) async fn notifications(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    q: Params,
+) -> Result<Response, ApiError> {
+    let user = user_id(&id)?;
+    let p = params(q, &reads::NOTIFICATIONS)?;
+    let l = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
+    let (cursor, grouped, types) = (p.cursor.clone(), p.grouped.unwrap_or(true), p.types.clone());
+    let (explain, asked) = (p.explain_now()?, p.notifications_asked());
+    if let Some(after) = p.notifications_after()?.map(str::to_string) {
+        let page = read_at(&api, p.as_of, move |r| {
+            let kinds = (grouped, types.as_deref());
+            r.notifications_catch_up(user, (l, &after), kinds, explain)
+        })
+        .await?;
+        return Ok(json_page(&page));
+    }
+    let page = read_at(&api, p.as_of, move |r| {
+        r.notifications_with(
+            user,
+            (l, cursor.as_deref()),
+            (grouped, types.as_deref()),
+            explain,
+        )
+    })
+    .await?;
+    let mut resp = Json(&page).into_response();
+    let next = page.next_cursor.as_deref();
+    link_keeping(
+        &mut resp,
+        (reads::NOTIFICATIONS.route, user, l),
+        next,
+        &asked,
+    );
+    link_as_of(&mut resp, p.as_of);
+    Ok(resp)
 }
