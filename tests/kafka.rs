@@ -460,7 +460,8 @@ fn any_processor_answers_for_any_user() {
         "{links:?}"
     );
     assert!(links.iter().all(|l| *l == links[0]), "{links:?}");
-    // A stream of a user another processor serves is redirected there.
+    // A stream (the timeline's, the notifications') of a user another
+    // processor serves is redirected there, its query kept.
     let owner_of_1 = status(&kafka).unwrap().partitions
         [partition_for(UserId(1), partitions as u32).index()]
     .owner
@@ -475,12 +476,14 @@ fn any_processor_answers_for_any_user() {
         .find(|(m, _)| *m == other)
         .unwrap()
         .1;
-    let r = c.get("/v1/users/1/timeline/stream");
-    assert_eq!(r.status, 307);
-    assert!(r
-        .header("location")
-        .unwrap()
-        .ends_with("/v1/users/1/timeline/stream"));
+    for stream in [
+        "/v1/users/1/timeline/stream",
+        "/v1/users/1/notifications/stream?limit=5",
+    ] {
+        let r = c.get(stream);
+        assert_eq!(r.status, 307, "{stream}");
+        assert!(r.header("location").unwrap().ends_with(stream), "{stream}");
+    }
     m2.stop();
     m1.stop();
     m0.stop();
