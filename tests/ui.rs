@@ -127,7 +127,7 @@ fn first_page_keys(oracle: &common::oracle::Oracle) -> Vec<Value> {
 const SHOWN: &str =
     "return Array.from(document.querySelectorAll('#entries li')).map(li => li.dataset.key)";
 
-// Proves the page, in headless Chromium, shows the oracle's first timeline page of a user, adds an entry produced afterwards (over the stream) and a like of it as its counts, explains a clicked entry, answers why a post is not there, shows the oracle's page as of an earlier time, and its time slider moves to an earlier time and back to live.
+// Proves the page, in headless Chromium, shows the oracle's first timeline page of a user, adds an entry produced afterwards (over the stream) with the unread count it brings and a like of it as its counts, explains a clicked entry, answers why a post is not there, shows the oracle's page as of an earlier time, and its time slider moves to an earlier time and back to live.
 #[test]
 #[ignore = "needs chromium and chromedriver (Debian: chromium, chromium-driver)"]
 fn ui_shows_the_timeline_live_and_explains_it() {
@@ -165,6 +165,13 @@ fn ui_shows_the_timeline_live_and_explains_it() {
     let mut with_new = vec![json!("3:500")];
     with_new.extend(first);
     browser.wait_for("the new entry, live", SHOWN, &Value::from(with_new));
+    // The stream's unread count (no marker: every entry — the 20 posts of
+    // the followees 2 and 3, and the new one).
+    browser.wait_for(
+        "the unread count",
+        "return document.getElementById('unread').textContent",
+        &json!("21 unread"),
+    );
     // A like of it comes over the stream as the entry's counts.
     append_and_process(
         tmp.path(),

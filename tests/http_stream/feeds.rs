@@ -138,3 +138,37 @@ fn the_timeline_stream_sends_the_home_unread_count_when_it_changes() {
     let markers = server.client.json("/v1/users/1/markers").unwrap();
     assert_eq!(markers["feeds"][0]["unread"], 0, "{markers}");
 }
+
+// Proves the unread count without a marker is every entry of the timeline, on the markers route and on the stream, for a timeline longer than a first page (past what an inbox head holds at first).
+#[test]
+fn without_a_marker_every_entry_is_unread() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut lines = vec![
+        r#"{"type":"follow","follower":1,"followee":2,"ts":1000}"#.to_string(),
+        r#"{"type":"follow","follower":1,"followee":3,"ts":1001}"#.to_string(),
+    ];
+    for i in 0..30u64 {
+        let (author, ts) = (2 + i % 2, 2000 + i);
+        lines.push(format!(
+            r#"{{"type":"post","author":{author},"post_id":{},"ts":{ts}}}"#,
+            100 + i
+        ));
+    }
+    let processor = processed(tmp.path(), &lines.join("\n"), 2);
+    let server = pushed_only(&processor);
+    let markers = server.client.json("/v1/users/1/markers").unwrap();
+    assert_eq!(markers["feeds"][0]["unread"], 30, "{markers}");
+    let mut stream = server.client.events("/v1/users/1/timeline/stream");
+    stream.unread = true;
+    opened(&mut stream);
+    assert_eq!(expect(&mut stream, "unread"), unread("home", 30, false));
+    append_and_process(
+        tmp.path(),
+        &processor,
+        &[r#"{"type":"post","author":3,"post_id":500,"ts":9000}"#],
+    );
+    assert_eq!(expect(&mut stream, "entry")["post_id"], 500);
+    assert_eq!(expect(&mut stream, "unread"), unread("home", 31, false));
+    let markers = server.client.json("/v1/users/1/markers").unwrap();
+    assert_eq!(markers["feeds"][0]["unread"], 31, "{markers}");
+}
