@@ -57,6 +57,9 @@ impl Read {
     }
 }
 
+/// A stream's unread count's bound when `max` is not given.
+pub const STREAM_MAX_UNREAD: u64 = 100;
+
 /// A user's home timeline.
 pub const TIMELINE: Read = Read {
     name: "timeline",
@@ -503,7 +506,18 @@ impl Params {
     /// `markers`' bound on the unread counts: `max`, or 1,000; 1 to
     /// 10,000.
     pub fn max_unread(&self) -> Result<u64, BadParam> {
-        let max = self.max.unwrap_or(crate::api::query::DEFAULT_MAX_UNREAD);
+        self.max_unread_or(crate::api::query::DEFAULT_MAX_UNREAD)
+    }
+
+    /// A stream's bound on its unread count: `max`, or 100 (a badge shows
+    /// "99+"; the count is read again at every wake of the stream, so
+    /// its bound is its cost); 1 to 10,000.
+    pub fn stream_max_unread(&self) -> Result<u64, BadParam> {
+        self.max_unread_or(STREAM_MAX_UNREAD)
+    }
+
+    fn max_unread_or(&self, default: u64) -> Result<u64, BadParam> {
+        let max = self.max.unwrap_or(default);
         match max {
             1..=crate::api::query::MAX_UNREAD => Ok(max),
             _ => Err(bad(format!(

@@ -172,3 +172,25 @@ fn without_a_marker_every_entry_is_unread() {
     let markers = server.client.json("/v1/users/1/markers").unwrap();
     assert_eq!(markers["feeds"][0]["unread"], 31, "{markers}");
 }
+
+// Proves a stream's unread count is bounded by 100 when `max` is not given (`capped`), while the markers route counts up to its own default of 1,000.
+#[test]
+fn a_streams_unread_count_stops_at_100_by_default() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut lines = vec![r#"{"type":"follow","follower":1,"followee":2,"ts":1000}"#.to_string()];
+    for i in 0..105u64 {
+        lines.push(format!(
+            r#"{{"type":"post","author":2,"post_id":{},"ts":{}}}"#,
+            100 + i,
+            2000 + i
+        ));
+    }
+    let processor = processed(tmp.path(), &lines.join("\n"), 2);
+    let server = pushed_only(&processor);
+    let markers = server.client.json("/v1/users/1/markers").unwrap();
+    assert_eq!(markers["feeds"][0]["unread"], 105, "{markers}");
+    let mut stream = server.client.events("/v1/users/1/timeline/stream");
+    stream.unread = true;
+    opened(&mut stream);
+    assert_eq!(expect(&mut stream, "unread"), unread("home", 100, true));
+}

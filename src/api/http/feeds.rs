@@ -91,7 +91,7 @@ pub(super) async fn notifications_stream(
     let user = user_id(&id)?;
     let p = params(q, &reads::NOTIFICATIONS_STREAM)?;
     let limit = limit(&api, &p, crate::api::query::DEFAULT_LIMIT)?;
-    let max = p.max_unread()?;
+    let max = p.stream_max_unread()?;
     let s = Stream {
         wake: Wake::new(&api),
         api,

@@ -84,7 +84,7 @@ struct StreamWindow {
     /// How many of the timeline's newest entries the client's copy holds, 1 to the server's maximum page size. The default and the maximum are filled in by the server (`--max-limit`).
     #[param(minimum = 1)]
     limit: Option<u64>,
-    /// The most unread entries `event: unread` counts (default 1,000, at most 10,000), as on `markers`.
+    /// The most unread entries `event: unread` counts (default 100 on a stream, at most 10,000), as `max` on `markers`.
     #[param(minimum = 1, maximum = 10000)]
     max: Option<u64>,
 }

@@ -413,7 +413,7 @@ pub(super) async fn timeline_stream(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .and_then(parse_event_id);
-    let max = p.max_unread()?;
+    let max = p.stream_max_unread()?;
     let s = Stream {
         wake: Wake::new(&api),
         api,
