@@ -30,7 +30,7 @@ fn unread(feed: &str, n: u64, capped: bool) -> Value {
     json!({ "feed": feed, "unread": n, "capped": capped })
 }
 
-// Proves the notifications stream opens with the first page and the unread count, sends the page again whenever it changes (a like joins its group in place, an unlike leaves it, a deleted post takes its group away, a follow joins the follows' group) and only then, each time equal to `GET …/notifications`, and sends the unread count only when a new group or a `seen` of the feed moves it.
+// Proves the notifications stream opens with the first page and the unread count, sends the page again whenever it changes (a like joins its group in place, an unlike leaves it, a deleted post takes its group away, a follow joins the follows' group) and only then, each time equal to `GET …/notifications`, and sends the unread count only when a new group or a `seen` of the feed moves it; a stream of one act per entry and one kind gets its own page and the same count.
 #[test]
 fn the_notifications_stream_sends_the_page_when_it_changes_and_the_unread_count() {
     let tmp = tempfile::tempdir().unwrap();
@@ -100,6 +100,21 @@ fn the_notifications_stream_sends_the_page_when_it_changes_and_the_unread_count(
     assert_eq!(page["items"][0]["actors"], json!([5, 2]), "{page}");
     assert_eq!(
         expect(&mut stream, "unread"),
+        unread("notifications", 1, false)
+    );
+    // One act per entry and one kind: the page as asked, the count of
+    // every group of every kind all the same.
+    let asked = "limit=5&grouped=0&types=follow";
+    let mut acts = server
+        .client
+        .events(&format!("/v1/users/1/notifications/stream?{asked}"));
+    acts.unread = true;
+    let page = opened(&mut acts);
+    let want = page_of(&server, &format!("/v1/users/1/notifications?{asked}"));
+    assert_eq!(page, want);
+    assert_eq!(page["items"].as_array().unwrap().len(), 2, "{page}");
+    assert_eq!(
+        expect(&mut acts, "unread"),
         unread("notifications", 1, false)
     );
 }

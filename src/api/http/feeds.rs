@@ -39,14 +39,14 @@ impl Feeder for Stream {
         self.read().await
     }
 
-    /// Reads the first page and the unread count; queues the page when it
+    /// Reads the first page and the unread count (one snapshot, one
+    /// grouping of the acts for both where it can); queues the page when it
     /// is not the one sent last, then the count when it changed.
     async fn read(&mut self) -> Result<(), ApiError> {
         let (user, limit, grouped) = (self.user, self.limit, self.grouped);
-        let (types, (feed, max)) = (self.types.clone(), self.unread.asks());
+        let (types, (_, max)) = (self.types.clone(), self.unread.asks());
         let (page, now) = read(&self.api, move |r| {
-            let page = r.notifications(user, (limit, None), grouped, types.as_deref())?;
-            Ok((page, r.unread(user, feed, max)?))
+            r.notifications_and_unread(user, limit, (grouped, types.as_deref()), max)
         })
         .await?;
         let body = page_json(&page, self.api.cfg.string_ids);

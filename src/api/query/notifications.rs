@@ -155,7 +155,59 @@ impl Reader {
         };
         let store = self.store_of(user)?;
         let snap = store.snapshot();
-        let (groups, parents) = groups_of(&snap, user, grouped, types)?;
+        let groups = groups_of(&snap, user, grouped, types)?;
+        self.page_of(&snap, user, &groups, (view, after, limit), explain)
+    }
+
+    /// The first page of `limit` as [`Reader::notifications`] gives it
+    /// (`grouped`, `types`) and the notifications feed's unread count as
+    /// [`Reader::unread`] gives it (at most `max`), from one snapshot:
+    /// what a notifications stream reads at each wake. The default page
+    /// (grouped, every kind) and the count share one grouping of the acts.
+    pub fn notifications_and_unread(
+        &self,
+        user: UserId,
+        limit: usize,
+        (grouped, types): (bool, Option<&[Kind]>),
+        max: u64,
+    ) -> Result<(Page<NotificationGroup>, (u64, bool)), QueryError> {
+        check_user(user)?;
+        check_limit(limit)?;
+        let max = max.clamp(1, super::MAX_UNREAD);
+        let store = self.store_of(user)?;
+        let snap = store.snapshot();
+        let marker = marker::get(&snap, user, Feed::Notifications)?.map(|m| m.read_up_to);
+        let all = groups_of(&snap, user, true, None)?;
+        let above = all
+            .0
+            .iter()
+            .filter(|g| place(g) > marker.unwrap_or_default())
+            .count() as u64;
+        let view = match grouped {
+            true => CursorView::Notifications,
+            false => CursorView::NotificationItems,
+        };
+        let page = match (grouped, types) {
+            (true, None) => self.page_of(&snap, user, &all, (view, None, limit), false)?,
+            _ => {
+                let groups = groups_of(&snap, user, grouped, types)?;
+                self.page_of(&snap, user, &groups, (view, None, limit), false)?
+            }
+        };
+        Ok((page, (above.min(max), above > max)))
+    }
+
+    /// The page of `limit` of `groups` (newest first, with each reply's
+    /// parent) below `after` (from the top without one), its cursors of
+    /// `view`.
+    fn page_of(
+        &self,
+        snap: &Snapshot,
+        user: UserId,
+        (groups, parents): &(Vec<Group>, Parents),
+        (view, after, limit): (CursorView, Option<Order>, usize),
+        explain: bool,
+    ) -> Result<Page<NotificationGroup>, QueryError> {
         let mut page: Vec<&Group> = groups
             .iter()
             .filter(|g| after.is_none_or(|a| g.place() < a))
@@ -166,7 +218,7 @@ impl Reader {
             encode_cursor(view, user, &cursor_of(page[limit - 1].place()))
         });
         Ok(Page {
-            items: self.answers(&snap, user, &page, (&parents, explain))?,
+            items: self.answers(snap, user, &page, (parents, explain))?,
             next_cursor,
             prev_cursor: None,
         })
